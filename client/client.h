@@ -1,0 +1,199 @@
+// tdock::Client: the C++ client of a tdock server, over one gRPC channel.
+//
+//   TDOCK_ASSIGN_OR_RETURN(auto client, tdock::Client::Connect({.address = "127.0.0.1:50051"}));
+//   TDOCK_RETURN_IF_ERROR(client->CreateDock(spec).status());
+//   tdock::ClientPut put{.dock = "grpo", .step = 0, .rows = {0, 1}};
+//   put.columns.push_back(tdock::ClientColumn::FromRows<int32_t>("prompt_ids", {{1, 2}, {3}}));
+//   TDOCK_RETURN_IF_ERROR(client->Put(put).status());
+//   TDOCK_ASSIGN_OR_RETURN(tdock::ClientBatch batch,
+//                          client->Get({.dock = "grpo", .consumer = "actor", .wait = absl::Seconds(5)}));
+//
+// Thread safety: a Client may be shared by threads; every call is independent.
+// Every call takes a deadline (options.timeout unless the call says otherwise;
+// a Get's deadline is its wait bound plus options.timeout) and returns the
+// server's status, code and message unchanged.
+// Put sends column data without copying it into a protobuf message; Get
+// returns column data in buffers owned by the returned batch.
+#ifndef TDOCK_CLIENT_CLIENT_H_
+#define TDOCK_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/dtype.h"
+#include "common/packed.h"
+#include "common/spec.h"
+
+namespace tdock {
+
+struct ClientOptions {
+  std::string address = "127.0.0.1:50051";
+  // Deadline of each call (added to a Get's wait). Default: 30 s.
+  absl::Duration timeout = absl::Seconds(30);
+  // Largest message sent or received. Default: 1 GiB.
+  int64_t max_message_bytes = int64_t{1} << 30;
+};
+
+// One column of a Put, owning its packed bytes (or borrowing them: see View).
+struct ClientColumn {
+  std::string name;
+  DType dtype = DType::kUnspecified;
+  std::vector<int64_t> offsets;  // rows + 1 item offsets
+  std::string owned;             // payload when the column owns it
+  bool borrows = false;          // true: payload is `borrowed`, not `owned`
+  ByteSpan borrowed;
+
+  // The payload sent.
+  ByteSpan bytes() const {
+    return borrows ? borrowed : ByteSpan(owned.data(), owned.size());
+  }
+
+  // Packs rows of T into an owning column.
+  template <typename T>
+  static ClientColumn FromRows(std::string name, DType dtype,
+                               const std::vector<std::vector<T>>& rows);
+  // Borrows caller-owned packed data (must outlive the Put call).
+  static ClientColumn View(std::string name, DType dtype,
+                           std::vector<int64_t> offsets, ByteSpan data);
+};
+
+struct ClientPut {
+  std::string dock;
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  std::vector<ClientColumn> columns;
+  absl::Duration wait = absl::Seconds(30);  // server-side backpressure bound
+};
+
+struct ClientGet {
+  std::string dock;
+  std::string consumer;
+  int32_t rank = 0;
+  std::optional<int64_t> step;
+  int64_t count = 0;
+  absl::Duration wait = absl::Seconds(30);
+};
+
+// A batch as received. Column data lives in `buffers`; columns' segments
+// point into them.
+struct ClientBatch {
+  int64_t step = -1;
+  std::vector<int64_t> rows;
+  std::vector<int64_t> token_counts;
+  bool end_of_step = false;
+  bool timed_out = false;
+  std::vector<PackedColumn> columns;
+  std::vector<std::string> buffers;
+
+  const PackedColumn* column(std::string_view name) const;
+  // Row i of a column as typed values (copied). REQUIRES: T matches dtype.
+  template <typename T>
+  std::vector<T> Row(const PackedColumn& column, int64_t i) const;
+};
+
+struct StepStatusInfo {
+  int64_t step = 0;
+  int32_t partition = 0;
+  std::vector<std::pair<std::string, int64_t>> ready;     // column -> rows
+  std::vector<std::pair<std::string, int64_t>> consumed;  // consumer -> rows
+};
+
+struct DockStatusInfo {
+  DockSpec spec;
+  std::vector<StepStatusInfo> steps;
+  std::vector<std::pair<std::string, int64_t>> waiters;  // consumer -> parked
+  int64_t arena_bytes_used = 0;
+  int64_t arena_bytes_reserved = 0;
+  int64_t memory_limit_bytes = 0;
+  int64_t parked_puts = 0;
+};
+
+struct DockSummaryInfo {
+  std::string name;
+  int64_t rows_per_step = 0;
+  int32_t steps_in_flight = 0;
+  std::vector<int64_t> live_steps;
+};
+
+struct PutAck {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+};
+
+class Client final {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  absl::StatusOr<DockSpec> CreateDock(const DockSpec& spec);
+  absl::Status DeleteDock(const std::string& dock);
+  absl::StatusOr<std::vector<DockSummaryInfo>> ListDocks();
+  absl::StatusOr<DockStatusInfo> GetDockStatus(const std::string& dock);
+  absl::StatusOr<ConsumerSpec> AddConsumer(const std::string& dock,
+                                           const ConsumerSpec& consumer);
+  absl::Status ReleaseStep(const std::string& dock, int64_t step);
+
+  absl::StatusOr<PutAck> Put(const ClientPut& put);
+  absl::StatusOr<ClientBatch> Get(const ClientGet& get);
+  // Like Get, without payload (columns empty).
+  absl::StatusOr<ClientBatch> Sample(const ClientGet& get);
+  absl::StatusOr<ClientBatch> Read(const std::string& dock, int64_t step,
+                                   const std::vector<int64_t>& rows,
+                                   const std::vector<std::string>& columns);
+  // The standard gRPC health service: OK when the server is SERVING.
+  absl::Status Health();
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- template definitions ----
+
+template <typename T>
+ClientColumn ClientColumn::FromRows(std::string name, DType dtype,
+                                    const std::vector<std::vector<T>>& rows) {
+  ClientColumn column;
+  column.name = std::move(name);
+  column.dtype = dtype;
+  column.offsets.reserve(rows.size() + 1);
+  column.offsets.push_back(0);
+  size_t items = 0;
+  for (const auto& row : rows) {
+    items += row.size();
+    column.offsets.push_back(static_cast<int64_t>(items));
+  }
+  column.owned.resize(items * sizeof(T));
+  char* out = column.owned.data();
+  for (const auto& row : rows) {
+    if (!row.empty()) std::memcpy(out, row.data(), row.size() * sizeof(T));
+    out += row.size() * sizeof(T);
+  }
+  return column;
+}
+
+template <typename T>
+std::vector<T> ClientBatch::Row(const PackedColumn& column, int64_t i) const {
+  const int64_t begin = column.offsets[i] * static_cast<int64_t>(sizeof(T));
+  const int64_t len = column.length(i) * static_cast<int64_t>(sizeof(T));
+  std::vector<T> out(static_cast<size_t>(column.length(i)));
+  if (len > 0) {
+    CopyFromSegments(column.segments, begin, len,
+                     reinterpret_cast<char*>(out.data()));
+  }
+  return out;
+}
+
+}  // namespace tdock
+
+#endif  // TDOCK_CLIENT_CLIENT_H_

@@ -1,0 +1,84 @@
+// DockSpec: the description of one dock (one training job's buffer), shared by
+// the server core, the clients and the YAML loader. Plain data; NormalizeSpec
+// fills defaults and validates with messages that name the field at fault.
+#ifndef TDOCK_COMMON_SPEC_H_
+#define TDOCK_COMMON_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/dtype.h"
+
+namespace tdock {
+
+enum class Policy : uint8_t {
+  kFifo = 1,      // lowest row index first
+  kRandom = 2,    // uniformly among available rows, seeded
+  kBalanced = 3,  // token-balanced across dp ranks
+};
+std::string_view PolicyName(Policy policy);
+
+struct ColumnSpec {
+  std::string name;
+  DType dtype = DType::kUnspecified;
+  std::vector<int64_t> inner_shape;  // empty: an item is one element
+  int64_t max_len = 0;               // max items per row; 0: unbounded
+  bool rewritable = false;
+
+  // Bytes of one item: DTypeSize(dtype) * product(inner_shape).
+  int64_t item_bytes() const;
+};
+
+struct ConsumerSpec {
+  std::string name;
+  std::vector<std::string> columns;
+  int64_t dispatch_size = 0;  // 0: rows_per_step / dp_size
+  int32_t dp_size = 1;
+  bool whole_groups = false;
+  Policy policy = Policy::kFifo;
+  uint64_t seed = 0;
+};
+
+struct DockSpec {
+  std::string name;
+  int64_t num_prompts = 0;
+  int32_t n_samples_per_prompt = 1;
+  int32_t steps_in_flight = 1;
+  std::vector<std::string> length_columns;
+  std::vector<ColumnSpec> columns;
+  std::vector<ConsumerSpec> consumers;
+  int64_t preallocate_bytes = 0;
+  int64_t memory_limit_bytes = 0;  // 0: unlimited
+  int64_t chunk_bytes = 0;         // 0: kDefaultChunkBytes
+
+  static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
+  static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;
+  static constexpr int32_t kMaxStepsInFlight = 64;
+
+  int64_t rows_per_step() const { return num_prompts * n_samples_per_prompt; }
+  int64_t num_groups() const { return num_prompts; }
+  // Index into columns, or -1.
+  int ColumnIndex(std::string_view column) const;
+  int ConsumerIndex(std::string_view consumer) const;
+};
+
+// Checks a name of a dock, column or consumer: 1..128 characters from
+// [A-Za-z0-9_.-]. `what` is used in the message ("column name").
+absl::Status ValidateName(std::string_view what, std::string_view name);
+
+// Returns `spec` with defaults filled in (dp_size, dispatch_size, chunk size,
+// ...) or INVALID_ARGUMENT naming the dock and the field at fault.
+absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec);
+
+// Validates a consumer against an already normalized spec (used by
+// AddConsumer) and returns it with defaults filled in.
+absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
+                                               ConsumerSpec consumer);
+
+}  // namespace tdock
+
+#endif  // TDOCK_COMMON_SPEC_H_

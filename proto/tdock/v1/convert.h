@@ -1,0 +1,27 @@
+// Conversions between tdock.v1 messages and tdock's own types, and between
+// absl::Status and grpc::Status (the same codes), shared by server and client.
+#ifndef TDOCK_PROTO_TDOCK_V1_CONVERT_H_
+#define TDOCK_PROTO_TDOCK_V1_CONVERT_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/spec.h"
+#include "grpcpp/support/status.h"
+#include "tdock/v1/dock.pb.h"
+
+namespace tdock {
+
+v1::DockSpec ToProto(const DockSpec& spec);
+v1::ConsumerSpec ToProto(const ConsumerSpec& consumer);
+v1::ColumnSpec ToProto(const ColumnSpec& column);
+// INVALID_ARGUMENT for enum values outside the contract (naming the field).
+absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec);
+absl::StatusOr<ConsumerSpec> FromProto(const v1::ConsumerSpec& consumer);
+absl::StatusOr<ColumnSpec> FromProto(const v1::ColumnSpec& column);
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace tdock
+
+#endif  // TDOCK_PROTO_TDOCK_V1_CONVERT_H_

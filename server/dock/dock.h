@@ -1,0 +1,86 @@
+// Dock: one named buffer for one training job.
+//
+// Producers Put columns of rows of a step; consumers Get batches of rows once
+// every column they need is ready. Each row is handed to each consumer exactly
+// once per step. Steps live in a ring of `steps_in_flight` partitions; a Put to
+// a step whose partition still holds an older step waits (bounded) for it.
+//
+// Thread safety: every method may be called from any thread. Put and Get never
+// block the caller: they complete through their callback, possibly before
+// returning (immediate result) or later from another thread (a Put that made
+// rows available, the wait-bound timer, Cancel, or a release). Callbacks run
+// without any dock lock held, exactly once.
+//
+// Ownership: the Dock owns its partitions, arena pool and parked waiters.
+// Batches pin the arena of their step, so a batch stays valid after release.
+// Destroying the Dock completes every parked call with CANCELLED.
+#ifndef TDOCK_SERVER_DOCK_DOCK_H_
+#define TDOCK_SERVER_DOCK_DOCK_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/spec.h"
+#include "server/dock/types.h"
+
+namespace tdock {
+
+namespace internal {
+class DockImpl;
+}
+
+class Dock final {
+ public:
+  // Validates and normalizes `spec`; INVALID_ARGUMENT naming the field at fault.
+  static absl::StatusOr<std::unique_ptr<Dock>> Create(DockSpec spec);
+  ~Dock();
+  Dock(const Dock&) = delete;
+  Dock& operator=(const Dock&) = delete;
+
+  const std::string& name() const;
+  // The normalized spec, including consumers added since creation.
+  DockSpec spec() const;
+
+  // Writes cells. Errors (nothing is written): INVALID_ARGUMENT (unknown
+  // column, wrong dtype, row out of range, offsets that do not match the data,
+  // duplicate row, row over max_len), ALREADY_EXISTS (cell already written in
+  // a non-rewritable column), FAILED_PRECONDITION (step already released),
+  // RESOURCE_EXHAUSTED (the step's partition still holds an older step, or the
+  // memory limit, past `wait`).
+  void Put(PutInput input, PutCallback done);
+
+  // Claims and returns up to `count` rows for a consumer. Waits up to `wait`
+  // for `count` rows (or the step's remainder, which ends the step for that
+  // consumer); on timeout returns an empty batch with timed_out set. Returns
+  // an id usable with Cancel while the call is parked (0 if it completed).
+  uint64_t Get(GetInput input, GetCallback done);
+
+  // Completes a parked Get or Put with CANCELLED; no-op if it already ended.
+  void Cancel(uint64_t id);
+
+  // Returns written cells of `rows` without claiming them. `columns` empty
+  // means every column. FAILED_PRECONDITION if a cell is not written.
+  absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
+                             const std::vector<std::string>& columns);
+
+  // Adds a consumer; it sees every row of live steps as unconsumed.
+  absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
+
+  // Frees the step's partition now, consumed or not. FAILED_PRECONDITION if the
+  // step is not live.
+  absl::Status ReleaseStep(int64_t step);
+
+  DockStats Stats() const;
+
+ private:
+  explicit Dock(std::unique_ptr<internal::DockImpl> impl);
+  std::unique_ptr<internal::DockImpl> impl_;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_DOCK_DOCK_H_

@@ -1,0 +1,41 @@
+// DockRegistry: the docks a server holds, by name.
+//
+// Thread safety: all methods are safe to call concurrently. Docks are handed
+// out as shared_ptr so a call in progress keeps its dock alive across a
+// concurrent Delete.
+#ifndef TDOCK_SERVER_DOCK_REGISTRY_H_
+#define TDOCK_SERVER_DOCK_REGISTRY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/dock/dock.h"
+
+namespace tdock {
+
+class DockRegistry final {
+ public:
+  DockRegistry() = default;
+  DockRegistry(const DockRegistry&) = delete;
+  DockRegistry& operator=(const DockRegistry&) = delete;
+
+  // Creates a dock. ALREADY_EXISTS if a dock of that name exists with another
+  // spec; returns the existing dock if the spec is the same (idempotent).
+  absl::StatusOr<std::shared_ptr<Dock>> Create(DockSpec spec);
+  // NOT_FOUND naming the dock.
+  absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
+  absl::Status Delete(const std::string& name);
+  std::vector<std::shared_ptr<Dock>> List() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Dock>> docks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_DOCK_REGISTRY_H_

@@ -1,0 +1,89 @@
+// Request and result types of the dock core. They carry payload as spans into
+// memory owned elsewhere (the transport's request buffer on the way in, the
+// dock's arena on the way out), so the core copies payload exactly once.
+#ifndef TDOCK_SERVER_DOCK_TYPES_H_
+#define TDOCK_SERVER_DOCK_TYPES_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/packed.h"
+
+namespace tdock {
+
+// One column of a Put: segments point into the caller's request buffer,
+// which must stay valid until the Put's callback runs.
+using ColumnInput = PackedColumn;
+
+struct PutInput {
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  std::vector<ColumnInput> columns;
+  absl::Duration wait = absl::ZeroDuration();  // bound on backpressure
+};
+
+struct PutResult {
+  int64_t rows = 0;
+  int64_t bytes = 0;
+};
+
+struct GetInput {
+  std::string consumer;
+  int32_t rank = 0;
+  std::optional<int64_t> step;  // nullopt: oldest step with available rows
+  int64_t count = 0;            // 0: the consumer's dispatch_size
+  absl::Duration wait = absl::ZeroDuration();
+  bool metadata_only = false;   // Sample: rows and token counts only
+};
+
+// One column of a batch: segments are views into the dock's arena, valid
+// while Batch::pin is held; rows in batch order.
+using ColumnView = PackedColumn;
+
+struct Batch {
+  int64_t step = -1;
+  std::vector<int64_t> rows;
+  std::vector<int64_t> token_counts;  // per row: sum of length_columns' lengths
+  bool end_of_step = false;           // the consumer has now taken every row
+  bool timed_out = false;             // nothing could be served in time
+  std::vector<ColumnView> columns;
+  // Keeps the step's arena alive while segments are referenced, even after
+  // the step is released. Copy it to extend the lifetime.
+  std::shared_ptr<const void> pin;
+
+  int64_t payload_bytes() const;
+};
+
+using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;
+using GetCallback = absl::AnyInvocable<void(absl::StatusOr<Batch>) &&>;
+
+// Snapshot for metrics and status, taken without stopping the data path.
+struct StepStats {
+  int64_t step = 0;
+  int32_t partition = 0;
+  std::vector<int64_t> ready_rows;     // per column, in spec order
+  std::vector<int64_t> consumed_rows;  // per consumer, in spec order
+};
+
+struct DockStats {
+  std::string name;
+  int64_t rows_per_step = 0;
+  std::vector<std::string> columns;
+  std::vector<std::string> consumers;
+  std::vector<StepStats> steps;          // live steps, oldest first
+  std::vector<int64_t> waiters;          // per consumer: parked Gets
+  int64_t parked_puts = 0;
+  int64_t arena_bytes_used = 0;          // payload bytes in live steps
+  int64_t arena_bytes_reserved = 0;      // bytes of chunks the pool holds
+  int64_t memory_limit_bytes = 0;        // 0: unlimited
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_DOCK_TYPES_H_

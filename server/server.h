@@ -1,0 +1,60 @@
+// tdock server: the gRPC server wiring the dock registry, the Dock service and
+// the standard health service.
+//
+// Thread safety: Start, Wait and Shutdown may be called from different
+// threads; Shutdown is idempotent.
+#ifndef TDOCK_SERVER_SERVER_H_
+#define TDOCK_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/spec.h"
+#include "server/dock/registry.h"
+
+namespace tdock {
+
+struct ServerOptions {
+  // Address to listen on, host:port. Port 0 picks a free port (see port()).
+  // Default: 127.0.0.1:50051.
+  std::string listen = "127.0.0.1:50051";
+  // Docks created at start-up (from --config). Default: none.
+  std::vector<DockSpec> docks;
+  // Largest message received or sent, in MiB. Default: 1024.
+  int64_t max_message_mb = 1024;
+  // How long Shutdown lets in-flight calls finish. Default: 10 s.
+  absl::Duration shutdown_grace = absl::Seconds(10);
+
+  absl::Status Validate() const;
+};
+
+class Server final {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // shuts down if running
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Creates the configured docks and starts listening.
+  absl::Status Start();
+  // The bound port (after Start).
+  int port() const;
+  DockRegistry& registry();
+  // Stops accepting calls, completes parked ones, lets in-flight calls finish
+  // (up to shutdown_grace), and returns.
+  void Shutdown();
+  // Blocks until Shutdown has completed.
+  void Wait();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_SERVER_H_
