@@ -76,6 +76,10 @@ class Dock final {
 
   DockStats Stats() const;
 
+  // Completes every parked Get and Put with UNAVAILABLE ("shutting down") and
+  // makes later calls that would park fail the same way. For server shutdown.
+  void Shutdown();
+
  private:
   explicit Dock(std::unique_ptr<internal::DockImpl> impl);
   std::unique_ptr<internal::DockImpl> impl_;

@@ -29,11 +29,15 @@ class DockRegistry final {
   // NOT_FOUND naming the dock.
   absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
   absl::Status Delete(const std::string& name);
+  // Docks in name order.
   std::vector<std::shared_ptr<Dock>> List() const;
+  // Dock::Shutdown on every dock, then refuses Create.
+  void Shutdown();
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Dock>> docks_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tdock
