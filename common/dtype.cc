@@ -7,7 +7,7 @@ namespace {
 
 struct DTypeInfo {
   DType dtype;
-  std::string_view name;
+  absl::string_view name;
   size_t size;
 };
 
@@ -39,12 +39,12 @@ size_t DTypeSize(DType dtype) {
   return info ? info->size : 0;
 }
 
-std::string_view DTypeName(DType dtype) {
+absl::string_view DTypeName(DType dtype) {
   const DTypeInfo* info = Find(dtype);
   return info ? info->name : "unspecified";
 }
 
-std::optional<DType> ParseDType(std::string_view name) {
+std::optional<DType> ParseDType(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;
   }

@@ -5,7 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <string_view>
+
+#include "absl/strings/string_view.h"
 
 namespace tdock {
 
@@ -27,8 +28,8 @@ enum class DType : uint8_t {
 // Size in bytes of one element; 0 for kUnspecified.
 size_t DTypeSize(DType dtype);
 // Lower-case name as used in YAML specs: "int32", "bfloat16", "bytes", ...
-std::string_view DTypeName(DType dtype);
-std::optional<DType> ParseDType(std::string_view name);
+absl::string_view DTypeName(DType dtype);
+std::optional<DType> ParseDType(absl::string_view name);
 // True for 1..11.
 bool IsValidDType(int value);
 

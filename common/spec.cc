@@ -1,1 +1,263 @@
-// Placeholder until implemented.
+#include "common/spec.h"
+
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+
+namespace tdock {
+namespace {
+
+constexpr int64_t kMaxNameLength = 128;
+constexpr int32_t kMaxDpSize = 4096;
+constexpr int64_t kMinChunkBytes = int64_t{64} << 10;
+constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
+constexpr int64_t kMaxItemBytes = int64_t{1} << 30;
+
+absl::Status Invalid(absl::string_view dock, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("dock '", dock, "': ", what));
+}
+
+bool NameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
+absl::Status NormalizeColumn(const DockSpec& spec, ColumnSpec& column) {
+  TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
+  if (!IsValidDType(static_cast<int>(column.dtype))) {
+    return Invalid(spec.name, absl::StrCat("column '", column.name,
+                                           "' has no valid dtype"));
+  }
+  int64_t item = static_cast<int64_t>(DTypeSize(column.dtype));
+  for (int64_t dim : column.inner_shape) {
+    if (dim < 1 || item * dim > kMaxItemBytes) {
+      return Invalid(spec.name,
+                     absl::StrCat("column '", column.name, "' inner_shape [",
+                                  absl::StrJoin(column.inner_shape, ","),
+                                  "] needs dimensions >= 1 and items of at "
+                                  "most 1 GiB"));
+    }
+    item *= dim;
+  }
+  if (column.max_len < 0) {
+    return Invalid(spec.name, absl::StrCat("column '", column.name,
+                                           "' max_len ", column.max_len,
+                                           " is negative"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormalizeColumns(DockSpec& spec) {
+  if (spec.columns.empty()) return Invalid(spec.name, "no columns");
+  std::set<std::string> seen;
+  for (ColumnSpec& column : spec.columns) {
+    TDOCK_RETURN_IF_ERROR(NormalizeColumn(spec, column));
+    if (!seen.insert(column.name).second) {
+      return Invalid(spec.name,
+                     absl::StrCat("column '", column.name, "' is declared twice"));
+    }
+  }
+  std::set<std::string> lengths;
+  for (const std::string& name : spec.length_columns) {
+    if (spec.ColumnIndex(name) < 0) {
+      return Invalid(spec.name, absl::StrCat("length_columns names unknown "
+                                             "column '", name, "'"));
+    }
+    if (!lengths.insert(name).second) {
+      return Invalid(spec.name, absl::StrCat("length_columns lists '", name,
+                                             "' twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormalizeShape(DockSpec& spec) {
+  TDOCK_RETURN_IF_ERROR(ValidateName("dock name", spec.name));
+  if (spec.num_prompts < 1) {
+    return Invalid(spec.name, absl::StrCat("num_prompts ", spec.num_prompts,
+                                           " must be at least 1"));
+  }
+  if (spec.n_samples_per_prompt == 0) spec.n_samples_per_prompt = 1;
+  if (spec.n_samples_per_prompt < 1) {
+    return Invalid(spec.name, absl::StrCat("n_samples_per_prompt ",
+                                           spec.n_samples_per_prompt,
+                                           " must be at least 1"));
+  }
+  if (spec.num_prompts > DockSpec::kMaxRowsPerStep / spec.n_samples_per_prompt) {
+    return Invalid(spec.name,
+                   absl::StrCat("num_prompts x n_samples_per_prompt exceeds ",
+                                DockSpec::kMaxRowsPerStep, " rows per step"));
+  }
+  if (spec.steps_in_flight == 0) spec.steps_in_flight = 1;
+  if (spec.steps_in_flight < 1 ||
+      spec.steps_in_flight > DockSpec::kMaxStepsInFlight) {
+    return Invalid(spec.name, absl::StrCat("steps_in_flight ",
+                                           spec.steps_in_flight, " must be in [1, ",
+                                           DockSpec::kMaxStepsInFlight, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormalizeMemory(DockSpec& spec) {
+  if (spec.chunk_bytes == 0) spec.chunk_bytes = DockSpec::kDefaultChunkBytes;
+  if (spec.chunk_bytes < kMinChunkBytes || spec.chunk_bytes > kMaxChunkBytes) {
+    return Invalid(spec.name, absl::StrCat("chunk_bytes ", spec.chunk_bytes,
+                                           " must be in [", kMinChunkBytes, ", ",
+                                           kMaxChunkBytes, "]"));
+  }
+  if (spec.preallocate_bytes < 0 || spec.memory_limit_bytes < 0) {
+    return Invalid(spec.name,
+                   "preallocate_bytes and memory_limit_bytes must not be negative");
+  }
+  if (spec.memory_limit_bytes > 0 &&
+      spec.preallocate_bytes > spec.memory_limit_bytes) {
+    return Invalid(spec.name, absl::StrCat("preallocate_bytes ",
+                                           spec.preallocate_bytes,
+                                           " exceeds memory_limit_bytes ",
+                                           spec.memory_limit_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConsumerColumns(const DockSpec& spec,
+                                  const ConsumerSpec& consumer) {
+  if (consumer.columns.empty()) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' needs at least one column"));
+  }
+  std::set<std::string> seen;
+  for (const std::string& column : consumer.columns) {
+    if (spec.ColumnIndex(column) < 0) {
+      return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                             "' needs unknown column '",
+                                             column, "'"));
+    }
+    if (!seen.insert(column).second) {
+      return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                             "' lists column '", column,
+                                             "' twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NormalizeDispatch(const DockSpec& spec, ConsumerSpec& consumer) {
+  const int64_t n = spec.n_samples_per_prompt;
+  if (consumer.dispatch_size == 0) {
+    consumer.dispatch_size =
+        consumer.whole_groups
+            ? (spec.num_groups() / consumer.dp_size) * n
+            : spec.rows_per_step() / consumer.dp_size;
+    if (consumer.dispatch_size == 0) {
+      return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                             "' has dp_size ", consumer.dp_size,
+                                             " larger than the ",
+                                             consumer.whole_groups ? "groups"
+                                                                   : "rows",
+                                             " of a step"));
+    }
+  }
+  if (consumer.dispatch_size < 1 ||
+      consumer.dispatch_size > spec.rows_per_step()) {
+    return Invalid(spec.name,
+                   absl::StrCat("consumer '", consumer.name, "' dispatch_size ",
+                                consumer.dispatch_size, " must be in [1, ",
+                                spec.rows_per_step(), "]"));
+  }
+  if (consumer.whole_groups && consumer.dispatch_size % n != 0) {
+    return Invalid(spec.name,
+                   absl::StrCat("consumer '", consumer.name,
+                                "' takes whole groups but dispatch_size ",
+                                consumer.dispatch_size,
+                                " is not a multiple of n_samples_per_prompt ", n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::string_view PolicyName(Policy policy) {
+  switch (policy) {
+    case Policy::kFifo: return "fifo";
+    case Policy::kRandom: return "random";
+    case Policy::kBalanced: return "balanced";
+  }
+  return "unknown";
+}
+
+int64_t ColumnSpec::item_bytes() const {
+  int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+  for (int64_t dim : inner_shape) bytes *= dim;
+  return bytes;
+}
+
+int DockSpec::ColumnIndex(absl::string_view column) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].name == column) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int DockSpec::ConsumerIndex(absl::string_view consumer) const {
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    if (consumers[i].name == consumer) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::Status ValidateName(absl::string_view what, absl::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  if (static_cast<int64_t>(name.size()) > kMaxNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " '", name.substr(0, 32), "...' is longer than ", kMaxNameLength,
+        " characters"));
+  }
+  for (char c : name) {
+    if (!NameChar(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " '", absl::CHexEscape(name),
+          "' may only hold letters, digits, '_', '.' and '-'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
+                                               ConsumerSpec consumer) {
+  TDOCK_RETURN_IF_ERROR(ValidateName("consumer name", consumer.name));
+  TDOCK_RETURN_IF_ERROR(CheckConsumerColumns(spec, consumer));
+  if (consumer.dp_size == 0) consumer.dp_size = 1;
+  if (consumer.dp_size < 1 || consumer.dp_size > kMaxDpSize) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' dp_size ", consumer.dp_size,
+                                           " must be in [1, ", kMaxDpSize, "]"));
+  }
+  if (consumer.policy != Policy::kFifo && consumer.policy != Policy::kRandom) {
+    return Invalid(spec.name,
+                   absl::StrCat("consumer '", consumer.name, "' policy '",
+                                PolicyName(consumer.policy),
+                                "' is not supported; use fifo or random"));
+  }
+  TDOCK_RETURN_IF_ERROR(NormalizeDispatch(spec, consumer));
+  return consumer;
+}
+
+absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
+  TDOCK_RETURN_IF_ERROR(NormalizeShape(spec));
+  TDOCK_RETURN_IF_ERROR(NormalizeColumns(spec));
+  TDOCK_RETURN_IF_ERROR(NormalizeMemory(spec));
+  std::set<std::string> seen;
+  for (ConsumerSpec& consumer : spec.consumers) {
+    TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec, std::move(consumer)));
+    if (!seen.insert(consumer.name).second) {
+      return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                             "' is declared twice"));
+    }
+  }
+  return spec;
+}
+
+}  // namespace tdock

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "common/dtype.h"
 
@@ -20,7 +20,7 @@ enum class Policy : uint8_t {
   kRandom = 2,    // uniformly among available rows, seeded
   kBalanced = 3,  // token-balanced across dp ranks
 };
-std::string_view PolicyName(Policy policy);
+absl::string_view PolicyName(Policy policy);
 
 struct ColumnSpec {
   std::string name;
@@ -62,13 +62,13 @@ struct DockSpec {
   int64_t rows_per_step() const { return num_prompts * n_samples_per_prompt; }
   int64_t num_groups() const { return num_prompts; }
   // Index into columns, or -1.
-  int ColumnIndex(std::string_view column) const;
-  int ConsumerIndex(std::string_view consumer) const;
+  int ColumnIndex(absl::string_view column) const;
+  int ConsumerIndex(absl::string_view consumer) const;
 };
 
 // Checks a name of a dock, column or consumer: 1..128 characters from
 // [A-Za-z0-9_.-]. `what` is used in the message ("column name").
-absl::Status ValidateName(std::string_view what, std::string_view name);
+absl::Status ValidateName(absl::string_view what, absl::string_view name);
 
 // Returns `spec` with defaults filled in (dp_size, dispatch_size, chunk size,
 // ...) or INVALID_ARGUMENT naming the dock and the field at fault.

@@ -33,13 +33,13 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& s) { return s.status(); }
   lhs = std::move(tmp).value()
 
 // Expects a status with `code` whose message contains `substr`.
-#define EXPECT_STATUS(expr, code, substr)                                  \
+#define EXPECT_STATUS(expr, expected_code, substr)                         \
   do {                                                                     \
     const ::absl::Status tdock_st_ = ::tdock::testing_internal::ToStatus(expr); \
-    EXPECT_EQ(tdock_st_.code(), code) << tdock_st_;                        \
+    EXPECT_EQ(tdock_st_.code(), expected_code) << tdock_st_;               \
     EXPECT_NE(std::string(tdock_st_.message()).find(substr),               \
               std::string::npos)                                           \
-        << "message: " << tdock_st_.message() << " lacks: " << substr;     \
+        << "message: " << tdock_st_.message() << " lacks: " << (substr);   \
   } while (0)
 
 #endif  // TDOCK_TESTS_TEST_UTIL_H_

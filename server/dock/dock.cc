@@ -1,1 +1,44 @@
-// Placeholder until implemented.
+#include "server/dock/dock.h"
+
+#include <utility>
+
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock {
+
+int64_t Batch::payload_bytes() const {
+  int64_t bytes = 0;
+  for (const PackedColumn& column : columns) bytes += column.data_bytes();
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec) {
+  TDOCK_ASSIGN_OR_RETURN(auto impl, internal::DockImpl::Create(std::move(spec)));
+  return std::unique_ptr<Dock>(new Dock(std::move(impl)));
+}
+
+Dock::Dock(std::unique_ptr<internal::DockImpl> impl) : impl_(std::move(impl)) {}
+Dock::~Dock() = default;
+
+const std::string& Dock::name() const { return impl_->name(); }
+DockSpec Dock::spec() const { return impl_->spec(); }
+void Dock::Put(PutInput input, PutCallback done) {
+  impl_->Put(std::move(input), std::move(done));
+}
+uint64_t Dock::Get(GetInput input, GetCallback done) {
+  return impl_->Get(std::move(input), std::move(done));
+}
+void Dock::Cancel(uint64_t id) { impl_->Cancel(id); }
+absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
+                                 const std::vector<std::string>& columns) {
+  return impl_->Read(step, rows, columns);
+}
+absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
+  return impl_->AddConsumer(std::move(consumer));
+}
+absl::Status Dock::ReleaseStep(int64_t step) { return impl_->ReleaseStep(step); }
+DockStats Dock::Stats() const { return impl_->Stats(); }
+void Dock::Shutdown() { impl_->Shutdown(); }
+
+}  // namespace tdock

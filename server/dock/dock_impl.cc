@@ -1,1 +1,253 @@
-// Placeholder until implemented.
+#include "server/dock/dock_impl.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace tdock::internal {
+namespace {
+
+std::vector<int> ResolveColumns(const DockSpec& spec,
+                                const std::vector<std::string>& names) {
+  std::vector<int> out;
+  out.reserve(names.size());
+  for (const std::string& name : names) out.push_back(spec.ColumnIndex(name));
+  return out;
+}
+
+ConsumerPlan MakePlan(const DockSpec& spec, int index) {
+  const ConsumerSpec& c = spec.consumers[index];
+  ConsumerPlan plan;
+  plan.index = index;
+  plan.name = c.name;
+  plan.columns = ResolveColumns(spec, c.columns);
+  plan.whole_groups = c.whole_groups;
+  plan.policy = c.policy;
+  plan.seed = c.seed;
+  plan.dispatch_size = c.dispatch_size;
+  plan.dp_size = c.dp_size;
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DockImpl>> DockImpl::Create(DockSpec spec) {
+  TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
+  return std::unique_ptr<DockImpl>(new DockImpl(std::move(spec)));
+}
+
+DockImpl::DockImpl(DockSpec spec)
+    : name_(spec.name),
+      rows_per_step_(spec.rows_per_step()),
+      group_size_(spec.n_samples_per_prompt),
+      steps_in_flight_(spec.steps_in_flight),
+      columns_(spec.columns),
+      length_columns_(ResolveColumns(spec, spec.length_columns)),
+      pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
+                                        spec.memory_limit_bytes)),
+      spec_(std::move(spec)) {
+  std::vector<bool> whole;
+  for (const ConsumerSpec& c : spec_.consumers) whole.push_back(c.whole_groups);
+  for (int p = 0; p < steps_in_flight_; ++p) {
+    partitions_.push_back(std::make_unique<Partition>(
+        p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), whole));
+  }
+  for (size_t k = 0; k < spec_.consumers.size(); ++k) {
+    plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
+  }
+  if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
+  pool_->SetOnRelease([this] { WakePuts(); });
+  timer_ = std::thread([this] { TimerLoop(); });
+}
+
+DockImpl::~DockImpl() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    timer_stop_ = true;
+  }
+  timer_.join();
+  // Batches may outlive the dock and free into the pool later.
+  pool_->SetOnRelease(nullptr);
+}
+
+DockSpec DockImpl::spec() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return spec_;
+}
+
+std::string DockImpl::Where(int64_t step) const {
+  return absl::StrCat("dock '", name_, "' step ", step);
+}
+
+Partition& DockImpl::PartitionOf(int64_t step) const {
+  return *partitions_[step % steps_in_flight_];
+}
+
+DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
+  const Partition& part = PartitionOf(step);
+  if (part.live()) {
+    if (part.step() == step) return StepState::kLive;
+    return part.step() < step ? StepState::kBlocked : StepState::kReleased;
+  }
+  return step <= part.last_released() ? StepState::kReleased : StepState::kFree;
+}
+
+absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
+  absl::MutexLock lock(&mu_);
+  TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
+  if (spec_.ConsumerIndex(consumer.name) >= 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "dock '", name_, "': consumer '", consumer.name, "' already exists"));
+  }
+  spec_.consumers.push_back(consumer);
+  for (auto& part : partitions_) part->AddConsumer(consumer.whole_groups);
+  plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
+  return consumer;
+}
+
+absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ReleaseLocked(int64_t step) {
+  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(step), " is not live (not started or already released)"));
+  }
+  return PartitionOf(step).Release();
+}
+
+absl::Status DockImpl::ReleaseStep(int64_t step) {
+  std::shared_ptr<StepArena> arena;
+  {
+    absl::MutexLock lock(&mu_);
+    TDOCK_ASSIGN_OR_RETURN(arena, ReleaseLocked(step));
+  }
+  AfterRelease(std::move(arena));
+  return absl::OkStatus();
+}
+
+void DockImpl::MaybeAutoRelease(int64_t step) {
+  std::shared_ptr<StepArena> arena;
+  {
+    absl::MutexLock lock(&mu_);
+    if (plans_.empty() || ClassifyLocked(step) != StepState::kLive) return;
+    const Partition& part = PartitionOf(step);
+    for (const ConsumerPlan& plan : plans_) {
+      // acquire: pairs with the claimers' increments.
+      if (part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) <
+          rows_per_step_) {
+        return;
+      }
+    }
+    arena = PartitionOf(step).Release();
+  }
+  AfterRelease(std::move(arena));
+}
+
+void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
+  // Dropping the arena here (not under mu_) may free chunks into the pool,
+  // whose callback wakes parked Puts.
+  arena.reset();
+  WakePuts();
+  WakeGets({});  // Gets for the released step must now fail
+}
+
+DockStats DockImpl::Stats() const {
+  DockStats stats;
+  stats.name = name_;
+  stats.rows_per_step = rows_per_step_;
+  for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
+    for (const auto& part : partitions_) {
+      if (!part->live()) continue;
+      StepStats step{part->step(), part->index(), {}, {}};
+      for (size_t c = 0; c < columns_.size(); ++c) {
+        step.ready_rows.push_back(part->column(static_cast<int>(c)).ready.Count());
+      }
+      for (const ConsumerPlan& plan : plans_) {
+        // relaxed: statistics only.
+        step.consumed_rows.push_back(
+            part->consumer(plan.index).consumed_rows.load(std::memory_order_relaxed));
+      }
+      stats.arena_bytes_used += part->arena()->used_bytes();
+      stats.steps.push_back(std::move(step));
+    }
+  }
+  std::sort(stats.steps.begin(), stats.steps.end(),
+            [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
+  stats.waiters.assign(stats.consumers.size(), 0);
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    for (const auto& [id, w] : waiters_) {
+      if (w->is_put) {
+        ++stats.parked_puts;
+      } else if (w->consumer < static_cast<int>(stats.waiters.size())) {
+        ++stats.waiters[w->consumer];
+      }
+    }
+  }
+  stats.arena_bytes_reserved = pool_->reserved_bytes();
+  stats.memory_limit_bytes = pool_->limit_bytes();
+  return stats;
+}
+
+absl::StatusOr<Batch> DockImpl::Read(int64_t step,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<std::string>& names) {
+  std::vector<int> columns;
+  for (const std::string& name : names) {
+    int c = -1;
+    for (size_t i = 0; i < columns_.size(); ++i) {
+      if (columns_[i].name == name) c = static_cast<int>(i);
+    }
+    if (c < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(step), ": column '", name, "' is unknown"));
+    }
+    columns.push_back(c);
+  }
+  if (names.empty()) {
+    for (size_t c = 0; c < columns_.size(); ++c) columns.push_back(static_cast<int>(c));
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(step), " is not live (not started or already released)"));
+  }
+  const Partition& part = PartitionOf(step);
+  for (int64_t row : rows) {
+    if (row < 0 || row >= rows_per_step_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(step), ": row ", row, " is out of range [0, ", rows_per_step_, ")"));
+    }
+    for (int c : columns) {
+      if (part.cell(c, row) == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            Where(step), ": cell (row ", row, ", column '", columns_[c].name,
+            "') is not written"));
+      }
+    }
+  }
+  return MakeBatchLocked(part, rows, columns, /*with_payload=*/true);
+}
+
+void DockImpl::Shutdown() {
+  std::vector<std::shared_ptr<Waiter>> parked;
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    shutting_down_ = true;
+    for (auto& [id, w] : waiters_) {
+      if (w->in_retry) {
+        w->end = Waiter::End::kShutdown;
+      } else {
+        parked.push_back(w);
+      }
+    }
+    for (const auto& w : parked) RemoveWaiterLocked(w->id);
+  }
+  for (auto& w : parked) EndWaiter(std::move(w), Waiter::End::kShutdown);
+}
+
+}  // namespace tdock::internal

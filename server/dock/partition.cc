@@ -1,1 +1,77 @@
-// Placeholder until implemented.
+#include "server/dock/partition.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tdock::internal {
+
+ColumnState::ColumnState(int64_t rows, int64_t groups)
+    : ready(rows),
+      group_ready(groups),
+      cells(new std::atomic<const CellBlock*>[rows]),
+      group_counts(new std::atomic<int32_t>[groups]) {
+  for (int64_t r = 0; r < rows; ++r) cells[r].store(nullptr, std::memory_order_relaxed);
+  for (int64_t g = 0; g < groups; ++g) group_counts[g].store(0, std::memory_order_relaxed);
+}
+
+Partition::Partition(int index, int64_t rows, int32_t group_size,
+                     int num_columns, const std::vector<bool>& whole_groups)
+    : index_(index),
+      rows_(rows),
+      group_size_(group_size),
+      groups_(rows / group_size) {
+  columns_.reserve(num_columns);
+  for (int c = 0; c < num_columns; ++c) {
+    columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
+  }
+  for (bool whole : whole_groups) AddConsumer(whole);
+}
+
+void Partition::AddConsumer(bool whole_groups) {
+  consumers_.push_back(
+      std::make_unique<ConsumerState>(whole_groups ? groups_ : rows_));
+}
+
+void Partition::Activate(int64_t step, std::shared_ptr<StepArena> arena) {
+  step_ = step;
+  arena_ = std::move(arena);
+}
+
+std::shared_ptr<StepArena> Partition::Release() {
+  // relaxed stores: the caller holds the dock's mutex exclusively, and the
+  // next user of this partition acquires that mutex.
+  for (auto& column : columns_) {
+    column->ready.Reset();
+    column->group_ready.Reset();
+    for (int64_t r = 0; r < rows_; ++r) {
+      column->cells[r].store(nullptr, std::memory_order_relaxed);
+    }
+    for (int64_t g = 0; g < groups_; ++g) {
+      column->group_counts[g].store(0, std::memory_order_relaxed);
+    }
+  }
+  for (auto& consumer : consumers_) {
+    consumer->consumed.Reset();
+    consumer->consumed_rows.store(0, std::memory_order_relaxed);
+  }
+  last_released_ = std::max(last_released_, step_);
+  step_ = -1;
+  return std::exchange(arena_, nullptr);
+}
+
+void Partition::Publish(int c, int64_t row, const CellBlock* block) {
+  ColumnState& column = *columns_[c];
+  // release: the block and its payload are visible to whoever loads it.
+  const CellBlock* old = column.cells[row].exchange(block, std::memory_order_acq_rel);
+  if (old != nullptr) return;  // a rewrite: ready and group counts stand
+  column.ready.Set(row);
+  const int64_t g = row / group_size_;
+  // acq_rel: the increment that completes the group must see the others'
+  // publications before it sets the group bit (release).
+  if (column.group_counts[g].fetch_add(1, std::memory_order_acq_rel) + 1 ==
+      group_size_) {
+    column.group_ready.Set(g);
+  }
+}
+
+}  // namespace tdock::internal

@@ -1,0 +1,94 @@
+// Column arenas: where cell payload lives.
+//
+// ChunkPool owns large 64-byte-aligned chunks for one dock. StepArena takes
+// chunks from the pool for one step and hands out regions by bump allocation;
+// when the StepArena dies (its step released and the last batch that pinned
+// it gone) its chunks go back to the pool, so a steady state allocates no new
+// memory and writes into warm pages.
+//
+// Thread safety: both classes are thread-safe. The pool is shared_ptr-owned
+// by the dock and by every StepArena, so a batch that outlives its dock still
+// frees into a live pool.
+#ifndef TDOCK_SERVER_DOCK_ARENA_H_
+#define TDOCK_SERVER_DOCK_ARENA_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace tdock::internal {
+
+struct Chunk {
+  char* data = nullptr;
+  int64_t size = 0;
+};
+
+class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
+ public:
+  // limit_bytes 0: unlimited.
+  ChunkPool(int64_t chunk_bytes, int64_t limit_bytes);
+  ~ChunkPool();
+  ChunkPool(const ChunkPool&) = delete;
+  ChunkPool& operator=(const ChunkPool&) = delete;
+
+  // Allocates chunks up to `bytes` ahead of use and touches their pages.
+  void Preallocate(int64_t bytes);
+  // A chunk of at least `min_bytes` (a standard chunk when it fits), or
+  // nullopt-like Chunk{} if the memory limit does not allow it now.
+  Chunk Acquire(int64_t min_bytes);
+  // Returns chunks; standard ones are kept for reuse, oversized ones freed.
+  void Release(std::vector<Chunk> chunks);
+  // Called (without pool locks held) after Release frees memory.
+  void SetOnRelease(std::function<void()> callback);
+
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+  int64_t limit_bytes() const { return limit_bytes_; }
+  int64_t reserved_bytes() const;  // bytes of all chunks allocated
+  // Bytes that Acquire could still hand out (free chunks plus headroom under
+  // the limit); INT64_MAX when unlimited.
+  int64_t available_bytes() const;
+
+ private:
+  Chunk AllocateLocked(int64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const int64_t chunk_bytes_;
+  const int64_t limit_bytes_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Chunk> free_ ABSL_GUARDED_BY(mu_);
+  int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_release_ ABSL_GUARDED_BY(mu_);
+};
+
+class StepArena final {
+ public:
+  explicit StepArena(std::shared_ptr<ChunkPool> pool);
+  ~StepArena();  // returns chunks to the pool
+  StepArena(const StepArena&) = delete;
+  StepArena& operator=(const StepArena&) = delete;
+
+  // A 64-byte-aligned region of `bytes` bytes, or nullptr when the pool's
+  // memory limit is reached.
+  char* Allocate(int64_t bytes);
+  int64_t used_bytes() const {
+    // relaxed: statistics only.
+    return used_bytes_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  const std::shared_ptr<ChunkPool> pool_;
+  std::atomic<int64_t> used_bytes_{0};
+
+  absl::Mutex mu_;
+  std::vector<Chunk> chunks_ ABSL_GUARDED_BY(mu_);
+  int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // bump offset in chunks_.back()
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_ARENA_H_

@@ -1,0 +1,217 @@
+// DockImpl's read path: pick the step, claim rows lock-free, and build a
+// batch of views into the step's arena.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+namespace {
+
+// Retries of a claim that lost rows to concurrent claimers before parking.
+constexpr int kMaxClaimRounds = 64;
+
+std::vector<int64_t> UnitsToRows(const std::vector<int64_t>& units,
+                                 bool whole_groups, int32_t n) {
+  if (!whole_groups) return units;
+  std::vector<int64_t> rows;
+  rows.reserve(units.size() * n);
+  for (int64_t g : units) {
+    for (int32_t i = 0; i < n; ++i) rows.push_back(g * n + i);
+  }
+  return rows;
+}
+
+}  // namespace
+
+absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
+  absl::ReaderMutexLock lock(&mu_);
+  const int k = spec_.ConsumerIndex(in.consumer);
+  if (k < 0) {
+    return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '",
+                                            in.consumer, "' is unknown"));
+  }
+  const ConsumerPlan& plan = plans_[k];
+  const std::string who = absl::StrCat("dock '", name_, "' consumer '", plan.name, "'");
+  if (in.rank < 0 || in.rank >= plan.dp_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": rank ", in.rank, " is out of range [0, ", plan.dp_size, ")"));
+  }
+  if (in.step.has_value() && *in.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": step ", *in.step, " is negative"));
+  }
+  if (in.count < 0 || in.count > rows_per_step_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": count ", in.count, " is out of range [0, ", rows_per_step_, "]"));
+  }
+  if (plan.whole_groups && in.count % group_size_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, " takes whole groups: count ", in.count,
+        " is not a multiple of n_samples_per_prompt ", group_size_));
+  }
+  return plan;
+}
+
+DockImpl::GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
+  absl::ReaderMutexLock lock(&mu_);
+  return TryGetLocked(in, plan);
+}
+
+DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
+                                            const ConsumerPlan& plan) {
+  if (in.step.has_value()) {
+    switch (ClassifyLocked(*in.step)) {
+      case StepState::kLive:
+        return ServeLocked(PartitionOf(*in.step), in, plan, /*explicit_step=*/true);
+      case StepState::kReleased: {
+        GetAttempt attempt;
+        attempt.done = absl::FailedPreconditionError(
+            absl::StrCat(Where(*in.step), " is already released"));
+        return attempt;
+      }
+      default:
+        return GetAttempt{};  // not started yet: wait for it
+    }
+  }
+  std::vector<Partition*> live;
+  for (const auto& part : partitions_) {
+    if (part->live()) live.push_back(part.get());
+  }
+  std::sort(live.begin(), live.end(),
+            [](const Partition* a, const Partition* b) { return a->step() < b->step(); });
+  GetAttempt attempt;
+  for (Partition* part : live) {
+    GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
+    attempt.wake_consumer |= one.wake_consumer;
+    if (one.done.has_value()) {
+      one.wake_consumer = attempt.wake_consumer;
+      return one;
+    }
+  }
+  return attempt;
+}
+
+DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
+                                           const ConsumerPlan& plan,
+                                           bool explicit_step) {
+  GetAttempt attempt;
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+  const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
+  for (int round = 0; round < kMaxClaimRounds; ++round) {
+    const Availability view = Scan(part, plan);
+    const int64_t remaining = units - view.consumed;
+    if (remaining == 0) {
+      if (explicit_step) {
+        Batch empty;
+        empty.step = part.step();
+        empty.end_of_step = true;
+        attempt.done = std::move(empty);
+      }
+      return attempt;
+    }
+    const int64_t need = std::min(count, remaining);
+    if (view.available < need) return attempt;
+    const uint64_t seed =
+        plan.seed ^ (static_cast<uint64_t>(part.step()) * 0x9E3779B97F4A7C15ull) ^
+        // relaxed: only diversifies random draws between calls.
+        random_calls_.fetch_add(1, std::memory_order_relaxed);
+    std::vector<int64_t> claimed = Claim(part, plan, need, seed);
+    if (static_cast<int64_t>(claimed.size()) < need) {
+      Unclaim(part, plan, claimed);
+      if (!claimed.empty()) attempt.wake_consumer = true;
+      continue;  // others won some rows; look again
+    }
+    std::vector<int64_t> rows = UnitsToRows(claimed, plan.whole_groups, group_size_);
+    // acq_rel: exactly one claimer sees the total reach the step's rows.
+    const int64_t total =
+        part.consumer(plan.index).consumed_rows.fetch_add(
+            static_cast<int64_t>(rows.size()), std::memory_order_acq_rel) +
+        static_cast<int64_t>(rows.size());
+    Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
+                                  !in.metadata_only);
+    batch.end_of_step = total == rows_per_step_;
+    if (batch.end_of_step) attempt.maybe_release = part.step();
+    attempt.done = std::move(batch);
+    return attempt;
+  }
+  return attempt;
+}
+
+Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
+                                const std::vector<int>& columns,
+                                bool with_payload) const {
+  Batch batch;
+  batch.step = part.step();
+  batch.token_counts.reserve(rows.size());
+  for (int64_t row : rows) {
+    int64_t tokens = 0;
+    for (int c : length_columns_) {
+      const CellBlock* cell = part.cell(c, row);
+      if (cell != nullptr) tokens += cell->length;
+    }
+    batch.token_counts.push_back(tokens);
+  }
+  if (with_payload) {
+    batch.pin = part.arena();
+    for (int c : columns) {
+      const int64_t item = columns_[c].item_bytes();
+      PackedColumn view;
+      view.name = columns_[c].name;
+      view.dtype = columns_[c].dtype;
+      view.offsets.reserve(rows.size() + 1);
+      view.offsets.push_back(0);
+      for (int64_t row : rows) {
+        const CellBlock* cell = part.cell(c, row);
+        view.offsets.push_back(view.offsets.back() + cell->length);
+        const int64_t len = cell->length * item;
+        if (len == 0) continue;
+        // Adjacent cells (written by one Put) merge into one segment.
+        if (!view.segments.empty() &&
+            view.segments.back().data() + view.segments.back().size() == cell->data) {
+          view.segments.back() =
+              ByteSpan(view.segments.back().data(), view.segments.back().size() + len);
+        } else {
+          view.segments.emplace_back(cell->data, len);
+        }
+      }
+      batch.columns.push_back(std::move(view));
+    }
+  }
+  batch.rows = std::move(rows);
+  return batch;
+}
+
+void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {
+  if (attempt.wake_consumer) {
+    std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
+    wanted[consumer] = true;
+    WakeGets(wanted);
+  }
+  if (attempt.maybe_release.has_value()) MaybeAutoRelease(*attempt.maybe_release);
+}
+
+uint64_t DockImpl::Get(GetInput input, GetCallback done) {
+  absl::StatusOr<ConsumerPlan> plan = PlanFor(input);
+  if (!plan.ok()) {
+    std::move(done)(plan.status());
+    return 0;
+  }
+  GetAttempt attempt = TryGet(input, *plan);
+  AfterGet(attempt, plan->index);
+  if (attempt.done.has_value()) {
+    std::move(done)(std::move(*attempt.done));
+    return 0;
+  }
+  if (input.wait <= absl::ZeroDuration()) {
+    Batch empty;
+    empty.timed_out = true;
+    std::move(done)(std::move(empty));
+    return 0;
+  }
+  return ParkGet(std::move(input), *plan, std::move(done));
+}
+
+}  // namespace tdock::internal

@@ -1,0 +1,169 @@
+// DockImpl: the implementation behind tdock::Dock (see dock.h for the
+// contract). Split over dock_impl.cc (creation, status, release), dock_put.cc,
+// dock_get.cc and dock_waiters.cc.
+//
+// Synchronization:
+// - mu_ guards structure: which step each partition holds, the consumer list.
+//   Structural changes (activating or releasing a step, adding a consumer)
+//   take it exclusively; Put commits and Get claims take it shared and run
+//   concurrently, synchronized by the partitions' atomics.
+// - waiters_mu_ guards parked calls. Lock order: waiters_mu_ before mu_ (a
+//   parking call re-checks its condition under waiters_mu_). Nothing takes
+//   waiters_mu_ while holding mu_.
+// - No callback runs with either lock held.
+//
+// Wake-ups without loss: a Put publishes its cells, then takes waiters_mu_ to
+// collect the waiters of the consumers it may serve; a Get re-checks under
+// waiters_mu_ before parking. Either the Get's re-check sees the cells, or the
+// Put's collection sees the parked Get. Claims that fall short are undone and
+// wake the consumer's waiters, as a Put would.
+#ifndef TDOCK_SERVER_DOCK_DOCK_IMPL_H_
+#define TDOCK_SERVER_DOCK_DOCK_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/spec.h"
+#include "server/dock/arena.h"
+#include "server/dock/partition.h"
+#include "server/dock/sampler.h"
+#include "server/dock/types.h"
+
+namespace tdock::internal {
+
+// A parked Get or Put.
+struct Waiter {
+  enum class End { kNone, kCancelled, kExpired, kShutdown };
+  uint64_t id = 0;
+  absl::Time deadline;
+  bool is_put = false;
+  int consumer = -1;  // Get: consumer index
+  GetInput get;
+  GetCallback get_done;
+  PutInput put;
+  PutCallback put_done;
+  std::string put_reason;  // why the Put waits
+  // Guarded by DockImpl::waiters_mu_.
+  bool in_retry = false;  // taken out by a wake-up, being retried
+  End end = End::kNone;   // an end decided while in_retry
+};
+
+class DockImpl final {
+ public:
+  static absl::StatusOr<std::unique_ptr<DockImpl>> Create(DockSpec spec);
+  ~DockImpl();
+  DockImpl(const DockImpl&) = delete;
+  DockImpl& operator=(const DockImpl&) = delete;
+
+  const std::string& name() const { return name_; }
+  DockSpec spec() const;
+  void Put(PutInput input, PutCallback done);
+  uint64_t Get(GetInput input, GetCallback done);
+  void Cancel(uint64_t id);
+  absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
+                             const std::vector<std::string>& columns);
+  absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
+  absl::Status ReleaseStep(int64_t step);
+  DockStats Stats() const;
+  void Shutdown();
+
+ private:
+  explicit DockImpl(DockSpec spec);
+
+  // How a step relates to its partition.
+  enum class StepState { kLive, kFree, kBlocked, kReleased };
+  StepState ClassifyLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Partition& PartitionOf(int64_t step) const;
+  std::string Where(int64_t step) const;  // "dock 'x' step 3"
+
+  // ---- Put (dock_put.cc)
+  struct PutAttempt {
+    std::optional<absl::StatusOr<PutResult>> done;  // unset: park
+    std::string park_reason;
+    bool memory_limited = false;  // parked for memory, not for a partition
+  };
+  absl::Status ValidatePut(const PutInput& in) const;
+  PutAttempt TryPut(const PutInput& in);
+  absl::StatusOr<std::shared_ptr<StepArena>> ActivateForPut(int64_t step,
+                                                            std::string* blocked);
+  absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool CanPutNow(const PutInput& in) const;
+  std::string MemoryReason(int64_t step) const;
+  void FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
+                 PutCallback done);
+
+  // ---- Get (dock_get.cc)
+  struct GetAttempt {
+    std::optional<absl::StatusOr<Batch>> done;  // unset: park
+    bool wake_consumer = false;  // a claim was undone: others may now serve
+    std::optional<int64_t> maybe_release;  // step that may be fully consumed
+  };
+  absl::StatusOr<ConsumerPlan> PlanFor(const GetInput& in) const;
+  GetAttempt TryGet(const GetInput& in, const ConsumerPlan& plan);
+  GetAttempt TryGetLocked(const GetInput& in, const ConsumerPlan& plan)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  GetAttempt ServeLocked(Partition& part, const GetInput& in,
+                         const ConsumerPlan& plan, bool explicit_step)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  Batch MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
+                        const std::vector<int>& columns, bool with_payload) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void AfterGet(GetAttempt& attempt, int consumer);
+  void MaybeAutoRelease(int64_t step);
+  absl::StatusOr<std::shared_ptr<StepArena>> ReleaseLocked(int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AfterRelease(std::shared_ptr<StepArena> arena);
+
+  // ---- Waiting (dock_waiters.cc)
+  uint64_t ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done);
+  void ParkPut(PutInput in, PutAttempt attempt, PutCallback done);
+  // Retries the parked Gets of consumers for which `wanted[k]` is true, or of
+  // every consumer when `wanted` is empty.
+  void WakeGets(const std::vector<bool>& wanted);
+  void WakePuts();
+  void RetryGet(std::shared_ptr<Waiter> w);
+  void RetryPut(std::shared_ptr<Waiter> w);
+  void EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end);
+  void RemoveWaiterLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
+  void TimerLoop();
+  bool TimerShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
+
+  // Constant after construction.
+  const std::string name_;
+  const int64_t rows_per_step_;
+  const int32_t group_size_;
+  const int32_t steps_in_flight_;
+  const std::vector<ColumnSpec> columns_;
+  const std::vector<int> length_columns_;
+  const std::shared_ptr<ChunkPool> pool_;
+  std::vector<std::unique_ptr<Partition>> partitions_;
+
+  mutable absl::Mutex mu_;
+  DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
+  std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
+
+  mutable absl::Mutex waiters_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_
+      ABSL_GUARDED_BY(waiters_mu_);
+  std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(waiters_mu_) = false;
+  bool timer_stop_ ABSL_GUARDED_BY(waiters_mu_) = false;
+  absl::Time timer_target_ ABSL_GUARDED_BY(waiters_mu_);
+
+  std::atomic<uint64_t> random_calls_{0};  // per-Get seed diversifier
+  std::thread timer_;
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_DOCK_IMPL_H_

@@ -1,0 +1,112 @@
+// Partition: the memory of one step of a dock (step s lives in partition
+// s mod steps_in_flight).
+//
+// Per column: a cell table (an atomic pointer per row to the cell's block in
+// the step's arena), a ready bitmap over rows, a ready counter per group and a
+// group-ready bitmap (set when all n rows of the group are ready). Per
+// consumer: a consumed bitmap over rows (over groups for whole-group
+// consumers) and a consumed-row counter.
+//
+// Thread safety: the dock's mutex guards structure. Structural calls
+// (Activate, Reset, AddConsumer) need it exclusively; everything else runs
+// under its shared side, concurrently: cells are published with Publish
+// (serialized per partition by commit_mu()), bitmaps are atomic.
+//
+// Publication invariant: a cell's block is fully written before its pointer
+// is stored (release) and before its ready bit is set (release); a reader
+// that saw the bit (acquire) and then loads the pointer (acquire) sees the
+// block and its payload.
+#ifndef TDOCK_SERVER_DOCK_PARTITION_H_
+#define TDOCK_SERVER_DOCK_PARTITION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/dock/arena.h"
+#include "server/dock/bitmap.h"
+
+namespace tdock::internal {
+
+// A cell's payload location; lives in the step's arena.
+struct CellBlock {
+  const char* data = nullptr;
+  int64_t length = 0;  // items
+};
+
+struct ColumnState {
+  ColumnState(int64_t rows, int64_t groups);
+  AtomicBitmap ready;
+  AtomicBitmap group_ready;
+  std::unique_ptr<std::atomic<const CellBlock*>[]> cells;
+  std::unique_ptr<std::atomic<int32_t>[]> group_counts;
+};
+
+struct ConsumerState {
+  explicit ConsumerState(int64_t units) : consumed(units) {}
+  AtomicBitmap consumed;  // rows, or groups for whole-group consumers
+  std::atomic<int64_t> consumed_rows{0};
+};
+
+class Partition final {
+ public:
+  // `whole_groups[k]` says whether consumer k claims whole groups.
+  Partition(int index, int64_t rows, int32_t group_size, int num_columns,
+            const std::vector<bool>& whole_groups);
+  Partition(const Partition&) = delete;
+  Partition& operator=(const Partition&) = delete;
+
+  int index() const { return index_; }
+  int64_t rows() const { return rows_; }
+  int64_t groups() const { return groups_; }
+  int32_t group_size() const { return group_size_; }
+
+  // ---- structure: REQUIRES the dock's mutex exclusively (or shared to read)
+  bool live() const { return arena_ != nullptr; }
+  int64_t step() const { return step_; }
+  // Highest step released from this partition, -1 if none.
+  int64_t last_released() const { return last_released_; }
+  void Activate(int64_t step, std::shared_ptr<StepArena> arena);
+  // Frees the step: clears all state and returns the arena (which the caller
+  // drops outside the dock's lock).
+  std::shared_ptr<StepArena> Release();
+  void AddConsumer(bool whole_groups);
+  const std::shared_ptr<StepArena>& arena() const { return arena_; }
+
+  // ---- data: REQUIRES the dock's mutex (shared is enough)
+  ColumnState& column(int c) { return *columns_[c]; }
+  const ColumnState& column(int c) const { return *columns_[c]; }
+  ConsumerState& consumer(int k) { return *consumers_[k]; }
+  const ConsumerState& consumer(int k) const { return *consumers_[k]; }
+  const CellBlock* cell(int c, int64_t row) const {
+    // acquire: pairs with Publish's release store.
+    return columns_[c]->cells[row].load(std::memory_order_acquire);
+  }
+  // Serializes commits so a multi-cell Put is all-or-nothing.
+  absl::Mutex& commit_mu() { return commit_mu_; }
+  // Stores the cell and, on its first write, sets its ready bit and counts
+  // it for its group. REQUIRES: commit_mu() held.
+  void Publish(int c, int64_t row, const CellBlock* block);
+
+ private:
+  // Constant after construction.
+  const int index_;
+  const int64_t rows_;
+  const int32_t group_size_;
+  const int64_t groups_;
+  std::vector<std::unique_ptr<ColumnState>> columns_;
+
+  // Guarded by the dock's mutex (exclusive to change).
+  std::vector<std::unique_ptr<ConsumerState>> consumers_;
+  int64_t step_ = -1;
+  int64_t last_released_ = -1;
+  std::shared_ptr<StepArena> arena_;
+
+  absl::Mutex commit_mu_;
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_PARTITION_H_

@@ -1,0 +1,52 @@
+// Sampling and claiming for one consumer in one partition.
+//
+// Units are rows, or groups for whole-group consumers. A unit is available
+// when the ready bit (group-ready bit) of every needed column is set and the
+// consumer's consumed bit is clear. Claiming sets consumed bits with fetch_or;
+// a bit another claimer set first is simply not ours, so concurrent claimers
+// never take the same unit and never block each other.
+//
+// Thread safety: all functions run concurrently under the dock's shared lock.
+#ifndef TDOCK_SERVER_DOCK_SAMPLER_H_
+#define TDOCK_SERVER_DOCK_SAMPLER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/spec.h"
+#include "server/dock/partition.h"
+
+namespace tdock::internal {
+
+// A consumer's spec resolved to indices, once.
+struct ConsumerPlan {
+  int index = 0;
+  std::string name;
+  std::vector<int> columns;  // needed column indices
+  bool whole_groups = false;
+  Policy policy = Policy::kFifo;
+  uint64_t seed = 0;
+  int64_t dispatch_size = 0;
+  int32_t dp_size = 1;
+};
+
+// A snapshot of the consumer's view of a partition, in units.
+struct Availability {
+  int64_t consumed = 0;   // units whose consumed bit is set
+  int64_t available = 0;  // units ready and not consumed
+};
+Availability Scan(const Partition& part, const ConsumerPlan& plan);
+
+// Claims up to `need` available units (FIFO: lowest first; RANDOM: uniformly,
+// seeded by `seed`). Returns the units claimed, ascending; fewer than `need`
+// when there were not enough or others won some.
+std::vector<int64_t> Claim(Partition& part, const ConsumerPlan& plan,
+                           int64_t need, uint64_t seed);
+// Clears the consumed bits of `units` (undoing a Claim that fell short).
+void Unclaim(Partition& part, const ConsumerPlan& plan,
+             const std::vector<int64_t>& units);
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_SAMPLER_H_

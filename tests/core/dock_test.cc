@@ -1,0 +1,304 @@
+// Unit tests of the dock core: writes, claims, steps, waiting, status.
+#include "server/dock/dock.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/core/dock_test_util.h"
+#include "tests/test_util.h"
+
+namespace tdock {
+namespace {
+
+using testing::GetOf;
+using testing::GetSync;
+using testing::OwnedColumn;
+using testing::PutSync;
+using testing::RowValues;
+
+// 2 prompts x 2 samples = 4 rows per step.
+DockSpec SmallSpec(int32_t steps_in_flight = 1) {
+  DockSpec spec;
+  spec.name = "small";
+  spec.num_prompts = 2;
+  spec.n_samples_per_prompt = 2;
+  spec.steps_in_flight = steps_in_flight;
+  spec.length_columns = {"prompt", "response"};
+  spec.columns = {{"prompt", DType::kInt32, {}, 8, false},
+                  {"response", DType::kInt32, {}, 0, false},
+                  {"reward", DType::kFloat32, {}, 1, true}};
+  spec.consumers = {{"actor", {"prompt", "response"}, 2, 2, false, Policy::kFifo, 0},
+                    {"reward", {"prompt", "response"}, 2, 1, true, Policy::kFifo, 0}};
+  return spec;
+}
+
+OwnedColumn Prompts(const std::vector<int64_t>& rows) {
+  std::vector<std::vector<int32_t>> values;
+  for (int64_t r : rows) values.push_back({static_cast<int32_t>(r), 7});
+  return OwnedColumn::Of<int32_t>("prompt", DType::kInt32, values);
+}
+
+OwnedColumn Responses(const std::vector<int64_t>& rows) {
+  std::vector<std::vector<int32_t>> values;
+  for (int64_t r : rows) values.push_back(std::vector<int32_t>(r + 1, 100 + r));
+  return OwnedColumn::Of<int32_t>("response", DType::kInt32, values);
+}
+
+std::unique_ptr<Dock> MakeDock(DockSpec spec) {
+  auto dock = Dock::Create(std::move(spec));
+  EXPECT_OK(dock);
+  return std::move(dock).value();
+}
+
+// A row becomes available only when every column the consumer needs is
+// ready, and comes back with the bytes that were written.
+TEST(Dock, GetWaitsForAllNeededColumnsAndReturnsWrittenBytes) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1}, {Prompts({0, 1})}));
+  ASSERT_OK_AND_ASSIGN(Batch none, GetSync(*dock, GetOf("actor")));
+  EXPECT_TRUE(none.timed_out);
+  EXPECT_TRUE(none.rows.empty());
+
+  ASSERT_OK(PutSync(*dock, 0, {0, 1}, {Responses({0, 1})}));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("actor")));
+  ASSERT_EQ(batch.rows, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(batch.step, 0);
+  EXPECT_FALSE(batch.end_of_step);
+  EXPECT_EQ(batch.token_counts, (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(batch.columns.size(), 2u);
+  EXPECT_EQ(batch.columns[1].name, "response");
+  EXPECT_EQ(batch.columns[1].offsets, (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(RowValues<int32_t>(batch.columns[1], 1), (std::vector<int32_t>{101, 101}));
+  EXPECT_EQ(RowValues<int32_t>(batch.columns[0], 0), (std::vector<int32_t>{0, 7}));
+  // Rows written by one Put are contiguous: one segment per column.
+  EXPECT_EQ(batch.columns[1].segments.size(), 1u);
+}
+
+// Each row goes to each consumer once; the Get that takes the last rows says
+// end_of_step; a later Get for that step returns empty with end_of_step.
+TEST(Dock, ExactlyOncePerConsumerAndEndOfStep) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3}), Responses({0, 1, 2, 3})}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, GetOf("actor")));
+  ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("actor")));
+  EXPECT_EQ(a.rows, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(b.rows, (std::vector<int64_t>{2, 3}));
+  EXPECT_FALSE(a.end_of_step);
+  EXPECT_TRUE(b.end_of_step);
+  GetInput again = GetOf("actor");
+  again.step = 0;
+  ASSERT_OK_AND_ASSIGN(Batch c, GetSync(*dock, again));
+  EXPECT_TRUE(c.rows.empty());
+  EXPECT_TRUE(c.end_of_step);
+  // The other consumer still sees every row.
+  ASSERT_OK_AND_ASSIGN(Batch r, GetSync(*dock, GetOf("reward", 4)));
+  EXPECT_EQ(r.rows, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
+// The remainder of a step (fewer than dispatch_size rows) is served once it
+// is ready, and ends the step for that consumer.
+TEST(Dock, RemainderIsServedWithEndOfStep) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3}), Responses({0, 1, 2, 3})}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, GetOf("actor", 3)));
+  EXPECT_EQ(a.rows.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("actor", 3)));
+  EXPECT_EQ(b.rows, (std::vector<int64_t>{3}));
+  EXPECT_TRUE(b.end_of_step);
+}
+
+// Whole-group consumers receive only complete groups (all n rows ready).
+TEST(Dock, WholeGroupConsumerTakesCompleteGroupsOnly) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Prompts({0, 1, 2}), Responses({0, 1, 2})}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, GetOf("reward", 2)));
+  EXPECT_EQ(a.rows, (std::vector<int64_t>{0, 1}));
+  ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("reward", 2)));
+  EXPECT_TRUE(b.timed_out);  // group 1 lacks row 3
+  ASSERT_OK(PutSync(*dock, 0, {3}, {Prompts({3}), Responses({3})}));
+  ASSERT_OK_AND_ASSIGN(Batch c, GetSync(*dock, GetOf("reward", 2)));
+  EXPECT_EQ(c.rows, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(c.end_of_step);
+}
+
+// A parked Get is woken by the Put that makes its rows available.
+TEST(Dock, LongPollWakesOnPut) {
+  auto dock = MakeDock(SmallSpec());
+  std::promise<absl::StatusOr<Batch>> got;
+  const uint64_t id = dock->Get(GetOf("actor", 2, absl::Seconds(30)),
+                                [&](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(dock->Stats().waiters[0], 1);
+  ASSERT_OK(PutSync(*dock, 0, {0, 1}, {Prompts({0, 1}), Responses({0, 1})}));
+  ASSERT_OK_AND_ASSIGN(Batch batch, got.get_future().get());
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(dock->Stats().waiters[0], 0);
+}
+
+// A parked Get returns empty with timed_out at its wait bound; Cancel ends
+// a parked Get with CANCELLED.
+TEST(Dock, ParkedGetTimesOutOrIsCancelled) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK_AND_ASSIGN(Batch timed, GetSync(*dock, GetOf("actor", 2, absl::Milliseconds(30))));
+  EXPECT_TRUE(timed.timed_out);
+  std::promise<absl::StatusOr<Batch>> got;
+  const uint64_t id = dock->Get(GetOf("actor", 2, absl::Seconds(30)),
+                                [&](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  dock->Cancel(id);
+  EXPECT_STATUS(got.get_future().get(), absl::StatusCode::kCancelled, "cancelled");
+  dock->Cancel(id);  // a second cancel is a no-op
+}
+
+// Steps live in a ring: with one partition, writing step 1 waits until step
+// 0 is released, and fails naming step 0 after its wait bound.
+TEST(Dock, BackpressureNamesTheBlockingStep) {
+  auto dock = MakeDock(SmallSpec(1));
+  ASSERT_OK(PutSync(*dock, 0, {0}, {Prompts({0})}));
+  EXPECT_STATUS(PutSync(*dock, 1, {0}, {Prompts({0})}, absl::Milliseconds(20)),
+                absl::StatusCode::kResourceExhausted, "waits for step 0");
+  std::promise<absl::StatusOr<PutResult>> put;
+  OwnedColumn column = Prompts({0});
+  PutInput in;
+  in.step = 1;
+  in.rows = {0};
+  in.columns = {column.View()};
+  in.wait = absl::Seconds(30);
+  dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(std::move(r)); });
+  ASSERT_OK(dock->ReleaseStep(0));
+  ASSERT_OK(put.get_future().get());
+  EXPECT_EQ(dock->Stats().steps.at(0).step, 1);
+}
+
+// When every consumer has taken every row, the step is released on its own.
+TEST(Dock, AutoReleaseWhenEveryConsumerIsDone) {
+  auto dock = MakeDock(SmallSpec(1));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3}), Responses({0, 1, 2, 3})}));
+  ASSERT_OK(GetSync(*dock, GetOf("actor", 4)));
+  EXPECT_EQ(dock->Stats().steps.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(Batch last, GetSync(*dock, GetOf("reward", 4)));
+  EXPECT_TRUE(last.end_of_step);
+  EXPECT_TRUE(dock->Stats().steps.empty());
+  GetInput old = GetOf("actor");
+  old.step = 0;
+  EXPECT_STATUS(GetSync(*dock, old), absl::StatusCode::kFailedPrecondition,
+                "step 0 is already released");
+  EXPECT_STATUS(PutSync(*dock, 0, {0}, {Prompts({0})}),
+                absl::StatusCode::kFailedPrecondition, "already released");
+  ASSERT_OK(PutSync(*dock, 1, {0}, {Prompts({0})}));
+}
+
+// A batch keeps its bytes valid after its step is released and the memory
+// reused by the next step.
+TEST(Dock, BatchOutlivesRelease) {
+  auto dock = MakeDock(SmallSpec(1));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1}, {Prompts({0, 1}), Responses({0, 1})}));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("actor", 2)));
+  ASSERT_OK(dock->ReleaseStep(0));
+  ASSERT_OK(PutSync(*dock, 1, {0, 1}, {Prompts({5, 6}), Responses({5, 6})}));
+  EXPECT_EQ(RowValues<int32_t>(batch.columns[1], 1), (std::vector<int32_t>{101, 101}));
+}
+
+// Get without a step serves the oldest step with available rows.
+TEST(Dock, GetWithoutStepServesOldestAvailable) {
+  auto dock = MakeDock(SmallSpec(2));
+  ASSERT_OK(PutSync(*dock, 1, {0, 1}, {Prompts({0, 1}), Responses({0, 1})}));
+  ASSERT_OK(PutSync(*dock, 0, {2, 3}, {Prompts({2, 3}), Responses({2, 3})}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, GetOf("actor", 2)));
+  EXPECT_EQ(a.step, 0);
+  EXPECT_EQ(a.rows, (std::vector<int64_t>{2, 3}));
+  ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("actor", 2)));
+  EXPECT_EQ(b.step, 1);
+}
+
+// A consumer added at run time sees every row of live steps as unconsumed.
+TEST(Dock, AddConsumerSeesLiveRows) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3}), Responses({0, 1, 2, 3})}));
+  ASSERT_OK(GetSync(*dock, GetOf("actor", 4)));
+  ASSERT_OK_AND_ASSIGN(ConsumerSpec added,
+                       dock->AddConsumer({"critic", {"response"}, 0, 2, false, Policy::kFifo, 0}));
+  EXPECT_EQ(added.dispatch_size, 2);
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("critic", 4)));
+  EXPECT_EQ(batch.rows.size(), 4u);
+  EXPECT_STATUS(dock->AddConsumer({"critic", {"response"}, 0, 1, false, Policy::kFifo, 0}),
+                absl::StatusCode::kAlreadyExists, "critic");
+}
+
+// RANDOM hands out every row exactly once, in a seeded order.
+TEST(Dock, RandomPolicyCoversEveryRowOnce) {
+  DockSpec spec = SmallSpec();
+  spec.num_prompts = 64;
+  spec.consumers = {{"shuffled", {"prompt"}, 16, 1, false, Policy::kRandom, 42}};
+  auto dock = MakeDock(spec);
+  std::vector<int64_t> rows(128);
+  for (int64_t i = 0; i < 128; ++i) rows[i] = i;
+  ASSERT_OK(PutSync(*dock, 0, rows, {Prompts(rows)}));
+  std::vector<int> seen(128, 0);
+  bool in_order = true;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("shuffled")));
+    ASSERT_EQ(b.rows.size(), 16u);
+    for (int64_t r : b.rows) ++seen[r];
+    if (b.rows.front() != i * 16) in_order = false;
+  }
+  for (int count : seen) EXPECT_EQ(count, 1);
+  EXPECT_FALSE(in_order);
+}
+
+// Rewritable columns accept a second write; others refuse it.
+TEST(Dock, RewritableColumnAcceptsRewrite) {
+  auto dock = MakeDock(SmallSpec());
+  auto reward = [](float v) {
+    return OwnedColumn::Of<float>("reward", DType::kFloat32, {{v}});
+  };
+  ASSERT_OK(PutSync(*dock, 0, {0}, {reward(1.0f)}));
+  ASSERT_OK(PutSync(*dock, 0, {0}, {reward(2.0f)}));
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, {0}, {"reward"}));
+  EXPECT_EQ(RowValues<float>(read.columns[0], 0), (std::vector<float>{2.0f}));
+  EXPECT_EQ(dock->Stats().steps[0].ready_rows[2], 1);
+}
+
+// Stats report ready rows per column, consumption per consumer, arena use.
+TEST(Dock, StatsSnapshot) {
+  auto dock = MakeDock(SmallSpec());
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Prompts({0, 1, 2}), Responses({0, 1, 2})}));
+  ASSERT_OK(GetSync(*dock, GetOf("actor", 2)));
+  DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.name, "small");
+  EXPECT_EQ(stats.rows_per_step, 4);
+  ASSERT_EQ(stats.steps.size(), 1u);
+  EXPECT_EQ(stats.steps[0].ready_rows, (std::vector<int64_t>{3, 3, 0}));
+  EXPECT_EQ(stats.steps[0].consumed_rows, (std::vector<int64_t>{2, 0}));
+  EXPECT_GT(stats.arena_bytes_used, 0);
+  EXPECT_GT(stats.arena_bytes_reserved, 0);
+}
+
+// Under a memory limit a Put that does not fit waits, then fails naming the
+// limit; releasing a step frees the memory for the next Put.
+TEST(Dock, MemoryLimitBlocksThenFrees) {
+  DockSpec spec = SmallSpec(2);
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 256 << 10;
+  auto dock = MakeDock(spec);
+  std::vector<std::vector<int32_t>> big(4, std::vector<int32_t>(10000, 1));
+  OwnedColumn column = OwnedColumn::Of<int32_t>("response", DType::kInt32, big);
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {column}));
+  EXPECT_STATUS(PutSync(*dock, 1, {0, 1, 2, 3}, {column}, absl::Milliseconds(100)),
+                absl::StatusCode::kResourceExhausted, "memory limit");
+  ASSERT_OK(dock->ReleaseStep(0));
+  ASSERT_OK(PutSync(*dock, 1, {0, 1, 2, 3}, {column}, absl::Seconds(5)));
+}
+
+// Shutdown ends parked calls with UNAVAILABLE.
+TEST(Dock, ShutdownEndsParkedCalls) {
+  auto dock = MakeDock(SmallSpec());
+  std::promise<absl::StatusOr<Batch>> got;
+  dock->Get(GetOf("actor", 2, absl::Seconds(30)),
+            [&](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  dock->Shutdown();
+  EXPECT_STATUS(got.get_future().get(), absl::StatusCode::kUnavailable, "shutting down");
+}
+
+}  // namespace
+}  // namespace tdock
