@@ -17,7 +17,7 @@ ChunkPool::ChunkPool(int64_t chunk_bytes, int64_t limit_bytes)
     : chunk_bytes_(chunk_bytes), limit_bytes_(limit_bytes) {}
 
 ChunkPool::~ChunkPool() {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   for (Chunk& chunk : free_) std::free(chunk.data);
 }
 
@@ -32,7 +32,7 @@ Chunk ChunkPool::AllocateLocked(int64_t size) {
 void ChunkPool::Preallocate(int64_t bytes) {
   std::vector<Chunk> fresh;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     while (reserved_bytes_ + chunk_bytes_ <= bytes) {
       Chunk chunk = AllocateLocked(chunk_bytes_);
       if (chunk.data == nullptr) break;
@@ -41,12 +41,12 @@ void ChunkPool::Preallocate(int64_t bytes) {
   }
   // Touch the pages outside the lock so the first writes run at warm speed.
   for (Chunk& chunk : fresh) std::memset(chunk.data, 0, chunk.size);
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   free_.insert(free_.end(), fresh.begin(), fresh.end());
 }
 
 Chunk ChunkPool::Acquire(int64_t min_bytes) {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   if (min_bytes <= chunk_bytes_) {
     if (!free_.empty()) {
       Chunk chunk = free_.back();
@@ -70,7 +70,7 @@ Chunk ChunkPool::Acquire(int64_t min_bytes) {
 void ChunkPool::Release(std::vector<Chunk> chunks) {
   std::function<void()> callback;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     for (Chunk& chunk : chunks) {
       if (chunk.size == chunk_bytes_) {
         free_.push_back(chunk);
@@ -85,18 +85,18 @@ void ChunkPool::Release(std::vector<Chunk> chunks) {
 }
 
 void ChunkPool::SetOnRelease(std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   on_release_ = std::move(callback);
 }
 
 int64_t ChunkPool::reserved_bytes() const {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   return reserved_bytes_;
 }
 
 int64_t ChunkPool::available_bytes() const {
   if (limit_bytes_ == 0) return INT64_MAX;
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   int64_t free_bytes = 0;
   for (const Chunk& chunk : free_) free_bytes += chunk.size;
   return limit_bytes_ - reserved_bytes_ + free_bytes;
@@ -107,7 +107,7 @@ StepArena::StepArena(std::shared_ptr<ChunkPool> pool) : pool_(std::move(pool)) {
 StepArena::~StepArena() {
   std::vector<Chunk> chunks;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     chunks.swap(chunks_);
   }
   pool_->Release(std::move(chunks));
@@ -115,7 +115,7 @@ StepArena::~StepArena() {
 
 char* StepArena::Allocate(int64_t bytes) {
   const int64_t size = RoundUp(bytes > 0 ? bytes : 1, kAlign);
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   char* region = nullptr;
   if (size > pool_->chunk_bytes()) {
     // Oversized: a dedicated chunk, kept in front so the bump chunk at the

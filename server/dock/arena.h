@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace tdock::internal {
 
@@ -59,7 +59,7 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
   const int64_t chunk_bytes_;
   const int64_t limit_bytes_;
 
-  mutable absl::Mutex mu_;
+  mutable tdock::Mutex mu_;
   std::vector<Chunk> free_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> on_release_ ABSL_GUARDED_BY(mu_);
@@ -84,7 +84,7 @@ class StepArena final {
   const std::shared_ptr<ChunkPool> pool_;
   std::atomic<int64_t> used_bytes_{0};
 
-  absl::Mutex mu_;
+  tdock::Mutex mu_;
   std::vector<Chunk> chunks_ ABSL_GUARDED_BY(mu_);
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // bump offset in chunks_.back()
 };

@@ -27,7 +27,7 @@ std::vector<int64_t> UnitsToRows(const std::vector<int64_t>& units,
 }  // namespace
 
 absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   const int k = spec_.ConsumerIndex(in.consumer);
   if (k < 0) {
     return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '",
@@ -55,7 +55,7 @@ absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
 }
 
 DockImpl::GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   return TryGetLocked(in, plan);
 }
 

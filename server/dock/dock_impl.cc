@@ -65,8 +65,9 @@ DockImpl::DockImpl(DockSpec spec)
 DockImpl::~DockImpl() {
   Shutdown();
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     timer_stop_ = true;
+    timer_cv_.SignalAll();
   }
   timer_.join();
   // Batches may outlive the dock and free into the pool later.
@@ -74,7 +75,7 @@ DockImpl::~DockImpl() {
 }
 
 DockSpec DockImpl::spec() const {
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   return spec_;
 }
 
@@ -96,7 +97,7 @@ DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
 }
 
 absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -119,7 +120,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ReleaseLocked(int64_t step)
 absl::Status DockImpl::ReleaseStep(int64_t step) {
   std::shared_ptr<StepArena> arena;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     TDOCK_ASSIGN_OR_RETURN(arena, ReleaseLocked(step));
   }
   AfterRelease(std::move(arena));
@@ -129,7 +130,7 @@ absl::Status DockImpl::ReleaseStep(int64_t step) {
 void DockImpl::MaybeAutoRelease(int64_t step) {
   std::shared_ptr<StepArena> arena;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     if (plans_.empty() || ClassifyLocked(step) != StepState::kLive) return;
     const Partition& part = PartitionOf(step);
     for (const ConsumerPlan& plan : plans_) {
@@ -158,7 +159,7 @@ DockStats DockImpl::Stats() const {
   stats.rows_per_step = rows_per_step_;
   for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
   {
-    absl::ReaderMutexLock lock(&mu_);
+    tdock::ReaderMutexLock lock(&mu_);
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
     for (const auto& part : partitions_) {
       if (!part->live()) continue;
@@ -179,7 +180,7 @@ DockStats DockImpl::Stats() const {
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
   stats.waiters.assign(stats.consumers.size(), 0);
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     for (const auto& [id, w] : waiters_) {
       if (w->is_put) {
         ++stats.parked_puts;
@@ -211,7 +212,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
   if (names.empty()) {
     for (size_t c = 0; c < columns_.size(); ++c) columns.push_back(static_cast<int>(c));
   }
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(step), " is not live (not started or already released)"));
@@ -236,7 +237,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
 void DockImpl::Shutdown() {
   std::vector<std::shared_ptr<Waiter>> parked;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     shutting_down_ = true;
     for (auto& [id, w] : waiters_) {
       if (w->in_retry) {

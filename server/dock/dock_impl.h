@@ -31,7 +31,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "common/spec.h"
 #include "server/dock/arena.h"
 #include "server/dock/partition.h"
@@ -148,17 +148,18 @@ class DockImpl final {
   const std::shared_ptr<ChunkPool> pool_;
   std::vector<std::unique_ptr<Partition>> partitions_;
 
-  mutable absl::Mutex mu_;
+  mutable tdock::Mutex mu_;
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
   std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
 
-  mutable absl::Mutex waiters_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable tdock::Mutex waiters_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_
       ABSL_GUARDED_BY(waiters_mu_);
   std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(waiters_mu_) = false;
   bool timer_stop_ ABSL_GUARDED_BY(waiters_mu_) = false;
   absl::Time timer_target_ ABSL_GUARDED_BY(waiters_mu_);
+  CondVar timer_cv_;  // signalled when a deadline is parked or on stop
 
   std::atomic<uint64_t> random_calls_{0};  // per-Get seed diversifier
   std::thread timer_;

@@ -76,10 +76,10 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
 absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
     int64_t step, std::string* blocked) {
   {
-    absl::ReaderMutexLock lock(&mu_);
+    tdock::ReaderMutexLock lock(&mu_);
     if (ClassifyLocked(step) == StepState::kLive) return PartitionOf(step).arena();
   }
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
   switch (ClassifyLocked(step)) {
     case StepState::kLive:
@@ -165,7 +165,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   }
   Partition& part = PartitionOf(in.step);
   {
-    absl::ReaderMutexLock lock(&mu_);
+    tdock::ReaderMutexLock lock(&mu_);
     absl::Status unwritten = CheckUnwrittenLocked(part, in);
     if (!unwritten.ok()) {
       attempt.done = unwritten;
@@ -202,13 +202,13 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
     }
     result.bytes += PayloadBytes(in.columns[i], item);
   }
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(in.step) != StepState::kLive || part.arena() != *arena) {
     attempt.done = absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " was released while the Put was in progress"));
     return attempt;
   }
-  absl::MutexLock commit(&part.commit_mu());
+  tdock::MutexLock commit(&part.commit_mu());
   absl::Status unwritten = CheckUnwrittenLocked(part, in);
   if (!unwritten.ok()) {
     attempt.done = unwritten;
@@ -229,7 +229,7 @@ std::string DockImpl::MemoryReason(int64_t step) const {
 }
 
 bool DockImpl::CanPutNow(const PutInput& in) const {
-  absl::ReaderMutexLock lock(&mu_);
+  tdock::ReaderMutexLock lock(&mu_);
   const StepState state = ClassifyLocked(in.step);
   return state != StepState::kBlocked;
 }
@@ -240,7 +240,7 @@ void DockImpl::FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
     // Wake the consumers that need any column this Put wrote.
     std::vector<bool> wanted;
     {
-      absl::ReaderMutexLock lock(&mu_);
+      tdock::ReaderMutexLock lock(&mu_);
       wanted.assign(plans_.size(), false);
       for (const ConsumerPlan& plan : plans_) {
         for (int c : plan.columns) {

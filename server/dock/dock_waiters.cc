@@ -74,7 +74,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
   w->consumer = plan.index;
   GetAttempt attempt;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     if (shutting_down_) {
       attempt.done = absl::UnavailableError(
           absl::StrCat("dock '", name_, "': shutting down"));
@@ -85,6 +85,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
         w->get_done = std::move(done);
         waiters_.emplace(w->id, w);
         deadlines_.emplace(w->deadline, w->id);
+        timer_cv_.SignalAll();
       }
     }
   }
@@ -97,7 +98,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
 void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
   for (;;) {
     {
-      absl::MutexLock lock(&waiters_mu_);
+      tdock::MutexLock lock(&waiters_mu_);
       if (shutting_down_) break;
       // A Put blocked by an older step re-checks the partition under the lock,
       // so a release between its attempt and here is not missed. One held up
@@ -112,6 +113,7 @@ void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
         w->put_reason = std::move(attempt.park_reason);
         waiters_.emplace(w->id, w);
         deadlines_.emplace(w->deadline, w->id);
+        timer_cv_.SignalAll();
         return;
       }
     }
@@ -128,7 +130,7 @@ void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
 void DockImpl::WakeGets(const std::vector<bool>& wanted) {
   std::vector<std::shared_ptr<Waiter>> woken;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     for (auto& [id, w] : waiters_) {
       if (w->is_put || w->in_retry) continue;
       if (!wanted.empty() &&
@@ -145,7 +147,7 @@ void DockImpl::WakeGets(const std::vector<bool>& wanted) {
 void DockImpl::WakePuts() {
   std::vector<std::shared_ptr<Waiter>> woken;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     for (auto& [id, w] : waiters_) {
       if (!w->is_put || w->in_retry) continue;
       w->in_retry = true;
@@ -161,7 +163,7 @@ void DockImpl::RetryGet(std::shared_ptr<Waiter> w) {
   if (!plan.ok()) attempt.done = plan.status();
   Waiter::End end = Waiter::End::kNone;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     if (plan.ok() && w->end == Waiter::End::kNone) attempt = TryGet(w->get, *plan);
     if (attempt.done.has_value() || w->end != Waiter::End::kNone) {
       end = w->end;
@@ -182,13 +184,13 @@ void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
   PutAttempt attempt;
   bool ended = false;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     ended = w->end != Waiter::End::kNone;
   }
   if (!ended) attempt = TryPut(w->put);
   Waiter::End end = Waiter::End::kNone;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     if (!attempt.done.has_value() && w->end == Waiter::End::kNone) {
       w->put_reason = std::move(attempt.park_reason);
       w->in_retry = false;
@@ -207,7 +209,7 @@ void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
 void DockImpl::Cancel(uint64_t id) {
   std::shared_ptr<Waiter> w;
   {
-    absl::MutexLock lock(&waiters_mu_);
+    tdock::MutexLock lock(&waiters_mu_);
     auto it = waiters_.find(id);
     if (it == waiters_.end()) return;
     if (it->second->in_retry) {
@@ -230,7 +232,7 @@ void DockImpl::TimerLoop() {
     std::vector<std::shared_ptr<Waiter>> expired;
     bool retry_puts = false;
     {
-      absl::MutexLock lock(&waiters_mu_);
+      tdock::MutexLock lock(&waiters_mu_);
       timer_target_ = absl::InfiniteFuture();
       for (const auto& [id, w] : waiters_) {
         if (w->is_put) timer_target_ = absl::Now() + kPutRetryInterval;
@@ -238,9 +240,11 @@ void DockImpl::TimerLoop() {
       if (!deadlines_.empty() && deadlines_.begin()->first < timer_target_) {
         timer_target_ = deadlines_.begin()->first;
       }
-      // Wakes at the target, or when an earlier deadline is parked.
-      waiters_mu_.AwaitWithDeadline(
-          absl::Condition(this, &DockImpl::TimerShouldWake), timer_target_);
+      // Wakes at the target, or when an earlier deadline is parked (parking
+      // signals timer_cv_).
+      while (!TimerShouldWake()) {
+        if (timer_cv_.WaitWithDeadline(&waiters_mu_, timer_target_)) break;
+      }
       if (timer_stop_) return;
       const absl::Time now = absl::Now();
       while (!deadlines_.empty() && deadlines_.begin()->first <= now) {

@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
 
@@ -85,7 +85,7 @@ class Partition final {
     return columns_[c]->cells[row].load(std::memory_order_acquire);
   }
   // Serializes commits so a multi-cell Put is all-or-nothing.
-  absl::Mutex& commit_mu() { return commit_mu_; }
+  tdock::Mutex& commit_mu() { return commit_mu_; }
   // Stores the cell and, on its first write, sets its ready bit and counts
   // it for its group. REQUIRES: commit_mu() held.
   void Publish(int c, int64_t row, const CellBlock* block);
@@ -104,7 +104,7 @@ class Partition final {
   int64_t last_released_ = -1;
   std::shared_ptr<StepArena> arena_;
 
-  absl::Mutex commit_mu_;
+  tdock::Mutex commit_mu_;
 };
 
 }  // namespace tdock::internal

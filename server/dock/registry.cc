@@ -39,7 +39,7 @@ bool SameSpec(const DockSpec& a, const DockSpec& b) {
 
 absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   if (shut_down_) {
     return absl::UnavailableError("server is shutting down");
   }
@@ -56,7 +56,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
 }
 
 absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   auto it = docks_.find(name);
   if (it == docks_.end()) {
     return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
@@ -67,7 +67,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name
 absl::Status DockRegistry::Delete(const std::string& name) {
   std::shared_ptr<Dock> dock;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     auto it = docks_.find(name);
     if (it == docks_.end()) {
       return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
@@ -81,7 +81,7 @@ absl::Status DockRegistry::Delete(const std::string& name) {
 }
 
 std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {
-  absl::MutexLock lock(&mu_);
+  tdock::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Dock>> out;
   for (const auto& [name, dock] : docks_) out.push_back(dock);
   return out;
@@ -90,7 +90,7 @@ std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {
 void DockRegistry::Shutdown() {
   std::vector<std::shared_ptr<Dock>> docks;
   {
-    absl::MutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     shut_down_ = true;
     for (const auto& [name, dock] : docks_) docks.push_back(dock);
   }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "server/dock/dock.h"
 
 namespace tdock {
@@ -35,7 +35,7 @@ class DockRegistry final {
   void Shutdown();
 
  private:
-  mutable absl::Mutex mu_;
+  mutable tdock::Mutex mu_;
   std::map<std::string, std::shared_ptr<Dock>> docks_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

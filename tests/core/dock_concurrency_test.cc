@@ -9,7 +9,7 @@
 #include <atomic>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
 #include "tests/core/dock_test_util.h"
@@ -76,7 +76,7 @@ void Produce(Dock& dock, int p, int producers) {
 }
 
 struct Ledger {
-  absl::Mutex mu;
+  tdock::Mutex mu;
   // seen[consumer][step][row]
   std::vector<std::vector<std::vector<int>>> seen ABSL_GUARDED_BY(mu);
   std::atomic<int64_t> taken[4] = {0, 0, 0, 0};
@@ -104,7 +104,7 @@ void Consume(Dock& dock, const ConsumerSpec& consumer, int k, int rank, Ledger& 
         }
       }
     }
-    absl::MutexLock lock(&ledger.mu);
+    tdock::MutexLock lock(&ledger.mu);
     for (int64_t row : batch.rows) ++ledger.seen[k][batch.step][row];
     ledger.taken[k].fetch_add(static_cast<int64_t>(batch.rows.size()));
   }
@@ -120,7 +120,7 @@ TEST_P(DockConcurrency, EveryRowReachesEveryConsumerOnceWithItsBytes) {
   const DockSpec spec = dock.spec();
   Ledger ledger;
   {
-    absl::MutexLock lock(&ledger.mu);
+    tdock::MutexLock lock(&ledger.mu);
     ledger.seen.assign(4, std::vector<std::vector<int>>(kSteps, std::vector<int>(kRows, 0)));
   }
   std::vector<std::thread> threads;
@@ -136,7 +136,7 @@ TEST_P(DockConcurrency, EveryRowReachesEveryConsumerOnceWithItsBytes) {
   for (std::thread& t : threads) t.join();
 
   EXPECT_EQ(ledger.mismatches.load(), 0);
-  absl::MutexLock lock(&ledger.mu);
+  tdock::MutexLock lock(&ledger.mu);
   for (int k = 0; k < 4; ++k) {
     for (int s = 0; s < kSteps; ++s) {
       for (int r = 0; r < kRows; ++r) {

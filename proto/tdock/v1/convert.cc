@@ -1,1 +1,185 @@
-// Placeholder until implemented.
+#include "proto/tdock/v1/convert.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status.h"
+
+namespace tdock {
+namespace {
+
+// Proto 0 means "use the default" for these counters (the proto documents
+// `0: 1`); other values pass through for NormalizeSpec to check.
+int32_t ZeroMeansOne(int32_t value) { return value == 0 ? 1 : value; }
+
+absl::StatusOr<DType> DTypeFromProto(absl::string_view field, int value) {
+  if (value == 0) return DType::kUnspecified;  // NormalizeSpec rejects it
+  if (!IsValidDType(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": unknown DType value ", value));
+  }
+  return static_cast<DType>(value);
+}
+
+absl::StatusOr<Policy> PolicyFromProto(absl::string_view field, int value) {
+  switch (value) {
+    case v1::POLICY_UNSPECIFIED:
+    case v1::FIFO:
+      return Policy::kFifo;
+    case v1::RANDOM:
+      return Policy::kRandom;
+    case v1::BALANCED:
+      return Policy::kBalanced;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown Policy value ", value));
+  }
+}
+
+v1::Policy PolicyToProto(Policy policy) {
+  switch (policy) {
+    case Policy::kRandom:
+      return v1::RANDOM;
+    case Policy::kBalanced:
+      return v1::BALANCED;
+    case Policy::kFifo:
+      break;
+  }
+  return v1::FIFO;
+}
+
+// `where` names the message for error messages, e.g. "DockSpec.columns[2]
+// (rewards)".
+absl::StatusOr<ColumnSpec> ColumnFromProto(absl::string_view where,
+                                           const v1::ColumnSpec& in) {
+  ColumnSpec out;
+  out.name = in.name();
+  TDOCK_ASSIGN_OR_RETURN(
+      out.dtype, DTypeFromProto(absl::StrCat(where, ".dtype"), in.dtype()));
+  out.inner_shape.assign(in.inner_shape().begin(), in.inner_shape().end());
+  out.max_len = in.max_len();
+  out.rewritable = in.rewritable();
+  return out;
+}
+
+absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
+                                               const v1::ConsumerSpec& in) {
+  ConsumerSpec out;
+  out.name = in.name();
+  out.columns.assign(in.columns().begin(), in.columns().end());
+  out.dispatch_size = in.dispatch_size();
+  out.dp_size = ZeroMeansOne(in.dp_size());
+  out.whole_groups = in.whole_groups();
+  TDOCK_ASSIGN_OR_RETURN(
+      out.policy, PolicyFromProto(absl::StrCat(where, ".policy"), in.policy()));
+  out.seed = in.seed();
+  return out;
+}
+
+std::string Where(absl::string_view message, absl::string_view name) {
+  return absl::StrCat(message, " (", name, ")");
+}
+
+std::string Where(absl::string_view field, int index, absl::string_view name) {
+  return absl::StrCat(field, "[", index, "] (", name, ")");
+}
+
+}  // namespace
+
+v1::ColumnSpec ToProto(const ColumnSpec& column) {
+  v1::ColumnSpec out;
+  out.set_name(column.name);
+  out.set_dtype(static_cast<v1::DType>(column.dtype));
+  for (int64_t d : column.inner_shape) out.add_inner_shape(d);
+  out.set_max_len(column.max_len);
+  out.set_rewritable(column.rewritable);
+  return out;
+}
+
+v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
+  v1::ConsumerSpec out;
+  out.set_name(consumer.name);
+  for (const std::string& c : consumer.columns) out.add_columns(c);
+  out.set_dispatch_size(consumer.dispatch_size);
+  out.set_dp_size(consumer.dp_size);
+  out.set_whole_groups(consumer.whole_groups);
+  out.set_policy(PolicyToProto(consumer.policy));
+  out.set_seed(consumer.seed);
+  return out;
+}
+
+v1::DockSpec ToProto(const DockSpec& spec) {
+  v1::DockSpec out;
+  out.set_name(spec.name);
+  out.set_num_prompts(spec.num_prompts);
+  out.set_n_samples_per_prompt(spec.n_samples_per_prompt);
+  out.set_steps_in_flight(spec.steps_in_flight);
+  for (const std::string& c : spec.length_columns) out.add_length_columns(c);
+  for (const ColumnSpec& c : spec.columns) *out.add_columns() = ToProto(c);
+  for (const ConsumerSpec& c : spec.consumers) {
+    *out.add_consumers() = ToProto(c);
+  }
+  out.set_preallocate_bytes(spec.preallocate_bytes);
+  out.set_memory_limit_bytes(spec.memory_limit_bytes);
+  out.set_chunk_bytes(spec.chunk_bytes);
+  return out;
+}
+
+absl::StatusOr<ColumnSpec> FromProto(const v1::ColumnSpec& column) {
+  return ColumnFromProto(Where("ColumnSpec", column.name()), column);
+}
+
+absl::StatusOr<ConsumerSpec> FromProto(const v1::ConsumerSpec& consumer) {
+  return ConsumerFromProto(Where("ConsumerSpec", consumer.name()), consumer);
+}
+
+absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec) {
+  DockSpec out;
+  out.name = spec.name();
+  out.num_prompts = spec.num_prompts();
+  out.n_samples_per_prompt = ZeroMeansOne(spec.n_samples_per_prompt());
+  out.steps_in_flight = ZeroMeansOne(spec.steps_in_flight());
+  out.length_columns.assign(spec.length_columns().begin(),
+                            spec.length_columns().end());
+  const std::string dock = Where("DockSpec", spec.name());
+  out.columns.reserve(spec.columns_size());
+  for (int i = 0; i < spec.columns_size(); ++i) {
+    const v1::ColumnSpec& c = spec.columns(i);
+    TDOCK_ASSIGN_OR_RETURN(
+        ColumnSpec column,
+        ColumnFromProto(Where(absl::StrCat(dock, ".columns"), i, c.name()), c));
+    out.columns.push_back(std::move(column));
+  }
+  out.consumers.reserve(spec.consumers_size());
+  for (int i = 0; i < spec.consumers_size(); ++i) {
+    const v1::ConsumerSpec& c = spec.consumers(i);
+    TDOCK_ASSIGN_OR_RETURN(
+        ConsumerSpec consumer,
+        ConsumerFromProto(Where(absl::StrCat(dock, ".consumers"), i, c.name()),
+                          c));
+    out.consumers.push_back(std::move(consumer));
+  }
+  out.preallocate_bytes = spec.preallocate_bytes();
+  out.memory_limit_bytes = spec.memory_limit_bytes();
+  out.chunk_bytes = spec.chunk_bytes();
+  return out;
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  int code = static_cast<int>(status.error_code());
+  // gRPC codes 1..16 are absl's codes; anything else is not a valid code.
+  if (code < 1 || code > 16)
+    code = static_cast<int>(absl::StatusCode::kUnknown);
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      status.error_message());
+}
+
+}  // namespace tdock

@@ -1,0 +1,161 @@
+// Conversions between tdock.v1 messages and tdock's spec types and statuses.
+#include "proto/tdock/v1/convert.h"
+
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace tdock {
+namespace {
+
+DockSpec SampleSpec() {
+  DockSpec spec;
+  spec.name = "grpo";
+  spec.num_prompts = 256;
+  spec.n_samples_per_prompt = 8;
+  spec.steps_in_flight = 2;
+  spec.length_columns = {"prompt_ids", "response_ids"};
+  spec.columns.push_back({"prompt_ids", DType::kInt32, {}, 4096, false});
+  spec.columns.push_back({"hidden", DType::kBFloat16, {4, 8}, 0, true});
+  ConsumerSpec actor;
+  actor.name = "actor";
+  actor.columns = {"prompt_ids", "hidden"};
+  actor.dispatch_size = 64;
+  actor.dp_size = 8;
+  actor.whole_groups = true;
+  actor.policy = Policy::kBalanced;
+  actor.seed = 0xFFFFFFFFFFFFFFF0ull;
+  spec.consumers.push_back(actor);
+  ConsumerSpec reward;
+  reward.name = "reward";
+  reward.columns = {"prompt_ids"};
+  reward.policy = Policy::kRandom;
+  reward.seed = 7;
+  spec.consumers.push_back(reward);
+  spec.preallocate_bytes = 1 << 20;
+  spec.memory_limit_bytes = int64_t{1} << 33;
+  spec.chunk_bytes = 1 << 22;
+  return spec;
+}
+
+void ExpectSameColumn(const ColumnSpec& a, const ColumnSpec& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.inner_shape, b.inner_shape);
+  EXPECT_EQ(a.max_len, b.max_len);
+  EXPECT_EQ(a.rewritable, b.rewritable);
+}
+
+void ExpectSameConsumer(const ConsumerSpec& a, const ConsumerSpec& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.columns, b.columns);
+  EXPECT_EQ(a.dispatch_size, b.dispatch_size);
+  EXPECT_EQ(a.dp_size, b.dp_size);
+  EXPECT_EQ(a.whole_groups, b.whole_groups);
+  EXPECT_EQ(a.policy, b.policy);
+  EXPECT_EQ(a.seed, b.seed);
+}
+
+// A spec survives ToProto then FromProto field by field.
+TEST(Convert, DockSpecRoundTrip) {
+  const DockSpec spec = SampleSpec();
+  const v1::DockSpec proto = ToProto(spec);
+  EXPECT_EQ(proto.columns(1).dtype(), v1::BFLOAT16);
+  EXPECT_EQ(proto.consumers(0).policy(), v1::BALANCED);
+  EXPECT_EQ(proto.consumers(1).policy(), v1::RANDOM);
+  ASSERT_OK_AND_ASSIGN(DockSpec back, FromProto(proto));
+  EXPECT_EQ(back.name, spec.name);
+  EXPECT_EQ(back.num_prompts, spec.num_prompts);
+  EXPECT_EQ(back.n_samples_per_prompt, spec.n_samples_per_prompt);
+  EXPECT_EQ(back.steps_in_flight, spec.steps_in_flight);
+  EXPECT_EQ(back.length_columns, spec.length_columns);
+  ASSERT_EQ(back.columns.size(), spec.columns.size());
+  for (size_t i = 0; i < spec.columns.size(); ++i) {
+    ExpectSameColumn(back.columns[i], spec.columns[i]);
+  }
+  ASSERT_EQ(back.consumers.size(), spec.consumers.size());
+  for (size_t i = 0; i < spec.consumers.size(); ++i) {
+    ExpectSameConsumer(back.consumers[i], spec.consumers[i]);
+  }
+  EXPECT_EQ(back.preallocate_bytes, spec.preallocate_bytes);
+  EXPECT_EQ(back.memory_limit_bytes, spec.memory_limit_bytes);
+  EXPECT_EQ(back.chunk_bytes, spec.chunk_bytes);
+}
+
+// Every DType keeps its numeric value across the boundary.
+TEST(Convert, DTypeValuesMatchProto) {
+  for (int v = 1; v <= 11; ++v) {
+    v1::ColumnSpec proto;
+    proto.set_name("c");
+    proto.set_dtype(static_cast<v1::DType>(v));
+    ASSERT_OK_AND_ASSIGN(ColumnSpec column, FromProto(proto));
+    EXPECT_EQ(static_cast<int>(column.dtype), v);
+    EXPECT_EQ(static_cast<int>(ToProto(column).dtype()), v);
+  }
+  EXPECT_EQ(static_cast<int>(v1::BYTES), static_cast<int>(DType::kBytes));
+  EXPECT_EQ(static_cast<int>(v1::FLOAT32), static_cast<int>(DType::kFloat32));
+}
+
+// Proto zeros of n_samples_per_prompt, steps_in_flight and dp_size mean 1;
+// an unset policy means FIFO.
+TEST(Convert, ZeroMeansDefault) {
+  v1::DockSpec proto;
+  proto.set_name("d");
+  proto.set_num_prompts(4);
+  proto.add_consumers()->set_name("c");
+  ASSERT_OK_AND_ASSIGN(DockSpec spec, FromProto(proto));
+  EXPECT_EQ(spec.n_samples_per_prompt, 1);
+  EXPECT_EQ(spec.steps_in_flight, 1);
+  ASSERT_EQ(spec.consumers.size(), 1u);
+  EXPECT_EQ(spec.consumers[0].dp_size, 1);
+  EXPECT_EQ(spec.consumers[0].policy, Policy::kFifo);
+
+  v1::ConsumerSpec fifo;
+  fifo.set_policy(v1::FIFO);
+  ASSERT_OK_AND_ASSIGN(ConsumerSpec c, FromProto(fifo));
+  EXPECT_EQ(c.policy, Policy::kFifo);
+  EXPECT_EQ(ToProto(c).policy(), v1::FIFO);
+}
+
+// Enum values outside the contract are rejected, naming the field and value.
+TEST(Convert, UnknownEnumValuesRejected) {
+  v1::DockSpec proto;
+  proto.set_name("d");
+  proto.add_columns()->set_name("ok");
+  v1::ColumnSpec* bad = proto.add_columns();
+  bad->set_name("weird");
+  bad->set_dtype(static_cast<v1::DType>(42));
+  EXPECT_STATUS(FromProto(proto), absl::StatusCode::kInvalidArgument,
+                "columns[1] (weird).dtype: unknown DType value 42");
+
+  v1::DockSpec proto2;
+  proto2.set_name("d");
+  v1::ConsumerSpec* consumer = proto2.add_consumers();
+  consumer->set_name("actor");
+  consumer->set_policy(static_cast<v1::Policy>(9));
+  EXPECT_STATUS(FromProto(proto2), absl::StatusCode::kInvalidArgument,
+                "consumers[0] (actor).policy: unknown Policy value 9");
+  EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
+                "ConsumerSpec (actor).policy: unknown Policy value 9");
+  EXPECT_STATUS(FromProto(*bad), absl::StatusCode::kInvalidArgument,
+                "ColumnSpec (weird).dtype");
+}
+
+// Status codes and messages are kept in both directions.
+TEST(Convert, StatusRoundTrip) {
+  for (int code = 1; code <= 16; ++code) {
+    const absl::Status status(static_cast<absl::StatusCode>(code), "msg here");
+    const grpc::Status g = ToGrpcStatus(status);
+    EXPECT_EQ(static_cast<int>(g.error_code()), code);
+    EXPECT_EQ(g.error_message(), "msg here");
+    const absl::Status back = FromGrpcStatus(g);
+    EXPECT_EQ(back.code(), status.code());
+    EXPECT_EQ(back.message(), "msg here");
+  }
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+  EXPECT_EQ(ToGrpcStatus(absl::NotFoundError("dock 'x'")).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace tdock
