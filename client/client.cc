@@ -1,1 +1,207 @@
-// Placeholder until implemented.
+// tdock::Client: connection and the typed control plane (CreateDock, ...,
+// ReleaseStep) and health. The raw data plane is in client_data.cc.
+#include "client/client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/client_impl.h"
+#include "common/status.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "proto/tdock/v1/convert.h"
+
+namespace tdock {
+
+Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options(std::move(options)),
+      channel(std::move(channel)),
+      stub(v1::Dock::NewStub(this->channel)),
+      health(grpc::health::v1::Health::NewStub(this->channel)),
+      put_method("/tdock.v1.Dock/Put", grpc::internal::RpcMethod::NORMAL_RPC,
+                 this->channel),
+      get_method("/tdock.v1.Dock/Get", grpc::internal::RpcMethod::NORMAL_RPC,
+                 this->channel),
+      read_method("/tdock.v1.Dock/Read", grpc::internal::RpcMethod::NORMAL_RPC,
+                  this->channel) {}
+
+void Client::Impl::SetDeadline(grpc::ClientContext* context,
+                               absl::Duration wait) const {
+  context->set_deadline(
+      absl::ToChronoTime(absl::Now() + std::max(wait, absl::ZeroDuration()) +
+                         options.timeout));
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  if (options.address.empty()) {
+    return absl::InvalidArgumentError("client: address is empty");
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "client: timeout must be positive, got ",
+        absl::FormatDuration(options.timeout)));
+  }
+  if (options.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client: max_message_bytes must be positive, got ",
+                     options.max_message_bytes));
+  }
+  grpc::ChannelArguments args;
+  const int max_bytes =
+      static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
+  args.SetMaxReceiveMessageSize(max_bytes);
+  args.SetMaxSendMessageSize(max_bytes);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.address, grpc::InsecureChannelCredentials(), args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("client: cannot create a channel to '", options.address, "'"));
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+absl::StatusOr<DockSpec> Client::CreateDock(const DockSpec& spec) {
+  v1::CreateDockRequest request;
+  *request.mutable_spec() = ToProto(spec);
+  v1::CreateDockResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->CreateDock(&context, request, &response)));
+  return FromProto(response.spec());
+}
+
+absl::Status Client::DeleteDock(const std::string& dock) {
+  v1::DeleteDockRequest request;
+  request.set_dock(dock);
+  v1::DeleteDockResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  return FromGrpcStatus(impl_->stub->DeleteDock(&context, request, &response));
+}
+
+absl::StatusOr<std::vector<DockSummaryInfo>> Client::ListDocks() {
+  v1::ListDocksRequest request;
+  v1::ListDocksResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->ListDocks(&context, request, &response)));
+  std::vector<DockSummaryInfo> docks;
+  docks.reserve(response.docks_size());
+  for (const v1::DockSummary& summary : response.docks()) {
+    docks.push_back({.name = summary.name(),
+                     .rows_per_step = summary.rows_per_step(),
+                     .steps_in_flight = summary.steps_in_flight(),
+                     .live_steps = {summary.live_steps().begin(),
+                                    summary.live_steps().end()}});
+  }
+  return docks;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, int64_t>> Counts(
+    const google::protobuf::RepeatedPtrField<v1::ColumnCount>& counts) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  out.reserve(counts.size());
+  for (const v1::ColumnCount& count : counts) {
+    out.emplace_back(count.name(), count.rows());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
+  v1::GetDockStatusRequest request;
+  request.set_dock(dock);
+  v1::GetDockStatusResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->GetDockStatus(&context, request, &response)));
+  DockStatusInfo info;
+  TDOCK_ASSIGN_OR_RETURN(info.spec, FromProto(response.spec()));
+  for (const v1::StepStatus& step : response.steps()) {
+    info.steps.push_back({.step = step.step(),
+                          .partition = step.partition(),
+                          .ready = Counts(step.ready()),
+                          .consumed = Counts(step.consumed())});
+  }
+  for (const v1::ConsumerStatus& consumer : response.consumers()) {
+    info.waiters.emplace_back(consumer.name(), consumer.waiters());
+  }
+  info.arena_bytes_used = response.arena_bytes_used();
+  info.arena_bytes_reserved = response.arena_bytes_reserved();
+  info.memory_limit_bytes = response.memory_limit_bytes();
+  info.parked_puts = response.parked_puts();
+  return info;
+}
+
+absl::StatusOr<ConsumerSpec> Client::AddConsumer(const std::string& dock,
+                                                 const ConsumerSpec& consumer) {
+  v1::AddConsumerRequest request;
+  request.set_dock(dock);
+  *request.mutable_consumer() = ToProto(consumer);
+  v1::AddConsumerResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->AddConsumer(&context, request, &response)));
+  return FromProto(response.consumer());
+}
+
+absl::Status Client::ReleaseStep(const std::string& dock, int64_t step) {
+  v1::ReleaseStepRequest request;
+  request.set_dock(dock);
+  request.set_step(step);
+  v1::ReleaseStepResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  return FromGrpcStatus(impl_->stub->ReleaseStep(&context, request, &response));
+}
+
+absl::Status Client::Health() {
+  grpc::health::v1::HealthCheckRequest request;  // "": the whole server
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->health->Check(&context, request, &response)));
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(absl::StrCat(
+        "server at ", impl_->options.address, " is ",
+        grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+            response.status())));
+  }
+  return absl::OkStatus();
+}
+
+ClientColumn ClientColumn::View(std::string name, DType dtype,
+                                std::vector<int64_t> offsets, ByteSpan data) {
+  ClientColumn column;
+  column.name = std::move(name);
+  column.dtype = dtype;
+  column.offsets = std::move(offsets);
+  column.borrows = true;
+  column.borrowed = data;
+  return column;
+}
+
+const PackedColumn* ClientBatch::column(std::string_view name) const {
+  for (const PackedColumn& column : columns) {
+    if (column.name == name) return &column;
+  }
+  return nullptr;
+}
+
+}  // namespace tdock

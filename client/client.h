@@ -1,19 +1,24 @@
 // tdock::Client: the C++ client of a tdock server, over one gRPC channel.
 //
-//   TDOCK_ASSIGN_OR_RETURN(auto client, tdock::Client::Connect({.address = "127.0.0.1:50051"}));
+//   TDOCK_ASSIGN_OR_RETURN(auto client,
+//                          tdock::Client::Connect({.address = "127.0.0.1:50051"}));
 //   TDOCK_RETURN_IF_ERROR(client->CreateDock(spec).status());
 //   tdock::ClientPut put{.dock = "grpo", .step = 0, .rows = {0, 1}};
-//   put.columns.push_back(tdock::ClientColumn::FromRows<int32_t>("prompt_ids", {{1, 2}, {3}}));
+//   put.columns.push_back(tdock::ClientColumn::FromRows<int32_t>(
+//       "prompt_ids", tdock::DType::kInt32, {{1, 2}, {3}}));
 //   TDOCK_RETURN_IF_ERROR(client->Put(put).status());
-//   TDOCK_ASSIGN_OR_RETURN(tdock::ClientBatch batch,
-//                          client->Get({.dock = "grpo", .consumer = "actor", .wait = absl::Seconds(5)}));
+//   TDOCK_ASSIGN_OR_RETURN(
+//       tdock::ClientBatch batch,
+//       client->Get({.dock = "grpo", .consumer = "actor", .wait = absl::Seconds(5)}));
 //
 // Thread safety: a Client may be shared by threads; every call is independent.
-// Every call takes a deadline (options.timeout unless the call says otherwise;
-// a Get's deadline is its wait bound plus options.timeout) and returns the
-// server's status, code and message unchanged.
-// Put sends column data without copying it into a protobuf message; Get
-// returns column data in buffers owned by the returned batch.
+// Every call takes a deadline (options.timeout; a Put's, Get's or Sample's
+// deadline is its wait bound plus options.timeout) and returns the server's
+// status, code and message unchanged.
+// Put sends column data without copying it into a protobuf message (the
+// payload goes out as slices borrowed from the caller); Get and Read copy the
+// received payload once, into one buffer owned by the returned batch in which
+// every column is contiguous and 64-byte aligned.
 #ifndef TDOCK_CLIENT_CLIENT_H_
 #define TDOCK_CLIENT_CLIENT_H_
 
@@ -22,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -81,8 +87,9 @@ struct ClientGet {
   absl::Duration wait = absl::Seconds(30);
 };
 
-// A batch as received. Column data lives in `buffers`; columns' segments
-// point into them.
+// A batch as received. Each column's data is one contiguous, 64-byte aligned
+// segment (columns[i].segments.size() == 1) inside `buffer`, which the batch
+// owns; copies of a batch share it, so spans stay valid while any copy lives.
 struct ClientBatch {
   int64_t step = -1;
   std::vector<int64_t> rows;
@@ -90,12 +97,17 @@ struct ClientBatch {
   bool end_of_step = false;
   bool timed_out = false;
   std::vector<PackedColumn> columns;
-  std::vector<std::string> buffers;
+  std::shared_ptr<const char> buffer;
 
   const PackedColumn* column(std::string_view name) const;
-  // Row i of a column as typed values (copied). REQUIRES: T matches dtype.
+  // Row i of a column as typed values (copied; every element of every item
+  // of the row). REQUIRES: T matches dtype.
   template <typename T>
   std::vector<T> Row(const PackedColumn& column, int64_t i) const;
+  // All rows' elements of a column, without copying (see offsets for rows).
+  // REQUIRES: T matches dtype; the column belongs to this batch.
+  template <typename T>
+  absl::Span<const T> Values(const PackedColumn& column) const;
 };
 
 struct StepStatusInfo {
@@ -184,14 +196,25 @@ ClientColumn ClientColumn::FromRows(std::string name, DType dtype,
 
 template <typename T>
 std::vector<T> ClientBatch::Row(const PackedColumn& column, int64_t i) const {
-  const int64_t begin = column.offsets[i] * static_cast<int64_t>(sizeof(T));
-  const int64_t len = column.length(i) * static_cast<int64_t>(sizeof(T));
-  std::vector<T> out(static_cast<size_t>(column.length(i)));
+  // An item may hold several elements (inner shape): derive its size.
+  const int64_t items = column.offsets.empty() ? 0 : column.offsets.back();
+  const int64_t item_bytes = items > 0 ? column.data_bytes() / items : 0;
+  const int64_t begin = column.offsets[i] * item_bytes;
+  const int64_t len = column.length(i) * item_bytes;
+  std::vector<T> out(static_cast<size_t>(len) / sizeof(T));
   if (len > 0) {
     CopyFromSegments(column.segments, begin, len,
                      reinterpret_cast<char*>(out.data()));
   }
   return out;
+}
+
+template <typename T>
+absl::Span<const T> ClientBatch::Values(const PackedColumn& column) const {
+  if (column.segments.empty()) return {};
+  const ByteSpan data = column.segments.front();
+  return absl::Span<const T>(reinterpret_cast<const T*>(data.data()),
+                             data.size() / sizeof(T));
 }
 
 }  // namespace tdock

@@ -18,5 +18,11 @@ function(tdock_cc_test NAME)
   add_executable(${NAME} ${ARG_SRCS})
   target_include_directories(${NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${NAME} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${NAME} DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 300)
+  set(_env "")
+  if(TDOCK_TSAN)
+    # Debian's Abseil is not instrumented; see scripts/tsan.supp.
+    set(_env ENVIRONMENT
+        "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/scripts/tsan.supp")
+  endif()
+  gtest_discover_tests(${NAME} DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 300 ${_env})
 endfunction()

@@ -41,12 +41,26 @@ struct BatchMessage {
 // An encoded message: the concatenation of `pieces` in order. A piece either
 // points into `owned` (headers the encoder wrote) or is borrowed from the
 // input's column segments, which must outlive the pieces' use.
+//
+// Move-only: a copy's pieces would still point into the source's `owned`.
+// Moving keeps every piece valid, because the strings of `owned` live in the
+// vector's heap block, which a vector move hands over without moving the
+// strings (so even a short string's inline bytes stay where they are). For
+// the same reason `owned` must not be changed after encoding: growing it
+// could reallocate that block and move the strings.
 struct Encoded {
   struct Piece {
     ByteSpan bytes;
     bool borrowed = false;
   };
-  std::vector<std::string> owned;  // stable storage for non-borrowed pieces
+
+  Encoded() = default;
+  Encoded(const Encoded&) = delete;
+  Encoded& operator=(const Encoded&) = delete;
+  Encoded(Encoded&&) noexcept = default;
+  Encoded& operator=(Encoded&&) noexcept = default;
+
+  std::vector<std::string> owned;  // storage for non-borrowed pieces
   std::vector<Piece> pieces;
   int64_t size() const;
 };

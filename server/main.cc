@@ -1,1 +1,144 @@
-int main() { return 0; }
+// tdock-server: flags -> ServerOptions -> Server, until SIGTERM or SIGINT.
+//
+//   tdock-server --listen=0.0.0.0:50051 --config=docks.yaml
+//
+// Once listening it prints "tdock-server listening on HOST:PORT" to stdout
+// (and the log), so scripts can wait for that line; with port 0 it shows the
+// port picked. Exit codes: 0 after a graceful shutdown, 1 if the server could
+// not start, 2 for bad flags or configuration.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/spec_yaml.h"
+#include "common/status.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "Address to listen on, host:port; port 0 picks a free port.");
+ABSL_FLAG(std::string, config, "",
+          "YAML file of dock specs to create at start-up (one spec, or "
+          "`docks:` and a list).");
+ABSL_FLAG(int64_t, max_message_mb, 1024,
+          "Largest message received or sent, in MiB (1..2047).");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "How long a shutdown lets in-flight calls finish.");
+ABSL_FLAG(std::string, log_level, "info",
+          "Lowest level logged: debug, info, warning or error.");
+
+namespace tdock {
+namespace {
+
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& text) {
+  const std::string name = absl::AsciiStrToLower(text);
+  if (name == "debug") return LogLevel::DEBUG;
+  if (name == "info") return LogLevel::INFO;
+  if (name == "warning") return LogLevel::WARNING;
+  if (name == "error") return LogLevel::ERROR;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--log_level must be debug, info, warning or error, got \"", text, "\""));
+}
+
+// Reads the flags, once.
+absl::StatusOr<ServerOptions> OptionsFromFlags() {
+  ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  const std::string config = absl::GetFlag(FLAGS_config);
+  if (!config.empty()) {
+    absl::StatusOr<std::vector<DockSpec>> docks = LoadSpecsYamlFile(config);
+    if (!docks.ok()) {
+      return absl::Status(
+          docks.status().code(),
+          absl::StrCat("--config ", config, ": ", docks.status().message()));
+    }
+    options.docks = *std::move(docks);
+  }
+  TDOCK_RETURN_IF_ERROR(options.Validate());
+  return options;
+}
+
+// The address clients reach, with the port actually bound.
+std::string BoundAddress(const std::string& listen, int port) {
+  if (absl::StartsWith(listen, "unix:")) return listen;
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
+
+sigset_t ShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+
+int Run() {
+  absl::StatusOr<LogLevel> level =
+      ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    TDOCK_LOG(ERROR) << level.status();
+    return 2;
+  }
+  SetLogLevel(*level);
+  absl::StatusOr<ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    TDOCK_LOG(ERROR) << options.status();
+    return 2;
+  }
+  const std::string listen = options->listen;
+  Server server(*std::move(options));
+  const absl::Status started = server.Start();
+  if (!started.ok()) {
+    TDOCK_LOG(ERROR) << "tdock-server cannot start: " << started;
+    return 1;
+  }
+  const std::string address = BoundAddress(listen, server.port());
+  TDOCK_LOG(INFO) << "tdock-server listening on " << address;
+  std::printf("tdock-server listening on %s\n", address.c_str());
+  std::fflush(stdout);
+
+  // Signals are blocked in every thread (see main); this one takes them
+  // synchronously, so no work happens in an async signal handler.
+  std::thread signal_waiter([&server] {
+    const sigset_t signals = ShutdownSignals();
+    int signal = 0;
+    sigwait(&signals, &signal);
+    TDOCK_LOG(INFO) << "tdock-server got signal " << signal
+                    << ", shutting down";
+    server.Shutdown();
+  });
+  server.Wait();
+  signal_waiter.join();
+  TDOCK_LOG(INFO) << "tdock-server stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace tdock
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread starts, so every thread
+  // (gRPC's included) inherits the mask and only sigwait receives them.
+  const sigset_t signals = tdock::ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::SetProgramUsageMessage(
+      "tdock-server: the transfer dock gRPC server.\n"
+      "  tdock-server --listen=HOST:PORT [--config=docks.yaml]");
+  absl::ParseCommandLine(argc, argv);
+  return tdock::Run();
+}

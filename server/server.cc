@@ -1,1 +1,213 @@
-// Placeholder until implemented.
+#include "server/server.h"
+
+#include <chrono>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "server/service/dock_service.h"
+
+namespace tdock {
+namespace {
+
+// gRPC takes message limits as int: 2047 MiB is the largest that fits.
+constexpr int64_t kMaxMessageMb = 2047;
+constexpr char kServiceName[] = "tdock.v1.Dock";
+
+absl::Status ValidateListen(const std::string& listen) {
+  if (absl::StartsWith(listen, "unix:")) return absl::OkStatus();
+  const size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(listen).substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address \"", listen,
+        "\" must be host:port with a port in 0..65535 (or unix:path)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ServerOptions::Validate() const {
+  TDOCK_RETURN_IF_ERROR(ValidateListen(listen));
+  if (max_message_mb < 1 || max_message_mb > kMaxMessageMb) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_message_mb must be in 1..", kMaxMessageMb, ", got ",
+                     max_message_mb));
+  }
+  if (shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shutdown_grace must be >= 0, got ",
+                     absl::FormatDuration(shutdown_grace)));
+  }
+  std::set<std::string> names;
+  for (const DockSpec& spec : docks) {
+    TDOCK_RETURN_IF_ERROR(NormalizeSpec(spec).status());
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dock '", spec.name, "' is configured twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Lifecycle: kIdle -Start-> kRunning -Shutdown-> kStopping -> kStopped.
+// Shutdown from kIdle goes straight to kStopped.
+//
+// Thread safety: mu_ serializes Start against Shutdown; the slow part of
+// Shutdown (draining calls) runs without mu_ so Wait and port() stay
+// responsive, and concurrent Shutdown calls wait for the first to finish.
+// Ownership: owns the registry, the service and the grpc::Server; members are
+// declared so that the grpc::Server is destroyed before the service it calls.
+class Server::Impl {
+ public:
+  explicit Impl(ServerOptions options) : options_(std::move(options)) {}
+
+  absl::Status Start();
+  int port() const;
+  DockRegistry& registry() { return registry_; }
+  void Shutdown();
+  void Wait();
+
+ private:
+  enum class State { kIdle, kRunning, kStopping, kStopped };
+
+  absl::Status CreateConfiguredDocks();
+  absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds and starts the grpc::Server; nullptr if it cannot listen.
+  std::unique_ptr<grpc::Server> BuildServer(int* selected_port);
+
+  // Constant after construction.
+  const ServerOptions options_;
+  DockRegistry registry_;
+  DockService service_{&registry_};
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set in Start; used without mu_ in Shutdown once state_ is kStopping,
+  // which only the one thread that moved it there does.
+  std::unique_ptr<grpc::Server> server_;
+};
+
+absl::Status Server::Impl::Start() {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kIdle) {
+    return absl::FailedPreconditionError(
+        "the server was already started or shut down");
+  }
+  return StartLocked();
+}
+
+absl::Status Server::Impl::CreateConfiguredDocks() {
+  for (const DockSpec& spec : options_.docks) {
+    absl::Status created = registry_.Create(spec).status();
+    if (!created.ok()) {
+      return absl::Status(
+          created.code(),
+          absl::StrCat("creating dock '", spec.name,
+                       "' from the configuration: ", created.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::StartLocked() {
+  TDOCK_RETURN_IF_ERROR(options_.Validate());
+  TDOCK_RETURN_IF_ERROR(CreateConfiguredDocks());
+  int selected_port = 0;
+  server_ = BuildServer(&selected_port);
+  const bool unix_socket = absl::StartsWith(options_.listen, "unix:");
+  if (server_ == nullptr || (selected_port == 0 && !unix_socket)) {
+    if (server_ != nullptr) server_->Shutdown();
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on '", options_.listen,
+                     "' (address in use, or not an address of this host)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kServiceName, true);
+  port_ = selected_port;
+  state_ = State::kRunning;
+  return absl::OkStatus();
+}
+
+std::unique_ptr<grpc::Server> Server::Impl::BuildServer(int* selected_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+                           selected_port);
+  const int max_bytes = static_cast<int>(options_.max_message_mb << 20);
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  // Two servers sharing a port would split a job's calls between two sets of
+  // docks: make a taken port an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(&service_);
+  return builder.BuildAndStart();
+}
+
+int Server::Impl::port() const {
+  absl::MutexLock lock(&mu_);
+  return port_;
+}
+
+void Server::Impl::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    switch (state_) {
+      case State::kIdle:
+        registry_.Shutdown();
+        state_ = State::kStopped;
+        return;
+      case State::kRunning:
+        state_ = State::kStopping;
+        break;
+      case State::kStopping:
+      case State::kStopped:
+        mu_.Await(absl::Condition(
+            +[](State* state) { return *state == State::kStopped; }, &state_));
+        return;
+    }
+  }
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  // Completes parked Gets and Puts so they do not hold up the drain below.
+  registry_.Shutdown();
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
+  server_->Wait();
+  absl::MutexLock lock(&mu_);
+  state_ = State::kStopped;
+}
+
+void Server::Impl::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](State* state) { return *state == State::kStopped; }, &state_));
+}
+
+Server::Server(ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() { impl_->Shutdown(); }
+
+absl::Status Server::Start() { return impl_->Start(); }
+int Server::port() const { return impl_->port(); }
+DockRegistry& Server::registry() { return impl_->registry(); }
+void Server::Shutdown() { impl_->Shutdown(); }
+void Server::Wait() { impl_->Wait(); }
+
+}  // namespace tdock

@@ -68,7 +68,6 @@ Chunk ChunkPool::Acquire(int64_t min_bytes) {
 }
 
 void ChunkPool::Release(std::vector<Chunk> chunks) {
-  std::function<void()> callback;
   {
     tdock::MutexLock lock(&mu_);
     for (Chunk& chunk : chunks) {
@@ -79,14 +78,7 @@ void ChunkPool::Release(std::vector<Chunk> chunks) {
         reserved_bytes_ -= chunk.size;
       }
     }
-    callback = on_release_;
   }
-  if (callback && !chunks.empty()) callback();
-}
-
-void ChunkPool::SetOnRelease(std::function<void()> callback) {
-  tdock::MutexLock lock(&mu_);
-  on_release_ = std::move(callback);
 }
 
 int64_t ChunkPool::reserved_bytes() const {

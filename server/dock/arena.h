@@ -14,7 +14,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,8 +41,6 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
   Chunk Acquire(int64_t min_bytes);
   // Returns chunks; standard ones are kept for reuse, oversized ones freed.
   void Release(std::vector<Chunk> chunks);
-  // Called (without pool locks held) after Release frees memory.
-  void SetOnRelease(std::function<void()> callback);
 
   int64_t chunk_bytes() const { return chunk_bytes_; }
   int64_t limit_bytes() const { return limit_bytes_; }
@@ -62,7 +59,6 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
   mutable tdock::Mutex mu_;
   std::vector<Chunk> free_ ABSL_GUARDED_BY(mu_);
   int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::function<void()> on_release_ ABSL_GUARDED_BY(mu_);
 };
 
 class StepArena final {

@@ -55,8 +55,10 @@ class Dock final {
 
   // Claims and returns up to `count` rows for a consumer. Waits up to `wait`
   // for `count` rows (or the step's remainder, which ends the step for that
-  // consumer); on timeout returns an empty batch with timed_out set. Returns
-  // an id usable with Cancel while the call is parked (0 if it completed).
+  // consumer); on timeout returns an empty batch with timed_out set. A Get
+  // for a step the consumer has fully taken, or for a released step, returns
+  // an empty batch with end_of_step set at once. Returns an id usable with
+  // Cancel while the call is parked (0 if it completed).
   uint64_t Get(GetInput input, GetCallback done);
 
   // Completes a parked Get or Put with CANCELLED; no-op if it already ended.

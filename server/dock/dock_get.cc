@@ -66,9 +66,14 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
       case StepState::kLive:
         return ServeLocked(PartitionOf(*in.step), in, plan, /*explicit_step=*/true);
       case StepState::kReleased: {
+        // Nothing more can come from a released step: every rank of every
+        // consumer learns that the step is over, not just the one that took
+        // its last rows.
         GetAttempt attempt;
-        attempt.done = absl::FailedPreconditionError(
-            absl::StrCat(Where(*in.step), " is already released"));
+        Batch over;
+        over.step = *in.step;
+        over.end_of_step = true;
+        attempt.done = std::move(over);
         return attempt;
       }
       default:

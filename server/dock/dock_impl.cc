@@ -58,7 +58,6 @@ DockImpl::DockImpl(DockSpec spec)
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
   }
   if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
-  pool_->SetOnRelease([this] { WakePuts(); });
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
@@ -70,8 +69,6 @@ DockImpl::~DockImpl() {
     timer_cv_.SignalAll();
   }
   timer_.join();
-  // Batches may outlive the dock and free into the pool later.
-  pool_->SetOnRelease(nullptr);
 }
 
 DockSpec DockImpl::spec() const {
@@ -146,8 +143,9 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
-  // Dropping the arena here (not under mu_) may free chunks into the pool,
-  // whose callback wakes parked Puts.
+  // Dropping the arena here (not under mu_) returns its chunks to the pool
+  // unless a batch still pins them; parked Puts retry now and on the timer
+  // tick, which covers memory that comes back when such a batch goes away.
   arena.reset();
   WakePuts();
   WakeGets({});  // Gets for the released step must now fail

@@ -1,1 +1,291 @@
-// Placeholder until implemented.
+#include "server/service/dock_service.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/status.h"
+#include "common/wire.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "proto/tdock/v1/convert.h"
+#include "server/service/byte_buffers.h"
+#include "server/service/wait_call.h"
+
+namespace tdock {
+namespace {
+
+// Finishes a call that completed inline.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// Parses a small typed request out of a raw request buffer.
+template <typename Message>
+absl::Status ParseRequest(const grpc::ByteBuffer& request, Message* message) {
+  if (!request.Valid()) return absl::OkStatus();  // an empty message
+  grpc::ByteBuffer copy(request);  // shares the slices; Deserialize clears it
+  const grpc::Status parsed =
+      grpc::SerializationTraits<Message>::Deserialize(&copy, message);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed ", Message::descriptor()->full_name(), ": ",
+                     parsed.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+// A wait bound in milliseconds from the wire; `what` names the request.
+absl::StatusOr<absl::Duration> WaitBound(const std::string& dock,
+                                         absl::string_view what,
+                                         int64_t wait_ms) {
+  if (wait_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " on dock '", dock, "': wait_ms must be >= 0, got ", wait_ms));
+  }
+  return absl::Milliseconds(wait_ms);
+}
+
+absl::Status WritePutResponse(const PutResult& result,
+                              grpc::ByteBuffer* response) {
+  v1::PutResponse reply;
+  reply.set_rows(result.rows);
+  reply.set_bytes(result.bytes);
+  bool own_buffer = false;
+  return FromGrpcStatus(grpc::SerializationTraits<v1::PutResponse>::Serialize(
+      reply, response, &own_buffer));
+}
+
+// A Put cannot be cancelled once parked, so its wait ends before the RPC
+// deadline: a Put the client gave up on is never applied afterwards.
+absl::Duration ClampToDeadline(absl::Duration wait,
+                               const grpc::CallbackServerContext& context) {
+  const absl::Duration left =
+      absl::FromChrono(context.deadline()) - absl::Now();
+  return std::max(absl::ZeroDuration(), std::min(wait, left));
+}
+
+absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
+                                    bool metadata_only) {
+  GetInput input;
+  input.consumer = request.consumer();
+  input.rank = request.rank();
+  if (request.has_step()) input.step = request.step();
+  input.count = request.count();
+  TDOCK_ASSIGN_OR_RETURN(
+      input.wait, WaitBound(request.dock(), metadata_only ? "Sample" : "Get",
+                            request.wait_ms()));
+  input.metadata_only = metadata_only;
+  return input;
+}
+
+// Starts a Get-like call: errors before the dock is reached finish inline.
+grpc::ServerUnaryReactor* StartWait(
+    grpc::CallbackServerContext* context, DockRegistry& registry,
+    const v1::GetRequest& request, bool metadata_only,
+    absl::FunctionRef<internal::WaitCall*()> new_call) {
+  absl::StatusOr<GetInput> input = ToGetInput(request, metadata_only);
+  absl::StatusOr<std::shared_ptr<Dock>> dock =
+      input.ok() ? registry.Find(request.dock()) : input.status();
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  internal::WaitCall* call = new_call();  // deleted by its OnDone
+  call->Start(*dock, *std::move(input));
+  return call;
+}
+
+void FillStepStatus(const DockStats& stats, const StepStats& step,
+                    v1::StepStatus* out) {
+  out->set_step(step.step);
+  out->set_partition(step.partition);
+  for (size_t i = 0; i < step.ready_rows.size() && i < stats.columns.size();
+       ++i) {
+    v1::ColumnCount* count = out->add_ready();
+    count->set_name(stats.columns[i]);
+    count->set_rows(step.ready_rows[i]);
+  }
+  for (size_t i = 0;
+       i < step.consumed_rows.size() && i < stats.consumers.size(); ++i) {
+    v1::ColumnCount* count = out->add_consumed();
+    count->set_name(stats.consumers[i]);
+    count->set_rows(step.consumed_rows[i]);
+  }
+}
+
+}  // namespace
+
+// ---- control plane ----
+
+grpc::ServerUnaryReactor* DockService::CreateDock(
+    grpc::CallbackServerContext* context, const v1::CreateDockRequest* request,
+    v1::CreateDockResponse* response) {
+  return FinishNow(context, DoCreateDock(*request, response));
+}
+
+absl::Status DockService::DoCreateDock(const v1::CreateDockRequest& request,
+                                       v1::CreateDockResponse* response) {
+  TDOCK_ASSIGN_OR_RETURN(DockSpec spec, FromProto(request.spec()));
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Create(std::move(spec)));
+  *response->mutable_spec() = ToProto(dock->spec());
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::DeleteDock(
+    grpc::CallbackServerContext* context, const v1::DeleteDockRequest* request,
+    v1::DeleteDockResponse* /*response*/) {
+  return FinishNow(context, registry_->Delete(request->dock()));
+}
+
+grpc::ServerUnaryReactor* DockService::ListDocks(
+    grpc::CallbackServerContext* context,
+    const v1::ListDocksRequest* /*request*/, v1::ListDocksResponse* response) {
+  return FinishNow(context, DoListDocks(response));
+}
+
+absl::Status DockService::DoListDocks(v1::ListDocksResponse* response) {
+  for (const std::shared_ptr<Dock>& dock : registry_->List()) {
+    const DockStats stats = dock->Stats();
+    v1::DockSummary* summary = response->add_docks();
+    summary->set_name(dock->name());
+    summary->set_rows_per_step(stats.rows_per_step);
+    summary->set_steps_in_flight(dock->spec().steps_in_flight);
+    for (const StepStats& step : stats.steps)
+      summary->add_live_steps(step.step);
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::GetDockStatus(
+    grpc::CallbackServerContext* context,
+    const v1::GetDockStatusRequest* request,
+    v1::GetDockStatusResponse* response) {
+  return FinishNow(context, DoGetDockStatus(*request, response));
+}
+
+absl::Status DockService::DoGetDockStatus(
+    const v1::GetDockStatusRequest& request,
+    v1::GetDockStatusResponse* response) {
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Find(request.dock()));
+  const DockStats stats = dock->Stats();
+  *response->mutable_spec() = ToProto(dock->spec());
+  for (const StepStats& step : stats.steps) {
+    FillStepStatus(stats, step, response->add_steps());
+  }
+  for (size_t i = 0; i < stats.consumers.size(); ++i) {
+    v1::ConsumerStatus* consumer = response->add_consumers();
+    consumer->set_name(stats.consumers[i]);
+    consumer->set_waiters(i < stats.waiters.size() ? stats.waiters[i] : 0);
+  }
+  response->set_arena_bytes_used(stats.arena_bytes_used);
+  response->set_arena_bytes_reserved(stats.arena_bytes_reserved);
+  response->set_memory_limit_bytes(stats.memory_limit_bytes);
+  response->set_parked_puts(stats.parked_puts);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::AddConsumer(
+    grpc::CallbackServerContext* context, const v1::AddConsumerRequest* request,
+    v1::AddConsumerResponse* response) {
+  return FinishNow(context, DoAddConsumer(*request, response));
+}
+
+absl::Status DockService::DoAddConsumer(const v1::AddConsumerRequest& request,
+                                        v1::AddConsumerResponse* response) {
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Find(request.dock()));
+  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, FromProto(request.consumer()));
+  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec added,
+                         dock->AddConsumer(std::move(consumer)));
+  *response->mutable_consumer() = ToProto(added);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::ReleaseStep(
+    grpc::CallbackServerContext* context, const v1::ReleaseStepRequest* request,
+    v1::ReleaseStepResponse* /*response*/) {
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  return FinishNow(context, (*dock)->ReleaseStep(request->step()));
+}
+
+// ---- data plane ----
+
+grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) {
+  absl::StatusOr<internal::RequestBytes> bytes =
+      internal::RequestBytes::From(*request);
+  if (!bytes.ok()) return FinishNow(context, bytes.status());
+  absl::StatusOr<wire::PutMessage> message = wire::DecodePut(bytes->spans());
+  if (!message.ok()) return FinishNow(context, message.status());
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(message->dock);
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<absl::Duration> wait =
+      WaitBound(message->dock, "Put", message->wait_ms);
+  if (!wait.ok()) return FinishNow(context, wait.status());
+
+  PutInput input;
+  input.step = message->step;
+  input.rows = std::move(message->rows);
+  input.columns = std::move(message->columns);  // spans into *bytes
+  input.wait = ClampToDeadline(*wait, *context);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The callback owns the request slices, so the spans in `input` stay valid
+  // until the core has copied them and completed the Put.
+  (*dock)->Put(std::move(input), [reactor, response, bytes = *std::move(bytes)](
+                                     absl::StatusOr<PutResult> result) {
+    absl::Status status = result.status();
+    if (status.ok()) status = WritePutResponse(*result, response);
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::Get(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) {
+  v1::GetRequest get;
+  const absl::Status parsed = ParseRequest(*request, &get);
+  if (!parsed.ok()) return FinishNow(context, parsed);
+  return StartWait(context, *registry_, get, /*metadata_only=*/false,
+                   [response] { return new internal::GetCall(response); });
+}
+
+grpc::ServerUnaryReactor* DockService::Sample(
+    grpc::CallbackServerContext* context, const v1::GetRequest* request,
+    v1::SampleResponse* response) {
+  return StartWait(context, *registry_, *request, /*metadata_only=*/true,
+                   [response] { return new internal::SampleCall(response); });
+}
+
+grpc::ServerUnaryReactor* DockService::Read(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return FinishNow(context, DoRead(*request, response));
+}
+
+absl::Status DockService::DoRead(const grpc::ByteBuffer& request,
+                                 grpc::ByteBuffer* response) {
+  v1::ReadRequest read;
+  TDOCK_RETURN_IF_ERROR(ParseRequest(request, &read));
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Find(read.dock()));
+  const std::vector<int64_t> rows(read.rows().begin(), read.rows().end());
+  const std::vector<std::string> columns(read.columns().begin(),
+                                         read.columns().end());
+  TDOCK_ASSIGN_OR_RETURN(Batch batch, dock->Read(read.step(), rows, columns));
+  *response = internal::BatchToByteBuffer(std::move(batch));
+  return absl::OkStatus();
+}
+
+}  // namespace tdock

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -382,6 +385,59 @@ TEST(WireEncode, PutRoundTrip) {
   std::mt19937_64 rng(9);
   ASSERT_OK_AND_ASSIGN(PutMessage back, DecodePut(RandomSplit(bytes, rng, 30)));
   ExpectPutEq(want, back);
+}
+
+// Whether every owned (non-borrowed) piece lies inside one of e.owned.
+bool OwnedPiecesInside(const Encoded& e) {
+  for (const Encoded::Piece& p : e.pieces) {
+    if (p.borrowed) continue;
+    if (std::none_of(e.owned.begin(), e.owned.end(),
+                     [&p](const std::string& o) { return Within(p.bytes, o); }))
+      return false;
+  }
+  return true;
+}
+
+// Encoded is move-only, and a moved one (constructed or assigned from a source
+// that is then destroyed) yields the same bytes, its owned pieces pointing
+// into its own storage. Checked for a message whose few header bytes fit a
+// short string's inline buffer and for one with a borrowed payload.
+TEST(WireEncode, MovedEncodedKeepsItsBytes) {
+  static_assert(!std::is_copy_constructible_v<Encoded>);
+  static_assert(!std::is_copy_assignable_v<Encoded>);
+  static_assert(std::is_nothrow_move_constructible_v<Encoded>);
+  static_assert(std::is_nothrow_move_assignable_v<Encoded>);
+  std::mt19937_64 rng(11);
+  const std::string payload = RandomBytes(rng, 4096);
+  BatchMessage tiny;
+  tiny.step = 3;
+  tiny.rows = {7};
+  BatchMessage large = tiny;
+  PackedColumn& column = large.columns.emplace_back();
+  column.name = "ids";
+  column.dtype = DType::kUint8;
+  column.offsets = {0, 4096};
+  column.segments.emplace_back(payload.data(), payload.size());
+  for (const BatchMessage* m : {&tiny, &large}) {
+    auto source = std::make_unique<Encoded>(EncodeBatch(*m));
+    const std::string want = Concat(*source);
+    ASSERT_FALSE(want.empty());
+    Encoded constructed(std::move(*source));
+    source.reset();
+    EXPECT_EQ(Concat(constructed), want);
+    EXPECT_TRUE(OwnedPiecesInside(constructed));
+
+    auto assigned = std::make_unique<Encoded>(EncodeBatch(large));
+    *assigned = std::move(constructed);
+    constructed = EncodePut(PutMessage());  // reuse the moved-from object
+    EXPECT_EQ(constructed.size(), 0);
+    Encoded final_owner = std::move(*assigned);
+    assigned.reset();
+    EXPECT_EQ(Concat(final_owner), want);
+    EXPECT_EQ(final_owner.size(), static_cast<int64_t>(want.size()));
+    EXPECT_TRUE(OwnedPiecesInside(final_owner));
+  }
+  EXPECT_LT(Concat(EncodeBatch(tiny)).size(), 16u);  // short-string sized
 }
 
 // ---- malformed input

@@ -1,0 +1,273 @@
+// tdock::Client's data plane. Put, Get and Read are raw unary calls
+// (grpc::internal::BlockingUnaryCall with ByteBuffer bodies, the path the
+// generated stubs take) so that payload never passes through a protobuf
+// `bytes` field: a Put is sent as slices borrowed from the caller next to
+// small header slices encoded by common/wire; a Get's or Read's response is
+// decoded over the received slices and its column data copied once into a
+// buffer the batch owns. Sample carries no payload and uses the typed stub.
+#include <cstdint>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/client.h"
+#include "client/client_impl.h"
+#include "common/status.h"
+#include "common/wire.h"
+#include "grpcpp/impl/client_unary_call.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "proto/tdock/v1/convert.h"
+
+namespace tdock {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Counts slices that borrow caller memory and are still referenced by gRPC.
+// The transport may drop its last reference to a sent slice only after the
+// call has returned, so a Put waits for the count to reach zero before the
+// caller may free or reuse the memory.
+//
+// Thread safety: Release is called from gRPC threads; all members are
+// guarded by mu_.
+class BorrowTracker final {
+ public:
+  BorrowTracker() = default;
+  BorrowTracker(const BorrowTracker&) = delete;
+  BorrowTracker& operator=(const BorrowTracker&) = delete;
+
+  // A slice over `bytes` that calls Release when gRPC drops it.
+  grpc::Slice Borrow(ByteSpan bytes) {
+    {
+      absl::MutexLock lock(&mu_);
+      ++outstanding_;
+    }
+    return grpc::Slice(const_cast<char*>(bytes.data()), bytes.size(),
+                       &BorrowTracker::Release, this);
+  }
+
+  // Blocks until every borrowed slice is released. Not bounded: returning
+  // earlier would let gRPC read memory the caller may already have freed.
+  void AwaitReleased() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int64_t* outstanding) { return *outstanding == 0; },
+        &outstanding_));
+  }
+
+ private:
+  static void Release(void* self) {
+    auto* tracker = static_cast<BorrowTracker*>(self);
+    absl::MutexLock lock(&tracker->mu_);
+    --tracker->outstanding_;
+  }
+
+  absl::Mutex mu_;
+  int64_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The encoded message as slices: runs of owned pieces are copied into one
+// slice (they are small headers), borrowed pieces are referenced in place.
+grpc::ByteBuffer ToByteBuffer(const wire::Encoded& encoded,
+                              BorrowTracker* tracker) {
+  std::vector<grpc::Slice> slices;
+  std::string run;
+  for (const wire::Encoded::Piece& piece : encoded.pieces) {
+    if (!piece.borrowed) {
+      run.append(piece.bytes.data(), piece.bytes.size());
+      continue;
+    }
+    if (piece.bytes.empty()) continue;
+    if (!run.empty()) slices.emplace_back(run.data(), run.size());
+    run.clear();
+    slices.push_back(tracker->Borrow(piece.bytes));
+  }
+  if (!run.empty()) slices.emplace_back(run.data(), run.size());
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+wire::PutMessage ToPutMessage(const ClientPut& put) {
+  wire::PutMessage message;
+  message.dock = put.dock;
+  message.step = put.step;
+  message.rows = put.rows;
+  message.wait_ms = absl::ToInt64Milliseconds(put.wait);
+  message.columns.reserve(put.columns.size());
+  for (const ClientColumn& column : put.columns) {
+    message.columns.push_back({.name = column.name,
+                               .dtype = column.dtype,
+                               .offsets = column.offsets,
+                               .segments = {column.bytes()}});
+  }
+  return message;
+}
+
+// Checks what the batch's accessors rely on: offsets start at 0, never
+// decrease, one more than the rows, and the data divides into the items.
+absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows) {
+  const std::vector<int64_t>& offsets = column.offsets;
+  bool ok = offsets.size() == rows + 1 && offsets.front() == 0;
+  for (size_t i = 1; ok && i < offsets.size(); ++i) {
+    ok = offsets[i] >= offsets[i - 1];
+  }
+  const int64_t items = ok ? offsets.back() : 0;
+  const int64_t bytes = column.data_bytes();
+  if (ok) ok = items > 0 ? bytes % items == 0 : bytes == 0;
+  if (ok) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "malformed response: column '", column.name, "' has ", offsets.size(),
+      " offsets and ", bytes, " data bytes for ", rows, " rows"));
+}
+
+std::shared_ptr<char> AllocateAligned(size_t bytes) {
+  char* data = static_cast<char*>(
+      ::operator new(bytes, std::align_val_t{kAlignment}));
+  return std::shared_ptr<char>(data, [](char* p) {
+    ::operator delete(p, std::align_val_t{kAlignment});
+  });
+}
+
+// Copies every column's segments (pointing into received slices) into one
+// aligned buffer owned by `batch`, one contiguous region per column.
+void CopyColumnsOut(std::vector<PackedColumn> columns, ClientBatch* batch) {
+  size_t total = 0;
+  for (const PackedColumn& column : columns) {
+    total += (column.data_bytes() + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  std::shared_ptr<char> buffer = total > 0 ? AllocateAligned(total) : nullptr;
+  char* out = buffer.get();
+  for (PackedColumn& column : columns) {
+    const int64_t bytes = column.data_bytes();
+    if (bytes > 0) CopyFromSegments(column.segments, 0, bytes, out);
+    column.segments = {ByteSpan(out, static_cast<size_t>(bytes))};
+    if (out != nullptr) {
+      out += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    }
+  }
+  batch->columns = std::move(columns);
+  batch->buffer = std::move(buffer);
+}
+
+// Decodes a GetResponse received as `response`. `what` names the call for
+// messages ("Get of consumer 'actor' on dock 'grpo'").
+absl::StatusOr<ClientBatch> DecodeBatchResponse(
+    const grpc::ByteBuffer& response, const std::string& what) {
+  std::vector<grpc::Slice> slices;  // references, not copies
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(response.Dump(&slices)));
+  std::vector<ByteSpan> segments;
+  segments.reserve(slices.size());
+  for (const grpc::Slice& slice : slices) {
+    segments.emplace_back(reinterpret_cast<const char*>(slice.begin()),
+                          slice.size());
+  }
+  absl::StatusOr<wire::BatchMessage> message = wire::DecodeBatch(segments);
+  if (!message.ok()) {
+    return absl::InternalError(absl::StrCat("malformed response to ", what,
+                                            ": ", message.status().message()));
+  }
+  ClientBatch batch;
+  batch.step = message->step;
+  batch.rows = std::move(message->rows);
+  batch.token_counts = std::move(message->token_counts);
+  batch.end_of_step = message->end_of_step;
+  batch.timed_out = message->timed_out;
+  for (const PackedColumn& column : message->columns) {
+    absl::Status checked = CheckReceivedColumn(column, batch.rows.size());
+    if (!checked.ok()) {
+      return absl::InternalError(absl::StrCat(what, ": ", checked.message()));
+    }
+  }
+  CopyColumnsOut(std::move(message->columns), &batch);
+  return batch;
+}
+
+v1::GetRequest ToGetRequest(const ClientGet& get) {
+  v1::GetRequest request;
+  request.set_dock(get.dock);
+  request.set_consumer(get.consumer);
+  request.set_rank(get.rank);
+  request.set_has_step(get.step.has_value());
+  request.set_step(get.step.value_or(0));
+  request.set_count(get.count);
+  request.set_wait_ms(absl::ToInt64Milliseconds(get.wait));
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
+  const wire::Encoded encoded = wire::EncodePut(ToPutMessage(put));
+  if (encoded.size() > impl_->options.max_message_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "put into dock '", put.dock, "' step ", put.step, ": message of ",
+        encoded.size(), " bytes exceeds max_message_bytes ",
+        impl_->options.max_message_bytes, "; split the rows over several puts"));
+  }
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context, put.wait);
+  v1::PutResponse response;
+  grpc::Status status;
+  BorrowTracker tracker;
+  {
+    const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
+    status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, v1::PutResponse>(
+        impl_->channel.get(), impl_->put_method, &context, request, &response);
+  }
+  tracker.AwaitReleased();
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
+  return PutAck{.rows = response.rows(), .bytes = response.bytes()};
+}
+
+absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
+  const v1::GetRequest request = ToGetRequest(get);
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context, get.wait);
+  grpc::ByteBuffer response;
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
+      grpc::internal::BlockingUnaryCall<v1::GetRequest, grpc::ByteBuffer>(
+          impl_->channel.get(), impl_->get_method, &context, request,
+          &response)));
+  return DecodeBatchResponse(
+      response, absl::StrCat("Get of consumer '", get.consumer, "' on dock '",
+                             get.dock, "'"));
+}
+
+absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
+  const v1::GetRequest request = ToGetRequest(get);
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context, get.wait);
+  v1::SampleResponse response;
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->Sample(&context, request, &response)));
+  ClientBatch batch;
+  batch.step = response.step();
+  batch.rows.assign(response.rows().begin(), response.rows().end());
+  batch.token_counts.assign(response.token_counts().begin(),
+                            response.token_counts().end());
+  batch.end_of_step = response.end_of_step();
+  batch.timed_out = response.timed_out();
+  return batch;
+}
+
+absl::StatusOr<ClientBatch> Client::Read(const std::string& dock, int64_t step,
+                                         const std::vector<int64_t>& rows,
+                                         const std::vector<std::string>& columns) {
+  v1::ReadRequest request;
+  request.set_dock(dock);
+  request.set_step(step);
+  request.mutable_rows()->Add(rows.begin(), rows.end());
+  for (const std::string& column : columns) request.add_columns(column);
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  grpc::ByteBuffer response;
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
+      grpc::internal::BlockingUnaryCall<v1::ReadRequest, grpc::ByteBuffer>(
+          impl_->channel.get(), impl_->read_method, &context, request,
+          &response)));
+  return DecodeBatchResponse(
+      response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"));
+}
+
+}  // namespace tdock

@@ -1,0 +1,44 @@
+// Internal to client/: the state behind tdock::Client, shared by the control
+// plane (client.cc) and the data plane (client_data.cc).
+//
+// Thread safety: constant after construction; gRPC channels and stubs may be
+// used by many threads at once.
+#ifndef TDOCK_CLIENT_CLIENT_IMPL_H_
+#define TDOCK_CLIENT_CLIENT_IMPL_H_
+
+#include <memory>
+
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "tdock/v1/dock.grpc.pb.h"
+
+namespace tdock {
+
+class Client::Impl final {
+ public:
+  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Sets the call's deadline: now + `wait` + options.timeout.
+  void SetDeadline(grpc::ClientContext* context,
+                   absl::Duration wait = absl::ZeroDuration()) const;
+
+  // Constant after construction.
+  const ClientOptions options;
+  const std::shared_ptr<grpc::Channel> channel;
+  const std::unique_ptr<v1::Dock::Stub> stub;
+  const std::unique_ptr<grpc::health::v1::Health::Stub> health;
+  // The raw (ByteBuffer) data-plane methods: bodies bypass protobuf classes.
+  const grpc::internal::RpcMethod put_method;
+  const grpc::internal::RpcMethod get_method;
+  const grpc::internal::RpcMethod read_method;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_CLIENT_CLIENT_IMPL_H_

@@ -1,0 +1,217 @@
+#include "client/ctl_args.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace tdock::ctl {
+namespace {
+
+// One command: its positional arguments and the flags it takes.
+struct CommandInfo {
+  const char* name;
+  std::vector<std::string> positionals;
+  std::vector<std::string> required_flags;
+  std::vector<std::string> optional_flags;
+  std::vector<std::string> repeatable_flags;
+};
+
+const std::vector<CommandInfo>& Commands() {
+  static const auto* commands = new std::vector<CommandInfo>{
+      {"create", {}, {"spec"}, {}, {}},
+      {"list", {}, {}, {}, {}},
+      {"status", {"DOCK"}, {}, {}, {}},
+      {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms"}, {"column"}},
+      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms"}, {}},
+      {"release", {"DOCK", "STEP"}, {}, {}, {}},
+      {"health", {}, {}, {}, {}},
+      {"delete", {"DOCK"}, {}, {}, {}},
+  };
+  return *commands;
+}
+
+const std::set<std::string>& GlobalFlags() {
+  static const auto* flags =
+      new std::set<std::string>{"server", "json", "timeout_ms"};
+  return *flags;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// Splits argv into flags and positionals. --json alone needs no value.
+absl::Status SplitArgs(const std::vector<std::string>& argv, CtlArgs* args,
+                       std::vector<std::string>* positionals) {
+  bool flags_done = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    const bool negative_number = arg.size() > 1 && arg[0] == '-' &&
+                                 arg[1] >= '0' && arg[1] <= '9';
+    if (flags_done || arg.size() < 2 || arg[0] != '-' || negative_number) {
+      positionals->push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      flags_done = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      args->help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? eq : eq - 2);
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (name == "json") {
+      value = "true";
+    } else if (i + 1 < argv.size()) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
+    }
+    args->flags[name].push_back(value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFlags(const CommandInfo& command, const CtlArgs& args) {
+  for (const auto& [name, values] : args.flags) {
+    const bool global = GlobalFlags().count(name) > 0;
+    if (!global && !Contains(command.required_flags, name) &&
+        !Contains(command.optional_flags, name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "command '", command.name, "' does not take flag --", name));
+    }
+    if (values.size() > 1 && !Contains(command.repeatable_flags, name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", name, " given more than once"));
+    }
+  }
+  for (const std::string& name : command.required_flags) {
+    if (!args.Has(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "command '", command.name, "' needs flag --", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string CtlArgs::Get(const std::string& flag,
+                         const std::string& fallback) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> CtlArgs::GetAll(const std::string& flag) const {
+  auto it = flags.find(flag);
+  return it == flags.end() ? std::vector<std::string>{} : it->second;
+}
+
+absl::StatusOr<std::optional<int64_t>> CtlArgs::GetInt(
+    const std::string& flag) const {
+  if (!Has(flag)) return std::optional<int64_t>();
+  int64_t value = 0;
+  const std::string text = Get(flag, "");
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", flag, " needs an integer, got '", text, "'"));
+  }
+  return std::optional<int64_t>(value);
+}
+
+bool CtlArgs::json() const {
+  const std::string value = Get("json", "false");
+  return value != "false" && value != "0";
+}
+
+absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& argv) {
+  CtlArgs args;
+  std::vector<std::string> positionals;
+  if (absl::Status split = SplitArgs(argv, &args, &positionals); !split.ok()) {
+    return split;
+  }
+  if (positionals.empty()) {
+    if (args.help) return args;
+    return absl::InvalidArgumentError("no command given");
+  }
+  args.command = positionals.front();
+  args.positionals.assign(positionals.begin() + 1, positionals.end());
+  const auto& commands = Commands();
+  auto it = std::find_if(commands.begin(), commands.end(),
+                         [&](const CommandInfo& c) { return args.command == c.name; });
+  if (it == commands.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", args.command, "'"));
+  }
+  if (args.help) return args;
+  if (args.positionals.size() != it->positionals.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "command '", args.command, "' takes ", it->positionals.size(),
+        " argument(s) (", absl::StrJoin(it->positionals, " "), "), got ",
+        args.positionals.size()));
+  }
+  if (absl::Status flags = CheckFlags(*it, args); !flags.ok()) return flags;
+  return args;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseRows(const std::string& text) {
+  std::vector<int64_t> rows;
+  const std::vector<std::string> items = absl::StrSplit(text, ',');
+  for (const std::string& item : items) {
+    // "7" or "0-7": front and back are the same for a single index.
+    const std::vector<std::string> bounds = absl::StrSplit(item, '-');
+    int64_t first = -1;
+    int64_t last = -1;
+    const bool ok = bounds.size() <= 2 &&
+                    absl::SimpleAtoi(bounds.front(), &first) &&
+                    absl::SimpleAtoi(bounds.back(), &last) && first >= 0 &&
+                    first <= last && last - first < (int64_t{1} << 24);
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rows: '", item, "' is not a row index or a range like 0-7"));
+    }
+    for (int64_t row = first; row <= last; ++row) rows.push_back(row);
+  }
+  return rows;
+}
+
+const char* UsageText() {
+  return R"(usage: tdockctl [--server HOST:PORT] [--json] [--timeout_ms MS] COMMAND ...
+
+commands:
+  create --spec FILE.yaml     create every dock in a YAML spec file
+  list                        list docks
+  status DOCK                 spec, steps, readiness and consumption of a dock
+  put DOCK --step S --rows 0,1,2 --column NAME=FILE.json [--column ...] [--wait_ms MS]
+                              write cells; each FILE.json is a JSON list with one
+                              array of numbers per row (a string for bytes columns)
+  get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS]
+                              claim and print a batch for a consumer
+  release DOCK STEP           release a step's partition
+  health                      check that the server is serving
+  delete DOCK                 delete a dock
+
+flags (as --flag value or --flag=value, anywhere on the line):
+  --server HOST:PORT   server address (default: $TDOCK_SERVER or 127.0.0.1:50051)
+  --json               print one JSON object instead of text
+  --timeout_ms MS      deadline of each call, added to any wait (default: 30000)
+  --rows               row indices: comma-separated, ranges allowed (0-7,12)
+  --wait_ms MS         how long the server may wait for rows or space (default: 0)
+
+exit status: 0 on success, 1 when a call or input file fails, 2 on usage errors.
+)";
+}
+
+}  // namespace tdock::ctl

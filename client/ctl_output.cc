@@ -1,0 +1,198 @@
+#include "client/ctl_output.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace tdock::ctl {
+namespace {
+
+// Values shown per row in text output before "...".
+constexpr size_t kMaxValuesPerRow = 12;
+
+std::string Name(absl::string_view name) { return std::string(name); }
+
+Json CountsToJson(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  Json out = Json::object();
+  for (const auto& [name, count] : counts) out[name] = count;
+  return out;
+}
+
+std::string CountsToText(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  if (counts.empty()) return "-";
+  return absl::StrJoin(counts, " ", [](std::string* out, const auto& count) {
+    absl::StrAppend(out, count.first, "=", count.second);
+  });
+}
+
+std::string BytesText(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / 1073741824.0);
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
+  if (bytes >= (int64_t{1} << 10)) return absl::StrFormat("%.1f KiB", bytes / 1024.0);
+  return absl::StrCat(bytes, " B");
+}
+
+}  // namespace
+
+Json SpecToJson(const DockSpec& spec) {
+  Json columns = Json::object();
+  for (const ColumnSpec& column : spec.columns) {
+    Json out = {{"dtype", Name(DTypeName(column.dtype))}};
+    if (!column.inner_shape.empty()) out["inner_shape"] = column.inner_shape;
+    out["max_len"] = column.max_len;
+    out["rewritable"] = column.rewritable;
+    columns[column.name] = std::move(out);
+  }
+  Json consumers = Json::object();
+  for (const ConsumerSpec& consumer : spec.consumers) {
+    consumers[consumer.name] = {{"columns", consumer.columns},
+                                {"dispatch_size", consumer.dispatch_size},
+                                {"dp_size", consumer.dp_size},
+                                {"whole_groups", consumer.whole_groups},
+                                {"policy", Name(PolicyName(consumer.policy))},
+                                {"seed", consumer.seed}};
+  }
+  return {{"name", spec.name},
+          {"num_prompts", spec.num_prompts},
+          {"n_samples_per_prompt", spec.n_samples_per_prompt},
+          {"steps_in_flight", spec.steps_in_flight},
+          {"length_columns", spec.length_columns},
+          {"columns", std::move(columns)},
+          {"consumers", std::move(consumers)},
+          {"preallocate_bytes", spec.preallocate_bytes},
+          {"memory_limit_bytes", spec.memory_limit_bytes},
+          {"chunk_bytes", spec.chunk_bytes}};
+}
+
+Json DocksToJson(const std::vector<DockSummaryInfo>& docks) {
+  Json list = Json::array();
+  for (const DockSummaryInfo& dock : docks) {
+    list.push_back({{"name", dock.name},
+                    {"rows_per_step", dock.rows_per_step},
+                    {"steps_in_flight", dock.steps_in_flight},
+                    {"live_steps", dock.live_steps}});
+  }
+  return {{"docks", std::move(list)}};
+}
+
+Json StatusToJson(const DockStatusInfo& status) {
+  Json steps = Json::array();
+  for (const StepStatusInfo& step : status.steps) {
+    steps.push_back({{"step", step.step},
+                     {"partition", step.partition},
+                     {"ready", CountsToJson(step.ready)},
+                     {"consumed", CountsToJson(step.consumed)}});
+  }
+  return {{"spec", SpecToJson(status.spec)},
+          {"rows_per_step", status.spec.rows_per_step()},
+          {"steps", std::move(steps)},
+          {"waiters", CountsToJson(status.waiters)},
+          {"arena_bytes_used", status.arena_bytes_used},
+          {"arena_bytes_reserved", status.arena_bytes_reserved},
+          {"memory_limit_bytes", status.memory_limit_bytes},
+          {"parked_puts", status.parked_puts}};
+}
+
+Json BatchToJson(const ClientBatch& batch) {
+  Json columns = Json::object();
+  for (const PackedColumn& column : batch.columns) {
+    Json rows = Json::array();
+    for (int64_t i = 0; i < column.rows(); ++i) {
+      rows.push_back(RowToJson(batch, column, i));
+    }
+    columns[column.name] = std::move(rows);
+  }
+  return {{"step", batch.step},
+          {"rows", batch.rows},
+          {"token_counts", batch.token_counts},
+          {"end_of_step", batch.end_of_step},
+          {"timed_out", batch.timed_out},
+          {"columns", std::move(columns)}};
+}
+
+std::string SpecToText(const DockSpec& spec) {
+  std::string text = absl::StrFormat(
+      "dock %s: %d prompts x %d samples = %d rows/step, %d step(s) in flight\n",
+      spec.name, spec.num_prompts, spec.n_samples_per_prompt,
+      spec.rows_per_step(), spec.steps_in_flight);
+  absl::StrAppend(&text, "  length columns: ",
+                  spec.length_columns.empty() ? "-" : absl::StrJoin(spec.length_columns, ", "),
+                  "\n  columns:\n");
+  for (const ColumnSpec& column : spec.columns) {
+    std::vector<std::string> parts = {absl::StrFormat("    %-20s", column.name),
+                                      Name(DTypeName(column.dtype))};
+    if (!column.inner_shape.empty()) {
+      parts.push_back(absl::StrCat("inner_shape [", absl::StrJoin(column.inner_shape, ","), "]"));
+    }
+    if (column.max_len > 0) parts.push_back(absl::StrCat("max_len ", column.max_len));
+    if (column.rewritable) parts.push_back("rewritable");
+    absl::StrAppend(&text, absl::StrJoin(parts, " "), "\n");
+  }
+  absl::StrAppend(&text, "  consumers:\n");
+  for (const ConsumerSpec& consumer : spec.consumers) {
+    absl::StrAppendFormat(
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s\n",
+        consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
+        consumer.dp_size, Name(PolicyName(consumer.policy)),
+        consumer.whole_groups ? " whole_groups" : "");
+  }
+  return text;
+}
+
+std::string DocksToText(const std::vector<DockSummaryInfo>& docks) {
+  if (docks.empty()) return "no docks\n";
+  std::string text = absl::StrFormat("%-24s %10s %16s  %s\n", "NAME", "ROWS/STEP",
+                                     "STEPS_IN_FLIGHT", "LIVE_STEPS");
+  for (const DockSummaryInfo& dock : docks) {
+    absl::StrAppendFormat(
+        &text, "%-24s %10d %16d  %s\n", dock.name, dock.rows_per_step,
+        dock.steps_in_flight,
+        dock.live_steps.empty() ? "-" : absl::StrJoin(dock.live_steps, ","));
+  }
+  return text;
+}
+
+std::string StatusToText(const DockStatusInfo& status) {
+  std::string text = SpecToText(status.spec);
+  absl::StrAppend(&text, "  steps:", status.steps.empty() ? " none live\n" : "\n");
+  for (const StepStatusInfo& step : status.steps) {
+    absl::StrAppendFormat(&text, "    step %d (partition %d): ready %s; consumed %s\n",
+                          step.step, step.partition, CountsToText(step.ready),
+                          CountsToText(step.consumed));
+  }
+  absl::StrAppend(&text, "  waiting gets: ", CountsToText(status.waiters),
+                  "; parked puts: ", status.parked_puts, "\n");
+  absl::StrAppend(&text, "  arena: ", BytesText(status.arena_bytes_used), " used, ",
+                  BytesText(status.arena_bytes_reserved), " reserved, limit ",
+                  status.memory_limit_bytes > 0 ? BytesText(status.memory_limit_bytes)
+                                                : "none",
+                  "\n");
+  return text;
+}
+
+std::string BatchToText(const ClientBatch& batch) {
+  if (batch.timed_out) return "no rows available within the wait (timed out)\n";
+  std::string text = absl::StrFormat("step %d: %d rows%s\n", batch.step, batch.rows.size(),
+                                     batch.end_of_step ? ", end of step" : "");
+  absl::StrAppend(&text, "  rows:         ", absl::StrJoin(batch.rows, " "), "\n",
+                  "  token counts: ", absl::StrJoin(batch.token_counts, " "), "\n");
+  for (const PackedColumn& column : batch.columns) {
+    absl::StrAppendFormat(&text, "  %s (%s):\n", column.name, Name(DTypeName(column.dtype)));
+    for (int64_t i = 0; i < column.rows(); ++i) {
+      const int64_t row = i < static_cast<int64_t>(batch.rows.size()) ? batch.rows[i] : i;
+      absl::StrAppendFormat(&text, "    row %d: %s\n", row,
+                            RowToText(batch, column, i, kMaxValuesPerRow));
+    }
+  }
+  return text;
+}
+
+std::string Dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace tdock::ctl

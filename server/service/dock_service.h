@@ -1,0 +1,106 @@
+// DockService: the tdock.v1.Dock gRPC service over a DockRegistry.
+//
+// Control plane calls (CreateDock, DeleteDock, ListDocks, GetDockStatus,
+// AddConsumer, ReleaseStep) are typed unary callbacks that finish inline.
+// The data plane avoids copying payload: Put decodes the raw request with
+// the hand-written wire codec and hands the core spans into gRPC's receive
+// slices (the core makes the one copy into its arena); Get and Read encode
+// the batch by hand and send column payload as slices that pin the arena.
+// Get and Sample may park in the dock without holding a thread; a client
+// cancel or deadline cancels the parked waiter. Errors from the core are
+// absl::Status, converted to grpc::Status once, here.
+//
+// Thread safety: all handlers may run concurrently on gRPC's threads; the
+// service itself holds no mutable state.
+// Ownership: the registry is borrowed and must outlive the service (and the
+// grpc::Server it is registered with).
+#ifndef TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_
+#define TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_
+
+#include "absl/status/status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/dock/registry.h"
+
+// The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
+// overloads of the same method by design; clang's -Woverloaded-virtual flags
+// that inside the generated header when DockService instantiates them.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Woverloaded-virtual"
+#endif
+#include "tdock/v1/dock.grpc.pb.h"
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
+
+namespace tdock {
+
+class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
+                              v1::Dock::WithRawCallbackMethod_Get<
+                                  v1::Dock::WithRawCallbackMethod_Read<
+                                      v1::Dock::CallbackService>>> {
+ public:
+  explicit DockService(DockRegistry* registry) : registry_(registry) {}
+  DockService(const DockService&) = delete;
+  DockService& operator=(const DockService&) = delete;
+
+  // ---- control plane ----
+  grpc::ServerUnaryReactor* CreateDock(
+      grpc::CallbackServerContext* context,
+      const v1::CreateDockRequest* request,
+      v1::CreateDockResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteDock(
+      grpc::CallbackServerContext* context,
+      const v1::DeleteDockRequest* request,
+      v1::DeleteDockResponse* response) override;
+  grpc::ServerUnaryReactor* ListDocks(grpc::CallbackServerContext* context,
+                                      const v1::ListDocksRequest* request,
+                                      v1::ListDocksResponse* response) override;
+  grpc::ServerUnaryReactor* GetDockStatus(
+      grpc::CallbackServerContext* context,
+      const v1::GetDockStatusRequest* request,
+      v1::GetDockStatusResponse* response) override;
+  grpc::ServerUnaryReactor* AddConsumer(
+      grpc::CallbackServerContext* context,
+      const v1::AddConsumerRequest* request,
+      v1::AddConsumerResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseStep(
+      grpc::CallbackServerContext* context,
+      const v1::ReleaseStepRequest* request,
+      v1::ReleaseStepResponse* response) override;
+
+  // ---- data plane ----
+  // Raw tdock.v1.PutRequest in, tdock.v1.PutResponse out.
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  // tdock.v1.GetRequest in, raw tdock.v1.GetResponse out.
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Sample(grpc::CallbackServerContext* context,
+                                   const v1::GetRequest* request,
+                                   v1::SampleResponse* response) override;
+  // tdock.v1.ReadRequest in, raw tdock.v1.GetResponse out.
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+
+ private:
+  absl::Status DoCreateDock(const v1::CreateDockRequest& request,
+                            v1::CreateDockResponse* response);
+  absl::Status DoListDocks(v1::ListDocksResponse* response);
+  absl::Status DoGetDockStatus(const v1::GetDockStatusRequest& request,
+                               v1::GetDockStatusResponse* response);
+  absl::Status DoAddConsumer(const v1::AddConsumerRequest& request,
+                             v1::AddConsumerResponse* response);
+  absl::Status DoRead(const grpc::ByteBuffer& request,
+                      grpc::ByteBuffer* response);
+
+  DockRegistry* const registry_;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_

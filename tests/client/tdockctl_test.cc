@@ -1,0 +1,265 @@
+// The tdockctl binary against an in-process server: create from YAML, put
+// from JSON files, get --json checked against what was put, status, release,
+// list, delete, health, and its exit codes for failed calls and usage errors.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/server.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace tdock {
+namespace {
+
+using Json = nlohmann::json;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+constexpr char kSpecYaml[] = R"(name: ctl
+num_prompts: 2
+n_samples_per_prompt: 2
+length_columns: [ids]
+columns:
+  ids:   {dtype: int32}
+  score: {dtype: float32}
+  logp:  {dtype: bfloat16}
+  half:  {dtype: float16}
+  text:  {dtype: bytes}
+consumers:
+  actor: {columns: [ids, score, logp, half, text]}
+)";
+
+class TdockctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<Server>(ServerOptions{.listen = "127.0.0.1:0"});
+    ASSERT_OK(server_->Start());
+    address_ = absl::StrCat("127.0.0.1:", server_->port());
+    std::string pattern = ::testing::TempDir() + "/tdockctl_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    std::system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Runs tdockctl with `args` (and --server after them); captures its output.
+  RunResult Run(std::vector<std::string> args, bool with_server = true) {
+    if (with_server) args.push_back("--server=" + address_);
+    const std::string out = Path("stdout"), err = Path("stderr");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    std::vector<char*> argv = {const_cast<char*>(TDOCK_CTL_BIN)};
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    RunResult result;
+    pid_t pid = 0;
+    const int spawned = posix_spawn(&pid, TDOCK_CTL_BIN, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) return result;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = ReadFile(out);
+    result.err = ReadFile(err);
+    return result;
+  }
+
+  // Runs a command expected to succeed with --json and parses its output.
+  Json RunJson(std::vector<std::string> args) {
+    args.push_back("--json");
+    const RunResult result = Run(std::move(args));
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    Json json = Json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(json.is_discarded()) << result.out;
+    return json;
+  }
+
+  void CreateDock() {
+    WriteFile(Path("spec.yaml"), kSpecYaml);
+    const Json created = RunJson({"create", "--spec", Path("spec.yaml")});
+    ASSERT_TRUE(created.contains("created")) << created;
+    ASSERT_EQ(created["created"].size(), 1u);
+    EXPECT_EQ(created["created"][0]["name"], "ctl");
+  }
+
+  // Writes each column's rows to NAME.json and puts rows 0..3 of step 0.
+  void PutRows() {
+    WriteFile(Path("ids.json"), "[[1, 2, 3], [4], [5, 6], [-7, 8, 9, 2147483647]]");
+    WriteFile(Path("score.json"), "[[0.5], [-1.25], [2], [\"inf\"]]");
+    // 0.1 is not representable: bfloat16 rounds it to 0.10009765625,
+    // float16 to 0.0999755859375; 65504 is float16's largest finite value.
+    WriteFile(Path("logp.json"), "[[1, -2], [0.1], [], [3.0e38]]");
+    WriteFile(Path("half.json"), "[[0.1], [65504], [-0.5, 2.0], [6.0e-8]]");
+    WriteFile(Path("text.json"), R"(["hello", "", "a b", "tdock"])");
+    const Json put = RunJson({"put", "ctl", "--step", "0", "--rows", "0,1-3",
+                              "--column", "ids=" + Path("ids.json"),
+                              "--column=score=" + Path("score.json"),
+                              "--column", "logp=" + Path("logp.json"),
+                              "--column", "half=" + Path("half.json"),
+                              "--column", "text=" + Path("text.json")});
+    EXPECT_EQ(put["rows"], 4);
+  }
+
+  std::unique_ptr<Server> server_;
+  std::string address_;
+  std::string dir_;
+};
+
+// Create from YAML, put from JSON files, get --json: every value comes back
+// as put, converted to the column's dtype.
+TEST_F(TdockctlTest, CreatePutGetRoundTrip) {
+  CreateDock();
+  PutRows();
+  const Json batch = RunJson({"get", "ctl", "actor", "--wait_ms=1000"});
+  EXPECT_EQ(batch["step"], 0);
+  EXPECT_EQ(batch["end_of_step"], true);
+  EXPECT_EQ(batch["timed_out"], false);
+  ASSERT_EQ(batch["rows"], Json::parse("[0, 1, 2, 3]"));
+  EXPECT_EQ(batch["token_counts"], Json::parse("[3, 1, 2, 4]"));
+  const Json& columns = batch["columns"];
+  EXPECT_EQ(columns["ids"], Json::parse("[[1, 2, 3], [4], [5, 6], [-7, 8, 9, 2147483647]]"));
+  EXPECT_EQ(columns["score"], Json::parse(R"([[0.5], [-1.25], [2.0], ["inf"]])"));
+  EXPECT_EQ(columns["logp"][0], Json::parse("[1.0, -2.0]"));
+  EXPECT_EQ(columns["logp"][1][0].get<double>(), 0.10009765625);
+  EXPECT_TRUE(columns["logp"][2].empty());
+  EXPECT_EQ(columns["logp"][3][0].get<double>(), 226.0 / 128 * std::ldexp(1.0, 127));  // nearest
+  EXPECT_EQ(columns["half"][0][0].get<double>(), 0.0999755859375);
+  EXPECT_EQ(columns["half"][1][0].get<double>(), 65504.0);
+  EXPECT_EQ(columns["half"][2], Json::parse("[-0.5, 2.0]"));
+  EXPECT_EQ(columns["half"][3][0].get<double>(), std::ldexp(1.0, -24));  // smallest subnormal
+  EXPECT_EQ(columns["text"], Json::parse(R"(["hello", "", "a b", "tdock"])"));
+}
+
+// Text output of get names the step, the rows and each column's values.
+TEST_F(TdockctlTest, GetPrintsText) {
+  CreateDock();
+  PutRows();
+  const RunResult result = Run({"get", "ctl", "actor"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("step 0: 4 rows, end of step"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("row 3: [-7, 8, 9, 2147483647]"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("row 0: \"hello\""), std::string::npos) << result.out;
+}
+
+// status shows readiness per column; release frees the step.
+TEST_F(TdockctlTest, StatusAndRelease) {
+  CreateDock();
+  PutRows();
+  Json status = RunJson({"status", "ctl"});
+  EXPECT_EQ(status["spec"]["name"], "ctl");
+  EXPECT_EQ(status["spec"]["columns"]["logp"]["dtype"], "bfloat16");
+  ASSERT_EQ(status["steps"].size(), 1u);
+  EXPECT_EQ(status["steps"][0]["ready"]["ids"], 4);
+  const RunResult text = Run({"status", "ctl"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("dock ctl: 2 prompts x 2 samples = 4 rows/step"), std::string::npos)
+      << text.out;
+
+  const Json released = RunJson({"release", "ctl", "0"});
+  EXPECT_EQ(released["released"], true);
+  status = RunJson({"status", "ctl"});
+  EXPECT_TRUE(status["steps"].empty()) << status;
+}
+
+// list, health and delete.
+TEST_F(TdockctlTest, ListHealthDelete) {
+  CreateDock();
+  Json list = RunJson({"list"});
+  ASSERT_EQ(list["docks"].size(), 1u);
+  EXPECT_EQ(list["docks"][0]["name"], "ctl");
+  EXPECT_EQ(list["docks"][0]["rows_per_step"], 4);
+  EXPECT_EQ(RunJson({"health"})["status"], "SERVING");
+  EXPECT_EQ(RunJson({"delete", "ctl"})["deleted"], true);
+  list = RunJson({"list"});
+  EXPECT_TRUE(list["docks"].empty());
+}
+
+// A failed call exits 1 with the server's code and message on stderr.
+TEST_F(TdockctlTest, ServerErrorExitsOne) {
+  const RunResult result = Run({"status", "missing_dock"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(result.out.empty()) << result.out;
+  const std::string message(server_->registry().Find("missing_dock").status().message());
+  EXPECT_NE(result.err.find(absl::StrCat("NOT_FOUND: ", message)), std::string::npos)
+      << result.err;
+}
+
+// Bad input files exit 1 naming the file, column, row and what is wrong; the
+// dock is left unchanged.
+TEST_F(TdockctlTest, BadInputFilesExitOne) {
+  CreateDock();
+  WriteFile(Path("broken.json"), "[[1, 2], [3");
+  RunResult result = Run({"put", "ctl", "--step", "0", "--rows", "0,1",
+                          "--column", "ids=" + Path("broken.json")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("broken.json' is not valid JSON"), std::string::npos) << result.err;
+
+  WriteFile(Path("big.json"), "[[1], [2147483648]]");
+  result = Run({"put", "ctl", "--step", "0", "--rows", "0,1", "--column", "ids=" + Path("big.json")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("(column 'ids'), row 1: element 0: value 2147483648 is out of range"),
+            std::string::npos)
+      << result.err;
+
+  result = Run({"put", "ctl", "--step", "0", "--rows", "0,1", "--column", "nope=" + Path("big.json")});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("has no column 'nope'"), std::string::npos) << result.err;
+  EXPECT_TRUE(RunJson({"status", "ctl"})["steps"].empty());
+}
+
+// Usage errors exit 2 with the usage text on stderr and call nothing.
+TEST_F(TdockctlTest, UsageErrorsExitTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"frobnicate"},
+           {"get", "ctl"},
+           {"put", "ctl", "--step", "0", "--rows", "0"},
+           {"put", "ctl", "--step", "x", "--rows", "0", "--column", "a=b"},
+           {"list", "--rank", "1"},
+           {"status", "ctl", "--timeout_ms"}}) {
+    const RunResult result = Run(args, /*with_server=*/false);
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_NE(result.err.find("usage: tdockctl"), std::string::npos) << result.err;
+    EXPECT_TRUE(result.out.empty()) << result.out;
+  }
+  const RunResult help = Run({"--help"}, /*with_server=*/false);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: tdockctl"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tdock
