@@ -235,13 +235,24 @@ absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
                                            "' dp_size ", consumer.dp_size,
                                            " must be in [1, ", kMaxDpSize, "]"));
   }
-  if (consumer.policy != Policy::kFifo && consumer.policy != Policy::kRandom) {
-    return Invalid(spec.name,
-                   absl::StrCat("consumer '", consumer.name, "' policy '",
-                                PolicyName(consumer.policy),
-                                "' is not supported; use fifo or random"));
+  if (consumer.policy != Policy::kFifo && consumer.policy != Policy::kRandom &&
+      consumer.policy != Policy::kBalanced) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' has no valid policy"));
   }
   TDOCK_RETURN_IF_ERROR(NormalizeDispatch(spec, consumer));
+  absl::Status cost = consumer.cost.Validate();
+  if (!cost.ok()) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' cost: ", cost.message()));
+  }
+  if (consumer.micro_batch.has_value()) {
+    absl::Status plan = consumer.micro_batch->Validate();
+    if (!plan.ok()) {
+      return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                             "' micro_batch: ", plan.message()));
+    }
+  }
   return consumer;
 }
 

@@ -5,12 +5,15 @@
 #define TDOCK_COMMON_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "common/balance/cost_model.h"
+#include "common/balance/micro_batch.h"
 #include "common/dtype.h"
 
 namespace tdock {
@@ -41,6 +44,15 @@ struct ConsumerSpec {
   bool whole_groups = false;
   Policy policy = Policy::kFifo;
   uint64_t seed = 0;
+  // Row cost a·L + b·L² used to balance ranks (BALANCED) and to spread rows
+  // over micro-batches. Default: a = 1, b = 0.
+  CostModel cost;
+  // When set, every batch comes cut into micro-batches under this token
+  // budget (rows ordered micro-batch after micro-batch). Default: unset.
+  std::optional<MicroBatchOptions> micro_batch;
+  // BALANCED with micro_batch: every rank of a round gets the same number of
+  // micro-batches. Default: true.
+  bool same_count_across_ranks = true;
 };
 
 struct DockSpec {

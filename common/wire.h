@@ -10,6 +10,7 @@
 #define TDOCK_COMMON_WIRE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,27 @@ struct PutMessage {
   std::vector<PackedColumn> columns;
 };
 
+// tdock.v1.MicroBatch.
+struct MicroBatchMessage {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t padded_len = 0;
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+};
+
+// tdock.v1.BalanceStats.
+struct BalanceMessage {
+  double rank_cost_min = 0, rank_cost_max = 0, rank_cost_mean = 0;
+  double rank_tokens_min = 0, rank_tokens_max = 0, rank_tokens_mean = 0;
+  double micro_batch_tokens_min = 0, micro_batch_tokens_max = 0,
+         micro_batch_tokens_mean = 0;
+  int64_t micro_batches = 0;
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+  double padding_ratio = 0;
+};
+
 // tdock.v1.GetResponse (also the response of Read).
 struct BatchMessage {
   int64_t step = 0;
@@ -35,6 +57,9 @@ struct BatchMessage {
   std::vector<int64_t> token_counts;
   bool end_of_step = false;
   bool timed_out = false;
+  int64_t round = 0;
+  std::vector<MicroBatchMessage> micro_batches;
+  std::optional<BalanceMessage> balance;  // field present or not
   std::vector<PackedColumn> columns;
 };
 

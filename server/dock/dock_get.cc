@@ -101,6 +101,9 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
 DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
                                            const ConsumerPlan& plan,
                                            bool explicit_step) {
+  if (plan.policy == Policy::kBalanced) {
+    return ServeRoundLocked(part, in, plan, explicit_step);
+  }
   GetAttempt attempt;
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
@@ -130,6 +133,15 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       continue;  // others won some rows; look again
     }
     std::vector<int64_t> rows = UnitsToRows(claimed, plan.whole_groups, group_size_);
+    Batch planned;
+    if (plan.micro_batch.has_value()) {
+      absl::Status status = PlanRowsLocked(part, plan, rows, planned);
+      if (!status.ok()) {
+        Unclaim(part, plan, claimed);
+        attempt.done = status;
+        return attempt;
+      }
+    }
     // acq_rel: exactly one claimer sees the total reach the step's rows.
     const int64_t total =
         part.consumer(plan.index).consumed_rows.fetch_add(
@@ -137,6 +149,8 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         static_cast<int64_t>(rows.size());
     Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
                                   !in.metadata_only);
+    batch.micro_batches = std::move(planned.micro_batches);
+    batch.balance = planned.balance;
     batch.end_of_step = total == rows_per_step_;
     if (batch.end_of_step) attempt.maybe_release = part.step();
     attempt.done = std::move(batch);
@@ -151,14 +165,7 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
   Batch batch;
   batch.step = part.step();
   batch.token_counts.reserve(rows.size());
-  for (int64_t row : rows) {
-    int64_t tokens = 0;
-    for (int c : length_columns_) {
-      const CellBlock* cell = part.cell(c, row);
-      if (cell != nullptr) tokens += cell->length;
-    }
-    batch.token_counts.push_back(tokens);
-  }
+  for (int64_t row : rows) batch.token_counts.push_back(TokenCountLocked(part, row));
   if (with_payload) {
     batch.pin = part.arena();
     for (int c : columns) {

@@ -28,6 +28,9 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.seed = c.seed;
   plan.dispatch_size = c.dispatch_size;
   plan.dp_size = c.dp_size;
+  plan.cost = c.cost;
+  plan.micro_batch = c.micro_batch;
+  plan.same_count_across_ranks = c.same_count_across_ranks;
   return plan;
 }
 
@@ -48,11 +51,13 @@ DockImpl::DockImpl(DockSpec spec)
       pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
                                         spec.memory_limit_bytes)),
       spec_(std::move(spec)) {
-  std::vector<bool> whole;
-  for (const ConsumerSpec& c : spec_.consumers) whole.push_back(c.whole_groups);
+  std::vector<ConsumerShape> shapes;
+  for (const ConsumerSpec& c : spec_.consumers) {
+    shapes.push_back({c.whole_groups, c.dp_size});
+  }
   for (int p = 0; p < steps_in_flight_; ++p) {
     partitions_.push_back(std::make_unique<Partition>(
-        p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), whole));
+        p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes));
   }
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
@@ -101,7 +106,9 @@ absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
   }
   spec_.consumers.push_back(consumer);
-  for (auto& part : partitions_) part->AddConsumer(consumer.whole_groups);
+  for (auto& part : partitions_) {
+    part->AddConsumer({consumer.whole_groups, consumer.dp_size});
+  }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
   return consumer;
 }
@@ -130,10 +137,15 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     tdock::MutexLock lock(&mu_);
     if (plans_.empty() || ClassifyLocked(step) != StepState::kLive) return;
     const Partition& part = PartitionOf(step);
+    Partition& part_rw = PartitionOf(step);
     for (const ConsumerPlan& plan : plans_) {
       // acquire: pairs with the claimers' increments.
       if (part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) <
           rows_per_step_) {
+        return;
+      }
+      // A balanced round is claimed at once but handed out rank by rank.
+      if (plan.policy == Policy::kBalanced && !RoundsDeliveredLocked(part_rw, plan)) {
         return;
       }
     }

@@ -115,6 +115,27 @@ class DockImpl final {
   GetAttempt ServeLocked(Partition& part, const GetInput& in,
                          const ConsumerPlan& plan, bool explicit_step)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ---- Balanced rounds and micro-batch plans (dock_rounds.cc)
+  GetAttempt ServeRoundLocked(Partition& part, const GetInput& in,
+                              const ConsumerPlan& plan, bool explicit_step)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Round> FormRoundLocked(Partition& part, const ConsumerPlan& plan,
+                                        std::vector<int64_t> rows) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Orders claimed rows micro-batch after micro-batch and fills the batch's
+  // plan (consumers with a micro_batch plan that are not BALANCED).
+  absl::Status PlanRowsLocked(const Partition& part, const ConsumerPlan& plan,
+                              std::vector<int64_t>& rows, Batch& batch) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // BALANCED consumers: every rank has fetched its share of the last round.
+  bool RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t TokenCountLocked(const Partition& part, int64_t row) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A Put must not make any row exceed a consumer's micro-batch budget.
+  absl::Status CheckBudgetsLocked(const Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   Batch MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
                         const std::vector<int>& columns, bool with_payload) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -100,6 +100,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
                                             const PutInput& in) const {
+  TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
   for (const PackedColumn& column : in.columns) {
     const int c = static_cast<int>(
         std::find_if(columns_.begin(), columns_.end(),

@@ -15,7 +15,7 @@ ColumnState::ColumnState(int64_t rows, int64_t groups)
 }
 
 Partition::Partition(int index, int64_t rows, int32_t group_size,
-                     int num_columns, const std::vector<bool>& whole_groups)
+                     int num_columns, const std::vector<ConsumerShape>& consumers)
     : index_(index),
       rows_(rows),
       group_size_(group_size),
@@ -24,12 +24,12 @@ Partition::Partition(int index, int64_t rows, int32_t group_size,
   for (int c = 0; c < num_columns; ++c) {
     columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
   }
-  for (bool whole : whole_groups) AddConsumer(whole);
+  for (const ConsumerShape& shape : consumers) AddConsumer(shape);
 }
 
-void Partition::AddConsumer(bool whole_groups) {
-  consumers_.push_back(
-      std::make_unique<ConsumerState>(whole_groups ? groups_ : rows_));
+void Partition::AddConsumer(ConsumerShape shape) {
+  consumers_.push_back(std::make_unique<ConsumerState>(
+      shape.whole_groups ? groups_ : rows_, shape.dp_size));
 }
 
 void Partition::Activate(int64_t step, std::shared_ptr<StepArena> arena) {
@@ -53,6 +53,9 @@ std::shared_ptr<StepArena> Partition::Release() {
   for (auto& consumer : consumers_) {
     consumer->consumed.Reset();
     consumer->consumed_rows.store(0, std::memory_order_relaxed);
+    tdock::MutexLock lock(&consumer->round_mu);
+    consumer->rounds.clear();
+    std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
   }
   last_released_ = std::max(last_released_, step_);
   step_ = -1;

@@ -27,6 +27,7 @@
 #include "common/mutex.h"
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
+#include "server/dock/types.h"
 
 namespace tdock::internal {
 
@@ -44,17 +45,41 @@ struct ColumnState {
   std::unique_ptr<std::atomic<int32_t>[]> group_counts;
 };
 
+// One rank's share of a balanced round.
+struct RoundShare {
+  std::vector<int64_t> rows;  // micro-batch after micro-batch
+  std::vector<MicroBatchInfo> micro_batches;
+};
+
+// A round of a BALANCED consumer: claimed once, split over the dp ranks.
+struct Round {
+  std::vector<RoundShare> ranks;
+  BalanceStats stats;
+  bool last = false;  // it took the step's last rows
+};
+
+struct ConsumerShape {
+  bool whole_groups = false;
+  int32_t dp_size = 1;
+};
+
 struct ConsumerState {
-  explicit ConsumerState(int64_t units) : consumed(units) {}
+  ConsumerState(int64_t units, int32_t dp_size)
+      : consumed(units), next_round(static_cast<size_t>(dp_size), 0) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
   std::atomic<int64_t> consumed_rows{0};
+  // BALANCED consumers only: round formation and hand-out.
+  tdock::Mutex round_mu;
+  std::vector<Round> rounds ABSL_GUARDED_BY(round_mu);
+  std::vector<int64_t> next_round ABSL_GUARDED_BY(round_mu);  // per rank
 };
 
 class Partition final {
  public:
-  // `whole_groups[k]` says whether consumer k claims whole groups.
+  // `consumers[k]` says how consumer k claims (rows or whole groups) and
+  // how many ranks it has.
   Partition(int index, int64_t rows, int32_t group_size, int num_columns,
-            const std::vector<bool>& whole_groups);
+            const std::vector<ConsumerShape>& consumers);
   Partition(const Partition&) = delete;
   Partition& operator=(const Partition&) = delete;
 
@@ -72,7 +97,7 @@ class Partition final {
   // Frees the step: clears all state and returns the arena (which the caller
   // drops outside the dock's lock).
   std::shared_ptr<StepArena> Release();
-  void AddConsumer(bool whole_groups);
+  void AddConsumer(ConsumerShape shape);
   const std::shared_ptr<StepArena>& arena() const { return arena_; }
 
   // ---- data: REQUIRES the dock's mutex (shared is enough)

@@ -11,6 +11,7 @@
 #define TDOCK_SERVER_DOCK_SAMPLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct ConsumerPlan {
   uint64_t seed = 0;
   int64_t dispatch_size = 0;
   int32_t dp_size = 1;
+  CostModel cost;
+  std::optional<MicroBatchOptions> micro_batch;
+  bool same_count_across_ranks = true;
 };
 
 // A snapshot of the consumer's view of a partition, in units.

@@ -13,6 +13,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/balance/stats.h"
 #include "common/packed.h"
 
 namespace tdock {
@@ -40,6 +41,18 @@ struct GetInput {
   int64_t count = 0;            // 0: the consumer's dispatch_size
   absl::Duration wait = absl::ZeroDuration();
   bool metadata_only = false;   // Sample: rows and token counts only
+  // BALANCED consumers: the round to serve (asking again returns the same
+  // rows); nullopt: this rank's next round.
+  std::optional<int64_t> round;
+};
+
+// One micro-batch of a batch: rows [begin, end) of Batch::rows.
+struct MicroBatchInfo {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t padded_len = 0;     // longest row rounded up to round_to
+  int64_t tokens = 0;         // real tokens
+  int64_t padded_tokens = 0;  // tokens as the budget counts them
 };
 
 // One column of a batch: segments are views into the dock's arena, valid
@@ -53,6 +66,15 @@ struct Batch {
   bool end_of_step = false;           // the consumer has now taken every row
   bool timed_out = false;             // nothing could be served in time
   std::vector<ColumnView> columns;
+  // BALANCED consumers: the round this batch is this rank's share of; -1
+  // otherwise.
+  int64_t round = -1;
+  // Consumers with a micro_batch plan: the micro-batches, in order; rows are
+  // ordered so each micro-batch is contiguous. Empty otherwise.
+  std::vector<MicroBatchInfo> micro_batches;
+  // Balance statistics of the round (BALANCED) or of this batch's
+  // micro-batches; nullopt when there is nothing to report.
+  std::optional<BalanceStats> balance;
   // Keeps the step's arena alive while segments are referenced, even after
   // the step is released. Copy it to extend the lifetime.
   std::shared_ptr<const void> pin;

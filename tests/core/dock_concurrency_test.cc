@@ -1,7 +1,8 @@
 // Concurrency: producers and consumer ranks hammer one dock at once.
 //
 // Invariant checked: over several steps with steps_in_flight 2, every row of
-// every step reaches every consumer exactly once (across all of its ranks),
+// every step reaches every consumer (FIFO, RANDOM, whole-group and BALANCED
+// with micro-batches) exactly once across all of its ranks,
 // never before the columns that consumer needs are ready (a batch holds every
 // needed cell of each row it names), and every byte it receives equals what
 // the producer wrote. Run at several thread counts, and under ThreadSanitizer
@@ -27,6 +28,7 @@ constexpr int kSamples = 4;
 constexpr int kRows = kPrompts * kSamples;
 constexpr int kSteps = 6;
 const char* const kColumns[] = {"a", "b", "c"};
+constexpr int kConsumers = 5;
 
 // Deterministic cell contents: length and values depend on step, row, column.
 std::vector<int32_t> Expected(int64_t step, int64_t row, int column) {
@@ -51,7 +53,9 @@ DockSpec Spec(int ranks) {
       {"a_and_b", {"a", "b"}, 3, ranks, false, Policy::kRandom, 7},
       {"all_groups", {"a", "b", "c"}, 8, ranks, true, Policy::kFifo, 0},
       {"only_c", {"c"}, 5, ranks, false, Policy::kFifo, 0},
+      {"balanced", {"a", "c"}, 3, ranks, false, Policy::kBalanced, 0},
   };
+  spec.consumers[4].micro_batch = MicroBatchOptions{.max_tokens = 64};
   return spec;
 }
 
@@ -79,7 +83,7 @@ struct Ledger {
   tdock::Mutex mu;
   // seen[consumer][step][row]
   std::vector<std::vector<std::vector<int>>> seen ABSL_GUARDED_BY(mu);
-  std::atomic<int64_t> taken[4] = {0, 0, 0, 0};
+  std::atomic<int64_t> taken[kConsumers] = {0, 0, 0, 0, 0};
   std::atomic<int64_t> mismatches{0};
 };
 
@@ -104,6 +108,9 @@ void Consume(Dock& dock, const ConsumerSpec& consumer, int k, int rank, Ledger& 
         }
       }
     }
+    for (const MicroBatchInfo& mb : batch.micro_batches) {
+      if (mb.padded_tokens > 64) ledger.mismatches.fetch_add(1);  // over budget
+    }
     tdock::MutexLock lock(&ledger.mu);
     for (int64_t row : batch.rows) ++ledger.seen[k][batch.step][row];
     ledger.taken[k].fetch_add(static_cast<int64_t>(batch.rows.size()));
@@ -121,10 +128,10 @@ TEST_P(DockConcurrency, EveryRowReachesEveryConsumerOnceWithItsBytes) {
   Ledger ledger;
   {
     tdock::MutexLock lock(&ledger.mu);
-    ledger.seen.assign(4, std::vector<std::vector<int>>(kSteps, std::vector<int>(kRows, 0)));
+    ledger.seen.assign(kConsumers, std::vector<std::vector<int>>(kSteps, std::vector<int>(kRows, 0)));
   }
   std::vector<std::thread> threads;
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kConsumers; ++k) {
     for (int r = 0; r < ranks; ++r) {
       threads.emplace_back(Consume, std::ref(dock), std::cref(spec.consumers[k]), k, r,
                            std::ref(ledger));
@@ -137,7 +144,7 @@ TEST_P(DockConcurrency, EveryRowReachesEveryConsumerOnceWithItsBytes) {
 
   EXPECT_EQ(ledger.mismatches.load(), 0);
   tdock::MutexLock lock(&ledger.mu);
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kConsumers; ++k) {
     for (int s = 0; s < kSteps; ++s) {
       for (int r = 0; r < kRows; ++r) {
         ASSERT_EQ(ledger.seen[k][s][r], 1) << "consumer " << k << " step " << s << " row " << r;
