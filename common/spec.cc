@@ -108,6 +108,15 @@ absl::Status NormalizeMemory(DockSpec& spec) {
                                            " must be in [", kMinChunkBytes, ", ",
                                            kMaxChunkBytes, "]"));
   }
+  if (spec.chunk_bytes % 64 != 0) {
+    return Invalid(spec.name, absl::StrCat("chunk_bytes ", spec.chunk_bytes,
+                                           " must be a multiple of 64"));
+  }
+  if (spec.memory_limit_bytes > 0 && spec.memory_limit_bytes < spec.chunk_bytes) {
+    return Invalid(spec.name, absl::StrCat("memory_limit_bytes ",
+                                           spec.memory_limit_bytes,
+                                           " is below chunk_bytes ", spec.chunk_bytes));
+  }
   if (spec.preallocate_bytes < 0 || spec.memory_limit_bytes < 0) {
     return Invalid(spec.name,
                    "preallocate_bytes and memory_limit_bytes must not be negative");

@@ -5,6 +5,7 @@
 #include "common/spec_yaml.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <fstream>
@@ -13,6 +14,9 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -58,15 +62,18 @@ absl::Status ExpectScalar(const YAML::Node& node, absl::string_view path,
                    absl::StrCat("expected ", want, ", got ", TypeName(node)));
 }
 
-absl::Status GetString(const YAML::Node& node, absl::string_view path,
-                       std::string* out) {
+// Read(node, path, &out) reads one value of out's type; errors name `path`.
+absl::Status Read(const YAML::Node& node, absl::string_view path,
+                  std::string* out) {
   TDOCK_RETURN_IF_ERROR(ExpectScalar(node, path, "a string"));
   *out = node.Scalar();
   return absl::OkStatus();
 }
 
 template <typename Int>
-absl::Status GetInt(const YAML::Node& node, absl::string_view path, Int* out) {
+std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>,
+                 absl::Status>
+Read(const YAML::Node& node, absl::string_view path, Int* out) {
   TDOCK_RETURN_IF_ERROR(ExpectScalar(node, path, "an integer"));
   Int value{};
   if (!absl::SimpleAtoi(node.Scalar(), &value)) {
@@ -80,8 +87,19 @@ absl::Status GetInt(const YAML::Node& node, absl::string_view path, Int* out) {
   return absl::OkStatus();
 }
 
-absl::Status GetBool(const YAML::Node& node, absl::string_view path,
-                     bool* out) {
+absl::Status Read(const YAML::Node& node, absl::string_view path, double* out) {
+  TDOCK_RETURN_IF_ERROR(ExpectScalar(node, path, "a number"));
+  double value = 0;
+  if (!absl::SimpleAtod(node.Scalar(), &value) || !std::isfinite(value)) {
+    return YamlError(
+        node, path,
+        absl::StrCat("'", node.Scalar(), "' is not a finite number"));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
+absl::Status Read(const YAML::Node& node, absl::string_view path, bool* out) {
   TDOCK_RETURN_IF_ERROR(ExpectScalar(node, path, "true or false"));
   if (!YAML::convert<bool>::decode(node, *out)) {
     return YamlError(
@@ -90,30 +108,85 @@ absl::Status GetBool(const YAML::Node& node, absl::string_view path,
   return absl::OkStatus();
 }
 
-absl::Status ExpectSequence(const YAML::Node& node, absl::string_view path) {
-  if (node.IsSequence()) return absl::OkStatus();
-  return YamlError(node, path,
-                   absl::StrCat("expected a list, got ", TypeName(node)));
+std::string DTypeNames() {
+  std::vector<std::string> names;
+  for (int v = 1; IsValidDType(v); ++v) {
+    names.emplace_back(DTypeName(static_cast<DType>(v)));
+  }
+  return absl::StrJoin(names, ", ");
 }
 
-absl::Status GetStringList(const YAML::Node& node, absl::string_view path,
-                           std::vector<std::string>* out) {
-  TDOCK_RETURN_IF_ERROR(ExpectSequence(node, path));
-  out->clear();
-  for (size_t i = 0; i < node.size(); ++i) {
-    TDOCK_RETURN_IF_ERROR(GetString(node[i], absl::StrCat(path, "[", i, "]"),
-                                    &out->emplace_back()));
+absl::Status Read(const YAML::Node& node, absl::string_view path, DType* out) {
+  std::string name;
+  TDOCK_RETURN_IF_ERROR(Read(node, path, &name));
+  const std::optional<DType> dtype = ParseDType(absl::AsciiStrToLower(name));
+  if (!dtype.has_value()) {
+    return YamlError(
+        node, path,
+        absl::StrCat("unknown dtype '", name, "' (one of ", DTypeNames(), ")"));
   }
+  *out = *dtype;
   return absl::OkStatus();
 }
 
-absl::Status GetIntList(const YAML::Node& node, absl::string_view path,
-                        std::vector<int64_t>* out) {
-  TDOCK_RETURN_IF_ERROR(ExpectSequence(node, path));
+// Reads one of `names` (matched case-insensitively); `what` names the enum
+// in errors: "unknown policy 'lifo' (one of fifo, random, balanced)".
+template <typename Enum>
+absl::Status ReadEnum(const YAML::Node& node, absl::string_view path,
+                      absl::string_view what,
+                      std::initializer_list<std::pair<const char*, Enum>> names,
+                      Enum* out) {
+  std::string name;
+  TDOCK_RETURN_IF_ERROR(Read(node, path, &name));
+  const std::string lower = absl::AsciiStrToLower(name);
+  std::vector<std::string> known;
+  for (const auto& [n, value] : names) {
+    if (lower == n) {
+      *out = value;
+      return absl::OkStatus();
+    }
+    known.emplace_back(n);
+  }
+  return YamlError(node, path,
+                   absl::StrCat("unknown ", what, " '", name, "' (one of ",
+                                absl::StrJoin(known, ", "), ")"));
+}
+
+absl::Status Read(const YAML::Node& node, absl::string_view path, Policy* out) {
+  return ReadEnum(node, path, "policy",
+                  {{"fifo", Policy::kFifo},
+                   {"random", Policy::kRandom},
+                   {"balanced", Policy::kBalanced}},
+                  out);
+}
+
+absl::Status Read(const YAML::Node& node, absl::string_view path,
+                  MicroBatchPlanner* out) {
+  return ReadEnum(node, path, "planner",
+                  {{"balanced", MicroBatchPlanner::kBalanced},
+                   {"packed", MicroBatchPlanner::kPacked}},
+                  out);
+}
+
+absl::Status Read(const YAML::Node& node, absl::string_view path,
+                  MicroBatchOrder* out) {
+  return ReadEnum(node, path, "order",
+                  {{"heavy_first", MicroBatchOrder::kHeavyFirst},
+                   {"smallest_at_ends", MicroBatchOrder::kSmallestAtEnds}},
+                  out);
+}
+
+template <typename T>
+absl::Status Read(const YAML::Node& node, absl::string_view path,
+                  std::vector<T>* out) {
+  if (!node.IsSequence()) {
+    return YamlError(node, path,
+                     absl::StrCat("expected a list, got ", TypeName(node)));
+  }
   out->clear();
   for (size_t i = 0; i < node.size(); ++i) {
     TDOCK_RETURN_IF_ERROR(
-        GetInt(node[i], absl::StrCat(path, "[", i, "]"), &out->emplace_back()));
+        Read(node[i], absl::StrCat(path, "[", i, "]"), &out->emplace_back()));
   }
   return absl::OkStatus();
 }
@@ -134,7 +207,7 @@ absl::Status ForEachEntry(const YAML::Node& node, absl::string_view path,
   std::set<std::string> seen;
   for (const auto& entry : node) {
     std::string key;
-    TDOCK_RETURN_IF_ERROR(GetString(entry.first, path, &key));
+    TDOCK_RETURN_IF_ERROR(Read(entry.first, path, &key));
     const std::string child = Child(path, key);
     if (!seen.insert(key).second) {
       return YamlError(entry.first, child, "duplicate key");
@@ -150,108 +223,108 @@ absl::Status ForEachEntry(const YAML::Node& node, absl::string_view path,
   return absl::OkStatus();
 }
 
-std::string DTypeNames() {
-  std::vector<std::string> names;
-  for (int v = 1; IsValidDType(v); ++v) {
-    names.emplace_back(DTypeName(static_cast<DType>(v)));
-  }
-  return absl::StrJoin(names, ", ");
+// One known key of a map: how to read its value, and whether it must be
+// there.
+struct Field {
+  using ReadFn =
+      std::function<absl::Status(const YAML::Node&, const std::string&)>;
+  std::string key;
+  ReadFn read;
+  bool required = false;
+};
+
+// A Field::ReadFn storing into `out` with the Read overload of its type.
+template <typename T>
+Field::ReadFn Into(T* out) {
+  return [out](const YAML::Node& value, const std::string& path) {
+    return Read(value, path, out);
+  };
 }
 
-absl::Status GetDType(const YAML::Node& node, absl::string_view path,
-                      DType* out) {
-  std::string name;
-  TDOCK_RETURN_IF_ERROR(GetString(node, path, &name));
-  const std::optional<DType> dtype = ParseDType(absl::AsciiStrToLower(name));
-  if (!dtype.has_value()) {
-    return YamlError(
-        node, path,
-        absl::StrCat("unknown dtype '", name, "' (one of ", DTypeNames(), ")"));
-  }
-  *out = *dtype;
-  return absl::OkStatus();
-}
-
-absl::Status GetPolicy(const YAML::Node& node, absl::string_view path,
-                       Policy* out) {
-  std::string name;
-  TDOCK_RETURN_IF_ERROR(GetString(node, path, &name));
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "fifo") {
-    *out = Policy::kFifo;
-  } else if (lower == "random") {
-    *out = Policy::kRandom;
-  } else if (lower == "balanced") {
-    *out = Policy::kBalanced;
-  } else {
-    return YamlError(
-        node, path,
-        absl::StrCat("unknown policy '", name, "' (fifo, random or balanced)"));
+// Reads the map `node` whose keys are exactly (a subset of) `fields`.
+absl::Status ReadFields(const YAML::Node& node, const std::string& path,
+                        const std::vector<Field>& fields) {
+  std::vector<std::string> keys;
+  for (const Field& f : fields) keys.push_back(f.key);
+  std::set<std::string> seen;
+  TDOCK_RETURN_IF_ERROR(ForEachEntry(
+      node, path, keys,
+      [&](const std::string& key, const YAML::Node& value,
+          const std::string& p) {
+        seen.insert(key);
+        const size_t i =
+            std::find(keys.begin(), keys.end(), key) - keys.begin();
+        return fields[i].read(value, p);
+      }));
+  for (const Field& f : fields) {
+    if (f.required && seen.count(f.key) == 0) {
+      return YamlError(node, path, absl::StrCat("missing key '", f.key, "'"));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::Status ParseColumn(const YAML::Node& node, const std::string& path,
                          ColumnSpec* column) {
-  bool has_dtype = false;
-  TDOCK_RETURN_IF_ERROR(ForEachEntry(
-      node, path, {"dtype", "inner_shape", "max_len", "rewritable"},
-      [&](const std::string& key, const YAML::Node& value,
-          const std::string& p) -> absl::Status {
-        if (key == "dtype") {
-          has_dtype = true;
-          return GetDType(value, p, &column->dtype);
-        }
-        if (key == "inner_shape") {
-          return GetIntList(value, p, &column->inner_shape);
-        }
-        if (key == "max_len") return GetInt(value, p, &column->max_len);
-        return GetBool(value, p, &column->rewritable);
-      }));
-  if (!has_dtype) return YamlError(node, path, "missing key 'dtype'");
-  return absl::OkStatus();
+  return ReadFields(node, path,
+                    {{"dtype", Into(&column->dtype), /*required=*/true},
+                     {"inner_shape", Into(&column->inner_shape)},
+                     {"max_len", Into(&column->max_len)},
+                     {"rewritable", Into(&column->rewritable)}});
+}
+
+// `micro_batch: {max_tokens: 16384, ...}`: sets consumer->micro_batch and,
+// from its key of that name, consumer->same_count_across_ranks.
+absl::Status ParseMicroBatch(const YAML::Node& node, const std::string& path,
+                             ConsumerSpec* consumer) {
+  MicroBatchOptions& mb = consumer->micro_batch.emplace();
+  return ReadFields(
+      node, path,
+      {{"max_tokens", Into(&mb.max_tokens), /*required=*/true},
+       {"max_rows", Into(&mb.max_rows)},
+       {"round_to", Into(&mb.round_to)},
+       {"count_multiple", Into(&mb.count_multiple)},
+       {"min_count", Into(&mb.min_count)},
+       {"planner", Into(&mb.planner)},
+       {"order", Into(&mb.order)},
+       {"padded", Into(&mb.padded)},
+       {"same_count_across_ranks", Into(&consumer->same_count_across_ranks)}});
 }
 
 absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
                            ConsumerSpec* consumer) {
-  return ForEachEntry(
+  return ReadFields(
       node, path,
-      {"columns", "dispatch_size", "dp_size", "whole_groups", "policy", "seed"},
-      [&](const std::string& key, const YAML::Node& value,
-          const std::string& p) -> absl::Status {
-        if (key == "columns")
-          return GetStringList(value, p, &consumer->columns);
-        if (key == "dispatch_size") {
-          return GetInt(value, p, &consumer->dispatch_size);
-        }
-        if (key == "dp_size") return GetInt(value, p, &consumer->dp_size);
-        if (key == "whole_groups") {
-          return GetBool(value, p, &consumer->whole_groups);
-        }
-        if (key == "policy") return GetPolicy(value, p, &consumer->policy);
-        return GetInt(value, p, &consumer->seed);
-      });
+      {{"columns", Into(&consumer->columns)},
+       {"dispatch_size", Into(&consumer->dispatch_size)},
+       {"dp_size", Into(&consumer->dp_size)},
+       {"whole_groups", Into(&consumer->whole_groups)},
+       {"policy", Into(&consumer->policy)},
+       {"seed", Into(&consumer->seed)},
+       // A key left out of `cost` keeps its default (a = 1, b = 0).
+       {"cost",
+        [consumer](const YAML::Node& value, const std::string& p) {
+          return ReadFields(
+              value, p,
+              {{"a", Into(&consumer->cost.a)}, {"b", Into(&consumer->cost.b)}});
+        }},
+       {"micro_batch",
+        [consumer](const YAML::Node& value, const std::string& p) {
+          return ParseMicroBatch(value, p, consumer);
+        }}});
 }
 
-absl::Status ParseColumns(const YAML::Node& node, const std::string& path,
-                          std::vector<ColumnSpec>* columns) {
+// A map from name to entry, in file order; `parse(value, path, &entry)`
+// reads one entry after its name is set.
+template <typename T, typename Parse>
+absl::Status ParseNamed(const YAML::Node& node, const std::string& path,
+                        Parse parse, std::vector<T>* out) {
   return ForEachEntry(node, path, {},
                       [&](const std::string& key, const YAML::Node& value,
                           const std::string& p) -> absl::Status {
-                        ColumnSpec& column = columns->emplace_back();
-                        column.name = key;
-                        return ParseColumn(value, p, &column);
-                      });
-}
-
-absl::Status ParseConsumers(const YAML::Node& node, const std::string& path,
-                            std::vector<ConsumerSpec>* consumers) {
-  return ForEachEntry(node, path, {},
-                      [&](const std::string& key, const YAML::Node& value,
-                          const std::string& p) -> absl::Status {
-                        ConsumerSpec& consumer = consumers->emplace_back();
-                        consumer.name = key;
-                        return ParseConsumer(value, p, &consumer);
+                        T& entry = out->emplace_back();
+                        entry.name = key;
+                        return parse(value, p, &entry);
                       });
 }
 
@@ -259,36 +332,24 @@ absl::Status ParseDock(const YAML::Node& node, const std::string& path,
                        DockSpec* spec) {
   if (node.IsNull())
     return YamlError(node, path, "expected a map, got nothing");
-  return ForEachEntry(
+  return ReadFields(
       node, path,
-      {"name", "num_prompts", "n_samples_per_prompt", "steps_in_flight",
-       "length_columns", "columns", "consumers", "preallocate_bytes",
-       "memory_limit_bytes", "chunk_bytes"},
-      [&](const std::string& key, const YAML::Node& value,
-          const std::string& p) -> absl::Status {
-        if (key == "name") return GetString(value, p, &spec->name);
-        if (key == "num_prompts") return GetInt(value, p, &spec->num_prompts);
-        if (key == "n_samples_per_prompt") {
-          return GetInt(value, p, &spec->n_samples_per_prompt);
-        }
-        if (key == "steps_in_flight") {
-          return GetInt(value, p, &spec->steps_in_flight);
-        }
-        if (key == "length_columns") {
-          return GetStringList(value, p, &spec->length_columns);
-        }
-        if (key == "columns") return ParseColumns(value, p, &spec->columns);
-        if (key == "consumers") {
-          return ParseConsumers(value, p, &spec->consumers);
-        }
-        if (key == "preallocate_bytes") {
-          return GetInt(value, p, &spec->preallocate_bytes);
-        }
-        if (key == "memory_limit_bytes") {
-          return GetInt(value, p, &spec->memory_limit_bytes);
-        }
-        return GetInt(value, p, &spec->chunk_bytes);
-      });
+      {{"name", Into(&spec->name)},
+       {"num_prompts", Into(&spec->num_prompts)},
+       {"n_samples_per_prompt", Into(&spec->n_samples_per_prompt)},
+       {"steps_in_flight", Into(&spec->steps_in_flight)},
+       {"length_columns", Into(&spec->length_columns)},
+       {"columns",
+        [spec](const YAML::Node& value, const std::string& p) {
+          return ParseNamed(value, p, ParseColumn, &spec->columns);
+        }},
+       {"consumers",
+        [spec](const YAML::Node& value, const std::string& p) {
+          return ParseNamed(value, p, ParseConsumer, &spec->consumers);
+        }},
+       {"preallocate_bytes", Into(&spec->preallocate_bytes)},
+       {"memory_limit_bytes", Into(&spec->memory_limit_bytes)},
+       {"chunk_bytes", Into(&spec->chunk_bytes)}});
 }
 
 // `docks: [spec, ...]`, alone at the top level.
@@ -298,7 +359,10 @@ absl::StatusOr<std::vector<DockSpec>> ParseDockList(const YAML::Node& root) {
       root, "", {"docks"},
       [&](const std::string&, const YAML::Node& value,
           const std::string& p) -> absl::Status {
-        TDOCK_RETURN_IF_ERROR(ExpectSequence(value, p));
+        if (!value.IsSequence()) {
+          return YamlError(
+              value, p, absl::StrCat("expected a list, got ", TypeName(value)));
+        }
         if (value.size() == 0) return YamlError(value, p, "the list is empty");
         for (size_t i = 0; i < value.size(); ++i) {
           TDOCK_RETURN_IF_ERROR(ParseDock(

@@ -1,297 +1,34 @@
-// Decoding of the tdock.v1 wire format by hand (contract in wire.h): a
-// segmented reader that leaves payload in place, so that column data stays
-// spans into the received segments.
+// Decoding of the tdock.v1 wire format by hand (contract in wire.h), on the
+// segmented reader of wire_reader.h, so that column data stays spans into the
+// received segments.
 #include "common/wire.h"
 
-#include <algorithm>
-#include <utility>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "common/status.h"
 #include "common/wire_internal.h"
+#include "common/wire_reader.h"
 
 namespace tdock::wire {
 namespace {
 
-using internal::kEndGroup;
-using internal::kFixed32;
-using internal::kFixed64;
+using internal::ExpectWireType;
+using internal::FieldRef;
 using internal::kLen;
-using internal::kStartGroup;
-using internal::kVarint;
-
-// Names what is being decoded for error messages, e.g.
-// "PutRequest.columns[1].offsets". Formatted only when an error is returned.
-struct FieldRef {
-  const char* message;
-  int column = -1;              // index in `columns`; -1: not in a column
-  const char* field = nullptr;  // nullptr: the (sub)message itself
-  uint32_t number = 0;          // field number of an unknown field
-};
-
-absl::Status Malformed(const FieldRef& f, absl::string_view what) {
-  std::string name = f.message;
-  if (f.column >= 0) absl::StrAppend(&name, ".columns[", f.column, "]");
-  if (f.field != nullptr) {
-    absl::StrAppend(&name, ".", f.field);
-  } else if (f.number != 0) {
-    absl::StrAppend(&name, ".<field ", f.number, ">");
-  }
-  return absl::InvalidArgumentError(absl::StrCat(name, ": ", what));
-}
-
-// A forward cursor over the concatenation of byte segments, bounded by a
-// limit (the end of the message being read). Hands out payload as spans into
-// the segments; copies only into strings it is asked to fill. Not
-// thread-safe; borrows `segments`, which must outlive it and the spans it
-// returns.
-class Reader {
- public:
-  enum class VarintResult { kOk, kTruncated, kOverlong };
-
-  explicit Reader(absl::Span<const ByteSpan> segments) : segs_(segments) {
-    for (const ByteSpan& s : segs_) limit_ += static_cast<int64_t>(s.size());
-    NextSegment();
-  }
-
-  int64_t left() const { return limit_ - pos_; }
-  // Narrows the limit to `n` bytes ahead and returns the old limit.
-  // REQUIRES: n <= left().
-  int64_t PushLimit(int64_t n) { return std::exchange(limit_, pos_ + n); }
-  void PopLimit(int64_t old_limit) { limit_ = old_limit; }
-
-  VarintResult ReadVarint(uint64_t* out) {
-    if (end_ - ptr_ >= 10 && left() >= 10) return ReadVarintFast(out);
-    return ReadVarintSlow(out);
-  }
-
-  // Each of these REQUIRES: n <= left().
-  void Skip(int64_t n) {
-    ForChunks(n, [](const char*, int64_t) {});
-  }
-  void ReadSpans(int64_t n, std::vector<ByteSpan>* out) {
-    ForChunks(n, [out](const char* p, int64_t len) {
-      out->emplace_back(p, static_cast<size_t>(len));
-    });
-  }
-  void ReadString(int64_t n, std::string* out) {
-    out->clear();
-    out->reserve(static_cast<size_t>(n));
-    ForChunks(n, [out](const char* p, int64_t len) {
-      out->append(p, static_cast<size_t>(len));
-    });
-  }
-  // Number of bytes without the continuation bit among the next `n` bytes,
-  // i.e. the number of varints they hold; does not advance.
-  int64_t CountVarintEnds(int64_t n) const {
-    int64_t count = 0;
-    const char* p = ptr_;
-    const char* e = end_;
-    size_t next = next_;
-    while (n > 0) {
-      const int64_t take = std::min<int64_t>(n, e - p);
-      for (int64_t i = 0; i < take; ++i) count += (p[i] & 0x80) == 0;
-      n -= take;
-      if (n == 0 || next == segs_.size()) break;
-      p = segs_[next].data();
-      e = p + segs_[next].size();
-      ++next;
-    }
-    return count;
-  }
-
- private:
-  VarintResult ReadVarintFast(uint64_t* out) {
-    uint64_t value = 0;
-    for (int i = 0; i < 10; ++i) {
-      const uint8_t b = static_cast<uint8_t>(ptr_[i]);
-      value |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
-      if (b < 0x80) {
-        if (i == 9 && b > 1) return VarintResult::kOverlong;  // > 64 bits
-        ptr_ += i + 1;
-        pos_ += i + 1;
-        NextSegment();
-        *out = value;
-        return VarintResult::kOk;
-      }
-    }
-    return VarintResult::kOverlong;
-  }
-
-  VarintResult ReadVarintSlow(uint64_t* out) {
-    uint64_t value = 0;
-    for (int i = 0; i < 10; ++i) {
-      if (pos_ == limit_) return VarintResult::kTruncated;
-      const uint8_t b = static_cast<uint8_t>(*ptr_);
-      ++ptr_;
-      ++pos_;
-      NextSegment();
-      value |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
-      if (b < 0x80) {
-        if (i == 9 && b > 1) return VarintResult::kOverlong;
-        *out = value;
-        return VarintResult::kOk;
-      }
-    }
-    return VarintResult::kOverlong;
-  }
-
-  template <typename F>
-  void ForChunks(int64_t n, F&& f) {
-    while (n > 0) {
-      const int64_t take = std::min<int64_t>(n, end_ - ptr_);
-      f(ptr_, take);
-      ptr_ += take;
-      pos_ += take;
-      n -= take;
-      NextSegment();
-    }
-  }
-
-  // Moves past exhausted and empty segments. Invariant between calls:
-  // ptr_ < end_ unless every byte has been read.
-  void NextSegment() {
-    while (ptr_ == end_ && next_ < segs_.size()) {
-      ptr_ = segs_[next_].data();
-      end_ = ptr_ + segs_[next_].size();
-      ++next_;
-    }
-  }
-
-  absl::Span<const ByteSpan> segs_;
-  size_t next_ = 0;  // index of the segment after the current one
-  const char* ptr_ = nullptr;
-  const char* end_ = nullptr;
-  int64_t pos_ = 0;    // offset of ptr_ in the concatenation
-  int64_t limit_ = 0;  // end of the message being read
-};
-
-absl::Status VarintError(const FieldRef& f, Reader::VarintResult result,
-                         absl::string_view what) {
-  if (result == Reader::VarintResult::kTruncated) {
-    return Malformed(f, absl::StrCat("truncated ", what));
-  }
-  return Malformed(f,
-                   absl::StrCat(what, " longer than 10 bytes or over 64 bits"));
-}
-
-absl::Status ReadVarint(Reader& r, const FieldRef& f, uint64_t* value) {
-  const Reader::VarintResult result = r.ReadVarint(value);
-  if (result == Reader::VarintResult::kOk) return absl::OkStatus();
-  return VarintError(f, result, "varint");
-}
-
-absl::Status ReadLength(Reader& r, const FieldRef& f, int64_t* len) {
-  uint64_t value = 0;
-  const Reader::VarintResult result = r.ReadVarint(&value);
-  if (result != Reader::VarintResult::kOk) {
-    return VarintError(f, result, "length");
-  }
-  if (value > static_cast<uint64_t>(r.left())) {
-    return Malformed(f, absl::StrCat("length ", value, " exceeds the ",
-                                     r.left(), " bytes left in the message"));
-  }
-  *len = static_cast<int64_t>(value);
-  return absl::OkStatus();
-}
-
-absl::Status ExpectWireType(const FieldRef& f, uint32_t got, uint32_t want) {
-  if (got == want) return absl::OkStatus();
-  return Malformed(f, absl::StrCat("wire type ", got, ", expected ", want));
-}
-
-struct Tag {
-  uint32_t field = 0;
-  uint32_t wire_type = 0;
-};
-
-absl::Status ReadTag(Reader& r, const FieldRef& message, Tag* tag) {
-  uint64_t value = 0;
-  const Reader::VarintResult result = r.ReadVarint(&value);
-  if (result != Reader::VarintResult::kOk) {
-    return VarintError(message, result, "tag");
-  }
-  if (value > 0xFFFFFFFFu || (value >> 3) == 0) {
-    return Malformed(message, absl::StrCat("invalid tag ", value));
-  }
-  tag->field = static_cast<uint32_t>(value >> 3);
-  tag->wire_type = static_cast<uint32_t>(value & 7);
-  return absl::OkStatus();
-}
-
-absl::Status SkipFixed(Reader& r, const FieldRef& f, int64_t n) {
-  if (r.left() < n) {
-    return Malformed(f, absl::StrCat("truncated fixed", n * 8));
-  }
-  r.Skip(n);
-  return absl::OkStatus();
-}
-
-// Skips an unknown field of any wire type protobuf still allows.
-absl::Status SkipField(Reader& r, const FieldRef& f, uint32_t wire_type) {
-  uint64_t ignored = 0;
-  int64_t len = 0;
-  switch (wire_type) {
-    case kVarint:
-      return ReadVarint(r, f, &ignored);
-    case kFixed64:
-      return SkipFixed(r, f, 8);
-    case kLen:
-      TDOCK_RETURN_IF_ERROR(ReadLength(r, f, &len));
-      r.Skip(len);
-      return absl::OkStatus();
-    case kFixed32:
-      return SkipFixed(r, f, 4);
-    case kStartGroup:
-    case kEndGroup:
-      return Malformed(
-          f, absl::StrCat("group wire type ", wire_type, " is not supported"));
-    default:
-      return Malformed(f, absl::StrCat("invalid wire type ", wire_type));
-  }
-}
-
-absl::Status ReadVarintField(Reader& r, const FieldRef& f, uint32_t wire_type,
-                             uint64_t* value) {
-  TDOCK_RETURN_IF_ERROR(ExpectWireType(f, wire_type, kVarint));
-  return ReadVarint(r, f, value);
-}
-
-absl::Status ReadStringField(Reader& r, const FieldRef& f, uint32_t wire_type,
-                             std::string* out) {
-  TDOCK_RETURN_IF_ERROR(ExpectWireType(f, wire_type, kLen));
-  int64_t len = 0;
-  TDOCK_RETURN_IF_ERROR(ReadLength(r, f, &len));
-  r.ReadString(len, out);
-  return absl::OkStatus();
-}
-
-// `repeated int64`, packed (wire type 2) or not (wire type 0); repeated
-// occurrences append, as protobuf does.
-absl::Status ReadInt64s(Reader& r, const FieldRef& f, uint32_t wire_type,
-                        std::vector<int64_t>* out) {
-  uint64_t value = 0;
-  if (wire_type == kVarint) {
-    TDOCK_RETURN_IF_ERROR(ReadVarint(r, f, &value));
-    out->push_back(static_cast<int64_t>(value));
-    return absl::OkStatus();
-  }
-  if (wire_type != kLen) {
-    return Malformed(
-        f, absl::StrCat("wire type ", wire_type, ", expected 0 or 2"));
-  }
-  int64_t len = 0;
-  TDOCK_RETURN_IF_ERROR(ReadLength(r, f, &len));
-  out->reserve(out->size() + static_cast<size_t>(r.CountVarintEnds(len)));
-  const int64_t old_limit = r.PushLimit(len);
-  while (r.left() > 0) {
-    TDOCK_RETURN_IF_ERROR(ReadVarint(r, f, &value));
-    out->push_back(static_cast<int64_t>(value));
-  }
-  r.PopLimit(old_limit);
-  return absl::OkStatus();
-}
+using internal::Malformed;
+using internal::Reader;
+using internal::ReadInt64s;
+using internal::ReadLength;
+using internal::ReadStringField;
+using internal::ReadSubmessage;
+using internal::ReadTag;
+using internal::ReadVarintField;
+using internal::SkipField;
+using internal::Tag;
 
 absl::Status ReadDType(Reader& r, const FieldRef& f, uint32_t wire_type,
                        DType* dtype) {
@@ -302,6 +39,22 @@ absl::Status ReadDType(Reader& r, const FieldRef& f, uint32_t wire_type,
         f, absl::StrCat("unknown DType value ", static_cast<int64_t>(value)));
   }
   *dtype = static_cast<DType>(value);
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt64Field(Reader& r, const FieldRef& f, uint32_t wire_type,
+                            int64_t* out) {
+  uint64_t value = 0;
+  TDOCK_RETURN_IF_ERROR(ReadVarintField(r, f, wire_type, &value));
+  *out = static_cast<int64_t>(value);
+  return absl::OkStatus();
+}
+
+absl::Status ReadBoolField(Reader& r, const FieldRef& f, uint32_t wire_type,
+                           bool* out) {
+  uint64_t value = 0;
+  TDOCK_RETURN_IF_ERROR(ReadVarintField(r, f, wire_type, &value));
+  *out = value != 0;
   return absl::OkStatus();
 }
 
@@ -346,96 +99,139 @@ absl::Status DecodeColumnBody(Reader& r, const char* message, int index,
 absl::Status ReadColumn(Reader& r, const char* message, uint32_t wire_type,
                         std::vector<PackedColumn>* columns) {
   const int index = static_cast<int>(columns->size());
-  const FieldRef f{message, index};
-  TDOCK_RETURN_IF_ERROR(ExpectWireType(f, wire_type, kLen));
-  int64_t len = 0;
-  TDOCK_RETURN_IF_ERROR(ReadLength(r, f, &len));
-  const int64_t old_limit = r.PushLimit(len);
-  TDOCK_RETURN_IF_ERROR(
-      DecodeColumnBody(r, message, index, &columns->emplace_back()));
-  r.PopLimit(old_limit);
-  return absl::OkStatus();
+  PackedColumn* column = &columns->emplace_back();
+  return ReadSubmessage(r, {message, index}, wire_type, [&] {
+    return DecodeColumnBody(r, message, index, column);
+  });
+}
+
+// One element of GetResponse.micro_batches, appended to `out`.
+absl::Status ReadMicroBatch(Reader& r, const char* message, uint32_t wire_type,
+                            std::vector<MicroBatchMessage>* out) {
+  static constexpr char kList[] = "micro_batches";
+  const int index = static_cast<int>(out->size());
+  MicroBatchMessage* mb = &out->emplace_back();
+  return ReadSubmessage(
+      r, {message, index, nullptr, 0, kList}, wire_type, [&]() -> absl::Status {
+        Tag tag;
+        while (r.left() > 0) {
+          TDOCK_RETURN_IF_ERROR(
+              ReadTag(r, {message, index, nullptr, 0, kList}, &tag));
+          if (tag.field < 1 ||
+              tag.field > std::size(internal::kMicroBatchFields)) {
+            TDOCK_RETURN_IF_ERROR(SkipField(
+                r, {message, index, nullptr, tag.field, kList}, tag.wire_type));
+            continue;
+          }
+          const internal::MicroBatchField& field =
+              internal::kMicroBatchFields[tag.field - 1];
+          TDOCK_RETURN_IF_ERROR(
+              ReadInt64Field(r, {message, index, field.name, 0, kList},
+                             tag.wire_type, &(mb->*field.member)));
+        }
+        return absl::OkStatus();
+      });
+}
+
+// GetResponse.balance. A second occurrence merges into the first (fields it
+// carries overwrite), as protobuf merges a repeated singular message field.
+absl::Status ReadBalance(Reader& r, uint32_t wire_type,
+                         std::optional<BalanceMessage>* out) {
+  static constexpr char kName[] = "GetResponse.balance";
+  if (!out->has_value()) out->emplace();
+  BalanceMessage* b = &**out;
+  return ReadSubmessage(r, {kName}, wire_type, [&]() -> absl::Status {
+    Tag tag;
+    while (r.left() > 0) {
+      TDOCK_RETURN_IF_ERROR(ReadTag(r, {kName}, &tag));
+      if (tag.field < 1 || tag.field > std::size(internal::kBalanceFields)) {
+        TDOCK_RETURN_IF_ERROR(
+            SkipField(r, {kName, -1, nullptr, tag.field}, tag.wire_type));
+        continue;
+      }
+      const internal::BalanceField& field =
+          internal::kBalanceFields[tag.field - 1];
+      const FieldRef f{kName, -1, field.name};
+      TDOCK_RETURN_IF_ERROR(
+          field.real != nullptr
+              ? internal::ReadDoubleField(r, f, tag.wire_type,
+                                          &(b->*field.real))
+              : ReadInt64Field(r, f, tag.wire_type, &(b->*field.integer)));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DecodeBatchField(Reader& r, const Tag& tag, BatchMessage* m) {
+  static constexpr char kName[] = "GetResponse";
+  const uint32_t wt = tag.wire_type;
+  switch (tag.field) {
+    case 1:
+      return ReadInt64Field(r, {kName, -1, "step"}, wt, &m->step);
+    case 2:
+      return ReadInt64s(r, {kName, -1, "rows"}, wt, &m->rows);
+    case 3:
+      return ReadInt64s(r, {kName, -1, "token_counts"}, wt, &m->token_counts);
+    case 4:
+      return ReadBoolField(r, {kName, -1, "end_of_step"}, wt, &m->end_of_step);
+    case 5:
+      return ReadBoolField(r, {kName, -1, "timed_out"}, wt, &m->timed_out);
+    case 6:
+      return ReadInt64Field(r, {kName, -1, "round"}, wt, &m->round);
+    case 7:
+      return ReadMicroBatch(r, kName, wt, &m->micro_batches);
+    case 8:
+      return ReadBalance(r, wt, &m->balance);
+    case 15:
+      return ReadColumn(r, kName, wt, &m->columns);
+    default:
+      return SkipField(r, {kName, -1, nullptr, tag.field}, wt);
+  }
+}
+
+absl::Status DecodePutField(Reader& r, const Tag& tag, PutMessage* m) {
+  static constexpr char kName[] = "PutRequest";
+  const uint32_t wt = tag.wire_type;
+  switch (tag.field) {
+    case 1:
+      return ReadStringField(r, {kName, -1, "dock"}, wt, &m->dock);
+    case 2:
+      return ReadInt64Field(r, {kName, -1, "step"}, wt, &m->step);
+    case 3:
+      return ReadInt64s(r, {kName, -1, "rows"}, wt, &m->rows);
+    case 4:
+      return ReadInt64Field(r, {kName, -1, "wait_ms"}, wt, &m->wait_ms);
+    case 15:
+      return ReadColumn(r, kName, wt, &m->columns);
+    default:
+      return SkipField(r, {kName, -1, nullptr, tag.field}, wt);
+  }
+}
+
+// Reads the top-level fields of `segments` into a `Message`, one field at a
+// time through `decode_field`.
+template <typename Message, typename DecodeField>
+absl::StatusOr<Message> DecodeMessage(absl::Span<const ByteSpan> segments,
+                                      const char* name,
+                                      DecodeField decode_field) {
+  Reader r(segments);
+  Message m;
+  Tag tag;
+  while (r.left() > 0) {
+    TDOCK_RETURN_IF_ERROR(ReadTag(r, {name}, &tag));
+    TDOCK_RETURN_IF_ERROR(decode_field(r, tag, &m));
+  }
+  return m;
 }
 
 }  // namespace
 
 absl::StatusOr<PutMessage> DecodePut(absl::Span<const ByteSpan> segments) {
-  static constexpr char kName[] = "PutRequest";
-  Reader r(segments);
-  PutMessage m;
-  uint64_t v = 0;
-  Tag tag;
-  while (r.left() > 0) {
-    TDOCK_RETURN_IF_ERROR(ReadTag(r, {kName}, &tag));
-    const uint32_t wt = tag.wire_type;
-    switch (tag.field) {
-      case 1:
-        TDOCK_RETURN_IF_ERROR(
-            ReadStringField(r, {kName, -1, "dock"}, wt, &m.dock));
-        break;
-      case 2:
-        TDOCK_RETURN_IF_ERROR(ReadVarintField(r, {kName, -1, "step"}, wt, &v));
-        m.step = static_cast<int64_t>(v);
-        break;
-      case 3:
-        TDOCK_RETURN_IF_ERROR(ReadInt64s(r, {kName, -1, "rows"}, wt, &m.rows));
-        break;
-      case 4:
-        TDOCK_RETURN_IF_ERROR(
-            ReadVarintField(r, {kName, -1, "wait_ms"}, wt, &v));
-        m.wait_ms = static_cast<int64_t>(v);
-        break;
-      case 15:
-        TDOCK_RETURN_IF_ERROR(ReadColumn(r, kName, wt, &m.columns));
-        break;
-      default:
-        TDOCK_RETURN_IF_ERROR(
-            SkipField(r, {kName, -1, nullptr, tag.field}, wt));
-    }
-  }
-  return m;
+  return DecodeMessage<PutMessage>(segments, "PutRequest", DecodePutField);
 }
 
 absl::StatusOr<BatchMessage> DecodeBatch(absl::Span<const ByteSpan> segments) {
-  static constexpr char kName[] = "GetResponse";
-  Reader r(segments);
-  BatchMessage m;
-  uint64_t v = 0;
-  Tag tag;
-  while (r.left() > 0) {
-    TDOCK_RETURN_IF_ERROR(ReadTag(r, {kName}, &tag));
-    const uint32_t wt = tag.wire_type;
-    switch (tag.field) {
-      case 1:
-        TDOCK_RETURN_IF_ERROR(ReadVarintField(r, {kName, -1, "step"}, wt, &v));
-        m.step = static_cast<int64_t>(v);
-        break;
-      case 2:
-        TDOCK_RETURN_IF_ERROR(ReadInt64s(r, {kName, -1, "rows"}, wt, &m.rows));
-        break;
-      case 3:
-        TDOCK_RETURN_IF_ERROR(
-            ReadInt64s(r, {kName, -1, "token_counts"}, wt, &m.token_counts));
-        break;
-      case 4:
-        TDOCK_RETURN_IF_ERROR(
-            ReadVarintField(r, {kName, -1, "end_of_step"}, wt, &v));
-        m.end_of_step = v != 0;
-        break;
-      case 5:
-        TDOCK_RETURN_IF_ERROR(
-            ReadVarintField(r, {kName, -1, "timed_out"}, wt, &v));
-        m.timed_out = v != 0;
-        break;
-      case 15:
-        TDOCK_RETURN_IF_ERROR(ReadColumn(r, kName, wt, &m.columns));
-        break;
-      default:
-        TDOCK_RETURN_IF_ERROR(
-            SkipField(r, {kName, -1, nullptr, tag.field}, wt));
-    }
-  }
-  return m;
+  return DecodeMessage<BatchMessage>(segments, "GetResponse", DecodeBatchField);
 }
 
 }  // namespace tdock::wire

@@ -4,6 +4,7 @@
 #include "common/wire.h"
 
 #include <bit>
+#include <optional>
 #include <utility>
 
 #include "common/wire_internal.h"
@@ -11,6 +12,7 @@
 namespace tdock::wire {
 namespace {
 
+using internal::kFixed64;
 using internal::kLen;
 using internal::kVarint;
 
@@ -50,6 +52,33 @@ int64_t LenFieldSize(int64_t len) {
   return len == 0 ? 0 : 1 + VarintSize(static_cast<uint64_t>(len)) + len;
 }
 int64_t VarintFieldSize(uint64_t v) { return v == 0 ? 0 : 1 + VarintSize(v); }
+// A submessage field with a one-byte tag; written even when its body is empty.
+int64_t MessageFieldSize(int64_t body) {
+  return 1 + VarintSize(static_cast<uint64_t>(body)) + body;
+}
+
+// proto3 writes a double unless its bit pattern is zero (so -0.0 is written).
+uint64_t DoubleBits(double v) { return std::bit_cast<uint64_t>(v); }
+
+int64_t MicroBatchBodySize(const MicroBatchMessage& mb) {
+  int64_t size = 0;
+  for (const internal::MicroBatchField& f : internal::kMicroBatchFields) {
+    size += VarintFieldSize(static_cast<uint64_t>(mb.*f.member));
+  }
+  return size;
+}
+
+int64_t BalanceBodySize(const BalanceMessage& b) {
+  int64_t size = 0;
+  for (const internal::BalanceField& f : internal::kBalanceFields) {
+    if (f.real != nullptr) {
+      size += DoubleBits(b.*f.real) == 0 ? 0 : 1 + 8;
+    } else {
+      size += VarintFieldSize(static_cast<uint64_t>(b.*f.integer));
+    }
+  }
+  return size;
+}
 
 // Collects the output: owned bytes go to one buffer (adjacent owned bytes
 // merge into one piece), borrowed spans become pieces of their own. Not
@@ -118,6 +147,14 @@ void WriteVarintField(PieceWriter& w, uint32_t field, uint64_t v) {
   w.Varint(v);
 }
 
+void WriteDoubleField(PieceWriter& w, uint32_t field, double v) {
+  uint64_t bits = DoubleBits(v);
+  if (bits == 0) return;
+  w.Byte(TagByte(field, kFixed64));
+  char* out = w.Extend(8);
+  for (int i = 0; i < 8; ++i, bits >>= 8) out[i] = static_cast<char>(bits);
+}
+
 void WriteStringField(PieceWriter& w, uint32_t field, const std::string& s) {
   if (s.empty()) return;
   w.Byte(TagByte(field, kLen));
@@ -132,6 +169,31 @@ void WritePacked(PieceWriter& w, uint32_t field,
   w.Varint(static_cast<uint64_t>(payload));
   char* out = w.Extend(static_cast<size_t>(payload));
   for (int64_t v : values) out += EncodeVarint(static_cast<uint64_t>(v), out);
+}
+
+void WriteMicroBatches(PieceWriter& w, uint32_t field,
+                       const std::vector<MicroBatchMessage>& micro_batches) {
+  for (const MicroBatchMessage& mb : micro_batches) {
+    w.Byte(TagByte(field, kLen));
+    w.Varint(static_cast<uint64_t>(MicroBatchBodySize(mb)));
+    for (const internal::MicroBatchField& f : internal::kMicroBatchFields) {
+      WriteVarintField(w, f.number, static_cast<uint64_t>(mb.*f.member));
+    }
+  }
+}
+
+void WriteBalance(PieceWriter& w, uint32_t field,
+                  const std::optional<BalanceMessage>& balance) {
+  if (!balance.has_value()) return;
+  w.Byte(TagByte(field, kLen));
+  w.Varint(static_cast<uint64_t>(BalanceBodySize(*balance)));
+  for (const internal::BalanceField& f : internal::kBalanceFields) {
+    if (f.real != nullptr) {
+      WriteDoubleField(w, f.number, *balance.*f.real);
+    } else {
+      WriteVarintField(w, f.number, static_cast<uint64_t>(*balance.*f.integer));
+    }
+  }
 }
 
 // Sizes of one column, computed before anything is written.
@@ -223,13 +285,24 @@ Encoded EncodeBatch(const BatchMessage& m) {
   const int64_t rows_payload = PackedPayload(m.rows);
   const int64_t tokens_payload = PackedPayload(m.token_counts);
   owned += VarintFieldSize(static_cast<uint64_t>(m.step)) +
-           LenFieldSize(rows_payload) + LenFieldSize(tokens_payload) + 4;
+           LenFieldSize(rows_payload) + LenFieldSize(tokens_payload) + 4 +
+           VarintFieldSize(static_cast<uint64_t>(m.round));
+  for (const MicroBatchMessage& mb : m.micro_batches) {
+    owned += MessageFieldSize(MicroBatchBodySize(mb));
+  }
+  if (m.balance.has_value()) {
+    owned += MessageFieldSize(BalanceBodySize(*m.balance));
+  }
   PieceWriter w(owned);
+  // Fields in number order, as protobuf writes them; columns (15) last.
   WriteVarintField(w, 1, static_cast<uint64_t>(m.step));
   WritePacked(w, 2, m.rows, rows_payload);
   WritePacked(w, 3, m.token_counts, tokens_payload);
   WriteVarintField(w, 4, m.end_of_step ? 1 : 0);
   WriteVarintField(w, 5, m.timed_out ? 1 : 0);
+  WriteVarintField(w, 6, static_cast<uint64_t>(m.round));
+  WriteMicroBatches(w, 7, m.micro_batches);
+  WriteBalance(w, 8, m.balance);
   WriteColumns(w, m.columns, plans);
   return std::move(w).Finish();
 }

@@ -1,6 +1,7 @@
 #include "server/dock/arena.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -45,26 +46,42 @@ void ChunkPool::Preallocate(int64_t bytes) {
   free_.insert(free_.end(), fresh.begin(), fresh.end());
 }
 
-Chunk ChunkPool::Acquire(int64_t min_bytes) {
+void ChunkPool::FreeLocked(const Chunk& chunk) {
+  std::free(chunk.data);
+  reserved_bytes_ -= chunk.size;
+}
+
+std::vector<Chunk> ChunkPool::AcquireBatch(int64_t standard,
+                                           const std::vector<int64_t>& oversized) {
   tdock::MutexLock lock(&mu_);
-  if (min_bytes <= chunk_bytes_) {
-    if (!free_.empty()) {
-      Chunk chunk = free_.back();
+  const int64_t reused = std::min<int64_t>(standard, static_cast<int64_t>(free_.size()));
+  int64_t fresh = (standard - reused) * chunk_bytes_;
+  for (int64_t size : oversized) fresh += RoundUp(size, kAlign);
+  if (limit_bytes_ > 0) {
+    // Free idle standard chunks this batch does not reuse, if that makes room.
+    while (reserved_bytes_ + fresh > limit_bytes_ &&
+           static_cast<int64_t>(free_.size()) > reused) {
+      FreeLocked(free_.back());
       free_.pop_back();
-      return chunk;
     }
-    return AllocateLocked(chunk_bytes_);
+    if (reserved_bytes_ + fresh > limit_bytes_) return {};
   }
-  // Oversized: dedicated allocation. Free standard chunks first if the limit
-  // would otherwise refuse it.
-  const int64_t size = RoundUp(min_bytes, kAlign);
-  while (limit_bytes_ > 0 && reserved_bytes_ + size > limit_bytes_ &&
-         !free_.empty()) {
-    std::free(free_.back().data);
-    reserved_bytes_ -= free_.back().size;
+  std::vector<Chunk> out;
+  for (int64_t i = 0; i < reused; ++i) {
+    out.push_back(free_.back());
     free_.pop_back();
   }
-  return AllocateLocked(size);
+  for (int64_t i = reused; i < standard; ++i) out.push_back(AllocateLocked(chunk_bytes_));
+  for (int64_t size : oversized) out.push_back(AllocateLocked(RoundUp(size, kAlign)));
+  for (const Chunk& chunk : out) {
+    if (chunk.data != nullptr) continue;
+    // Out of host memory: give everything back and report failure.
+    for (const Chunk& c : out) {
+      if (c.data != nullptr) FreeLocked(c);
+    }
+    return {};
+  }
+  return out;
 }
 
 void ChunkPool::Release(std::vector<Chunk> chunks) {
@@ -74,8 +91,7 @@ void ChunkPool::Release(std::vector<Chunk> chunks) {
       if (chunk.size == chunk_bytes_) {
         free_.push_back(chunk);
       } else {
-        std::free(chunk.data);
-        reserved_bytes_ -= chunk.size;
+        FreeLocked(chunk);
       }
     }
   }
@@ -105,31 +121,56 @@ StepArena::~StepArena() {
   pool_->Release(std::move(chunks));
 }
 
-char* StepArena::Allocate(int64_t bytes) {
-  const int64_t size = RoundUp(bytes > 0 ? bytes : 1, kAlign);
+bool StepArena::AllocateBatch(const std::vector<int64_t>& sizes,
+                              std::vector<char*>& out) {
+  const int64_t chunk_bytes = pool_->chunk_bytes();
   tdock::MutexLock lock(&mu_);
-  char* region = nullptr;
-  if (size > pool_->chunk_bytes()) {
-    // Oversized: a dedicated chunk, kept in front so the bump chunk at the
-    // back stays current.
-    Chunk chunk = pool_->Acquire(size);
-    if (chunk.data == nullptr) return nullptr;
-    chunks_.insert(chunks_.begin(), chunk);
-    region = chunk.data;
-  } else {
-    if (chunks_.empty() || chunks_.back().size > pool_->chunk_bytes() ||
-        offset_ + size > chunks_.back().size) {
-      Chunk chunk = pool_->Acquire(size);
-      if (chunk.data == nullptr) return nullptr;
-      chunks_.push_back(chunk);
+  // Plan the bump allocation first, to take every chunk it needs at once.
+  const bool usable = !chunks_.empty() && chunks_.back().size == chunk_bytes;
+  int64_t room = usable ? chunk_bytes - offset_ : 0;
+  int64_t standard = 0;
+  std::vector<int64_t> oversized;
+  for (int64_t bytes : sizes) {
+    const int64_t size = RoundUp(bytes > 0 ? bytes : 1, kAlign);
+    if (size > chunk_bytes) {
+      oversized.push_back(size);
+    } else if (size <= room) {
+      room -= size;
+    } else {
+      ++standard;
+      room = chunk_bytes - size;
+    }
+  }
+  std::vector<Chunk> fresh;
+  if (standard > 0 || !oversized.empty()) {
+    fresh = pool_->AcquireBatch(standard, oversized);
+    if (fresh.empty()) return false;
+  }
+  // Oversized chunks go in front so the bump chunk stays at the back.
+  size_t next_standard = 0;
+  size_t next_oversized = static_cast<size_t>(standard);
+  if (!usable) offset_ = chunk_bytes;  // forces a fresh chunk for the first fit
+  out.clear();
+  int64_t total = 0;
+  for (int64_t bytes : sizes) {
+    const int64_t size = RoundUp(bytes > 0 ? bytes : 1, kAlign);
+    total += size;
+    if (size > chunk_bytes) {
+      const Chunk& chunk = fresh[next_oversized++];
+      chunks_.insert(chunks_.begin(), chunk);
+      out.push_back(chunk.data);
+      continue;
+    }
+    if (offset_ + size > chunk_bytes) {
+      chunks_.push_back(fresh[next_standard++]);
       offset_ = 0;
     }
-    region = chunks_.back().data + offset_;
+    out.push_back(chunks_.back().data + offset_);
     offset_ += size;
   }
   // relaxed: statistics only.
-  used_bytes_.fetch_add(size, std::memory_order_relaxed);
-  return region;
+  used_bytes_.fetch_add(total, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace tdock::internal

@@ -36,9 +36,11 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
 
   // Allocates chunks up to `bytes` ahead of use and touches their pages.
   void Preallocate(int64_t bytes);
-  // A chunk of at least `min_bytes` (a standard chunk when it fits), or
-  // nullopt-like Chunk{} if the memory limit does not allow it now.
-  Chunk Acquire(int64_t min_bytes);
+  // `standard` chunks of chunk_bytes plus one dedicated chunk per entry of
+  // `oversized` (sizes past chunk_bytes), all or none: empty when the memory
+  // limit does not allow them all now.
+  std::vector<Chunk> AcquireBatch(int64_t standard,
+                                  const std::vector<int64_t>& oversized);
   // Returns chunks; standard ones are kept for reuse, oversized ones freed.
   void Release(std::vector<Chunk> chunks);
 
@@ -51,6 +53,7 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
 
  private:
   Chunk AllocateLocked(int64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FreeLocked(const Chunk& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Constant after construction.
   const int64_t chunk_bytes_;
@@ -68,9 +71,10 @@ class StepArena final {
   StepArena(const StepArena&) = delete;
   StepArena& operator=(const StepArena&) = delete;
 
-  // A 64-byte-aligned region of `bytes` bytes, or nullptr when the pool's
-  // memory limit is reached.
-  char* Allocate(int64_t bytes);
+  // 64-byte-aligned regions of sizes[i] bytes into out[i], all or none:
+  // false (and nothing taken) when the pool's memory limit does not allow
+  // them all, so a Put that cannot fit wastes no space.
+  bool AllocateBatch(const std::vector<int64_t>& sizes, std::vector<char*>& out);
   int64_t used_bytes() const {
     // relaxed: statistics only.
     return used_bytes_.load(std::memory_order_relaxed);

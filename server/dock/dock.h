@@ -13,7 +13,7 @@
 //
 // Ownership: the Dock owns its partitions, arena pool and parked waiters.
 // Batches pin the arena of their step, so a batch stays valid after release.
-// Destroying the Dock completes every parked call with CANCELLED.
+// Destroying the Dock completes every parked call with UNAVAILABLE.
 #ifndef TDOCK_SERVER_DOCK_DOCK_H_
 #define TDOCK_SERVER_DOCK_DOCK_H_
 

@@ -88,6 +88,16 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
             [](const Partition* a, const Partition* b) { return a->step() < b->step(); });
   GetAttempt attempt;
   for (Partition* part : live) {
+    if (plan.policy == Policy::kBalanced) {
+      // A rank's k-th Get belongs to round k of the oldest step it is not
+      // done with; it must not run ahead into a newer step meanwhile. Asking
+      // again for a round means the oldest step where that round exists.
+      if (in.round.has_value() ? !RoundFormedLocked(*part, plan, *in.round)
+                               : RankDoneLocked(*part, plan, in.rank)) {
+        continue;
+      }
+      return ServeLocked(*part, in, plan, /*explicit_step=*/false);
+    }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
     attempt.wake_consumer |= one.wake_consumer;
     if (one.done.has_value()) {
@@ -110,7 +120,12 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
   for (int round = 0; round < kMaxClaimRounds; ++round) {
     const Availability view = Scan(part, plan);
-    const int64_t remaining = units - view.consumed;
+    // Remaining counts only committed claims: bits a concurrent claimer holds
+    // for a moment (and may undo) must not end the step early.
+    // acquire: pairs with the claimers' increments.
+    const int64_t remaining =
+        units - part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) /
+                    unit_rows;
     if (remaining == 0) {
       if (explicit_step) {
         Batch empty;
@@ -138,6 +153,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       absl::Status status = PlanRowsLocked(part, plan, rows, planned);
       if (!status.ok()) {
         Unclaim(part, plan, claimed);
+        attempt.wake_consumer = true;
         attempt.done = status;
         return attempt;
       }
@@ -152,6 +168,12 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     batch.micro_batches = std::move(planned.micro_batches);
     batch.balance = planned.balance;
     batch.end_of_step = total == rows_per_step_;
+    // A Get that parked while these rows were claimed but not yet counted
+    // may have wanted the step's remainder, which is now smaller: near the
+    // end of a step, let the consumer's parked Gets look again.
+    if (!batch.end_of_step && rows_per_step_ - total < count * unit_rows) {
+      attempt.wake_consumer = true;
+    }
     if (batch.end_of_step) attempt.maybe_release = part.step();
     attempt.done = std::move(batch);
     return attempt;

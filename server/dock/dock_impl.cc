@@ -95,7 +95,19 @@ DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
     if (part.step() == step) return StepState::kLive;
     return part.step() < step ? StepState::kBlocked : StepState::kReleased;
   }
-  return step <= part.last_released() ? StepState::kReleased : StepState::kFree;
+  if (step <= part.last_released()) return StepState::kReleased;
+  // Steps use a partition in order: step s may start only once s - P has
+  // been released (or, for the partition's first step, right away), so a
+  // step written too early waits instead of skipping older ones.
+  const bool first = part.last_released() < 0 && step == part.index();
+  return first || step - steps_in_flight_ == part.last_released()
+             ? StepState::kFree
+             : StepState::kBlocked;
+}
+
+int64_t DockImpl::BlockingStepLocked(int64_t step) const {
+  const Partition& part = PartitionOf(step);
+  return part.live() ? part.step() : step - steps_in_flight_;
 }
 
 absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
@@ -104,6 +116,22 @@ absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
+  }
+  if (consumer.micro_batch.has_value()) {
+    // Rows already written must fit the new consumer's budget, or it could
+    // never be served.
+    for (const auto& part : partitions_) {
+      if (!part->live()) continue;
+      for (int64_t row = 0; row < rows_per_step_; ++row) {
+        const int64_t tokens = TokenCountLocked(*part, row);
+        if (consumer.micro_batch->RowLoad(tokens) > consumer.micro_batch->max_tokens) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              Where(part->step()), ": row ", row, " has ", tokens,
+              " tokens, over the micro-batch budget of consumer '", consumer.name,
+              "' (max_tokens ", consumer.micro_batch->max_tokens, ")"));
+        }
+      }
+    }
   }
   spec_.consumers.push_back(consumer);
   for (auto& part : partitions_) {

@@ -40,6 +40,8 @@
 
 namespace tdock::internal {
 
+struct StagedColumn;  // dock_put.cc
+
 // A parked Get or Put.
 struct Waiter {
   enum class End { kNone, kCancelled, kExpired, kShutdown };
@@ -54,6 +56,7 @@ struct Waiter {
   std::string put_reason;  // why the Put waits
   // Guarded by DockImpl::waiters_mu_.
   bool in_retry = false;  // taken out by a wake-up, being retried
+  bool woken_in_retry = false;  // a wake-up came during the retry
   End end = End::kNone;   // an end decided while in_retry
 };
 
@@ -82,6 +85,8 @@ class DockImpl final {
   // How a step relates to its partition.
   enum class StepState { kLive, kFree, kBlocked, kReleased };
   StepState ClassifyLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The step a blocked step waits for. REQUIRES: ClassifyLocked is kBlocked.
+  int64_t BlockingStepLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Partition& PartitionOf(int64_t step) const;
   std::string Where(int64_t step) const;  // "dock 'x' step 3"
 
@@ -93,8 +98,19 @@ class DockImpl final {
   };
   absl::Status ValidatePut(const PutInput& in) const;
   PutAttempt TryPut(const PutInput& in);
-  absl::StatusOr<std::shared_ptr<StepArena>> ActivateForPut(int64_t step,
-                                                            std::string* blocked);
+  // The live step's arena for a Put, starting the step if its partition is
+  // free (*activated). nullptr with *blocked set: an older step holds the
+  // partition. Checks the cells and budgets the Put would touch first.
+  absl::StatusOr<std::shared_ptr<StepArena>> ActivateForPut(const PutInput& in,
+                                                            std::string* blocked,
+                                                            bool* activated);
+  // Undoes an activation by a Put that then could not stage anything.
+  void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepArena>& arena);
+  absl::StatusOr<PutResult> CommitPut(const PutInput& in,
+                                      const std::shared_ptr<StepArena>& arena,
+                                      const std::vector<StagedColumn>& staged,
+                                      PutResult result);
+  int ColumnIndex(absl::string_view name) const;
   absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool CanPutNow(const PutInput& in) const;
@@ -130,6 +146,11 @@ class DockImpl final {
   // BALANCED consumers: every rank has fetched its share of the last round.
   bool RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // BALANCED: the step is fully claimed and `rank` has fetched every round.
+  bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t rank) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool RoundFormedLocked(Partition& part, const ConsumerPlan& plan, int64_t round) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int64_t TokenCountLocked(const Partition& part, int64_t row) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A Put must not make any row exceed a consumer's micro-batch budget.

@@ -74,38 +74,57 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
 }
 
 absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
-    int64_t step, std::string* blocked) {
+    const PutInput& in, std::string* blocked, bool* activated) {
+  const int64_t step = in.step;
+  *activated = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    if (ClassifyLocked(step) == StepState::kLive) return PartitionOf(step).arena();
+    Partition& part = PartitionOf(step);
+    switch (ClassifyLocked(step)) {
+      case StepState::kLive:
+        TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
+        return part.arena();
+      case StepState::kFree:
+        // No cells yet: only the rows' token budgets can refuse the Put.
+        TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
+        break;
+      case StepState::kBlocked:
+        *blocked = absl::StrCat(Where(step), " waits for step ",
+                                BlockingStepLocked(step),
+                                " to be released from partition ", part.index());
+        return std::shared_ptr<StepArena>();
+      case StepState::kReleased:
+        return absl::FailedPreconditionError(
+            absl::StrCat(Where(step), " is already released"));
+    }
   }
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
-  switch (ClassifyLocked(step)) {
-    case StepState::kLive:
-      return part.arena();
-    case StepState::kFree:
-      part.Activate(step, std::make_shared<StepArena>(pool_));
-      return part.arena();
-    case StepState::kBlocked:
-      *blocked = absl::StrCat(Where(step), " waits for step ", part.step(),
-                              " to be released from partition ", part.index());
-      return std::shared_ptr<StepArena>();
-    case StepState::kReleased:
-      break;
+  if (ClassifyLocked(step) == StepState::kFree) {
+    part.Activate(step, std::make_shared<StepArena>(pool_));
+    *activated = true;
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat(Where(step), " is already released"));
+  if (ClassifyLocked(step) != StepState::kLive) {
+    return std::shared_ptr<StepArena>();  // raced with another change: retry
+  }
+  return part.arena();
+}
+
+void DockImpl::DeactivateIfUnused(int64_t step,
+                                  const std::shared_ptr<StepArena>& arena) {
+  tdock::MutexLock lock(&mu_);
+  Partition& part = PartitionOf(step);
+  if (ClassifyLocked(step) == StepState::kLive && part.arena() == arena &&
+      arena->used_bytes() == 0) {
+    part.Deactivate();
+  }
 }
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
                                             const PutInput& in) const {
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
   for (const PackedColumn& column : in.columns) {
-    const int c = static_cast<int>(
-        std::find_if(columns_.begin(), columns_.end(),
-                     [&](const ColumnSpec& s) { return s.name == column.name; }) -
-        columns_.begin());
+    const int c = ColumnIndex(column.name);
     if (columns_[c].rewritable) continue;
     for (int64_t row : in.rows) {
       if (part.cell(c, row) != nullptr) {
@@ -118,36 +137,56 @@ absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
   return absl::OkStatus();
 }
 
-namespace {
-
-// The arena regions of one column of one Put.
+// Where one column of one Put goes in the arena.
 struct StagedColumn {
   int column = 0;
-  CellBlock* blocks = nullptr;  // one per row
+  int64_t item_bytes = 0;
+  bool one_region = false;  // payload in one region (rows stay contiguous)
+  size_t first = 0;         // index of its first region in the batch
+  CellBlock* blocks = nullptr;
 };
 
-// Copies a column's payload into `arena`: one region when it fits a chunk
-// (rows stay contiguous), else one region per row. False when the memory
-// limit refuses space.
-bool StageColumn(StepArena& arena, const PackedColumn& in, int64_t item_bytes,
-                 int64_t chunk_bytes, StagedColumn& out) {
-  const int64_t rows = in.rows();
-  out.blocks = reinterpret_cast<CellBlock*>(
-      arena.Allocate(rows * static_cast<int64_t>(sizeof(CellBlock))));
-  if (out.blocks == nullptr) return false;
-  const int64_t total = PayloadBytes(in, item_bytes);
-  char* region = total <= chunk_bytes ? arena.Allocate(total) : nullptr;
-  if (total <= chunk_bytes && region == nullptr) return false;
-  if (region != nullptr) CopyFromSegments(in.segments, 0, total, region);
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t begin = in.offsets[i] * item_bytes;
-    const int64_t len = in.length(i) * item_bytes;
-    char* dest = region != nullptr ? region + begin : arena.Allocate(len);
-    if (dest == nullptr) return false;
-    if (region == nullptr && len > 0) CopyFromSegments(in.segments, begin, len, dest);
-    new (&out.blocks[i]) CellBlock{dest, in.length(i)};
+namespace {
+
+// Region sizes of a Put: per column, the cell blocks, then the payload as
+// one region when it fits a chunk, else one region per row.
+std::vector<int64_t> PlanRegions(const PutInput& in, std::vector<StagedColumn>& staged,
+                                 int64_t chunk_bytes) {
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < in.columns.size(); ++i) {
+    const PackedColumn& column = in.columns[i];
+    StagedColumn& out = staged[i];
+    out.first = sizes.size();
+    sizes.push_back(column.rows() * static_cast<int64_t>(sizeof(CellBlock)));
+    const int64_t total = PayloadBytes(column, out.item_bytes);
+    out.one_region = total <= chunk_bytes;
+    if (out.one_region) {
+      sizes.push_back(total);
+      continue;
+    }
+    for (int64_t r = 0; r < column.rows(); ++r) {
+      sizes.push_back(column.length(r) * out.item_bytes);
+    }
   }
-  return true;
+  return sizes;
+}
+
+// Copies a column's payload into its regions and fills its cell blocks.
+void CopyColumn(const PackedColumn& in, StagedColumn& out,
+                const std::vector<char*>& regions) {
+  out.blocks = reinterpret_cast<CellBlock*>(regions[out.first]);
+  const int64_t total = PayloadBytes(in, out.item_bytes);
+  if (out.one_region && total > 0) {
+    CopyFromSegments(in.segments, 0, total, regions[out.first + 1]);
+  }
+  for (int64_t r = 0; r < in.rows(); ++r) {
+    const int64_t begin = in.offsets[r] * out.item_bytes;
+    const int64_t len = in.length(r) * out.item_bytes;
+    char* dest = out.one_region ? regions[out.first + 1] + begin
+                                : regions[out.first + 1 + r];
+    if (!out.one_region && len > 0) CopyFromSegments(in.segments, begin, len, dest);
+    new (&out.blocks[r]) CellBlock{dest, in.length(r)};
+  }
 }
 
 }  // namespace
@@ -155,73 +194,78 @@ bool StageColumn(StepArena& arena, const PackedColumn& in, int64_t item_bytes,
 DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   PutAttempt attempt;
   std::string blocked;
-  absl::StatusOr<std::shared_ptr<StepArena>> arena = ActivateForPut(in.step, &blocked);
+  bool activated = false;
+  absl::StatusOr<std::shared_ptr<StepArena>> arena =
+      ActivateForPut(in, &blocked, &activated);
   if (!arena.ok()) {
     attempt.done = arena.status();
     return attempt;
   }
   if (*arena == nullptr) {
-    attempt.park_reason = std::move(blocked);
+    attempt.park_reason = blocked.empty() ? Where(in.step) + " is changing" : blocked;
     return attempt;
   }
-  Partition& part = PartitionOf(in.step);
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    absl::Status unwritten = CheckUnwrittenLocked(part, in);
-    if (!unwritten.ok()) {
-      attempt.done = unwritten;
-      return attempt;
-    }
+  std::vector<StagedColumn> staged(in.columns.size());
+  PutResult result{static_cast<int64_t>(in.rows.size()), 0};
+  for (size_t i = 0; i < in.columns.size(); ++i) {
+    staged[i].column = ColumnIndex(in.columns[i].name);
+    staged[i].item_bytes = columns_[staged[i].column].item_bytes();
+    result.bytes += PayloadBytes(in.columns[i], staged[i].item_bytes);
   }
-  // Under a memory limit, park before staging anything rather than waste
-  // arena space on a Put that cannot fit (one chunk of slack: the current one).
-  int64_t estimate = 0;
-  for (const PackedColumn& column : in.columns) {
-    estimate += column.data_bytes() +
-                static_cast<int64_t>(in.rows.size() * sizeof(CellBlock)) + 128;
-  }
-  if (pool_->limit_bytes() > 0 &&
-      estimate > pool_->available_bytes() + pool_->chunk_bytes()) {
+  const std::vector<int64_t> sizes = PlanRegions(in, staged, pool_->chunk_bytes());
+  std::vector<char*> regions;
+  if (!(*arena)->AllocateBatch(sizes, regions)) {
+    if (activated) DeactivateIfUnused(in.step, *arena);
     attempt.park_reason = MemoryReason(in.step);
     attempt.memory_limited = true;
     return attempt;
   }
   // The copy: outside every lock; `arena` pins the memory even if the step
   // is released meanwhile.
-  std::vector<StagedColumn> staged(in.columns.size());
-  PutResult result{static_cast<int64_t>(in.rows.size()), 0};
   for (size_t i = 0; i < in.columns.size(); ++i) {
-    staged[i].column = static_cast<int>(
-        std::find_if(columns_.begin(), columns_.end(),
-                     [&](const ColumnSpec& s) { return s.name == in.columns[i].name; }) -
-        columns_.begin());
-    const int64_t item = columns_[staged[i].column].item_bytes();
-    if (!StageColumn(**arena, in.columns[i], item, pool_->chunk_bytes(), staged[i])) {
-      attempt.park_reason = MemoryReason(in.step);
-      attempt.memory_limited = true;
-      return attempt;
-    }
-    result.bytes += PayloadBytes(in.columns[i], item);
+    CopyColumn(in.columns[i], staged[i], regions);
   }
-  tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(in.step) != StepState::kLive || part.arena() != *arena) {
-    attempt.done = absl::FailedPreconditionError(
-        absl::StrCat(Where(in.step), " was released while the Put was in progress"));
+  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result);
+  if (absl::IsAborted(committed.status())) {
+    // The step was started and undone by a concurrent Put: try again.
+    attempt.park_reason = std::string(committed.status().message());
     return attempt;
+  }
+  attempt.done = std::move(committed);
+  return attempt;
+}
+
+absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
+                                              const std::shared_ptr<StepArena>& arena,
+                                              const std::vector<StagedColumn>& staged,
+                                              PutResult result) {
+  tdock::ReaderMutexLock lock(&mu_);
+  Partition& part = PartitionOf(in.step);
+  const StepState state = ClassifyLocked(in.step);
+  if (state == StepState::kFree) {
+    return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
+  }
+  if (state != StepState::kLive || part.arena() != arena) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(in.step), " was released while the Put was in progress"));
   }
   tdock::MutexLock commit(&part.commit_mu());
-  absl::Status unwritten = CheckUnwrittenLocked(part, in);
-  if (!unwritten.ok()) {
-    attempt.done = unwritten;
-    return attempt;
-  }
+  // Re-check under the commit lock: a concurrent Put may have written the
+  // same cells since the first check.
+  TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
   for (const StagedColumn& column : staged) {
     for (size_t i = 0; i < in.rows.size(); ++i) {
       part.Publish(column.column, in.rows[i], &column.blocks[i]);
     }
   }
-  attempt.done = result;
-  return attempt;
+  return result;
+}
+
+int DockImpl::ColumnIndex(absl::string_view name) const {
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    if (columns_[c].name == name) return static_cast<int>(c);
+  }
+  return -1;
 }
 
 std::string DockImpl::MemoryReason(int64_t step) const {

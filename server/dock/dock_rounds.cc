@@ -125,6 +125,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     absl::StatusOr<Round> round = FormRoundLocked(part, plan, rows);
     if (!round.ok()) {
       Unclaim(part, plan, claimed);
+      attempt.wake_consumer = true;
       attempt.done = round.status();
       return attempt;
     }
@@ -170,6 +171,22 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
   for (int position : order) ordered.push_back(rows[position]);
   rows = std::move(ordered);
   return absl::OkStatus();
+}
+
+bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
+                              int32_t rank) const {
+  ConsumerState& state = part.consumer(plan.index);
+  // acquire: pairs with the round's increment.
+  if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_) return false;
+  tdock::MutexLock lock(&state.round_mu);
+  return state.next_round[rank] >= static_cast<int64_t>(state.rounds.size());
+}
+
+bool DockImpl::RoundFormedLocked(Partition& part, const ConsumerPlan& plan,
+                                 int64_t round) const {
+  ConsumerState& state = part.consumer(plan.index);
+  tdock::MutexLock lock(&state.round_mu);
+  return round >= 0 && round < static_cast<int64_t>(state.rounds.size());
 }
 
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {

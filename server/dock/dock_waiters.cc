@@ -149,7 +149,11 @@ void DockImpl::WakePuts() {
   {
     tdock::MutexLock lock(&waiters_mu_);
     for (auto& [id, w] : waiters_) {
-      if (!w->is_put || w->in_retry) continue;
+      if (!w->is_put) continue;
+      if (w->in_retry) {
+        w->woken_in_retry = true;  // its retrier tries once more
+        continue;
+      }
       w->in_retry = true;
       woken.push_back(w);
     }
@@ -182,22 +186,26 @@ void DockImpl::RetryGet(std::shared_ptr<Waiter> w) {
 
 void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
   PutAttempt attempt;
-  bool ended = false;
-  {
-    tdock::MutexLock lock(&waiters_mu_);
-    ended = w->end != Waiter::End::kNone;
-  }
-  if (!ended) attempt = TryPut(w->put);
   Waiter::End end = Waiter::End::kNone;
-  {
+  for (;;) {
+    bool ended = false;
+    {
+      tdock::MutexLock lock(&waiters_mu_);
+      ended = w->end != Waiter::End::kNone;
+      w->woken_in_retry = false;
+    }
+    if (!ended) attempt = TryPut(w->put);
     tdock::MutexLock lock(&waiters_mu_);
     if (!attempt.done.has_value() && w->end == Waiter::End::kNone) {
       w->put_reason = std::move(attempt.park_reason);
+      // A release during TryPut woke nobody (we were in retry): go again.
+      if (w->woken_in_retry) continue;
       w->in_retry = false;
       return;
     }
     end = w->end;
     RemoveWaiterLocked(w->id);
+    break;
   }
   if (attempt.done.has_value()) {
     FinishPut(w->put, std::move(*attempt.done), std::move(w->put_done));

@@ -37,6 +37,11 @@ void Partition::Activate(int64_t step, std::shared_ptr<StepArena> arena) {
   arena_ = std::move(arena);
 }
 
+void Partition::Deactivate() {
+  step_ = -1;
+  arena_ = nullptr;
+}
+
 std::shared_ptr<StepArena> Partition::Release() {
   // relaxed stores: the caller holds the dock's mutex exclusively, and the
   // next user of this partition acquires that mutex.

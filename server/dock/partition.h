@@ -94,6 +94,8 @@ class Partition final {
   // Highest step released from this partition, -1 if none.
   int64_t last_released() const { return last_released_; }
   void Activate(int64_t step, std::shared_ptr<StepArena> arena);
+  // Undoes Activate of a step nothing was written to (last_released stays).
+  void Deactivate();
   // Frees the step: clears all state and returns the arena (which the caller
   // drops outside the dock's lock).
   std::shared_ptr<StepArena> Release();

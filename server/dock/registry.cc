@@ -1,5 +1,7 @@
 #include "server/dock/registry.h"
 
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,14 +10,30 @@
 namespace tdock {
 namespace {
 
+bool SameMicroBatch(const std::optional<MicroBatchOptions>& a,
+                    const std::optional<MicroBatchOptions>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a.has_value()) return true;
+  return std::make_tuple(a->max_tokens, a->max_rows, a->round_to, a->count_multiple,
+                         a->min_count, a->padded, a->planner, a->order) ==
+         std::make_tuple(b->max_tokens, b->max_rows, b->round_to, b->count_multiple,
+                         b->min_count, b->padded, b->planner, b->order);
+}
+
+bool SameConsumer(const ConsumerSpec& a, const ConsumerSpec& b) {
+  return std::make_tuple(a.name, a.columns, a.dispatch_size, a.dp_size,
+                         a.whole_groups, a.policy, a.seed, a.cost.a, a.cost.b,
+                         a.same_count_across_ranks) ==
+             std::make_tuple(b.name, b.columns, b.dispatch_size, b.dp_size,
+                             b.whole_groups, b.policy, b.seed, b.cost.a, b.cost.b,
+                             b.same_count_across_ranks) &&
+         SameMicroBatch(a.micro_batch, b.micro_batch);
+}
+
 // Specs compare equal when they normalize to the same fields.
 bool SameSpec(const DockSpec& a, const DockSpec& b) {
   auto column_key = [](const ColumnSpec& c) {
     return std::make_tuple(c.name, c.dtype, c.inner_shape, c.max_len, c.rewritable);
-  };
-  auto consumer_key = [](const ConsumerSpec& c) {
-    return std::make_tuple(c.name, c.columns, c.dispatch_size, c.dp_size,
-                           c.whole_groups, c.policy, c.seed);
   };
   if (a.columns.size() != b.columns.size() ||
       a.consumers.size() != b.consumers.size()) {
@@ -25,7 +43,7 @@ bool SameSpec(const DockSpec& a, const DockSpec& b) {
     if (column_key(a.columns[i]) != column_key(b.columns[i])) return false;
   }
   for (size_t i = 0; i < a.consumers.size(); ++i) {
-    if (consumer_key(a.consumers[i]) != consumer_key(b.consumers[i])) return false;
+    if (!SameConsumer(a.consumers[i], b.consumers[i])) return false;
   }
   return std::make_tuple(a.name, a.num_prompts, a.n_samples_per_prompt,
                          a.steps_in_flight, a.length_columns, a.preallocate_bytes,
@@ -39,19 +57,25 @@ bool SameSpec(const DockSpec& a, const DockSpec& b) {
 
 absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  tdock::MutexLock lock(&mu_);
-  if (shut_down_) {
-    return absl::UnavailableError("server is shutting down");
-  }
-  auto it = docks_.find(spec.name);
-  if (it != docks_.end()) {
-    if (SameSpec(it->second->spec(), spec)) return it->second;
+  // Answers from the existing entry, if any; nullopt: the name is free.
+  auto existing = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      -> std::optional<absl::StatusOr<std::shared_ptr<Dock>>> {
+    if (shut_down_) return absl::UnavailableError("server is shutting down");
+    auto it = docks_.find(spec.name);
+    if (it == docks_.end()) return std::nullopt;
+    if (SameSpec(it->second.spec, spec)) return it->second.dock;
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", spec.name, "' already exists with a different spec"));
+  };
+  {
+    tdock::MutexLock lock(&mu_);
+    if (auto answer = existing()) return *std::move(answer);
   }
   TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec));
+  tdock::MutexLock lock(&mu_);
+  if (auto answer = existing()) return *std::move(answer);  // lost a race
   std::shared_ptr<Dock> shared = std::move(dock);
-  docks_.emplace(spec.name, shared);
+  docks_.emplace(spec.name, Entry{spec, shared});
   return shared;
 }
 
@@ -61,7 +85,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name
   if (it == docks_.end()) {
     return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
   }
-  return it->second;
+  return it->second.dock;
 }
 
 absl::Status DockRegistry::Delete(const std::string& name) {
@@ -72,7 +96,7 @@ absl::Status DockRegistry::Delete(const std::string& name) {
     if (it == docks_.end()) {
       return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
     }
-    dock = std::move(it->second);
+    dock = std::move(it->second.dock);
     docks_.erase(it);
   }
   // Parked calls end now; calls in progress keep the dock alive until done.
@@ -83,7 +107,7 @@ absl::Status DockRegistry::Delete(const std::string& name) {
 std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {
   tdock::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Dock>> out;
-  for (const auto& [name, dock] : docks_) out.push_back(dock);
+  for (const auto& [name, entry] : docks_) out.push_back(entry.dock);
   return out;
 }
 
@@ -92,7 +116,7 @@ void DockRegistry::Shutdown() {
   {
     tdock::MutexLock lock(&mu_);
     shut_down_ = true;
-    for (const auto& [name, dock] : docks_) docks.push_back(dock);
+    for (const auto& [name, entry] : docks_) docks.push_back(entry.dock);
   }
   for (const auto& dock : docks) dock->Shutdown();
 }

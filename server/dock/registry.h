@@ -24,7 +24,9 @@ class DockRegistry final {
   DockRegistry& operator=(const DockRegistry&) = delete;
 
   // Creates a dock. ALREADY_EXISTS if a dock of that name exists with another
-  // spec; returns the existing dock if the spec is the same (idempotent).
+  // spec; returns the existing dock if it was created with the same spec
+  // (idempotent). The dock is built (and its memory warmed) outside the
+  // registry's lock, so other docks' calls never wait for it.
   absl::StatusOr<std::shared_ptr<Dock>> Create(DockSpec spec);
   // NOT_FOUND naming the dock.
   absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
@@ -36,7 +38,11 @@ class DockRegistry final {
 
  private:
   mutable tdock::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Dock>> docks_ ABSL_GUARDED_BY(mu_);
+  struct Entry {
+    DockSpec spec;  // as created (normalized), before any AddConsumer
+    std::shared_ptr<Dock> dock;
+  };
+  std::map<std::string, Entry> docks_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

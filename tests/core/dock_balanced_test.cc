@@ -107,6 +107,7 @@ TEST(DockBalanced, AskingAgainReturnsTheSameRows) {
   EXPECT_EQ(first.rows, second.rows);
   EXPECT_EQ(first.round, second.round);
   GetInput ahead = RankGet(0);
+  ahead.step = 0;
   ahead.round = 3;
   EXPECT_STATUS(GetSync(*dock, ahead), absl::StatusCode::kInvalidArgument,
                 "round 3 is not formed; the next round is 1");

@@ -160,8 +160,10 @@ TEST(DockErrors, InconsistentSpecs) {
       {[](DockSpec& s) { s.consumers[0].micro_batch = MicroBatchOptions{}; },
        "consumer 'actor' micro_batch:"},
       {[](DockSpec& s) { s.consumers.push_back(s.consumers[0]); }, "consumer 'actor' is declared twice"},
-      {[](DockSpec& s) { s.memory_limit_bytes = 1; s.preallocate_bytes = 2; },
+      {[](DockSpec& s) { s.chunk_bytes = 64 << 10; s.memory_limit_bytes = 1 << 20; s.preallocate_bytes = 2 << 20; },
        "exceeds memory_limit_bytes"},
+      {[](DockSpec& s) { s.chunk_bytes = (64 << 10) + 1; }, "must be a multiple of 64"},
+      {[](DockSpec& s) { s.memory_limit_bytes = 1024; }, "is below chunk_bytes"},
   };
   for (const SpecCase& c : cases) {
     DockSpec spec = Spec();

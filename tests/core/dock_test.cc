@@ -304,3 +304,45 @@ TEST(Dock, ShutdownEndsParkedCalls) {
 
 }  // namespace
 }  // namespace tdock
+
+namespace tdock {
+namespace {
+
+// Steps use a partition in order: with two partitions, step 2 cannot start
+// before step 0 has been released (it would silently skip step 0).
+TEST(DockSteps, StepCannotSkipAheadOfItsPartition) {
+  auto dock = MakeDock(SmallSpec(2));
+  EXPECT_STATUS(PutSync(*dock, 2, {0}, {Prompts({0})}),
+                absl::StatusCode::kResourceExhausted, "step 2 waits for step 0");
+  EXPECT_TRUE(dock->Stats().steps.empty());
+  ASSERT_OK(PutSync(*dock, 0, {0}, {Prompts({0})}));
+  ASSERT_OK(PutSync(*dock, 1, {0}, {Prompts({0})}));
+  ASSERT_OK(dock->ReleaseStep(0));
+  ASSERT_OK(PutSync(*dock, 2, {0}, {Prompts({0})}));
+}
+
+// A Put refused for memory leaves nothing behind: no started step, no arena
+// space used, so a smaller Put that fits still succeeds.
+TEST(DockSteps, PutRefusedForMemoryLeavesNoTrace) {
+  DockSpec spec = SmallSpec(2);
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 128 << 10;
+  auto dock = MakeDock(spec);
+  OwnedColumn small = OwnedColumn::Of<int32_t>(
+      "response", DType::kInt32, {std::vector<int32_t>(10000, 1)});
+  ASSERT_OK(PutSync(*dock, 0, {0}, {small}));
+  const int64_t used = dock->Stats().arena_bytes_used;
+  std::vector<std::vector<int32_t>> big(2, std::vector<int32_t>(12000, 2));
+  OwnedColumn wide = OwnedColumn::Of<int32_t>("response", DType::kInt32, big);
+  EXPECT_STATUS(PutSync(*dock, 1, {0, 1}, {wide}), absl::StatusCode::kResourceExhausted,
+                "memory limit");
+  EXPECT_STATUS(PutSync(*dock, 0, {1, 2}, {wide}), absl::StatusCode::kResourceExhausted,
+                "memory limit");
+  DockStats stats = dock->Stats();
+  ASSERT_EQ(stats.steps.size(), 1u);  // step 1 was not started
+  EXPECT_EQ(stats.arena_bytes_used, used);
+  ASSERT_OK(PutSync(*dock, 0, {1}, {small}));
+}
+
+}  // namespace
+}  // namespace tdock

@@ -26,6 +26,12 @@ consumers:
   actor_logprob: {columns: [prompt_ids, response_ids], dp_size: 8}
   reward: {columns: [prompt_ids, response_ids], whole_groups: true,
            dispatch_size: 512, policy: fifo}
+  actor_train:
+    columns: [prompt_ids, response_ids]
+    dp_size: 8
+    policy: balanced
+    cost: {a: 1, b: 0}
+    micro_batch: {max_tokens: 16384, round_to: 128, planner: balanced}
 )";
 
 // The header's example parses into exactly the spec it describes, with
@@ -51,7 +57,7 @@ TEST(SpecYaml, HeaderExample) {
   EXPECT_EQ(s.columns[2].max_len, 0);
   EXPECT_TRUE(s.columns[2].inner_shape.empty());
   EXPECT_FALSE(s.columns[2].rewritable);
-  ASSERT_EQ(s.consumers.size(), 2u);
+  ASSERT_EQ(s.consumers.size(), 3u);
   EXPECT_EQ(s.consumers[0].name, "actor_logprob");
   EXPECT_EQ(s.consumers[0].dp_size, 8);
   EXPECT_EQ(s.consumers[0].dispatch_size, 0);
@@ -62,6 +68,25 @@ TEST(SpecYaml, HeaderExample) {
   EXPECT_TRUE(s.consumers[1].whole_groups);
   EXPECT_EQ(s.consumers[1].dispatch_size, 512);
   EXPECT_EQ(s.consumers[1].dp_size, 1);
+  EXPECT_FALSE(s.consumers[1].micro_batch.has_value());
+  EXPECT_EQ(s.consumers[1].cost.a, 1);
+  EXPECT_EQ(s.consumers[1].cost.b, 0);
+  const ConsumerSpec& train = s.consumers[2];
+  EXPECT_EQ(train.name, "actor_train");
+  EXPECT_EQ(train.policy, Policy::kBalanced);
+  EXPECT_EQ(train.dp_size, 8);
+  EXPECT_EQ(train.cost.a, 1);
+  EXPECT_EQ(train.cost.b, 0);
+  ASSERT_TRUE(train.micro_batch.has_value());
+  EXPECT_EQ(train.micro_batch->max_tokens, 16384);
+  EXPECT_EQ(train.micro_batch->round_to, 128);
+  EXPECT_EQ(train.micro_batch->planner, MicroBatchPlanner::kBalanced);
+  EXPECT_EQ(train.micro_batch->max_rows, 0);
+  EXPECT_EQ(train.micro_batch->count_multiple, 1);
+  EXPECT_EQ(train.micro_batch->min_count, 0);
+  EXPECT_FALSE(train.micro_batch->padded);
+  EXPECT_EQ(train.micro_batch->order, MicroBatchOrder::kHeavyFirst);
+  EXPECT_TRUE(train.same_count_across_ranks);
   EXPECT_EQ(s.preallocate_bytes, 0);
   EXPECT_EQ(s.memory_limit_bytes, 0);
   EXPECT_EQ(s.chunk_bytes, 0);
@@ -99,6 +124,57 @@ chunk_bytes: 4194304
   EXPECT_EQ(s.preallocate_bytes, 1 << 20);
   EXPECT_EQ(s.memory_limit_bytes, int64_t{8} << 30);
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
+}
+
+// Every micro_batch key is read (enum names in any case), cost keys are
+// doubles and one left out keeps its default, and same_count_across_ranks
+// lands in the consumer.
+TEST(SpecYaml, BalancedConsumerKeys) {
+  const std::string text = R"(
+name: ppo
+num_prompts: 4
+consumers:
+  actor:
+    policy: balanced
+    cost: {a: 24576, b: 1.5e-3}
+    micro_batch:
+      max_tokens: 16384
+      max_rows: 64
+      round_to: 128
+      count_multiple: 4
+      min_count: 2
+      planner: Packed
+      order: SMALLEST_AT_ENDS
+      padded: true
+      same_count_across_ranks: false
+  critic: {cost: {b: 2}, micro_batch: {max_tokens: 100}}
+)";
+  ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
+  ASSERT_EQ(specs.at(0).consumers.size(), 2u);
+  const ConsumerSpec& actor = specs[0].consumers[0];
+  EXPECT_EQ(actor.policy, Policy::kBalanced);
+  EXPECT_EQ(actor.cost.a, 24576);
+  EXPECT_EQ(actor.cost.b, 1.5e-3);
+  ASSERT_TRUE(actor.micro_batch.has_value());
+  const MicroBatchOptions& mb = *actor.micro_batch;
+  EXPECT_EQ(mb.max_tokens, 16384);
+  EXPECT_EQ(mb.max_rows, 64);
+  EXPECT_EQ(mb.round_to, 128);
+  EXPECT_EQ(mb.count_multiple, 4);
+  EXPECT_EQ(mb.min_count, 2);
+  EXPECT_EQ(mb.planner, MicroBatchPlanner::kPacked);
+  EXPECT_EQ(mb.order, MicroBatchOrder::kSmallestAtEnds);
+  EXPECT_TRUE(mb.padded);
+  EXPECT_FALSE(actor.same_count_across_ranks);
+  const ConsumerSpec& critic = specs[0].consumers[1];
+  EXPECT_EQ(critic.policy, Policy::kFifo);
+  EXPECT_EQ(critic.cost.a, 1);  // left out: default
+  EXPECT_EQ(critic.cost.b, 2);
+  ASSERT_TRUE(critic.micro_batch.has_value());
+  EXPECT_EQ(critic.micro_batch->max_tokens, 100);
+  EXPECT_EQ(critic.micro_batch->round_to, 1);
+  EXPECT_EQ(critic.micro_batch->planner, MicroBatchPlanner::kBalanced);
+  EXPECT_TRUE(critic.same_count_across_ranks);
 }
 
 // `docks:` holds several specs, returned in order.
@@ -159,6 +235,44 @@ TEST(SpecYaml, ErrorsNameKeyAndLine) {
        "consumers.c.columns (line 3): expected a list, got a scalar"},
       {"name: a\nconsumers:\n  c: {dp: 2}\n",
        "consumers.c.dp (line 3): unknown key 'dp'"},
+      {"name: a\nconsumers:\n  c:\n    cost: {a: 1, c: 2}\n",
+       "consumers.c.cost.c (line 4): unknown key 'c' (known keys: a, b)"},
+      {"name: a\nconsumers:\n  c: {cost: {a: heavy}}\n",
+       "consumers.c.cost.a (line 3): 'heavy' is not a finite number"},
+      {"name: a\nconsumers:\n  c: {cost: {b: .nan}}\n",
+       "consumers.c.cost.b (line 3): '.nan' is not a finite number"},
+      {"name: a\nconsumers:\n  c: {cost: 1}\n",
+       "consumers.c.cost (line 3): expected a map, got a scalar"},
+      {"name: a\nconsumers:\n  c:\n    micro_batch: {round_to: 8}\n",
+       "consumers.c.micro_batch (line 4): missing key 'max_tokens'"},
+      {"name: a\nconsumers:\n  c:\n    micro_batch: {}\n",
+       "consumers.c.micro_batch (line 4): missing key 'max_tokens'"},
+      {"name: a\nconsumers:\n  c:\n    micro_batch:\n",
+       "missing key 'max_tokens'"},
+      {"name: a\nconsumers:\n  c:\n    micro_batch:\n      max_tokens: 8\n"
+       "      max_token: 9\n",
+       "consumers.c.micro_batch.max_token (line 6): unknown key 'max_token'"},
+      {"name: a\nconsumers:\n  c: {micro_batch: {max_tokens: 1.5}}\n",
+       "consumers.c.micro_batch.max_tokens (line 3): '1.5' is not an integer"},
+      {"name: a\nconsumers:\n  c: {micro_batch: {max_tokens: 8, "
+       "max_rows: 3000000000}}\n",
+       "consumers.c.micro_batch.max_rows (line 3): '3000000000' is not an "
+       "integer in the range"},
+      {"name: a\nconsumers:\n  c: {micro_batch: {max_tokens: 8, "
+       "planner: greedy}}\n",
+       "consumers.c.micro_batch.planner (line 3): unknown planner 'greedy' "
+       "(one of balanced, packed)"},
+      {"name: a\nconsumers:\n  c: {micro_batch: {max_tokens: 8, "
+       "order: [heavy_first]}}\n",
+       "consumers.c.micro_batch.order (line 3): expected a string, got a list"},
+      {"name: a\nconsumers:\n  c: {micro_batch: {max_tokens: 8, "
+       "same_count_across_ranks: sometimes}}\n",
+       "consumers.c.micro_batch.same_count_across_ranks (line 3): 'sometimes' "
+       "is not true or false"},
+      {"name: a\nconsumers:\n  c: {micro_batch: [8]}\n",
+       "consumers.c.micro_batch (line 3): expected a map, got a list"},
+      {"name: a\nconsumers:\n  c: {same_count_across_ranks: true}\n",
+       "consumers.c.same_count_across_ranks (line 3): unknown key"},
       {"name: a\nname: b\n", "name (line 2): duplicate key"},
       {"docks:\n  - name: a\n  - name: b\n    colums: {}\n",
        "docks[1].colums (line 4): unknown key 'colums'"},

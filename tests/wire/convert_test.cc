@@ -24,6 +24,17 @@ DockSpec SampleSpec() {
   actor.whole_groups = true;
   actor.policy = Policy::kBalanced;
   actor.seed = 0xFFFFFFFFFFFFFFF0ull;
+  actor.cost = CostModel{.a = 24576, .b = 1};
+  actor.micro_batch =
+      MicroBatchOptions{.max_tokens = 16384,
+                        .max_rows = 32,
+                        .round_to = 128,
+                        .count_multiple = 4,
+                        .min_count = 2,
+                        .padded = true,
+                        .planner = MicroBatchPlanner::kPacked,
+                        .order = MicroBatchOrder::kSmallestAtEnds};
+  actor.same_count_across_ranks = false;
   spec.consumers.push_back(actor);
   ConsumerSpec reward;
   reward.name = "reward";
@@ -53,6 +64,22 @@ void ExpectSameConsumer(const ConsumerSpec& a, const ConsumerSpec& b) {
   EXPECT_EQ(a.whole_groups, b.whole_groups);
   EXPECT_EQ(a.policy, b.policy);
   EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.cost.a, b.cost.a);
+  EXPECT_EQ(a.cost.b, b.cost.b);
+  ASSERT_EQ(a.micro_batch.has_value(), b.micro_batch.has_value());
+  if (a.micro_batch.has_value()) {
+    const MicroBatchOptions& x = *a.micro_batch;
+    const MicroBatchOptions& y = *b.micro_batch;
+    EXPECT_EQ(x.max_tokens, y.max_tokens);
+    EXPECT_EQ(x.max_rows, y.max_rows);
+    EXPECT_EQ(x.round_to, y.round_to);
+    EXPECT_EQ(x.count_multiple, y.count_multiple);
+    EXPECT_EQ(x.min_count, y.min_count);
+    EXPECT_EQ(x.padded, y.padded);
+    EXPECT_EQ(x.planner, y.planner);
+    EXPECT_EQ(x.order, y.order);
+  }
+  EXPECT_EQ(a.same_count_across_ranks, b.same_count_across_ranks);
 }
 
 // A spec survives ToProto then FromProto field by field.
@@ -62,6 +89,13 @@ TEST(Convert, DockSpecRoundTrip) {
   EXPECT_EQ(proto.columns(1).dtype(), v1::BFLOAT16);
   EXPECT_EQ(proto.consumers(0).policy(), v1::BALANCED);
   EXPECT_EQ(proto.consumers(1).policy(), v1::RANDOM);
+  const v1::MicroBatchSpec& mb = proto.consumers(0).micro_batch();
+  EXPECT_EQ(mb.planner(), v1::PLANNER_PACKED);
+  EXPECT_EQ(mb.order(), v1::SMALLEST_AT_ENDS);
+  EXPECT_TRUE(mb.has_same_count_across_ranks());
+  EXPECT_FALSE(mb.same_count_across_ranks());
+  EXPECT_EQ(proto.consumers(0).cost().a(), 24576);
+  EXPECT_FALSE(proto.consumers(1).has_micro_batch());
   ASSERT_OK_AND_ASSIGN(DockSpec back, FromProto(proto));
   EXPECT_EQ(back.name, spec.name);
   EXPECT_EQ(back.num_prompts, spec.num_prompts);
@@ -138,6 +172,74 @@ TEST(Convert, UnknownEnumValuesRejected) {
                 "ConsumerSpec (actor).policy: unknown Policy value 9");
   EXPECT_STATUS(FromProto(*bad), absl::StatusCode::kInvalidArgument,
                 "ColumnSpec (weird).dtype");
+}
+
+// Absent cost and micro_batch messages mean a = 1, b = 0 and no
+// micro-batching; inside a present micro_batch, zero round_to and
+// count_multiple mean 1, unset enums mean BALANCED / HEAVY_FIRST and an unset
+// same_count_across_ranks means true.
+TEST(Convert, BalanceDefaults) {
+  v1::ConsumerSpec bare;
+  bare.set_name("c");
+  ASSERT_OK_AND_ASSIGN(ConsumerSpec plain, FromProto(bare));
+  EXPECT_EQ(plain.cost.a, 1);
+  EXPECT_EQ(plain.cost.b, 0);
+  EXPECT_FALSE(plain.micro_batch.has_value());
+  EXPECT_TRUE(plain.same_count_across_ranks);
+  const v1::ConsumerSpec plain_proto = ToProto(plain);
+  EXPECT_FALSE(plain_proto.has_micro_batch());
+  EXPECT_EQ(plain_proto.cost().a(), 1);
+  EXPECT_EQ(plain_proto.cost().b(), 0);
+
+  v1::ConsumerSpec proto;
+  proto.set_name("c");
+  proto.mutable_cost()->set_b(0.5);  // present: an unset a is 0
+  proto.mutable_micro_batch()->set_max_tokens(4096);
+  ASSERT_OK_AND_ASSIGN(ConsumerSpec c, FromProto(proto));
+  EXPECT_EQ(c.cost.a, 0);
+  EXPECT_EQ(c.cost.b, 0.5);
+  ASSERT_TRUE(c.micro_batch.has_value());
+  EXPECT_EQ(c.micro_batch->max_tokens, 4096);
+  EXPECT_EQ(c.micro_batch->max_rows, 0);
+  EXPECT_EQ(c.micro_batch->round_to, 1);
+  EXPECT_EQ(c.micro_batch->count_multiple, 1);
+  EXPECT_EQ(c.micro_batch->min_count, 0);
+  EXPECT_FALSE(c.micro_batch->padded);
+  EXPECT_EQ(c.micro_batch->planner, MicroBatchPlanner::kBalanced);
+  EXPECT_EQ(c.micro_batch->order, MicroBatchOrder::kHeavyFirst);
+  EXPECT_TRUE(c.same_count_across_ranks);
+  const v1::ConsumerSpec back = ToProto(c);
+  EXPECT_EQ(back.micro_batch().round_to(), 1);
+  EXPECT_EQ(back.micro_batch().planner(), v1::PLANNER_BALANCED);
+  EXPECT_EQ(back.micro_batch().order(), v1::HEAVY_FIRST);
+  EXPECT_TRUE(back.micro_batch().same_count_across_ranks());
+
+  proto.mutable_micro_batch()->set_same_count_across_ranks(false);
+  ASSERT_OK_AND_ASSIGN(ConsumerSpec differing, FromProto(proto));
+  EXPECT_FALSE(differing.same_count_across_ranks);
+}
+
+// Micro-batch planner and order values outside the contract are rejected,
+// naming the consumer and the field.
+TEST(Convert, UnknownMicroBatchEnumsRejected) {
+  v1::DockSpec proto;
+  proto.set_name("d");
+  proto.add_consumers()->set_name("ok");
+  v1::ConsumerSpec* consumer = proto.add_consumers();
+  consumer->set_name("actor");
+  consumer->mutable_micro_batch()->set_max_tokens(100);
+  consumer->mutable_micro_batch()->set_planner(
+      static_cast<v1::MicroBatchPlanner>(3));
+  EXPECT_STATUS(
+      FromProto(proto), absl::StatusCode::kInvalidArgument,
+      "consumers[1] (actor).micro_batch.planner: unknown MicroBatchPlanner "
+      "value 3");
+  consumer->mutable_micro_batch()->set_planner(v1::PLANNER_PACKED);
+  consumer->mutable_micro_batch()->set_order(
+      static_cast<v1::MicroBatchOrder>(-1));
+  EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
+                "ConsumerSpec (actor).micro_batch.order: unknown "
+                "MicroBatchOrder value -1");
 }
 
 // Status codes and messages are kept in both directions.

@@ -1,6 +1,6 @@
 // The hand-written wire codec against protobuf's generated classes: each reads
-// the other's bytes, for any split of the input into segments, and malformed
-// input gets an error naming the field.
+// the other's bytes, for any split of the input into segments. Malformed input
+// is tested in wire_malformed_test.cc.
 #include "common/wire.h"
 
 #include <algorithm>
@@ -15,152 +15,10 @@
 #include "gtest/gtest.h"
 #include "tdock/v1/dock.pb.h"
 #include "tests/test_util.h"
+#include "tests/wire/wire_test_util.h"
 
 namespace tdock::wire {
 namespace {
-
-// ---- helpers
-
-std::vector<ByteSpan> Whole(const std::string& s) {
-  return {ByteSpan(s.data(), s.size())};
-}
-
-// Splits `s` at the sorted positions `cuts` (duplicates give empty segments).
-std::vector<ByteSpan> SplitAt(const std::string& s,
-                              const std::vector<size_t>& cuts) {
-  std::vector<ByteSpan> out;
-  size_t begin = 0;
-  for (size_t cut : cuts) {
-    out.emplace_back(s.data() + begin, cut - begin);
-    begin = cut;
-  }
-  out.emplace_back(s.data() + begin, s.size() - begin);
-  return out;
-}
-
-std::vector<ByteSpan> RandomSplit(const std::string& s, std::mt19937_64& rng,
-                                  int max_cuts) {
-  std::uniform_int_distribution<size_t> pos(0, s.size());
-  std::vector<size_t> cuts(
-      std::uniform_int_distribution<int>(0, max_cuts)(rng));
-  for (size_t& c : cuts) c = pos(rng);
-  std::sort(cuts.begin(), cuts.end());
-  return SplitAt(s, cuts);
-}
-
-std::string Concat(absl::Span<const ByteSpan> spans) {
-  std::string out;
-  for (const ByteSpan& s : spans) out.append(s.data(), s.size());
-  return out;
-}
-
-std::string Concat(const Encoded& e) {
-  std::string out;
-  for (const Encoded::Piece& p : e.pieces)
-    out.append(p.bytes.data(), p.bytes.size());
-  return out;
-}
-
-bool Within(ByteSpan span, const std::string& buffer) {
-  return span.data() >= buffer.data() &&
-         span.data() + span.size() <= buffer.data() + buffer.size();
-}
-
-std::string RandomBytes(std::mt19937_64& rng, size_t n) {
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
-// Protobuf wire bytes by hand, for inputs protobuf would never write.
-std::string Varint(uint64_t v) {
-  std::string s;
-  for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
-  s.push_back(static_cast<char>(v));
-  return s;
-}
-std::string Tag(uint32_t field, uint32_t wire_type) {
-  return Varint(field << 3 | wire_type);
-}
-std::string Len(uint32_t field, const std::string& body) {
-  return Tag(field, 2) + Varint(body.size()) + body;
-}
-
-void FillColumn(v1::PackedColumn* c, const std::string& name, v1::DType dtype,
-                const std::vector<int64_t>& lengths, int item_bytes,
-                std::mt19937_64& rng) {
-  c->set_name(name);
-  c->set_dtype(dtype);
-  int64_t total = 0;
-  c->add_offsets(0);
-  for (int64_t len : lengths) c->add_offsets(total += len);
-  c->set_data(RandomBytes(rng, static_cast<size_t>(total * item_bytes)));
-}
-
-void ExpectColumnEq(const v1::PackedColumn& want, const PackedColumn& got) {
-  EXPECT_EQ(got.name, want.name());
-  EXPECT_EQ(static_cast<int>(got.dtype), static_cast<int>(want.dtype()));
-  EXPECT_EQ(got.offsets,
-            std::vector<int64_t>(want.offsets().begin(), want.offsets().end()));
-  EXPECT_EQ(Concat(got.segments), want.data());
-  EXPECT_EQ(got.data_bytes(), static_cast<int64_t>(want.data().size()));
-  for (const ByteSpan& s : got.segments) EXPECT_FALSE(s.empty());
-}
-
-void ExpectPutEq(const v1::PutRequest& want, const PutMessage& got) {
-  EXPECT_EQ(got.dock, want.dock());
-  EXPECT_EQ(got.step, want.step());
-  EXPECT_EQ(got.rows,
-            std::vector<int64_t>(want.rows().begin(), want.rows().end()));
-  EXPECT_EQ(got.wait_ms, want.wait_ms());
-  ASSERT_EQ(got.columns.size(), static_cast<size_t>(want.columns_size()));
-  for (int i = 0; i < want.columns_size(); ++i)
-    ExpectColumnEq(want.columns(i), got.columns[i]);
-}
-
-void ExpectBatchEq(const v1::GetResponse& want, const BatchMessage& got) {
-  EXPECT_EQ(got.step, want.step());
-  EXPECT_EQ(got.rows,
-            std::vector<int64_t>(want.rows().begin(), want.rows().end()));
-  EXPECT_EQ(got.token_counts, std::vector<int64_t>(want.token_counts().begin(),
-                                                   want.token_counts().end()));
-  EXPECT_EQ(got.end_of_step, want.end_of_step());
-  EXPECT_EQ(got.timed_out, want.timed_out());
-  ASSERT_EQ(got.columns.size(), static_cast<size_t>(want.columns_size()));
-  for (int i = 0; i < want.columns_size(); ++i)
-    ExpectColumnEq(want.columns(i), got.columns[i]);
-}
-
-v1::PutRequest SmallPut() {
-  std::mt19937_64 rng(1);
-  v1::PutRequest p;
-  p.set_dock("grpo");
-  p.set_step(-3);  // negative: a 10-byte varint
-  p.add_rows(0);
-  p.add_rows(300);
-  p.set_wait_ms(1000);
-  FillColumn(p.add_columns(), "response_ids", v1::INT32, {2, 0}, 4, rng);
-  p.add_columns()->set_name("empty");  // no dtype, offsets or data
-  return p;
-}
-
-v1::GetResponse LargeBatch(int rows, int max_len, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  v1::GetResponse g;
-  g.set_step(12);
-  std::vector<int64_t> lengths(rows);
-  for (int i = 0; i < rows; ++i) {
-    g.add_rows(i * 7);
-    lengths[i] = std::uniform_int_distribution<int>(0, max_len)(rng);
-    g.add_token_counts(lengths[i] + 5);
-  }
-  g.set_end_of_step(true);
-  FillColumn(g.add_columns(), "response_ids", v1::INT32, lengths, 4, rng);
-  FillColumn(g.add_columns(), "old_log_prob", v1::FLOAT32, lengths, 4, rng);
-  FillColumn(g.add_columns(), "rewards", v1::BFLOAT16,
-             std::vector<int64_t>(rows, 1), 2, rng);
-  return g;
-}
 
 // ---- decoding protobuf's bytes
 
@@ -211,18 +69,6 @@ TEST(WireDecode, DataSpansPointIntoSegments) {
   EXPECT_EQ(got.columns[0].segments[2].size(), 40u);
 }
 
-// Every prefix of a valid message is accepted by our decoder exactly when
-// protobuf accepts it (truncation inside a field is an error for both).
-TEST(WireDecode, PrefixesAgreeWithProtobuf) {
-  const std::string bytes = SmallPut().SerializeAsString();
-  for (size_t n = 0; n <= bytes.size(); ++n) {
-    const std::string prefix = bytes.substr(0, n);
-    v1::PutRequest parsed;
-    EXPECT_EQ(DecodePut(Whole(prefix)).ok(), parsed.ParseFromString(prefix))
-        << n;
-  }
-}
-
 // Repeated int64 fields are read packed and unpacked, and repeated
 // occurrences append, as protobuf does; unknown fields of wire types 0, 1, 2
 // and 5 are skipped at the top level and inside columns.
@@ -257,6 +103,54 @@ TEST(WireDecode, LastValueWins) {
   ASSERT_OK_AND_ASSIGN(BatchMessage got, DecodeBatch(Whole(bytes)));
   ExpectBatchEq(want, got);
   EXPECT_EQ(got.step, 9);
+}
+
+// A BALANCED share (round, micro-batches, balance stats) decodes identically
+// when split at every pair of byte positions.
+TEST(WireDecode, ProtobufBalancedBatchAtEverySplit) {
+  v1::GetResponse want = BalancedBatch(12);
+  want.clear_columns();  // keep the message small: pairs of splits are O(n²)
+  const std::string bytes = want.SerializeAsString();
+  for (size_t i = 0; i <= bytes.size(); ++i) {
+    for (size_t j = i; j <= bytes.size(); ++j) {
+      ASSERT_OK_AND_ASSIGN(BatchMessage got,
+                           DecodeBatch(SplitAt(bytes, {i, j})));
+      ExpectBatchEq(want, got);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// An absent balance decodes to nullopt, a present empty one to all zeros; a
+// second balance merges into the first and micro-batches append, as in
+// protobuf; unknown fields inside both submessages are skipped.
+TEST(WireDecode, BalanceMergesAndUnknownSubfieldsSkipped) {
+  ASSERT_OK_AND_ASSIGN(BatchMessage none,
+                       DecodeBatch(Whole(Tag(1, 0) + Varint(3))));
+  EXPECT_FALSE(none.balance.has_value());
+  const std::string unknown =
+      Tag(20, 0) + Varint(7) + Tag(21, 1) + "12345678" + Len(22, "x");
+  const std::string bytes =
+      Len(8, "") + Len(7, unknown + Tag(2, 0) + Varint(5)) +
+      Len(8, Tag(11, 0) + Varint(100) + unknown + Tag(13, 1) +
+                 std::string("\0\0\0\0\0\0\xf0\x3f", 8)) +
+      Tag(6, 0) + Varint(3) + Len(7, Tag(1, 0) + Varint(5)) +
+      Len(8, Tag(11, 0) + Varint(200) + Tag(12, 0) + Varint(300));
+  v1::GetResponse want;
+  ASSERT_TRUE(want.ParseFromString(bytes));
+  ASSERT_EQ(want.micro_batches_size(), 2);
+  ASSERT_EQ(want.balance().tokens(), 200);
+  ASSERT_EQ(want.balance().padding_ratio(), 1.0);
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 50; ++trial) {
+    ASSERT_OK_AND_ASSIGN(BatchMessage got,
+                         DecodeBatch(RandomSplit(bytes, rng, 8)));
+    ExpectBatchEq(want, got);
+  }
+  ASSERT_OK_AND_ASSIGN(BatchMessage empty, DecodeBatch(Whole(Len(8, ""))));
+  ASSERT_TRUE(empty.balance.has_value());
+  EXPECT_EQ(empty.balance->tokens, 0);
+  EXPECT_EQ(empty.balance->padding_ratio, 0);
 }
 
 // No segments at all, or only empty ones, is the empty message.
@@ -372,6 +266,46 @@ TEST(WireEncode, LargeBatchBorrowsPayload) {
   }
 }
 
+// A BALANCED share encodes to exactly protobuf's bytes (fields in number
+// order, columns last), and protobuf's bytes decode back to the same message.
+TEST(WireEncode, BalancedBatchMatchesProtobufBytes) {
+  for (uint64_t seed : {14, 15, 16}) {
+    v1::GetResponse want = BalancedBatch(seed);
+    if (seed == 15) want.clear_balance();
+    if (seed == 16) {
+      want.clear_micro_batches();
+      want.set_round(int64_t{1} << 50);
+      *want.mutable_balance() = v1::BalanceStats();  // present, empty
+    }
+    const std::string bytes = Concat(EncodeBatch(ToBatchMessage(want)));
+    EXPECT_EQ(bytes, want.SerializeAsString()) << seed;
+    v1::GetResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(bytes));
+    EXPECT_EQ(parsed.has_balance(), want.has_balance());
+    std::mt19937_64 rng(seed);
+    ASSERT_OK_AND_ASSIGN(BatchMessage back,
+                         DecodeBatch(RandomSplit(bytes, rng, 20)));
+    ExpectBatchEq(want, back);
+  }
+}
+
+// A message holding only the new fields encodes like protobuf: a round of 0
+// is not written, one of -1 takes a 10-byte varint; a zero micro-batch is an
+// empty submessage.
+TEST(WireEncode, RoundAndEmptyMicroBatch) {
+  BatchMessage m;
+  EXPECT_EQ(Concat(EncodeBatch(m)), "");
+  m.round = -1;
+  m.micro_batches.emplace_back();
+  const std::string bytes = Concat(EncodeBatch(m));
+  EXPECT_EQ(bytes, Tag(6, 0) + Varint(~uint64_t{0}) + Len(7, ""));
+  v1::GetResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(parsed.round(), -1);
+  EXPECT_EQ(parsed.micro_batches_size(), 1);
+  EXPECT_EQ(parsed.SerializeAsString(), bytes);
+}
+
 // EncodePut then DecodePut returns the same message (many rows, random data).
 TEST(WireEncode, PutRoundTrip) {
   const v1::GetResponse g = LargeBatch(2000, 64, 8);
@@ -438,107 +372,6 @@ TEST(WireEncode, MovedEncodedKeepsItsBytes) {
     EXPECT_TRUE(OwnedPiecesInside(final_owner));
   }
   EXPECT_LT(Concat(EncodeBatch(tiny)).size(), 16u);  // short-string sized
-}
-
-// ---- malformed input
-
-struct BadCase {
-  std::string bytes;
-  bool batch;  // GetResponse instead of PutRequest
-  std::string error;
-};
-
-std::vector<BadCase> BadCases() {
-  const std::string ten_ff(10, '\xff');
-  const std::string ok_column = Len(15, Len(1, "a"));
-  return {
-      {"\x80", false, "PutRequest: truncated tag"},
-      {Tag(2, 0) + "\x80\x80", false, "PutRequest.step: truncated varint"},
-      {Tag(2, 0) + ten_ff + "\x01", false,
-       "PutRequest.step: varint longer than 10 bytes"},
-      {Tag(2, 0) + std::string(9, '\xff') + "\x02", false,
-       "PutRequest.step: varint longer"},
-      {ten_ff + "\x01", false, "PutRequest: tag longer than 10 bytes"},
-      {Tag(1, 2) + Varint(5) + "ab", false,
-       "PutRequest.dock: length 5 exceeds the 2 bytes"},
-      {Tag(1, 2), false, "PutRequest.dock: truncated length"},
-      {Len(2, "x"), false, "PutRequest.step: wire type 2, expected 0"},
-      {Tag(1, 0) + Varint(1), false,
-       "PutRequest.dock: wire type 0, expected 2"},
-      {Tag(3, 5) + "abcd", false,
-       "PutRequest.rows: wire type 5, expected 0 or 2"},
-      {Tag(9, 3), false, "PutRequest.<field 9>: group wire type 3"},
-      {Tag(9, 4), false, "PutRequest.<field 9>: group wire type 4"},
-      {Tag(9, 6), false, "PutRequest.<field 9>: invalid wire type 6"},
-      {Tag(9, 7), false, "PutRequest.<field 9>: invalid wire type 7"},
-      {std::string("\0", 1), false, "PutRequest: invalid tag 0"},
-      {Varint(uint64_t{1} << 35), false, "PutRequest: invalid tag"},
-      {Tag(9, 1) + "1234567", false, "PutRequest.<field 9>: truncated fixed64"},
-      {Tag(9, 5) + "123", false, "PutRequest.<field 9>: truncated fixed32"},
-      {Tag(15, 0) + Varint(1), false,
-       "PutRequest.columns[0]: wire type 0, expected 2"},
-      {Tag(15, 2) + Varint(10) + "abc", false,
-       "PutRequest.columns[0]: length 10 exceeds"},
-      {ok_column + Len(15, "\x80"), false,
-       "PutRequest.columns[1]: truncated tag"},
-      {Len(15, Tag(15, 2) + Varint(5) + "ab") + Len(1, "dock"), false,
-       "PutRequest.columns[0].data: length 5 exceeds the 2 bytes"},
-      {ok_column + Len(15, Len(3, Varint(1) + "\x80")), false,
-       "PutRequest.columns[1].offsets: truncated varint"},
-      {Len(15, Tag(3, 2) + Varint(4) + "\x01") + Len(1, "dock"), false,
-       "PutRequest.columns[0].offsets: length 4 exceeds"},
-      {Len(15, Tag(2, 0) + Varint(99)), false,
-       "PutRequest.columns[0].dtype: unknown DType value 99"},
-      {Len(15, Tag(1, 0) + Varint(1)), false,
-       "PutRequest.columns[0].name: wire type 0, expected 2"},
-      {Len(15, Tag(9, 3)), false,
-       "PutRequest.columns[0].<field 9>: group wire type 3"},
-      {Len(3, Varint(1) + "\x80"), true,
-       "GetResponse.token_counts: truncated varint"},
-      {Tag(4, 2) + Varint(0), true,
-       "GetResponse.end_of_step: wire type 2, expected 0"},
-      {Len(15, Tag(15, 0) + Varint(1)), true,
-       "GetResponse.columns[0].data: wire type 0"},
-  };
-}
-
-// Each malformed input is rejected with INVALID_ARGUMENT naming the message
-// and field, the same way for every single split of its bytes.
-TEST(WireDecode, MalformedInputsNameTheField) {
-  for (const BadCase& c : BadCases()) {
-    SCOPED_TRACE(c.error);
-    for (size_t cut = 0; cut <= c.bytes.size(); ++cut) {
-      const std::vector<ByteSpan> segments = SplitAt(c.bytes, {cut});
-      if (c.batch) {
-        EXPECT_STATUS(DecodeBatch(segments), absl::StatusCode::kInvalidArgument,
-                      c.error);
-      } else {
-        EXPECT_STATUS(DecodePut(segments), absl::StatusCode::kInvalidArgument,
-                      c.error);
-      }
-    }
-  }
-}
-
-// Random corruption of a valid message never reads outside the input: the
-// decoder either rejects it or returns spans within the buffer.
-TEST(WireDecode, CorruptedInputStaysInBounds) {
-  const std::string valid = LargeBatch(20, 10, 10).SerializeAsString();
-  std::mt19937_64 rng(11);
-  for (int trial = 0; trial < 2000; ++trial) {
-    std::string bytes = valid;
-    for (int k = 0; k < 3; ++k) {
-      bytes[rng() % bytes.size()] = static_cast<char>(rng());
-    }
-    absl::StatusOr<BatchMessage> got = DecodeBatch(RandomSplit(bytes, rng, 5));
-    if (!got.ok()) {
-      EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
-      continue;
-    }
-    for (const PackedColumn& c : got->columns) {
-      for (const ByteSpan& s : c.segments) ASSERT_TRUE(Within(s, bytes));
-    }
-  }
 }
 
 }  // namespace

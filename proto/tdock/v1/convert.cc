@@ -12,6 +12,7 @@ namespace {
 // Proto 0 means "use the default" for these counters (the proto documents
 // `0: 1`); other values pass through for NormalizeSpec to check.
 int32_t ZeroMeansOne(int32_t value) { return value == 0 ? 1 : value; }
+int64_t ZeroMeansOne(int64_t value) { return value == 0 ? 1 : value; }
 
 absl::StatusOr<DType> DTypeFromProto(absl::string_view field, int value) {
   if (value == 0) return DType::kUnspecified;  // NormalizeSpec rejects it
@@ -49,6 +50,71 @@ v1::Policy PolicyToProto(Policy policy) {
   return v1::FIFO;
 }
 
+absl::StatusOr<MicroBatchPlanner> PlannerFromProto(absl::string_view field,
+                                                   int value) {
+  switch (value) {
+    case v1::MICRO_BATCH_PLANNER_UNSPECIFIED:
+    case v1::PLANNER_BALANCED:
+      return MicroBatchPlanner::kBalanced;
+    case v1::PLANNER_PACKED:
+      return MicroBatchPlanner::kPacked;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown MicroBatchPlanner value ", value));
+  }
+}
+
+absl::StatusOr<MicroBatchOrder> OrderFromProto(absl::string_view field,
+                                               int value) {
+  switch (value) {
+    case v1::MICRO_BATCH_ORDER_UNSPECIFIED:
+    case v1::HEAVY_FIRST:
+      return MicroBatchOrder::kHeavyFirst;
+    case v1::SMALLEST_AT_ENDS:
+      return MicroBatchOrder::kSmallestAtEnds;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unknown MicroBatchOrder value ", value));
+  }
+}
+
+v1::MicroBatchSpec MicroBatchToProto(const MicroBatchOptions& in,
+                                     bool same_count_across_ranks) {
+  v1::MicroBatchSpec out;
+  out.set_max_tokens(in.max_tokens);
+  out.set_max_rows(in.max_rows);
+  out.set_round_to(in.round_to);
+  out.set_count_multiple(in.count_multiple);
+  out.set_min_count(in.min_count);
+  out.set_padded(in.padded);
+  out.set_planner(in.planner == MicroBatchPlanner::kPacked
+                      ? v1::PLANNER_PACKED
+                      : v1::PLANNER_BALANCED);
+  out.set_order(in.order == MicroBatchOrder::kSmallestAtEnds
+                    ? v1::SMALLEST_AT_ENDS
+                    : v1::HEAVY_FIRST);
+  out.set_same_count_across_ranks(same_count_across_ranks);
+  return out;
+}
+
+// `where` names the micro_batch field, e.g. "ConsumerSpec (actor).micro_batch".
+absl::StatusOr<MicroBatchOptions> MicroBatchFromProto(
+    absl::string_view where, const v1::MicroBatchSpec& in) {
+  MicroBatchOptions out;
+  out.max_tokens = in.max_tokens();
+  out.max_rows = in.max_rows();
+  out.round_to = ZeroMeansOne(in.round_to());
+  out.count_multiple = ZeroMeansOne(in.count_multiple());
+  out.min_count = in.min_count();
+  out.padded = in.padded();
+  TDOCK_ASSIGN_OR_RETURN(
+      out.planner,
+      PlannerFromProto(absl::StrCat(where, ".planner"), in.planner()));
+  TDOCK_ASSIGN_OR_RETURN(
+      out.order, OrderFromProto(absl::StrCat(where, ".order"), in.order()));
+  return out;
+}
+
 // `where` names the message for error messages, e.g. "DockSpec.columns[2]
 // (rewards)".
 absl::StatusOr<ColumnSpec> ColumnFromProto(absl::string_view where,
@@ -74,6 +140,17 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
   TDOCK_ASSIGN_OR_RETURN(
       out.policy, PolicyFromProto(absl::StrCat(where, ".policy"), in.policy()));
   out.seed = in.seed();
+  if (in.has_cost())
+    out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
+  if (in.has_micro_batch()) {
+    TDOCK_ASSIGN_OR_RETURN(
+        out.micro_batch,
+        MicroBatchFromProto(absl::StrCat(where, ".micro_batch"),
+                            in.micro_batch()));
+    out.same_count_across_ranks =
+        !in.micro_batch().has_same_count_across_ranks() ||
+        in.micro_batch().same_count_across_ranks();
+  }
   return out;
 }
 
@@ -106,6 +183,12 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_whole_groups(consumer.whole_groups);
   out.set_policy(PolicyToProto(consumer.policy));
   out.set_seed(consumer.seed);
+  out.mutable_cost()->set_a(consumer.cost.a);
+  out.mutable_cost()->set_b(consumer.cost.b);
+  if (consumer.micro_batch.has_value()) {
+    *out.mutable_micro_batch() = MicroBatchToProto(
+        *consumer.micro_batch, consumer.same_count_across_ranks);
+  }
   return out;
 }
 
