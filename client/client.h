@@ -85,6 +85,37 @@ struct ClientGet {
   std::optional<int64_t> step;
   int64_t count = 0;
   absl::Duration wait = absl::Seconds(30);
+  // BALANCED consumers: the round to serve again (the same rows as before);
+  // nullopt: this rank's next round.
+  std::optional<int64_t> round;
+};
+
+// One micro-batch of a batch: rows [begin, end) of ClientBatch::rows.
+struct ClientMicroBatch {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t padded_len = 0;     // longest row rounded up to round_to
+  int64_t tokens = 0;         // real tokens
+  int64_t padded_tokens = 0;  // tokens as the budget counts them
+};
+
+// Balance statistics of a round (BALANCED) or of a batch's micro-batches:
+// min / max / mean of the cost and tokens per rank and of the tokens per
+// micro-batch, and the padding the plan carries.
+struct ClientBalanceStats {
+  double rank_cost_min = 0;
+  double rank_cost_max = 0;
+  double rank_cost_mean = 0;
+  double rank_tokens_min = 0;
+  double rank_tokens_max = 0;
+  double rank_tokens_mean = 0;
+  double micro_batch_tokens_min = 0;
+  double micro_batch_tokens_max = 0;
+  double micro_batch_tokens_mean = 0;
+  int64_t micro_batches = 0;
+  int64_t tokens = 0;
+  int64_t padded_tokens = 0;
+  double padding_ratio = 0;  // padded_tokens / tokens
 };
 
 // A batch as received. Each column's data is one contiguous, 64-byte aligned
@@ -96,6 +127,14 @@ struct ClientBatch {
   std::vector<int64_t> token_counts;
   bool end_of_step = false;
   bool timed_out = false;
+  // BALANCED consumers: the round this batch is this rank's share of; -1
+  // otherwise.
+  int64_t round = -1;
+  // Consumers with a micro_batch plan: the micro-batches in order (each a
+  // contiguous run of rows); empty otherwise.
+  std::vector<ClientMicroBatch> micro_batches;
+  // nullopt when the server had nothing to report.
+  std::optional<ClientBalanceStats> balance;
   std::vector<PackedColumn> columns;
   std::shared_ptr<const char> buffer;
 

@@ -150,6 +150,77 @@ void CopyColumnsOut(std::vector<PackedColumn> columns, ClientBatch* batch) {
   batch->buffer = std::move(buffer);
 }
 
+ClientBalanceStats ToClientBalance(const wire::BalanceMessage& in) {
+  return {.rank_cost_min = in.rank_cost_min,
+          .rank_cost_max = in.rank_cost_max,
+          .rank_cost_mean = in.rank_cost_mean,
+          .rank_tokens_min = in.rank_tokens_min,
+          .rank_tokens_max = in.rank_tokens_max,
+          .rank_tokens_mean = in.rank_tokens_mean,
+          .micro_batch_tokens_min = in.micro_batch_tokens_min,
+          .micro_batch_tokens_max = in.micro_batch_tokens_max,
+          .micro_batch_tokens_mean = in.micro_batch_tokens_mean,
+          .micro_batches = in.micro_batches,
+          .tokens = in.tokens,
+          .padded_tokens = in.padded_tokens,
+          .padding_ratio = in.padding_ratio};
+}
+
+ClientBalanceStats ToClientBalance(const v1::BalanceStats& in) {
+  return {.rank_cost_min = in.rank_cost_min(),
+          .rank_cost_max = in.rank_cost_max(),
+          .rank_cost_mean = in.rank_cost_mean(),
+          .rank_tokens_min = in.rank_tokens_min(),
+          .rank_tokens_max = in.rank_tokens_max(),
+          .rank_tokens_mean = in.rank_tokens_mean(),
+          .micro_batch_tokens_min = in.micro_batch_tokens_min(),
+          .micro_batch_tokens_max = in.micro_batch_tokens_max(),
+          .micro_batch_tokens_mean = in.micro_batch_tokens_mean(),
+          .micro_batches = in.micro_batches(),
+          .tokens = in.tokens(),
+          .padded_tokens = in.padded_tokens(),
+          .padding_ratio = in.padding_ratio()};
+}
+
+// Checks that the micro-batches tile the batch's rows in order: each starts
+// where the one before ended, none is reversed, the last ends at the rows.
+absl::Status CheckMicroBatches(const std::vector<ClientMicroBatch>& micro_batches,
+                               size_t rows, const std::string& what) {
+  int64_t next = 0;
+  for (size_t i = 0; i < micro_batches.size(); ++i) {
+    const ClientMicroBatch& mb = micro_batches[i];
+    if (mb.begin != next || mb.end < mb.begin) {
+      return absl::InternalError(absl::StrCat(
+          "malformed response to ", what, ": micro-batch ", i, " covers rows [", mb.begin,
+          ", ", mb.end, ") where row ", next, " comes next"));
+    }
+    next = mb.end;
+  }
+  if (!micro_batches.empty() && next != static_cast<int64_t>(rows)) {
+    return absl::InternalError(absl::StrCat("malformed response to ", what,
+                                            ": micro-batches end at row ", next, " of ",
+                                            rows));
+  }
+  return absl::OkStatus();
+}
+
+// The round, micro-batch plan and balance statistics of a decoded
+// GetResponse, into `batch` (whose rows are set).
+absl::Status TakePlan(const wire::BatchMessage& message, const std::string& what,
+                      ClientBatch* batch) {
+  batch->round = message.round;
+  for (const wire::MicroBatchMessage& mb : message.micro_batches) {
+    batch->micro_batches.push_back({.begin = mb.begin,
+                                    .end = mb.end,
+                                    .padded_len = mb.padded_len,
+                                    .tokens = mb.tokens,
+                                    .padded_tokens = mb.padded_tokens});
+  }
+  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(batch->micro_batches, batch->rows.size(), what));
+  if (message.balance.has_value()) batch->balance = ToClientBalance(*message.balance);
+  return absl::OkStatus();
+}
+
 // Decodes a GetResponse received as `response`. `what` names the call for
 // messages ("Get of consumer 'actor' on dock 'grpo'").
 absl::StatusOr<ClientBatch> DecodeBatchResponse(
@@ -173,6 +244,7 @@ absl::StatusOr<ClientBatch> DecodeBatchResponse(
   batch.token_counts = std::move(message->token_counts);
   batch.end_of_step = message->end_of_step;
   batch.timed_out = message->timed_out;
+  TDOCK_RETURN_IF_ERROR(TakePlan(*message, what, &batch));
   for (const PackedColumn& column : message->columns) {
     absl::Status checked = CheckReceivedColumn(column, batch.rows.size());
     if (!checked.ok()) {
@@ -192,6 +264,7 @@ v1::GetRequest ToGetRequest(const ClientGet& get) {
   request.set_step(get.step.value_or(0));
   request.set_count(get.count);
   request.set_wait_ms(absl::ToInt64Milliseconds(get.wait));
+  if (get.round.has_value()) request.set_round(*get.round);
   return request;
 }
 
@@ -248,6 +321,18 @@ absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
                             response.token_counts().end());
   batch.end_of_step = response.end_of_step();
   batch.timed_out = response.timed_out();
+  batch.round = response.round();
+  for (const v1::MicroBatch& mb : response.micro_batches()) {
+    batch.micro_batches.push_back({.begin = mb.begin(),
+                                   .end = mb.end(),
+                                   .padded_len = mb.padded_len(),
+                                   .tokens = mb.tokens(),
+                                   .padded_tokens = mb.padded_tokens()});
+  }
+  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(
+      batch.micro_batches, batch.rows.size(),
+      absl::StrCat("Sample of consumer '", get.consumer, "' on dock '", get.dock, "'")));
+  if (response.has_balance()) batch.balance = ToClientBalance(response.balance());
   return batch;
 }
 

@@ -26,10 +26,11 @@ const std::vector<CommandInfo>& Commands() {
       {"list", {}, {}, {}, {}},
       {"status", {"DOCK"}, {}, {}, {}},
       {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms"}, {"column"}},
-      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms"}, {}},
+      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round"}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
       {"health", {}, {}, {}, {}},
       {"delete", {"DOCK"}, {}, {}, {}},
+      {"balance", {}, {}, {}, {}},
   };
   return *commands;
 }
@@ -197,11 +198,16 @@ commands:
   put DOCK --step S --rows 0,1,2 --column NAME=FILE.json [--column ...] [--wait_ms MS]
                               write cells; each FILE.json is a JSON list with one
                               array of numbers per row (a string for bytes columns)
-  get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS]
-                              claim and print a batch for a consumer
+  get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS] [--round K]
+                              claim and print a batch for a consumer; --round K
+                              asks a BALANCED consumer for round K again
   release DOCK STEP           release a step's partition
   health                      check that the server is serving
   delete DOCK                 delete a dock
+  balance                     plan without a server: one JSON request per line on
+                              stdin (op partition, micro_batches or dispatch), one
+                              JSON answer per line on stdout, {"error": ...} for a
+                              bad line; exit status 1 if any line failed
 
 flags (as --flag value or --flag=value, anywhere on the line):
   --server HOST:PORT   server address (default: $TDOCK_SERVER or 127.0.0.1:50051)

@@ -1,7 +1,10 @@
 #include "client/ctl_output.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +39,122 @@ std::string BytesText(int64_t bytes) {
   return absl::StrCat(bytes, " B");
 }
 
+const char* PlannerName(MicroBatchPlanner planner) {
+  return planner == MicroBatchPlanner::kPacked ? "packed" : "balanced";
+}
+
+const char* OrderName(MicroBatchOrder order) {
+  return order == MicroBatchOrder::kSmallestAtEnds ? "smallest_at_ends" : "heavy_first";
+}
+
+// A consumer's micro_batch settings in the keys of the YAML spec; null when
+// it has none.
+Json MicroBatchSpecToJson(const ConsumerSpec& consumer) {
+  if (!consumer.micro_batch.has_value()) return nullptr;
+  const MicroBatchOptions& mb = *consumer.micro_batch;
+  return {{"max_tokens", mb.max_tokens},
+          {"max_rows", mb.max_rows},
+          {"round_to", mb.round_to},
+          {"count_multiple", mb.count_multiple},
+          {"min_count", mb.min_count},
+          {"planner", PlannerName(mb.planner)},
+          {"order", OrderName(mb.order)},
+          {"padded", mb.padded},
+          {"same_count_across_ranks", consumer.same_count_across_ranks}};
+}
+
+// " cost a=.. b=.." when not the default, then the micro_batch settings.
+std::string BalanceSpecToText(const ConsumerSpec& consumer) {
+  std::string text;
+  if (consumer.cost.a != 1 || consumer.cost.b != 0) {
+    absl::StrAppend(&text, " cost a=", consumer.cost.a, " b=", consumer.cost.b);
+  }
+  if (!consumer.micro_batch.has_value()) return text;
+  const MicroBatchOptions& mb = *consumer.micro_batch;
+  absl::StrAppend(&text, "\n", std::string(27, ' '), "micro_batch max_tokens ", mb.max_tokens);
+  if (mb.max_rows > 0) absl::StrAppend(&text, " max_rows ", mb.max_rows);
+  if (mb.round_to > 1) absl::StrAppend(&text, " round_to ", mb.round_to);
+  if (mb.count_multiple > 1) absl::StrAppend(&text, " count_multiple ", mb.count_multiple);
+  if (mb.min_count > 0) absl::StrAppend(&text, " min_count ", mb.min_count);
+  absl::StrAppend(&text, " planner ", PlannerName(mb.planner), " order ", OrderName(mb.order),
+                  mb.padded ? " padded" : "");
+  if (consumer.policy == Policy::kBalanced) {
+    absl::StrAppend(&text, " same_count_across_ranks ",
+                    consumer.same_count_across_ranks ? "true" : "false");
+  }
+  return text;
+}
+
+// Row ids of micro-batch `mb` of `batch` (clamped to the rows received).
+std::vector<int64_t> MicroBatchRows(const ClientBatch& batch, const ClientMicroBatch& mb) {
+  const int64_t n = static_cast<int64_t>(batch.rows.size());
+  const int64_t begin = std::clamp<int64_t>(mb.begin, 0, n);
+  const int64_t end = std::clamp<int64_t>(mb.end, begin, n);
+  return std::vector<int64_t>(batch.rows.begin() + begin, batch.rows.begin() + end);
+}
+
+Json MicroBatchesToJson(const ClientBatch& batch) {
+  Json out = Json::array();
+  for (const ClientMicroBatch& mb : batch.micro_batches) {
+    out.push_back({{"begin", mb.begin},
+                   {"end", mb.end},
+                   {"rows", MicroBatchRows(batch, mb)},
+                   {"padded_len", mb.padded_len},
+                   {"tokens", mb.tokens},
+                   {"padded_tokens", mb.padded_tokens}});
+  }
+  return out;
+}
+
+Json BalanceToJson(const std::optional<ClientBalanceStats>& balance) {
+  if (!balance.has_value()) return nullptr;
+  const ClientBalanceStats& b = *balance;
+  return {{"rank_cost", {{"min", b.rank_cost_min}, {"max", b.rank_cost_max},
+                         {"mean", b.rank_cost_mean}}},
+          {"rank_tokens", {{"min", b.rank_tokens_min}, {"max", b.rank_tokens_max},
+                           {"mean", b.rank_tokens_mean}}},
+          {"micro_batch_tokens", {{"min", b.micro_batch_tokens_min},
+                                  {"max", b.micro_batch_tokens_max},
+                                  {"mean", b.micro_batch_tokens_mean}}},
+          {"micro_batches", b.micro_batches},
+          {"tokens", b.tokens},
+          {"padded_tokens", b.padded_tokens},
+          {"padding_ratio", b.padding_ratio}};
+}
+
+double MaxOverMean(double max, double mean) { return mean > 0 ? max / mean : 1.0; }
+
+// The plan lines of `get`'s text: round, micro-batches, balance.
+std::string PlanToText(const ClientBatch& batch) {
+  std::string text;
+  if (batch.round >= 0) absl::StrAppend(&text, "  round:        ", batch.round, "\n");
+  if (!batch.micro_batches.empty()) {
+    absl::StrAppend(&text, "  micro-batches: ", batch.micro_batches.size(), "\n");
+  }
+  for (size_t i = 0; i < batch.micro_batches.size(); ++i) {
+    const ClientMicroBatch& mb = batch.micro_batches[i];
+    absl::StrAppendFormat(&text, "    %d: rows %s; %d tokens, padded_len %d, %d padded tokens\n",
+                          i, absl::StrJoin(MicroBatchRows(batch, mb), " "), mb.tokens,
+                          mb.padded_len, mb.padded_tokens);
+  }
+  if (!batch.balance.has_value()) return text;
+  const ClientBalanceStats& b = *batch.balance;
+  absl::StrAppendFormat(
+      &text,
+      "  balance: rank tokens min %g max %g mean %g (max/mean %.3f); "
+      "rank cost min %g max %g mean %g (max/mean %.3f)\n",
+      b.rank_tokens_min, b.rank_tokens_max, b.rank_tokens_mean,
+      MaxOverMean(b.rank_tokens_max, b.rank_tokens_mean), b.rank_cost_min, b.rank_cost_max,
+      b.rank_cost_mean, MaxOverMean(b.rank_cost_max, b.rank_cost_mean));
+  absl::StrAppendFormat(
+      &text,
+      "           %d micro-batches, tokens min %g max %g mean %g; "
+      "%d tokens, %d padded (padding ratio %.3f)\n",
+      b.micro_batches, b.micro_batch_tokens_min, b.micro_batch_tokens_max,
+      b.micro_batch_tokens_mean, b.tokens, b.padded_tokens, b.padding_ratio);
+  return text;
+}
+
 }  // namespace
 
 Json SpecToJson(const DockSpec& spec) {
@@ -54,7 +173,9 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"dp_size", consumer.dp_size},
                                 {"whole_groups", consumer.whole_groups},
                                 {"policy", Name(PolicyName(consumer.policy))},
-                                {"seed", consumer.seed}};
+                                {"seed", consumer.seed},
+                                {"cost", {{"a", consumer.cost.a}, {"b", consumer.cost.b}}},
+                                {"micro_batch", MicroBatchSpecToJson(consumer)}};
   }
   return {{"name", spec.name},
           {"num_prompts", spec.num_prompts},
@@ -111,6 +232,9 @@ Json BatchToJson(const ClientBatch& batch) {
           {"token_counts", batch.token_counts},
           {"end_of_step", batch.end_of_step},
           {"timed_out", batch.timed_out},
+          {"round", batch.round},
+          {"micro_batches", MicroBatchesToJson(batch)},
+          {"balance", BalanceToJson(batch.balance)},
           {"columns", std::move(columns)}};
 }
 
@@ -135,10 +259,10 @@ std::string SpecToText(const DockSpec& spec) {
   absl::StrAppend(&text, "  consumers:\n");
   for (const ConsumerSpec& consumer : spec.consumers) {
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
-        consumer.whole_groups ? " whole_groups" : "");
+        consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer));
   }
   return text;
 }
@@ -179,7 +303,8 @@ std::string BatchToText(const ClientBatch& batch) {
   std::string text = absl::StrFormat("step %d: %d rows%s\n", batch.step, batch.rows.size(),
                                      batch.end_of_step ? ", end of step" : "");
   absl::StrAppend(&text, "  rows:         ", absl::StrJoin(batch.rows, " "), "\n",
-                  "  token counts: ", absl::StrJoin(batch.token_counts, " "), "\n");
+                  "  token counts: ", absl::StrJoin(batch.token_counts, " "), "\n",
+                  PlanToText(batch));
   for (const PackedColumn& column : batch.columns) {
     absl::StrAppendFormat(&text, "  %s (%s):\n", column.name, Name(DTypeName(column.dtype)));
     for (int64_t i = 0; i < column.rows(); ++i) {

@@ -16,7 +16,9 @@ namespace tdock::ctl {
 Json SpecToJson(const DockSpec& spec);
 Json DocksToJson(const std::vector<DockSummaryInfo>& docks);
 Json StatusToJson(const DockStatusInfo& status);
-// {step, rows, token_counts, end_of_step, timed_out, columns: {name: rows}}.
+// {step, rows, token_counts, end_of_step, timed_out, round, micro_batches:
+// [{begin, end, rows, padded_len, tokens, padded_tokens}], balance (null when
+// absent), columns: {name: rows}}.
 Json BatchToJson(const ClientBatch& batch);
 
 std::string SpecToText(const DockSpec& spec);

@@ -3,6 +3,7 @@
 //   tdockctl --server 127.0.0.1:50051 create --spec grpo.yaml
 //   tdockctl put grpo --step 0 --rows 0-3 --column prompt_ids=prompts.json
 //   tdockctl get grpo actor --wait_ms 1000 --json
+//   echo '{"op":"partition","lengths":[7,6,8,5],"k":2}' | tdockctl balance
 //
 // Run `tdockctl --help` for every command. Exit status: 0 on success, 1 when
 // a call or an input file fails (the server's code and message on stderr), 2
@@ -23,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/ctl_args.h"
+#include "client/ctl_balance.h"
 #include "client/ctl_output.h"
 #include "client/ctl_values.h"
 #include "common/spec_yaml.h"
@@ -49,6 +51,7 @@ struct Request {
   int32_t rank = 0;
   int64_t count = 0;
   absl::Duration wait = absl::ZeroDuration();
+  std::optional<int64_t> round;
 };
 
 absl::StatusOr<int64_t> NonNegative(const CtlArgs& args, const std::string& flag,
@@ -79,6 +82,8 @@ absl::Status ParseColumns(const CtlArgs& args, Request* request) {
   return absl::OkStatus();
 }
 
+constexpr int64_t kMaxRound = std::numeric_limits<int64_t>::max();
+
 // Usage errors only: everything a command needs, checked before any call.
 absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   constexpr int64_t kMaxMs = int64_t{1} << 40;
@@ -100,7 +105,12 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
                          NonNegative(args, "count", 0, std::numeric_limits<int64_t>::max()));
   request.spec_path = args.Get("spec", "");
   if (!args.positionals.empty()) request.dock = args.positionals[0];
-  if (args.command == "get") request.consumer = args.positionals[1];
+  if (args.command == "get") {
+    request.consumer = args.positionals[1];
+    if (args.Has("round")) {
+      TDOCK_ASSIGN_OR_RETURN(request.round, NonNegative(args, "round", 0, kMaxRound));
+    }
+  }
   if (args.command == "release") {
     int64_t step = 0;
     if (!absl::SimpleAtoi(args.positionals[1], &step)) {
@@ -195,7 +205,8 @@ absl::Status RunGet(Client& client, const Request& request) {
                                      .rank = request.rank,
                                      .step = request.step,
                                      .count = request.count,
-                                     .wait = request.wait}));
+                                     .wait = request.wait,
+                                     .round = request.round}));
   Print(request, BatchToJson(batch), BatchToText(batch));
   return absl::OkStatus();
 }
@@ -247,6 +258,9 @@ int Main(int argc, char** argv) {
   if (!request.ok()) {
     std::cerr << "tdockctl: " << request.status().message() << "\n\n" << UsageText();
     return kExitUsage;
+  }
+  if (request->command == "balance") {  // no server
+    return RunBalance(std::cin, std::cout) == 0 ? 0 : kExitError;
   }
   const absl::Status status = Run(*request);
   if (!status.ok()) {

@@ -42,6 +42,10 @@ absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
   if (in.step.has_value() && *in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": step ", *in.step, " is negative"));
   }
+  if (in.round.has_value() && !in.step.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": round ", *in.round, " is asked for without a step; name the step"));
+  }
   if (in.count < 0 || in.count > rows_per_step_) {
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": count ", in.count, " is out of range [0, ", rows_per_step_, "]"));
@@ -90,12 +94,8 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
   for (Partition* part : live) {
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
-      // done with; it must not run ahead into a newer step meanwhile. Asking
-      // again for a round means the oldest step where that round exists.
-      if (in.round.has_value() ? !RoundFormedLocked(*part, plan, *in.round)
-                               : RankDoneLocked(*part, plan, in.rank)) {
-        continue;
-      }
+      // done with; it must not run ahead into a newer step meanwhile.
+      if (RankDoneLocked(*part, plan, in.rank)) continue;
       return ServeLocked(*part, in, plan, /*explicit_step=*/false);
     }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);

@@ -149,8 +149,6 @@ class DockImpl final {
   // BALANCED: the step is fully claimed and `rank` has fetched every round.
   bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t rank) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  bool RoundFormedLocked(Partition& part, const ConsumerPlan& plan, int64_t round) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int64_t TokenCountLocked(const Partition& part, int64_t row) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A Put must not make any row exceed a consumer's micro-batch budget.

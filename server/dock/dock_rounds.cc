@@ -182,13 +182,6 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
   return state.next_round[rank] >= static_cast<int64_t>(state.rounds.size());
 }
 
-bool DockImpl::RoundFormedLocked(Partition& part, const ConsumerPlan& plan,
-                                 int64_t round) const {
-  ConsumerState& state = part.consumer(plan.index);
-  tdock::MutexLock lock(&state.round_mu);
-  return round >= 0 && round < static_cast<int64_t>(state.rounds.size());
-}
-
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
   ConsumerState& state = part.consumer(plan.index);
   tdock::MutexLock lock(&state.round_mu);

@@ -41,8 +41,8 @@ struct GetInput {
   int64_t count = 0;            // 0: the consumer's dispatch_size
   absl::Duration wait = absl::ZeroDuration();
   bool metadata_only = false;   // Sample: rows and token counts only
-  // BALANCED consumers: the round to serve (asking again returns the same
-  // rows); nullopt: this rank's next round.
+  // BALANCED consumers: the round of `step` to serve (asking again returns
+  // the same rows; needs a step); nullopt: this rank's next round.
   std::optional<int64_t> round;
 };
 

@@ -24,6 +24,24 @@ grpc::Slice PinnedSlice(ByteSpan bytes,
 
 }  // namespace
 
+wire::BalanceMessage ToBalanceMessage(const BalanceStats& stats) {
+  wire::BalanceMessage out;
+  out.rank_cost_min = stats.rank_cost.min;
+  out.rank_cost_max = stats.rank_cost.max;
+  out.rank_cost_mean = stats.rank_cost.mean;
+  out.rank_tokens_min = stats.rank_tokens.min;
+  out.rank_tokens_max = stats.rank_tokens.max;
+  out.rank_tokens_mean = stats.rank_tokens.mean;
+  out.micro_batch_tokens_min = stats.micro_batch_tokens.min;
+  out.micro_batch_tokens_max = stats.micro_batch_tokens.max;
+  out.micro_batch_tokens_mean = stats.micro_batch_tokens.mean;
+  out.micro_batches = stats.micro_batches;
+  out.tokens = stats.tokens;
+  out.padded_tokens = stats.padded_tokens;
+  out.padding_ratio = stats.padding_ratio;
+  return out;
+}
+
 absl::StatusOr<RequestBytes> RequestBytes::From(
     const grpc::ByteBuffer& buffer) {
   RequestBytes bytes;
@@ -63,6 +81,16 @@ grpc::ByteBuffer BatchToByteBuffer(Batch batch) {
   message.token_counts = std::move(batch.token_counts);
   message.end_of_step = batch.end_of_step;
   message.timed_out = batch.timed_out;
+  message.round = batch.round;
+  message.micro_batches.reserve(batch.micro_batches.size());
+  for (const MicroBatchInfo& mb : batch.micro_batches) {
+    message.micro_batches.push_back({.begin = mb.begin,
+                                     .end = mb.end,
+                                     .padded_len = mb.padded_len,
+                                     .tokens = mb.tokens,
+                                     .padded_tokens = mb.padded_tokens});
+  }
+  if (batch.balance.has_value()) message.balance = ToBalanceMessage(*batch.balance);
   message.columns = std::move(batch.columns);
   const wire::Encoded encoded = wire::EncodeBatch(message);
   return EncodedToByteBuffer(encoded, batch.pin);

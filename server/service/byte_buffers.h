@@ -51,7 +51,11 @@ class RequestBytes final {
 grpc::ByteBuffer EncodedToByteBuffer(const wire::Encoded& encoded,
                                      const std::shared_ptr<const void>& pin);
 
-// Encodes `batch` as a tdock.v1.GetResponse without copying column payload.
+// tdock.v1.BalanceStats fields of a round's statistics.
+wire::BalanceMessage ToBalanceMessage(const BalanceStats& stats);
+
+// Encodes `batch` as a tdock.v1.GetResponse without copying column payload;
+// the round, micro-batch plan and balance statistics go along.
 grpc::ByteBuffer BatchToByteBuffer(Batch batch);
 
 }  // namespace tdock::internal

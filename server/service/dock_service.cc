@@ -81,6 +81,7 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
   input.rank = request.rank();
   if (request.has_step()) input.step = request.step();
   input.count = request.count();
+  if (request.has_round()) input.round = request.round();
   TDOCK_ASSIGN_OR_RETURN(
       input.wait, WaitBound(request.dock(), metadata_only ? "Sample" : "Get",
                             request.wait_ms()));

@@ -295,8 +295,9 @@ TEST_F(ClientTest, ConcurrentPutsThroughOneClient) {
   spec.num_prompts = 8;  // 16 rows
   spec.consumers = {Consumer("ids_reader", {"ids"})};
   ASSERT_OK(client_->CreateDock(spec).status());
-  for (int threads : {2, 4, 8}) {
-    const int64_t step = threads;
+  const int thread_counts[] = {2, 4, 8};
+  for (int64_t step = 0; step < 3; ++step) {  // steps start in order
+    const int threads = thread_counts[step];
     std::vector<std::thread> workers;
     std::vector<absl::Status> results(threads);
     for (int t = 0; t < threads; ++t) {

@@ -242,6 +242,64 @@ TEST_F(TdockctlTest, BadInputFilesExitOne) {
   EXPECT_TRUE(RunJson({"status", "ctl"})["steps"].empty());
 }
 
+constexpr char kBalancedYaml[] = R"(name: bal
+num_prompts: 8
+n_samples_per_prompt: 1
+length_columns: [ids]
+columns:
+  ids: {dtype: int32}
+consumers:
+  actor:
+    columns: [ids]
+    dispatch_size: 4
+    dp_size: 2
+    policy: balanced
+    cost: {a: 1, b: 0}
+    micro_batch: {max_tokens: 12, round_to: 2, padded: true, planner: packed}
+)";
+
+// A BALANCED consumer through tdockctl: get --json carries the round, the
+// micro-batches (rows, tokens, padded length) and the round's balance stats;
+// --round 0 asks for the same share again; the text output shows the plan.
+TEST_F(TdockctlTest, GetBalancedRoundShowsPlan) {
+  WriteFile(Path("bal.yaml"), kBalancedYaml);
+  const Json created = RunJson({"create", "--spec", Path("bal.yaml")});
+  ASSERT_EQ(created["created"][0]["consumers"]["actor"]["policy"], "balanced") << created;
+  EXPECT_EQ(created["created"][0]["consumers"]["actor"]["micro_batch"]["max_tokens"], 12);
+  // Lengths 7, 6, 8, 5, 1, 3, 8, 6: the design docs' worked example.
+  WriteFile(Path("ids.json"), "[[1,1,1,1,1,1,1], [2,2,2,2,2,2], [3,3,3,3,3,3,3,3], "
+                              "[4,4,4,4,4], [5], [6,6,6], [7,7,7,7,7,7,7,7], [8,8,8,8,8,8]]");
+  RunJson({"put", "bal", "--step", "0", "--rows", "0-7", "--column", "ids=" + Path("ids.json")});
+
+  const Json first = RunJson({"get", "bal", "actor", "--rank", "0"});
+  EXPECT_EQ(first["round"], 0);
+  int tokens = 0;
+  for (const Json& count : first["token_counts"]) tokens += count.get<int>();
+  EXPECT_EQ(tokens, 22);
+  ASSERT_FALSE(first["micro_batches"].empty()) << first;
+  Json joined = Json::array();
+  for (const Json& mb : first["micro_batches"]) {
+    EXPECT_LE(mb["padded_tokens"].get<int>(), 12) << mb;
+    for (const Json& row : mb["rows"]) joined.push_back(row);
+  }
+  EXPECT_EQ(joined, first["rows"]);
+  EXPECT_EQ(first["balance"]["rank_tokens"]["max"], 22.0) << first;
+  EXPECT_EQ(first["balance"]["tokens"], 44);
+
+  const Json again = RunJson({"get", "bal", "actor", "--rank", "0", "--step", "0", "--round", "0"});
+  EXPECT_EQ(again["rows"], first["rows"]);
+  EXPECT_EQ(again["micro_batches"], first["micro_batches"]);
+  EXPECT_EQ(again["columns"], first["columns"]);
+
+  const RunResult text = Run({"get", "bal", "actor", "--rank", "1"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("round:        0"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("micro-batches: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("balance: rank tokens min 22 max 22 mean 22"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(Run({"get", "bal", "actor", "--round", "-1"}).exit_code, 2);
+}
+
 // Usage errors exit 2 with the usage text on stderr and call nothing.
 TEST_F(TdockctlTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{

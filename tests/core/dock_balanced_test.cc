@@ -102,6 +102,7 @@ TEST(DockBalanced, AskingAgainReturnsTheSameRows) {
   auto dock = FilledDock(BalancedSpec());
   ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, RankGet(1)));
   GetInput again = RankGet(1);
+  again.step = 0;
   again.round = 0;
   ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, again));
   EXPECT_EQ(first.rows, second.rows);
@@ -111,6 +112,10 @@ TEST(DockBalanced, AskingAgainReturnsTheSameRows) {
   ahead.round = 3;
   EXPECT_STATUS(GetSync(*dock, ahead), absl::StatusCode::kInvalidArgument,
                 "round 3 is not formed; the next round is 1");
+  GetInput stepless = RankGet(0);
+  stepless.round = 0;
+  EXPECT_STATUS(GetSync(*dock, stepless), absl::StatusCode::kInvalidArgument,
+                "round 0 is asked for without a step");
 }
 
 // A step whose rounds are all claimed is released only after every rank has
