@@ -121,22 +121,15 @@ absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows) {
       " offsets and ", bytes, " data bytes for ", rows, " rows"));
 }
 
-std::shared_ptr<char> AllocateAligned(size_t bytes) {
-  char* data = static_cast<char*>(
-      ::operator new(bytes, std::align_val_t{kAlignment}));
-  return std::shared_ptr<char>(data, [](char* p) {
-    ::operator delete(p, std::align_val_t{kAlignment});
-  });
-}
-
 // Copies every column's segments (pointing into received slices) into one
 // aligned buffer owned by `batch`, one contiguous region per column.
-void CopyColumnsOut(std::vector<PackedColumn> columns, ClientBatch* batch) {
+void CopyColumnsOut(std::vector<PackedColumn> columns, internal::BufferPool& pool,
+                    ClientBatch* batch) {
   size_t total = 0;
   for (const PackedColumn& column : columns) {
     total += (column.data_bytes() + kAlignment - 1) / kAlignment * kAlignment;
   }
-  std::shared_ptr<char> buffer = total > 0 ? AllocateAligned(total) : nullptr;
+  std::shared_ptr<char> buffer = total > 0 ? pool.Acquire(total) : nullptr;
   char* out = buffer.get();
   for (PackedColumn& column : columns) {
     const int64_t bytes = column.data_bytes();
@@ -224,7 +217,8 @@ absl::Status TakePlan(const wire::BatchMessage& message, const std::string& what
 // Decodes a GetResponse received as `response`. `what` names the call for
 // messages ("Get of consumer 'actor' on dock 'grpo'").
 absl::StatusOr<ClientBatch> DecodeBatchResponse(
-    const grpc::ByteBuffer& response, const std::string& what) {
+    const grpc::ByteBuffer& response, const std::string& what,
+    internal::BufferPool& pool) {
   std::vector<grpc::Slice> slices;  // references, not copies
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(response.Dump(&slices)));
   std::vector<ByteSpan> segments;
@@ -251,7 +245,7 @@ absl::StatusOr<ClientBatch> DecodeBatchResponse(
       return absl::InternalError(absl::StrCat(what, ": ", checked.message()));
     }
   }
-  CopyColumnsOut(std::move(message->columns), &batch);
+  CopyColumnsOut(std::move(message->columns), pool, &batch);
   return batch;
 }
 
@@ -304,7 +298,8 @@ absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
           &response)));
   return DecodeBatchResponse(
       response, absl::StrCat("Get of consumer '", get.consumer, "' on dock '",
-                             get.dock, "'"));
+                             get.dock, "'"),
+      impl_->buffers);
 }
 
 absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
@@ -352,7 +347,8 @@ absl::StatusOr<ClientBatch> Client::Read(const std::string& dock, int64_t step,
           impl_->channel.get(), impl_->read_method, &context, request,
           &response)));
   return DecodeBatchResponse(
-      response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"));
+      response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"),
+      impl_->buffers);
 }
 
 }  // namespace tdock

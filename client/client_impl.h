@@ -1,14 +1,15 @@
 // Internal to client/: the state behind tdock::Client, shared by the control
 // plane (client.cc) and the data plane (client_data.cc).
 //
-// Thread safety: constant after construction; gRPC channels and stubs may be
-// used by many threads at once.
+// Thread safety: constant after construction (the buffer pool is
+// thread-safe); gRPC channels and stubs may be used by many threads at once.
 #ifndef TDOCK_CLIENT_CLIENT_IMPL_H_
 #define TDOCK_CLIENT_CLIENT_IMPL_H_
 
 #include <memory>
 
 #include "absl/time/time.h"
+#include "client/buffer_pool.h"
 #include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -37,6 +38,8 @@ class Client::Impl final {
   const grpc::internal::RpcMethod put_method;
   const grpc::internal::RpcMethod get_method;
   const grpc::internal::RpcMethod read_method;
+  // Receive buffers of Get and Read, reused once their batches are gone.
+  internal::BufferPool buffers;
 };
 
 }  // namespace tdock

@@ -65,8 +65,9 @@ absl::Status WritePutResponse(const PutResult& result,
       reply, response, &own_buffer));
 }
 
-// A Put cannot be cancelled once parked, so its wait ends before the RPC
-// deadline: a Put the client gave up on is never applied afterwards.
+// A Put cannot be cancelled once parked, so its wait ends at the RPC
+// deadline: a parked Put the client gave up on is not kept waiting. (A retry
+// already under way at that moment may still commit just after it.)
 absl::Duration ClampToDeadline(absl::Duration wait,
                                const grpc::CallbackServerContext& context) {
   const absl::Duration left =

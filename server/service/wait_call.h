@@ -31,7 +31,7 @@ namespace tdock::internal {
 // any) has returned, so `this` is valid in each of those.
 // Ownership: heap-allocated by the method handler, deleted in OnDone. Holds
 // the dock weakly, so a parked call does not keep a deleted dock alive (a
-// destroyed dock completes its waiters with CANCELLED).
+// deleted or destroyed dock completes its waiters with UNAVAILABLE).
 class WaitCall : public grpc::ServerUnaryReactor {
  public:
   WaitCall(const WaitCall&) = delete;
