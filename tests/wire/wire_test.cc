@@ -172,14 +172,7 @@ PutMessage ToMessage(const v1::PutRequest& p) {
   m.step = p.step();
   m.rows.assign(p.rows().begin(), p.rows().end());
   m.wait_ms = p.wait_ms();
-  for (const v1::PackedColumn& c : p.columns()) {
-    PackedColumn& col = m.columns.emplace_back();
-    col.name = c.name();
-    col.dtype = static_cast<DType>(c.dtype());
-    col.offsets.assign(c.offsets().begin(), c.offsets().end());
-    if (!c.data().empty())
-      col.segments.emplace_back(c.data().data(), c.data().size());
-  }
+  for (const v1::PackedColumn& c : p.columns()) m.columns.push_back(ToPacked(c));
   return m;
 }
 

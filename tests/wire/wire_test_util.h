@@ -237,6 +237,17 @@ inline v1::GetResponse BalancedBatch(uint64_t seed) {
 }
 
 // The codec's view of a protobuf GetResponse; column data borrowed from `g`.
+
+// A protobuf PackedColumn as a codec column whose data points into it.
+inline PackedColumn ToPacked(const v1::PackedColumn& c) {
+  PackedColumn col;
+  col.name = c.name();
+  col.dtype = static_cast<DType>(c.dtype());
+  col.offsets.assign(c.offsets().begin(), c.offsets().end());
+  if (!c.data().empty()) col.segments.emplace_back(c.data().data(), c.data().size());
+  return col;
+}
+
 inline BatchMessage ToBatchMessage(const v1::GetResponse& g) {
   BatchMessage m;
   m.step = g.step();
@@ -265,14 +276,7 @@ inline BatchMessage ToBatchMessage(const v1::GetResponse& g) {
                                b.padded_tokens(),
                                b.padding_ratio()};
   }
-  for (const v1::PackedColumn& c : g.columns()) {
-    PackedColumn& col = m.columns.emplace_back();
-    col.name = c.name();
-    col.dtype = static_cast<DType>(c.dtype());
-    col.offsets.assign(c.offsets().begin(), c.offsets().end());
-    if (!c.data().empty())
-      col.segments.emplace_back(c.data().data(), c.data().size());
-  }
+  for (const v1::PackedColumn& c : g.columns()) m.columns.push_back(ToPacked(c));
   return m;
 }
 
