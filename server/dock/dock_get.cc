@@ -119,7 +119,6 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
   for (int round = 0; round < kMaxClaimRounds; ++round) {
-    const Availability view = Scan(part, plan);
     // Remaining counts only committed claims: bits a concurrent claimer holds
     // for a moment (and may undo) must not end the step early.
     // acquire: pairs with the claimers' increments.
@@ -136,7 +135,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       return attempt;
     }
     const int64_t need = std::min(count, remaining);
-    if (view.available < need) return attempt;
+    if (CountAvailable(part, plan, need) < need) return attempt;
     const uint64_t seed =
         plan.seed ^ (static_cast<uint64_t>(part.step()) * 0x9E3779B97F4A7C15ull) ^
         // relaxed: only diversifies random draws between calls.

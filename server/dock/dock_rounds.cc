@@ -99,8 +99,10 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   if (k == formed) {
     const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
     const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-    const Availability view = Scan(part, plan);
-    const int64_t remaining = units - view.consumed;
+    // Under round_mu every claim of this consumer is committed at once.
+    // acquire: pairs with the rounds' increments.
+    const int64_t remaining =
+        units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
     if (remaining == 0) {
       if (explicit_step || in.round.has_value()) {
         Batch over;
@@ -112,7 +114,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     }
     const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
     const int64_t need = std::min(count * plan.dp_size, remaining);
-    if (view.available < need) return attempt;
+    if (CountAvailable(part, plan, need) < need) return attempt;
     std::vector<int64_t> claimed = Claim(part, plan, need, plan.seed);
     if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
       Unclaim(part, plan, claimed);

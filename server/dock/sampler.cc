@@ -46,6 +46,7 @@ std::vector<int64_t> ClaimFifo(Partition& part, const ConsumerPlan& plan,
   std::vector<int64_t> units;
   units.reserve(static_cast<size_t>(need));
   for (int64_t w = 0; w < consumed.num_words() && need > 0; ++w) {
+    if (consumed.word(w) == consumed.valid_mask(w)) continue;  // all taken
     // Re-read the word after a partial win: bits others took are gone.
     for (;;) {
       const uint64_t avail = ReadyWord(part, plan, w) & ~consumed.word(w);
@@ -85,15 +86,16 @@ std::vector<int64_t> ClaimRandom(Partition& part, const ConsumerPlan& plan,
 
 }  // namespace
 
-Availability Scan(const Partition& part, const ConsumerPlan& plan) {
+int64_t CountAvailable(const Partition& part, const ConsumerPlan& plan,
+                       int64_t enough) {
   const AtomicBitmap& consumed = part.consumer(plan.index).consumed;
-  Availability out;
-  for (int64_t w = 0; w < consumed.num_words(); ++w) {
+  int64_t available = 0;
+  for (int64_t w = 0; w < consumed.num_words() && available < enough; ++w) {
     const uint64_t taken = consumed.word(w);
-    out.consumed += std::popcount(taken);
-    out.available += std::popcount(ReadyWord(part, plan, w) & ~taken);
+    if (taken == consumed.valid_mask(w)) continue;  // nothing left here
+    available += std::popcount(ReadyWord(part, plan, w) & ~taken);
   }
-  return out;
+  return available;
 }
 
 std::vector<int64_t> Claim(Partition& part, const ConsumerPlan& plan,

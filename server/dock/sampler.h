@@ -35,12 +35,10 @@ struct ConsumerPlan {
   bool same_count_across_ranks = true;
 };
 
-// A snapshot of the consumer's view of a partition, in units.
-struct Availability {
-  int64_t consumed = 0;   // units whose consumed bit is set
-  int64_t available = 0;  // units ready and not consumed
-};
-Availability Scan(const Partition& part, const ConsumerPlan& plan);
+// Units ready and not consumed, counted up to `enough` (the scan stops
+// there, so a Get at the start of a step looks at a few words only).
+int64_t CountAvailable(const Partition& part, const ConsumerPlan& plan,
+                       int64_t enough);
 
 // Claims up to `need` available units (FIFO: lowest first; RANDOM: uniformly,
 // seeded by `seed`). Returns the units claimed, ascending; fewer than `need`
