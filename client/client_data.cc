@@ -272,12 +272,14 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
         encoded.size(), " bytes exceeds max_message_bytes ",
         impl_->options.max_message_bytes, "; split the rows over several puts"));
   }
-  grpc::ClientContext context;
-  impl_->SetDeadline(&context, put.wait);
   v1::PutResponse response;
   grpc::Status status;
   BorrowTracker tracker;
   {
+    // The context (and with it the call) and the request go out of scope
+    // before waiting, so gRPC drops the borrowed slices on this thread.
+    grpc::ClientContext context;
+    impl_->SetDeadline(&context, put.wait);
     const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
     status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, v1::PutResponse>(
         impl_->channel.get(), impl_->put_method, &context, request, &response);
