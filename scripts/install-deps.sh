@@ -16,8 +16,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # JSON output, persistence, metrics
   nlohmann-json3-dev librocksdb-dev prometheus-cpp-dev
-  # scripts
-  python3
+  # the Python client, its tests and the example pipeline (Debian's Python)
+  python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
+  python3-pytest python3-venv python3-setuptools python3-pip
 )
 
 missing=()

@@ -1,0 +1,27 @@
+"""tdock: the Python client of the tdock transfer dock.
+
+    import tdock
+    client = tdock.Client("127.0.0.1:50051")
+    dock = client.create_dock("examples/grpo.yaml")   # or client.dock("grpo")
+    dock.put(step, rows, {"response_ids": [np.array([...], np.int32), ...]})
+    for batch in dock.iter("actor_logprob", rank=rank):
+        ids, cu_seqlens = batch.packed("response_ids")
+        for mb in batch.micro_batches:
+            padded, mask = mb.padded("response_ids", multiple_of=8)
+
+See Client, Dock and Batch; errors are in tdock.errors.
+"""
+
+from tdock import errors
+from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
+from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
+                          StepStatus, Tls)
+from tdock.columns import Padded
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
+    "DockSummary", "MicroBatchInfo", "Padded", "PutAck", "StepStatus", "Tls",
+    "errors", "__version__",
+]

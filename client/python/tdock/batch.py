@@ -1,0 +1,218 @@
+"""Batch: the rows one Get handed out, with their columns as numpy views.
+
+Columns are packed: per column all rows' items back to back plus offsets
+(``cu_seqlens``, rows + 1 entries). ``packed`` returns views into the received
+message, no copy; ``padded`` builds a padded array and an attention mask;
+``micro_batches`` are Batches over contiguous runs of rows sharing the same
+memory; ``to_torch`` makes torch tensors. Arrays from ``packed`` are read-only
+(they view the message); copy them to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Iterable
+
+import numpy as np
+
+from tdock import dtypes, errors
+from tdock.v1 import dock_pb2
+
+
+@dataclass(frozen=True)
+class MicroBatchInfo:
+    """Rows [begin, end) of the batch; tokens as the budget counted them."""
+    begin: int
+    end: int
+    padded_len: int
+    tokens: int
+    padded_tokens: int
+
+
+@dataclass(frozen=True)
+class BalanceStats:
+    """Balance of the round (over ranks) and of the batch's micro-batches."""
+    rank_cost_min: float
+    rank_cost_max: float
+    rank_cost_mean: float
+    rank_tokens_min: float
+    rank_tokens_max: float
+    rank_tokens_mean: float
+    micro_batch_tokens_min: float
+    micro_batch_tokens_max: float
+    micro_batch_tokens_mean: float
+    micro_batches: int
+    tokens: int
+    padded_tokens: int
+    padding_ratio: float
+
+    @property
+    def rank_imbalance(self) -> float:
+        """Heaviest rank's tokens over the mean (1.0 is perfect)."""
+        mean = self.rank_tokens_mean
+        return self.rank_tokens_max / mean if mean else 1.0
+
+    @classmethod
+    def from_proto(cls, msg: dock_pb2.BalanceStats) -> "BalanceStats":
+        return cls(**{f.name: getattr(msg, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a batch: item values and the rows' item offsets."""
+    name: str
+    dtype: int          # wire enum (tdock.v1.dock_pb2.DType)
+    values: np.ndarray  # (items, *inner_shape)
+    offsets: np.ndarray  # int64, rows + 1, offsets[0] == 0
+
+    def rows(self, begin: int, end: int) -> "Column":
+        lo, hi = int(self.offsets[begin]), int(self.offsets[end])
+        return Column(self.name, self.dtype, self.values[lo:hi],
+                      self.offsets[begin:end + 1] - lo)
+
+
+class Batch:
+    """The rows of one Get (or Read, or Sample without columns)."""
+
+    def __init__(self, *, step: int, rows: np.ndarray, token_counts: np.ndarray,
+                 end_of_step: bool = False, timed_out: bool = False,
+                 round: int = -1, columns: dict[str, Column] | None = None,
+                 micro_batch_info: list[MicroBatchInfo] | None = None,
+                 stats: BalanceStats | None = None, consumer: str = "",
+                 rank: int = 0, lease: str | None = None):
+        self.step = step
+        self.rows = rows
+        self.token_counts = token_counts
+        self.end_of_step = end_of_step
+        self.timed_out = timed_out
+        self.round = round
+        self.micro_batch_info = micro_batch_info or []
+        self.stats = stats
+        self.consumer = consumer
+        self.rank = rank
+        # The lease the rows are held under until acknowledged; None when the
+        # consumer hands rows out without one (rows complete on hand-out).
+        self.lease = lease
+        self._columns = columns or {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return (f"Batch(step={self.step}, rows={len(self)}, "
+                f"columns={list(self._columns)}, end_of_step={self.end_of_step}"
+                f"{', timed_out=True' if self.timed_out else ''})")
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def column(self, name: str) -> Column:
+        col = self._columns.get(name)
+        if col is None:
+            raise errors.NotFound(
+                f"column '{name}' is not in this batch "
+                f"(it has: {', '.join(self._columns) or 'no columns'})")
+        return col
+
+    def packed(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(values, cu_seqlens): all rows' items back to back, and the rows'
+        item offsets (int64, rows + 1). Views of the received message."""
+        col = self.column(name)
+        return col.values, col.offsets
+
+    def lengths(self, name: str) -> np.ndarray:
+        """Items per row of a column (int64)."""
+        return np.diff(self.column(name).offsets)
+
+    def row(self, name: str, i: int) -> np.ndarray:
+        """The items of the batch's i-th row (a view)."""
+        col = self.column(name)
+        return col.values[col.offsets[i]:col.offsets[i + 1]]
+
+    def padded(self, name: str, pad_value=0, multiple_of: int = 1
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(array, attention_mask): rows padded on the right to the longest
+        row rounded up to `multiple_of`; the mask (bool, rows x length) is
+        True on real items."""
+        if multiple_of < 1:
+            raise errors.InvalidArgument(f"multiple_of must be >= 1, got {multiple_of}")
+        col = self.column(name)
+        lengths = np.diff(col.offsets)
+        longest = int(lengths.max()) if len(lengths) else 0
+        width = -(-longest // multiple_of) * multiple_of
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        out = np.full((len(lengths), width) + col.values.shape[1:], pad_value,
+                      dtype=col.values.dtype)
+        out[mask] = col.values
+        return out, mask
+
+    @property
+    def micro_batches(self) -> list["Batch"]:
+        """The batch cut into its micro-batches (views, no copy); empty when
+        the consumer has no micro-batch plan."""
+        return [self._slice(mb.begin, mb.end) for mb in self.micro_batch_info]
+
+    def _slice(self, begin: int, end: int) -> "Batch":
+        return Batch(step=self.step, rows=self.rows[begin:end],
+                     token_counts=self.token_counts[begin:end],
+                     end_of_step=self.end_of_step, round=self.round,
+                     columns={n: c.rows(begin, end) for n, c in self._columns.items()},
+                     stats=self.stats, consumer=self.consumer, rank=self.rank,
+                     lease=self.lease)
+
+    def to_torch(self, columns: Iterable[str] | None = None, *,
+                 padded: bool = False, pad_value=0, multiple_of: int = 1,
+                 device=None) -> dict:
+        """Torch tensors per column: (values, cu_seqlens) packed, or
+        (array, attention_mask) with padded=True. CPU tensors are copies the
+        caller owns; with a device, the data goes there straight from the
+        message (one host-to-device copy). bfloat16 columns become
+        torch.bfloat16."""
+        import torch
+        out = {}
+        for name in (self.columns if columns is None else columns):
+            col = self.column(name)
+            if padded:
+                first, second = self.padded(name, pad_value, multiple_of)
+            else:
+                first, second = col.values, col.offsets
+            out[name] = (_tensor(torch, first, col.dtype, device),
+                         _tensor(torch, second, None, device))
+        return out
+
+
+def _tensor(torch, array: np.ndarray, dtype: int | None, device):
+    on_cpu = device is None or torch.device(device).type == "cpu"
+    if on_cpu or not array.flags.writeable or not array.flags.aligned:
+        array = np.array(array, copy=True)  # writable, aligned, owned
+    if dtype == dock_pb2.BFLOAT16:  # uint16 bit patterns
+        t = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    else:
+        t = torch.from_numpy(array)
+    return t if on_cpu else t.to(device)
+
+
+def from_response(header, wire_columns, inner_shapes: dict[str, tuple],
+                  consumer: str = "", rank: int = 0) -> Batch:
+    """A Batch from a decoded GetResponse / SampleResponse."""
+    columns = {}
+    for wc in wire_columns:
+        np_dtype = dtypes.numpy_of(wc.dtype)
+        inner = inner_shapes.get(wc.name, ())
+        values = np.frombuffer(wc.data, dtype=np_dtype)
+        if inner:
+            values = values.reshape((-1,) + tuple(inner))
+        columns[wc.name] = Column(wc.name, wc.dtype, values, wc.offsets)
+    stats = (BalanceStats.from_proto(header.balance)
+             if header.HasField("balance") else None)
+    return Batch(
+        step=header.step,
+        rows=np.asarray(header.rows, dtype=np.int64),
+        token_counts=np.asarray(header.token_counts, dtype=np.int64),
+        end_of_step=header.end_of_step, timed_out=header.timed_out,
+        round=header.round, columns=columns,
+        micro_batch_info=[MicroBatchInfo(m.begin, m.end, m.padded_len, m.tokens,
+                                         m.padded_tokens)
+                          for m in header.micro_batches],
+        stats=stats, consumer=consumer, rank=rank)

@@ -1,0 +1,342 @@
+"""tdock.Client and tdock.Dock: the Python client of a tdock server.
+
+    client = tdock.Client("127.0.0.1:50051")
+    dock = client.create_dock("examples/grpo.yaml")
+    dock.put(0, range(4), {"prompt_ids": [np.arange(5, dtype=np.int32)] * 4})
+    for batch in dock.iter("reward", rank=0):
+        values, cu_seqlens = batch.packed("prompt_ids")
+
+One gRPC channel per Client; a Client and its Docks may be shared by threads
+(not across fork: make the Client in the worker process). Each call has a
+deadline of `timeout` seconds, plus its wait bound for Put and Get. Failures
+raise tdock.errors.* with the server's message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+import grpc
+import numpy as np
+
+from tdock import batch as batch_mod
+from tdock import columns as columns_mod
+from tdock import errors, spec as spec_mod, wire
+from tdock.v1 import dock_pb2
+
+_SERVICE = "/tdock.v1.Dock/"
+
+
+@dataclass(frozen=True)
+class Tls:
+    """TLS settings: PEM file paths. `ca` verifies the server (system roots
+    when None); `cert` and `key` identify the client for mutual TLS."""
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None  # override the name checked in the cert
+
+
+@dataclass(frozen=True)
+class DockSummary:
+    name: str
+    rows_per_step: int
+    steps_in_flight: int
+    live_steps: list[int]
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    step: int
+    partition: int
+    ready: dict[str, int]     # column -> rows written
+    consumed: dict[str, int]  # consumer -> rows handed out
+
+
+@dataclass(frozen=True)
+class DockStatus:
+    spec: dock_pb2.DockSpec
+    steps: list[StepStatus]
+    waiters: dict[str, int]  # consumer -> parked Gets
+    arena_bytes_used: int
+    arena_bytes_reserved: int
+    memory_limit_bytes: int
+    parked_puts: int
+
+
+@dataclass(frozen=True)
+class PutAck:
+    rows: int
+    bytes: int
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _credentials(tls: Any) -> grpc.ChannelCredentials:
+    if tls is True:
+        tls = Tls()
+    if not isinstance(tls, Tls):
+        raise errors.InvalidArgument(
+            f"tls must be None, True or tdock.Tls(...), got {type(tls).__name__}")
+    if (tls.cert is None) != (tls.key is None):
+        raise errors.InvalidArgument("tls: cert and key must be given together")
+    try:
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read(tls.ca), private_key=_read(tls.key),
+            certificate_chain=_read(tls.cert))
+    except OSError as e:
+        raise errors.InvalidArgument(f"tls: {e}")
+
+
+class Client:
+    """A connection to one tdock server (see the module comment)."""
+
+    def __init__(self, address: str, *, token: str | None = None,
+                 tls: Any = None, timeout: float = 30.0,
+                 max_message_bytes: int = 1 << 30):
+        if timeout <= 0:
+            raise errors.InvalidArgument(f"timeout must be > 0, got {timeout}")
+        self.address = address
+        self.timeout = float(timeout)
+        token = token if token is not None else os.environ.get("TDOCK_TOKEN")
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes)]
+        if tls:
+            if isinstance(tls, Tls) and tls.server_name:
+                options.append(("grpc.ssl_target_name_override", tls.server_name))
+            self._channel = grpc.secure_channel(address, _credentials(tls), options)
+        else:
+            self._channel = grpc.insecure_channel(address, options)
+        self._calls = {}
+        self._docks: dict[str, Dock] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def call(self, method: str, request: Any, response_type: Any = None, *,
+             extra_timeout: float = 0.0, serialize=None, deserialize=None):
+        """One unary call; gRPC errors become tdock.errors."""
+        fn = self._calls.get(method)
+        if fn is None:
+            fn = self._channel.unary_unary(
+                _SERVICE + method,
+                request_serializer=serialize or (lambda m: m.SerializeToString()),
+                response_deserializer=deserialize or response_type.FromString)
+            self._calls[method] = fn
+        try:
+            return fn(request, timeout=self.timeout + extra_timeout,
+                      metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    def create_dock(self, spec: Any) -> "Dock":
+        """Creates a dock from a dict, a DockSpec or a YAML file path (one
+        dock) and returns it, its spec with the server's defaults."""
+        specs = spec_mod.load(spec)
+        if len(specs) != 1:
+            raise errors.InvalidArgument(
+                f"{spec} holds {len(specs)} docks; create_dock takes one")
+        resp = self.call("CreateDock", dock_pb2.CreateDockRequest(spec=specs[0]),
+                         dock_pb2.CreateDockResponse)
+        dock = Dock(self, resp.spec.name, resp.spec)
+        with self._lock:
+            self._docks[dock.name] = dock
+        return dock
+
+    def dock(self, name: str) -> "Dock":
+        """The dock of that name (its spec is fetched when first needed)."""
+        with self._lock:
+            if name not in self._docks:
+                self._docks[name] = Dock(self, name)
+            return self._docks[name]
+
+    def delete_dock(self, name: str) -> None:
+        self.call("DeleteDock", dock_pb2.DeleteDockRequest(dock=name),
+                  dock_pb2.DeleteDockResponse)
+        with self._lock:
+            self._docks.pop(name, None)
+
+    def list_docks(self) -> list[DockSummary]:
+        resp = self.call("ListDocks", dock_pb2.ListDocksRequest(),
+                         dock_pb2.ListDocksResponse)
+        return [DockSummary(d.name, d.rows_per_step, d.steps_in_flight,
+                            list(d.live_steps)) for d in resp.docks]
+
+
+class Dock:
+    """One dock of a server: Put, Get, Read and its control calls."""
+
+    def __init__(self, client: Client, name: str,
+                 spec: dock_pb2.DockSpec | None = None):
+        self.client = client
+        self.name = name
+        self._spec = spec
+
+    def __repr__(self) -> str:
+        return f"Dock({self.name!r} at {self.client.address})"
+
+    @property
+    def spec(self) -> dock_pb2.DockSpec:
+        """The dock's spec with defaults filled in (fetched once)."""
+        if self._spec is None:
+            self._spec = self.status().spec
+        return self._spec
+
+    def _column_spec(self, name: str) -> dock_pb2.ColumnSpec:
+        for col in self.spec.columns:
+            if col.name == name:
+                return col
+        raise errors.InvalidArgument(
+            f"dock '{self.name}' has no column '{name}' (columns: "
+            f"{', '.join(c.name for c in self.spec.columns)})")
+
+    def _inner_shapes(self) -> dict[str, tuple]:
+        return {c.name: tuple(c.inner_shape) for c in self.spec.columns
+                if c.inner_shape}
+
+    def put(self, step: int, rows: Iterable[int], columns: Mapping[str, Any],
+            *, ack: Any = None, wait: float = 30.0) -> PutAck:
+        """Writes cells (rows x columns) of a step. Each column's value holds
+        one entry per row (see tdock.columns). `ack`: a Batch (or list of
+        them) whose lease this write completes; rows of a consumer without
+        leases are complete on hand-out and need none."""
+        rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
+                          dtype=np.int64).reshape(-1)
+        if not columns:
+            raise errors.InvalidArgument("put: no columns given")
+        wire_columns = [
+            columns_mod.put_column(name, value, self._column_spec(name), len(rows))
+            for name, value in columns.items()]
+        header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
+                                     wait_ms=_millis(wait, "wait"))
+        resp = self.client.call(
+            "Put", wire.encode_put(header, wire_columns), dock_pb2.PutResponse,
+            extra_timeout=wait, serialize=lambda b: b)
+        self.ack(ack)
+        return PutAck(resp.rows, resp.bytes)
+
+    def _get_request(self, consumer: str, rank: int, step: int | None,
+                     count: int | None, wait: float, round: int | None):
+        req = dock_pb2.GetRequest(dock=self.name, consumer=consumer, rank=rank,
+                                  count=count or 0, wait_ms=_millis(wait, "wait"))
+        if step is not None:
+            req.has_step, req.step = True, step
+        if round is not None:
+            req.round = round
+        return req
+
+    def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
+            count: int | None = None, wait: float = 30.0,
+            round: int | None = None) -> batch_mod.Batch:
+        """Claims rows for `consumer` (rank `rank`): up to `count` (default
+        its dispatch_size) of `step` (default the oldest step with rows for
+        it), waiting up to `wait` seconds. An empty batch with timed_out set
+        when nothing came in time. BALANCED consumers: `round` serves an
+        earlier round again."""
+        req = self._get_request(consumer, rank, step, count, wait, round)
+        header, cols = self.client.call("Get", req, extra_timeout=wait,
+                                        deserialize=wire.decode_get)
+        return batch_mod.from_response(header, cols, self._inner_shapes(),
+                                       consumer, rank)
+
+    def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
+               count: int | None = None, wait: float = 30.0,
+               round: int | None = None) -> batch_mod.Batch:
+        """Like get, without column data: rows and token counts only."""
+        req = self._get_request(consumer, rank, step, count, wait, round)
+        resp = self.client.call("Sample", req, dock_pb2.SampleResponse,
+                                extra_timeout=wait)
+        return batch_mod.from_response(resp, [], {}, consumer, rank)
+
+    def read(self, step: int, rows: Iterable[int],
+             columns: Iterable[str] | None = None) -> batch_mod.Batch:
+        """Written cells by row, without claiming them."""
+        req = dock_pb2.ReadRequest(dock=self.name, step=step, rows=list(rows),
+                                   columns=list(columns or []))
+        header, cols = self.client.call("Read", req, deserialize=wire.decode_get)
+        return batch_mod.from_response(header, cols, self._inner_shapes())
+
+    def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
+             count: int | None = None, wait: float = 30.0
+             ) -> Iterator[batch_mod.Batch]:
+        """Batches of one step for `consumer` (rank `rank`) until this rank has
+        drained it (the oldest step with rows for it when step is None). A Get
+        that finds nothing within `wait` seconds raises errors.WaitTimeout."""
+        while True:
+            b = self.get(consumer, rank=rank, step=step, count=count, wait=wait)
+            if b.timed_out:
+                raise errors.WaitTimeout(
+                    f"dock '{self.name}' consumer '{consumer}' rank {rank}: no rows "
+                    f"of {'any step' if step is None else f'step {step}'} "
+                    f"within {wait} s")
+            if step is None:
+                step = b.step
+            if len(b):
+                yield b
+            if b.end_of_step:
+                return
+
+    def ack(self, batches: Any) -> None:
+        """Acknowledges batches handed out under a lease. Batches without a
+        lease (consumers without lease_ms) are complete already."""
+        if batches is None:
+            return
+        for b in batches if isinstance(batches, (list, tuple)) else [batches]:
+            if not isinstance(b, batch_mod.Batch):
+                raise errors.InvalidArgument(
+                    f"ack takes Batches, got {type(b).__name__}")
+            if b.lease is not None:
+                raise errors.Unimplemented(
+                    f"batch of step {b.step} holds lease {b.lease}, which this "
+                    "client cannot acknowledge")
+
+    def status(self) -> DockStatus:
+        r = self.client.call("GetDockStatus",
+                             dock_pb2.GetDockStatusRequest(dock=self.name),
+                             dock_pb2.GetDockStatusResponse)
+        self._spec = r.spec
+        steps = [StepStatus(s.step, s.partition,
+                            {c.name: c.rows for c in s.ready},
+                            {c.name: c.rows for c in s.consumed}) for s in r.steps]
+        return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
+                          r.arena_bytes_used, r.arena_bytes_reserved,
+                          r.memory_limit_bytes, r.parked_puts)
+
+    def release(self, step: int) -> None:
+        """Frees a step's partition now (consumers not done lose its rows)."""
+        self.client.call("ReleaseStep",
+                         dock_pb2.ReleaseStepRequest(dock=self.name, step=step),
+                         dock_pb2.ReleaseStepResponse)
+
+    def add_consumer(self, name: str, settings: Mapping[str, Any]
+                     ) -> dock_pb2.ConsumerSpec:
+        """Adds a consumer at run time (settings as under `consumers:`)."""
+        consumer = spec_mod.consumer_spec(name, settings, f"consumers.{name}")
+        r = self.client.call("AddConsumer",
+                             dock_pb2.AddConsumerRequest(dock=self.name,
+                                                         consumer=consumer),
+                             dock_pb2.AddConsumerResponse)
+        self._spec = None  # refetched with the new consumer
+        return r.consumer
+
+
+def _millis(seconds: float, what: str) -> int:
+    if seconds is None or seconds < 0:
+        raise errors.InvalidArgument(f"{what} must be >= 0 seconds, got {seconds}")
+    return int(round(seconds * 1000))

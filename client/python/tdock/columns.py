@@ -1,0 +1,181 @@
+"""Turning a Put's column values into packed wire columns.
+
+A column's value for n rows may be:
+- a list of n arrays (numpy arrays, torch tensors, Python lists, or bytes for
+  a bytes column), each holding one row's items;
+- a padded array of shape (n, width, *inner_shape), every row full width, or
+  a ``Padded(array, lengths)`` / ``(array, lengths)`` pair giving each row's
+  length;
+- an array of shape (n, *inner_shape): one item per row (scores, rewards).
+Row arrays are not concatenated here: the encoder joins them straight into the
+message. Values must have the column's dtype or one numpy casts to it safely
+(int32 into int64, not int64 into int32); Python lists are converted to the
+column's dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from tdock import dtypes, errors
+from tdock.v1 import dock_pb2
+from tdock.wire import PutColumn
+
+
+class Padded(NamedTuple):
+    """Rows padded on the right: row i is array[i, :lengths[i]]."""
+    array: Any
+    lengths: Any
+
+
+def _numpy(value: Any) -> np.ndarray:
+    """A numpy array over a torch tensor's memory (CPU copy for devices)."""
+    module = type(value).__module__
+    if module.startswith("torch"):
+        import torch
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.dtype == torch.bfloat16:
+            return t.contiguous().view(torch.int16).numpy().view("<u2")
+        return t.contiguous().numpy()
+    return value
+
+
+def _cast(array: np.ndarray, dtype_enum: int, where: str) -> np.ndarray:
+    want = dtypes.numpy_of(dtype_enum)
+    if array.dtype == want:
+        return array
+    if dtype_enum == dock_pb2.BFLOAT16 and array.dtype in (np.int16, np.uint16):
+        return array.view("<u2")
+    if dtype_enum == dock_pb2.BFLOAT16 and array.dtype in (np.float32, np.float64):
+        return dtypes.float32_to_bfloat16_bits(array.astype("<f4"))
+    if not np.can_cast(array.dtype, want, casting="safe"):
+        raise errors.InvalidArgument(
+            f"{where}: values of dtype {array.dtype} do not fit the column's "
+            f"dtype {dtypes.name_of(dtype_enum)} (convert them with .astype)")
+    return array.astype(want)
+
+
+def _from_python(value: Any, dtype_enum: int, where: str) -> np.ndarray:
+    """A Python list of numbers as the column's dtype, refusing values that
+    would change (out of range, or fractions into an integer column)."""
+    want = dtypes.numpy_of(dtype_enum)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise errors.InvalidArgument(f"{where}: {e}")
+    if array.size == 0:
+        return np.zeros(array.shape, dtype=want)
+    if array.dtype.kind not in "biuf":
+        raise errors.InvalidArgument(
+            f"{where}: expected numbers, got values of type {array.dtype}")
+    if want.kind in "iu" and dtype_enum != dock_pb2.BFLOAT16:
+        if array.dtype.kind == "f":
+            raise errors.InvalidArgument(
+                f"{where}: fractional values for the integer column")
+        info = np.iinfo(want)
+        if array.min() < info.min or array.max() > info.max:
+            raise errors.InvalidArgument(
+                f"{where}: values outside [{info.min}, {info.max}] "
+                f"of {dtypes.name_of(dtype_enum)}")
+    if dtype_enum == dock_pb2.BFLOAT16:
+        return dtypes.float32_to_bfloat16_bits(array.astype("<f4"))
+    return array.astype(want)
+
+
+def _as_array(value: Any, dtype_enum: int, where: str) -> np.ndarray:
+    if isinstance(value, (bytes, bytearray, memoryview)) and \
+            dtype_enum in (dock_pb2.BYTES, dock_pb2.UINT8, dock_pb2.INT8):
+        return np.frombuffer(value, dtype=dtypes.numpy_of(dtype_enum))
+    if isinstance(value, (list, tuple, int, float)):
+        return _from_python(value, dtype_enum, where)
+    value = _numpy(value)
+    if not isinstance(value, np.ndarray):
+        raise errors.InvalidArgument(
+            f"{where}: expected an array, a tensor or a list, got "
+            f"{type(value).__name__}")
+    return np.ascontiguousarray(_cast(value, dtype_enum, where))
+
+
+def _item_count(array: np.ndarray, inner: tuple, where: str) -> int:
+    """Items in one row's array (its leading dimension after inner_shape)."""
+    if inner:
+        if array.ndim != 1 + len(inner) or tuple(array.shape[1:]) != inner:
+            raise errors.InvalidArgument(
+                f"{where}: shape {tuple(array.shape)} is not (items, "
+                f"{', '.join(map(str, inner))})")
+        return array.shape[0]
+    if array.ndim != 1:
+        raise errors.InvalidArgument(
+            f"{where}: expected a 1-D array, got shape {tuple(array.shape)}")
+    return array.shape[0]
+
+
+def _from_rows(name: str, spec, rows: Sequence, inner: tuple) -> PutColumn:
+    pieces, counts = [], []
+    for i, row in enumerate(rows):
+        array = _as_array(row, spec.dtype, f"column '{name}' row {i}")
+        counts.append(_item_count(array, inner, f"column '{name}' row {i}"))
+        pieces.append(memoryview(array).cast("B") if array.size else b"")
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    nbytes = sum(len(p) for p in pieces)
+    return PutColumn(name, spec.dtype, offsets, pieces, nbytes)
+
+
+def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
+                 inner: tuple) -> PutColumn:
+    where = f"column '{name}'"
+    if array.ndim != 2 + len(inner) or tuple(array.shape[2:]) != inner:
+        raise errors.InvalidArgument(
+            f"{where}: padded shape {tuple(array.shape)} is not (rows, width"
+            f"{''.join(', ' + str(d) for d in inner)})")
+    width = array.shape[1]
+    if lengths is None:
+        lengths = np.full(n, width, dtype=np.int64)
+    lengths = np.asarray(_numpy(lengths), dtype=np.int64).reshape(-1)
+    if len(lengths) != n:
+        raise errors.InvalidArgument(
+            f"{where}: {len(lengths)} lengths for {n} rows")
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > width):
+        raise errors.InvalidArgument(
+            f"{where}: lengths must be in [0, {width}] (the padded width)")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if n and (lengths == width).all():
+        pieces = [memoryview(array).cast("B")]  # already packed
+    else:
+        pieces = [memoryview(array[i, :lengths[i]]).cast("B")
+                  for i in range(n) if lengths[i]]
+    return PutColumn(name, spec.dtype, offsets, pieces,
+                     int(offsets[-1]) * array.itemsize * int(np.prod(inner, dtype=np.int64)))
+
+
+def put_column(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int
+               ) -> PutColumn:
+    """The wire column for n rows of `value` (see the module comment)."""
+    inner = tuple(spec.inner_shape)
+    where = f"column '{name}'"
+    lengths = None
+    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, Padded):
+        value = Padded(*value)
+    if isinstance(value, Padded):
+        value, lengths = value.array, value.lengths
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise errors.InvalidArgument(f"{where}: {len(value)} rows of values for {n} rows")
+        return _from_rows(name, spec, value, inner)
+    array = _as_array(value, spec.dtype, where)
+    if lengths is None and array.ndim == 1 + len(inner):
+        # One item per row.
+        if array.shape[0] != n:
+            raise errors.InvalidArgument(f"{where}: {array.shape[0]} values for {n} rows")
+        offsets = np.arange(n + 1, dtype=np.int64)
+        return PutColumn(name, spec.dtype, offsets,
+                         [memoryview(array).cast("B")], array.nbytes)
+    if array.shape[0] != n:
+        raise errors.InvalidArgument(f"{where}: {array.shape[0]} padded rows for {n} rows")
+    return _from_padded(name, spec, array, lengths, n, inner)

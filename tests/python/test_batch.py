@@ -1,0 +1,87 @@
+"""Batch accessors over real Gets: padding and masks, micro-batch views
+under the consumer's token budget, balanced ranks, torch tensors."""
+
+import numpy as np
+import pytest
+
+from conftest import grpo_spec
+
+LENGTHS = [7, 6, 8, 5, 1, 3, 8, 6, 30, 2, 17, 4, 9, 11, 3, 12]
+
+
+def _fill(dock, lengths, step=0):
+    rows = [np.full(n, i, dtype=np.int32) for i, n in enumerate(lengths)]
+    dock.put(step, range(len(lengths)), {"response_ids": rows,
+                                         "prompt_ids": [[]] * len(lengths)})
+    return rows
+
+
+def test_padded_rounds_width_and_masks_real_items(client, dock_name):
+    dock = client.create_dock(grpo_spec(dock_name, prompts=8, n=2))
+    rows = _fill(dock, LENGTHS)
+    batch = dock.get("reward", step=0, count=16, wait=5)
+    array, mask = batch.padded("response_ids", pad_value=-1, multiple_of=8)
+    assert array.shape == (16, 32) and mask.shape == (16, 32)
+    for i, row in enumerate(batch.rows):
+        n = LENGTHS[row]
+        np.testing.assert_array_equal(array[i, :n], rows[row])
+        assert (array[i, n:] == -1).all()
+        assert mask[i].sum() == n and mask[i, :n].all()
+
+
+def test_micro_batches_are_views_within_the_token_budget(client, dock_name):
+    consumers = {"actor": {"columns": ["response_ids"], "dispatch_size": 16,
+                           "micro_batch": {"max_tokens": 40}}}
+    dock = client.create_dock(grpo_spec(dock_name, prompts=8, n=2,
+                                        consumers=consumers,
+                                        length_columns=["response_ids"]))
+    rows = _fill(dock, LENGTHS)
+    batch = dock.get("actor", step=0, wait=5)
+    mbs = batch.micro_batches
+    assert len(mbs) == len(batch.micro_batch_info) >= 4  # 136 tokens / 40
+    assert sum(len(mb) for mb in mbs) == len(batch)
+    assert np.concatenate([mb.rows for mb in mbs]).tolist() == batch.rows.tolist()
+    for mb, info in zip(mbs, batch.micro_batch_info):
+        values, cu = mb.packed("response_ids")
+        assert cu[0] == 0 and cu[-1] == len(values) == info.tokens <= 40
+        for i, row in enumerate(mb.rows):
+            np.testing.assert_array_equal(mb.row("response_ids", i), rows[row])
+        # The same memory as the whole batch's column.
+        assert np.shares_memory(values, batch.packed("response_ids")[0])
+    assert batch.stats.tokens == sum(LENGTHS)
+
+
+def test_balanced_ranks_carry_equal_tokens(client, dock_name):
+    consumers = {"actor": {"columns": ["response_ids"], "dp_size": 2,
+                           "dispatch_size": 8, "policy": "balanced"}}
+    dock = client.create_dock(grpo_spec(dock_name, prompts=8, n=2,
+                                        consumers=consumers,
+                                        length_columns=["response_ids"]))
+    _fill(dock, LENGTHS)
+    shares = [dock.get("actor", rank=r, step=0, wait=5) for r in (0, 1)]
+    tokens = [int(b.token_counts.sum()) for b in shares]
+    assert sum(tokens) == sum(LENGTHS) and abs(tokens[0] - tokens[1]) <= 1
+    assert shares[0].round == shares[1].round == 0
+    assert shares[0].stats.rank_imbalance == pytest.approx(max(tokens) / (sum(LENGTHS) / 2))
+    assert sorted(np.concatenate([b.rows for b in shares]).tolist()) == list(range(16))
+
+
+def test_to_torch_packed_and_padded(client, dock_name):
+    torch = pytest.importorskip("torch")
+    columns = {"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
+               "logp": {"dtype": "bfloat16"}}
+    dock = client.create_dock(grpo_spec(dock_name, prompts=1, n=2, columns=columns))
+    logp = [torch.tensor([0.5, -1.0], dtype=torch.bfloat16),
+            torch.tensor([2.0], dtype=torch.bfloat16)]
+    dock.put(0, [0, 1], {"response_ids": [torch.tensor([1, 2], dtype=torch.int32),
+                                          torch.tensor([3], dtype=torch.int32)],
+                         "logp": logp})
+    batch = dock.read(0, [0, 1], ["response_ids", "logp"])
+    t = batch.to_torch()
+    values, cu = t["logp"]
+    assert values.dtype == torch.bfloat16 and cu.tolist() == [0, 2, 3]
+    assert torch.equal(values, torch.cat(logp))
+    values[0] = 7  # a CPU tensor the caller owns
+    ids, mask = batch.to_torch(["response_ids"], padded=True)["response_ids"]
+    assert ids.tolist() == [[1, 2], [3, 0]] and mask.tolist() == [[True, True],
+                                                                 [True, False]]
