@@ -82,6 +82,9 @@ def test_to_torch_packed_and_padded(client, dock_name):
     assert values.dtype == torch.bfloat16 and cu.tolist() == [0, 2, 3]
     assert torch.equal(values, torch.cat(logp))
     values[0] = 7  # a CPU tensor the caller owns
+    # A device other than the CPU takes the data straight from the message.
+    moved, _ = batch.to_torch(["logp"], device="meta")["logp"]
+    assert moved.device.type == "meta" and moved.dtype == torch.bfloat16
     ids, mask = batch.to_torch(["response_ids"], padded=True)["response_ids"]
     assert ids.tolist() == [[1, 2], [3, 0]] and mask.tolist() == [[True, True],
                                                                  [True, False]]

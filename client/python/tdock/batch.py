@@ -10,6 +10,7 @@ memory; ``to_torch`` makes torch tensors. Arrays from ``packed`` are read-only
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields
 from typing import Iterable
 
@@ -184,12 +185,16 @@ class Batch:
 
 def _tensor(torch, array: np.ndarray, dtype: int | None, device):
     on_cpu = device is None or torch.device(device).type == "cpu"
-    if on_cpu or not array.flags.writeable or not array.flags.aligned:
+    if on_cpu or not array.flags.aligned:
         array = np.array(array, copy=True)  # writable, aligned, owned
     if dtype == dock_pb2.BFLOAT16:  # uint16 bit patterns
-        t = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    else:
+        array = array.view(np.int16)
+    with warnings.catch_warnings():
+        # A read-only view of the message, only read by the copy to `device`.
+        warnings.simplefilter("ignore", UserWarning)
         t = torch.from_numpy(array)
+    if dtype == dock_pb2.BFLOAT16:
+        t = t.view(torch.bfloat16)
     return t if on_cpu else t.to(device)
 
 
