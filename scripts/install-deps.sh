@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that tdock's build and tests need.
+# Installs the Debian 12 packages that tdock's build and tests need, plus
+# any named as arguments:  bash scripts/install-deps.sh [PACKAGE ...]
 #
 # Idempotent: when every package is already installed it does nothing (no
 # apt-get update), so repeated runs take well under a second. Runs as root, or
@@ -20,6 +21,9 @@ PACKAGES=(
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-pytest python3-venv python3-setuptools python3-pip
 )
+# Extra packages from the command line (scripts/test.sh adds python3-torch,
+# which the Python client uses when it is there).
+PACKAGES+=("$@")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

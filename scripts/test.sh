@@ -15,7 +15,9 @@ BUILD_DIR="${BUILD_DIR:-build}"
 TSAN_BUILD_DIR="${TSAN_BUILD_DIR:-build-tsan}"
 JOBS="${JOBS:-2}"
 
-bash scripts/install-deps.sh
+# python3-torch: the Python client's to_torch and torch inputs are tested
+# when torch is there (it is optional for users).
+bash scripts/install-deps.sh python3-torch
 
 echo "test: building everything (RelWithDebInfo) in $BUILD_DIR/"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
