@@ -2,6 +2,7 @@
 written come back unchanged, in every input form a worker may hold."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -176,3 +177,19 @@ def test_add_consumer_sees_live_rows(client, dock_name):
     batch = dock.get("critic", step=0, wait=5)
     assert sorted(batch.rows.tolist()) == [0, 1]
     assert "critic" in [c.name for c in dock.spec.consumers]
+
+
+def test_iter_without_a_wait_bound_keeps_waiting(client, dock_name, monkeypatch):
+    """wait=None: Gets that time out are retried until rows come."""
+    monkeypatch.setattr("tdock.client._POLL_SLICE", 0.1)
+    dock = client.create_dock(grpo_spec(dock_name, prompts=1, n=2))
+
+    def late_put():
+        time.sleep(0.5)  # several poll slices
+        dock.put(0, [0, 1], {"prompt_ids": [[1], [2]], "response_ids": [[3], [4]]})
+
+    writer = threading.Thread(target=late_put)
+    writer.start()
+    rows = [r for b in dock.iter("reward", step=0, wait=None) for r in b.rows]
+    writer.join()
+    assert sorted(rows) == [0, 1]

@@ -28,6 +28,8 @@ from tdock import errors, spec as spec_mod, wire
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
+# Dock.iter(wait=None) long-polls in Gets of this many seconds.
+_POLL_SLICE = 30.0
 
 
 @dataclass(frozen=True)
@@ -273,13 +275,17 @@ class Dock:
         return batch_mod.from_response(header, cols, self._inner_shapes())
 
     def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
-             count: int | None = None, wait: float = 30.0
+             count: int | None = None, wait: float | None = 30.0
              ) -> Iterator[batch_mod.Batch]:
         """Batches of one step for `consumer` (rank `rank`) until this rank has
         drained it (the oldest step with rows for it when step is None). A Get
-        that finds nothing within `wait` seconds raises errors.WaitTimeout."""
+        that finds nothing within `wait` seconds raises errors.WaitTimeout;
+        wait=None keeps waiting as long as it takes."""
         while True:
-            b = self.get(consumer, rank=rank, step=step, count=count, wait=wait)
+            b = self.get(consumer, rank=rank, step=step, count=count,
+                         wait=_POLL_SLICE if wait is None else wait)
+            if b.timed_out and wait is None:
+                continue
             if b.timed_out:
                 raise errors.WaitTimeout(
                     f"dock '{self.name}' consumer '{consumer}' rank {rank}: no rows "
