@@ -314,16 +314,18 @@ class PipelineError(Exception):
 class Server:
     """tdock-server on a free loopback port, its output kept for errors."""
 
-    def __init__(self, binary: str):
+    def __init__(self, binary: str, metrics_listen: str):
         if not os.access(binary, os.X_OK):
             raise PipelineError(f"no tdock-server at {binary} (build it, or pass "
                                 "--server_bin, $TDOCK_SERVER_BIN or --server)")
-        self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0"],
+        self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0",
+                                      f"--metrics_listen={metrics_listen}"],
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      start_new_session=True)  # stopped by us
         self.log: collections.deque = collections.deque(maxlen=40)
         self.address = ""
+        self.metrics = ""  # http://HOST:PORT/metrics when it serves them
         self._listening = threading.Event()
         threading.Thread(target=self._drain, daemon=True).start()
         deadline = time.monotonic() + 30
@@ -336,6 +338,9 @@ class Server:
     def _drain(self) -> None:
         for line in self.proc.stdout:
             self.log.append(line)
+            m = re.search(r"tdock-server metrics on (\S+)", line)
+            if m:
+                self.metrics = m.group(1)
             m = re.search(r"tdock-server listening on (\S+)", line)
             if m and not self.address:
                 self.address = m.group(1)
@@ -537,7 +542,8 @@ def run(args, address: str, spec: dict) -> tuple[Tally, Config, int, list[str]]:
                 p.terminate()
                 p.join(5)
         try:
-            client.delete_dock(name)
+            if not args.keep_dock:
+                client.delete_dock(name)
         except tdock.errors.TdockError as e:
             print(f"warning: could not delete dock '{name}': {e}", file=sys.stderr)
         client.close()
@@ -600,6 +606,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1, help="seed of all the data")
     ap.add_argument("--time_scale", type=float, default=1.0,
                     help="scale of the simulated compute times (0: no sleeping)")
+    ap.add_argument("--metrics_listen", default="127.0.0.1:0",
+                    help="--metrics_listen of the server it starts (default: a "
+                    "free loopback port, printed; empty: none)")
+    ap.add_argument("--keep_dock", action="store_true",
+                    help="leave the dock on the server at the end (to look at "
+                    "its status and metrics)")
     ap.add_argument("--quiet", action="store_true",
                     help="print only the table and the result")
     args = ap.parse_args(argv)
@@ -618,7 +630,9 @@ def main(argv=None) -> int:
     try:
         spec = load_spec(args)
         if not args.server:
-            server = Server(args.server_bin)
+            server = Server(args.server_bin, args.metrics_listen)
+            if server.metrics and not args.quiet:
+                print(f"tdock-server metrics at {server.metrics}")
         tally, cfg, workers, problems = run(
             args, server.address if server else args.server, spec)
         if server is not None:

@@ -36,7 +36,8 @@ fail() {
 }
 
 # Port 0: the server picks a free port and logs the one it bound.
-"$server_bin" --listen 127.0.0.1:0 --config "$config" >"$log" 2>&1 &
+"$server_bin" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 --config "$config" \
+  >"$log" 2>&1 &
 server_pid=$!
 
 address=""

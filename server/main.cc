@@ -26,6 +26,7 @@
 #include "common/logging.h"
 #include "common/spec_yaml.h"
 #include "common/status.h"
+#include "server/metrics/server_metrics.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -37,6 +38,10 @@ ABSL_FLAG(int64_t, max_message_mb, 1024,
           "Largest message received or sent, in MiB (1..2047).");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long a shutdown lets in-flight calls finish.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "host:port of the Prometheus endpoint (/metrics); port 0 picks a "
+          "free port; empty disables it. Bind it where only your Prometheus "
+          "reaches it.");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -59,6 +64,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   const std::string config = absl::GetFlag(FLAGS_config);
   if (!config.empty()) {
     absl::StatusOr<std::vector<DockSpec>> docks = LoadSpecsYamlFile(config);
@@ -108,6 +114,12 @@ int Run() {
     return 1;
   }
   const std::string address = BoundAddress(listen, server.port());
+  // The metrics line first: scripts may stop reading at "listening on".
+  if (const ServerMetrics* metrics = server.metrics();
+      metrics != nullptr && !metrics->address().empty()) {
+    TDOCK_LOG(INFO) << "tdock-server metrics on http://" << metrics->address()
+                    << "/metrics";
+  }
   TDOCK_LOG(INFO) << "tdock-server listening on " << address;
   std::printf("tdock-server listening on %s\n", address.c_str());
   std::fflush(stdout);
@@ -138,7 +150,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   absl::SetProgramUsageMessage(
       "tdock-server: the transfer dock gRPC server.\n"
-      "  tdock-server --listen=HOST:PORT [--config=docks.yaml]");
+      "  tdock-server --listen=HOST:PORT [--config=docks.yaml] "
+      "[--metrics_listen=HOST:PORT]");
   absl::ParseCommandLine(argc, argv);
   return tdock::Run();
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <set>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -16,6 +17,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "server/metrics/server_metrics.h"
 #include "server/service/dock_service.h"
 
 namespace tdock {
@@ -43,6 +46,12 @@ absl::Status ValidateListen(const std::string& listen) {
 
 absl::Status ServerOptions::Validate() const {
   TDOCK_RETURN_IF_ERROR(ValidateListen(listen));
+  if (!metrics_listen.empty() && (absl::StartsWith(metrics_listen, "unix:") ||
+                                  !ValidateListen(metrics_listen).ok())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics address \"", metrics_listen,
+        "\" must be host:port with a port in 0..65535 (or empty: none)"));
+  }
   if (max_message_mb < 1 || max_message_mb > kMaxMessageMb) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_message_mb must be in 1..", kMaxMessageMb, ", got ",
@@ -79,6 +88,7 @@ class Server::Impl {
   absl::Status Start();
   int port() const;
   DockRegistry& registry() { return registry_; }
+  const ServerMetrics* metrics() const;
   void Shutdown();
   void Wait();
 
@@ -93,7 +103,11 @@ class Server::Impl {
   // Constant after construction.
   const ServerOptions options_;
   DockRegistry registry_;
-  DockService service_{&registry_};
+
+  // Set once in Start, before the grpc::Server that uses them is built;
+  // declared so that they outlive it.
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<DockService> service_;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
@@ -128,6 +142,9 @@ absl::Status Server::Impl::CreateConfiguredDocks() {
 absl::Status Server::Impl::StartLocked() {
   TDOCK_RETURN_IF_ERROR(options_.Validate());
   TDOCK_RETURN_IF_ERROR(CreateConfiguredDocks());
+  TDOCK_ASSIGN_OR_RETURN(metrics_,
+                         ServerMetrics::Create(&registry_, {.listen = options_.metrics_listen}));
+  service_ = std::make_unique<DockService>(&registry_, metrics_->observer());
   int selected_port = 0;
   server_ = BuildServer(&selected_port);
   const bool unix_socket = absl::StartsWith(options_.listen, "unix:");
@@ -157,8 +174,17 @@ std::unique_ptr<grpc::Server> Server::Impl::BuildServer(int* selected_port) {
   // Two servers sharing a port would split a job's calls between two sets of
   // docks: make a taken port an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(&service_);
+  builder.RegisterService(service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(metrics_->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   return builder.BuildAndStart();
+}
+
+const ServerMetrics* Server::Impl::metrics() const {
+  absl::MutexLock lock(&mu_);
+  return metrics_.get();
 }
 
 int Server::Impl::port() const {
@@ -207,6 +233,7 @@ Server::~Server() { impl_->Shutdown(); }
 absl::Status Server::Start() { return impl_->Start(); }
 int Server::port() const { return impl_->port(); }
 DockRegistry& Server::registry() { return impl_->registry(); }
+const ServerMetrics* Server::metrics() const { return impl_->metrics(); }
 void Server::Shutdown() { impl_->Shutdown(); }
 void Server::Wait() { impl_->Wait(); }
 

@@ -1,5 +1,5 @@
-// tdock server: the gRPC server wiring the dock registry, the Dock service and
-// the standard health service.
+// tdock server: the gRPC server wiring the dock registry, the Dock service,
+// the standard health service and the Prometheus metrics.
 //
 // Thread safety: Start, Wait and Shutdown may be called from different
 // threads; Shutdown is idempotent.
@@ -18,6 +18,8 @@
 
 namespace tdock {
 
+class ServerMetrics;
+
 struct ServerOptions {
   // Address to listen on, host:port. Port 0 picks a free port (see port()).
   // Default: 127.0.0.1:50051.
@@ -28,6 +30,11 @@ struct ServerOptions {
   int64_t max_message_mb = 1024;
   // How long Shutdown lets in-flight calls finish. Default: 10 s.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // host:port of the Prometheus endpoint (/metrics); port 0 picks a free
+  // port; empty: no endpoint (metrics are still kept; see Server::metrics).
+  // Default: empty (tdock-server's --metrics_listen defaults to
+  // 127.0.0.1:9464).
+  std::string metrics_listen;
 
   absl::Status Validate() const;
 };
@@ -44,6 +51,8 @@ class Server final {
   // The bound port (after Start).
   int port() const;
   DockRegistry& registry();
+  // The server's metrics (after Start; null before).
+  const ServerMetrics* metrics() const;
   // Stops accepting calls, completes parked ones, lets in-flight calls finish
   // (up to shutdown_grace), and returns.
   void Shutdown();

@@ -1,6 +1,7 @@
 #include "server/dock/dock_impl.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -146,7 +147,22 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ReleaseLocked(int64_t step)
     return absl::FailedPreconditionError(
         absl::StrCat(Where(step), " is not live (not started or already released)"));
   }
-  return PartitionOf(step).Release();
+  return ReleasePartitionLocked(PartitionOf(step));
+}
+
+std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
+  released_ready_rows_.resize(columns_.size());
+  released_consumed_rows_.resize(plans_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    released_ready_rows_[c] += part.column(static_cast<int>(c)).ready.Count();
+  }
+  for (const ConsumerPlan& plan : plans_) {
+    // acquire: pairs with the claimers' increments (all done: the step is
+    // fully taken, or released by the caller's decision).
+    released_consumed_rows_[plan.index] +=
+        part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire);
+  }
+  return part.Release();
 }
 
 absl::Status DockImpl::ReleaseStep(int64_t step) {
@@ -177,7 +193,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
         return;
       }
     }
-    arena = PartitionOf(step).Release();
+    arena = ReleasePartitionLocked(part_rw);
   }
   AfterRelease(std::move(arena));
 }
@@ -201,7 +217,7 @@ DockStats DockImpl::Stats() const {
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
     for (const auto& part : partitions_) {
       if (!part->live()) continue;
-      StepStats step{part->step(), part->index(), {}, {}};
+      StepStats step{part->step(), part->index(), {}, {}, {}};
       for (size_t c = 0; c < columns_.size(); ++c) {
         step.ready_rows.push_back(part->column(static_cast<int>(c)).ready.Count());
       }
@@ -209,9 +225,26 @@ DockStats DockImpl::Stats() const {
         // relaxed: statistics only.
         step.consumed_rows.push_back(
             part->consumer(plan.index).consumed_rows.load(std::memory_order_relaxed));
+        const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
+        step.available_rows.push_back(
+            CountAvailable(*part, plan, std::numeric_limits<int64_t>::max()) *
+            unit_rows);
       }
       stats.arena_bytes_used += part->arena()->used_bytes();
       stats.steps.push_back(std::move(step));
+    }
+    // Totals since creation: released steps plus the live ones.
+    stats.rows_written_total = released_ready_rows_;
+    stats.rows_written_total.resize(columns_.size());
+    stats.rows_handed_out_total = released_consumed_rows_;
+    stats.rows_handed_out_total.resize(plans_.size());
+    for (const StepStats& step : stats.steps) {
+      for (size_t c = 0; c < step.ready_rows.size(); ++c) {
+        stats.rows_written_total[c] += step.ready_rows[c];
+      }
+      for (size_t k = 0; k < step.consumed_rows.size(); ++k) {
+        stats.rows_handed_out_total[k] += step.consumed_rows[k];
+      }
     }
   }
   std::sort(stats.steps.begin(), stats.steps.end(),

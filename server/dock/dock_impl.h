@@ -162,6 +162,9 @@ class DockImpl final {
   void MaybeAutoRelease(int64_t step);
   absl::StatusOr<std::shared_ptr<StepArena>> ReleaseLocked(int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases a live partition, adding its counts to the released totals.
+  std::shared_ptr<StepArena> ReleasePartitionLocked(Partition& part)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterRelease(std::shared_ptr<StepArena> arena);
 
   // ---- Waiting (dock_waiters.cc)
@@ -191,6 +194,10 @@ class DockImpl final {
   mutable tdock::Mutex mu_;
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
   std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
+  // Rows written per column and handed out per consumer in released steps
+  // (Stats adds the live steps' counts).
+  std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
 
   mutable tdock::Mutex waiters_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_

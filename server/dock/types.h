@@ -91,6 +91,9 @@ struct StepStats {
   int32_t partition = 0;
   std::vector<int64_t> ready_rows;     // per column, in spec order
   std::vector<int64_t> consumed_rows;  // per consumer, in spec order
+  // Per consumer: rows whose needed columns are all ready and that it has
+  // not taken yet.
+  std::vector<int64_t> available_rows;
 };
 
 struct DockStats {
@@ -104,6 +107,10 @@ struct DockStats {
   int64_t arena_bytes_used = 0;          // payload bytes in live steps
   int64_t arena_bytes_reserved = 0;      // bytes of chunks the pool holds
   int64_t memory_limit_bytes = 0;        // 0: unlimited
+  // Since the dock was created (released and live steps): rows written per
+  // column and rows handed out per consumer.
+  std::vector<int64_t> rows_written_total;
+  std::vector<int64_t> rows_handed_out_total;
 };
 
 }  // namespace tdock

@@ -94,13 +94,14 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
 grpc::ServerUnaryReactor* StartWait(
     grpc::CallbackServerContext* context, DockRegistry& registry,
     const v1::GetRequest& request, bool metadata_only,
+    ServiceObserver* observer,
     absl::FunctionRef<internal::WaitCall*()> new_call) {
   absl::StatusOr<GetInput> input = ToGetInput(request, metadata_only);
   absl::StatusOr<std::shared_ptr<Dock>> dock =
       input.ok() ? registry.Find(request.dock()) : input.status();
   if (!dock.ok()) return FinishNow(context, dock.status());
   internal::WaitCall* call = new_call();  // deleted by its OnDone
-  call->Start(*dock, *std::move(input));
+  call->Start(*dock, *std::move(input), observer);
   return call;
 }
 
@@ -259,7 +260,7 @@ grpc::ServerUnaryReactor* DockService::Get(grpc::CallbackServerContext* context,
   v1::GetRequest get;
   const absl::Status parsed = ParseRequest(*request, &get);
   if (!parsed.ok()) return FinishNow(context, parsed);
-  return StartWait(context, *registry_, get, /*metadata_only=*/false,
+  return StartWait(context, *registry_, get, /*metadata_only=*/false, observer_,
                    [response] { return new internal::GetCall(response); });
 }
 
@@ -267,7 +268,7 @@ grpc::ServerUnaryReactor* DockService::Sample(
     grpc::CallbackServerContext* context, const v1::GetRequest* request,
     v1::SampleResponse* response) {
   return StartWait(context, *registry_, *request, /*metadata_only=*/true,
-                   [response] { return new internal::SampleCall(response); });
+                   observer_, [response] { return new internal::SampleCall(response); });
 }
 
 grpc::ServerUnaryReactor* DockService::Read(

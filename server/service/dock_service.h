@@ -21,6 +21,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/dock/registry.h"
+#include "server/service/observer.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
 // overloads of the same method by design; clang's -Woverloaded-virtual flags
@@ -41,7 +42,10 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
                                   v1::Dock::WithRawCallbackMethod_Read<
                                       v1::Dock::CallbackService>>> {
  public:
-  explicit DockService(DockRegistry* registry) : registry_(registry) {}
+  // `observer` (may be null) hears about served Gets; both are borrowed.
+  explicit DockService(DockRegistry* registry,
+                       ServiceObserver* observer = nullptr)
+      : registry_(registry), observer_(observer) {}
   DockService(const DockService&) = delete;
   DockService& operator=(const DockService&) = delete;
 
@@ -99,6 +103,7 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
                       grpc::ByteBuffer* response);
 
   DockRegistry* const registry_;
+  ServiceObserver* const observer_;
 };
 
 }  // namespace tdock

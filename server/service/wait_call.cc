@@ -2,13 +2,22 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "proto/tdock/v1/convert.h"
 #include "server/service/byte_buffers.h"
 
 namespace tdock::internal {
 
-void WaitCall::Start(const std::shared_ptr<Dock>& dock, GetInput input) {
+void WaitCall::Start(const std::shared_ptr<Dock>& dock, GetInput input,
+                     ServiceObserver* observer) {
   dock_ = dock;
+  observer_ = observer;
+  if (observer_ != nullptr) {
+    dock_name_ = dock->name();
+    consumer_ = input.consumer;
+    rank_ = input.rank;
+    started_ = absl::Now();
+  }
   // No lock is held across dock->Get: its callback may run inside it.
   const uint64_t id = dock->Get(
       std::move(input),
@@ -41,9 +50,26 @@ void WaitCall::Complete(absl::StatusOr<Batch> result) {
     completed_ = true;
   }
   absl::Status status = result.status();
-  if (status.ok()) status = WriteResponse(*std::move(result));
+  if (status.ok()) {
+    Observe(*result);
+    status = WriteResponse(*std::move(result));
+  }
   // Last use of `this`: after Finish, OnDone may delete it at any time.
   Finish(ToGrpcStatus(status));
+}
+
+void WaitCall::Observe(const Batch& batch) const {
+  if (observer_ == nullptr || batch.rows.empty()) return;
+  ServedGet served;
+  served.dock = dock_name_;
+  served.consumer = consumer_;
+  served.rank = rank_;
+  served.step = batch.step;
+  served.round = batch.round;
+  served.rows = static_cast<int64_t>(batch.rows.size());
+  served.waited = absl::Now() - started_;
+  if (batch.balance.has_value()) served.balance = &*batch.balance;
+  observer_->OnGetServed(served);
 }
 
 absl::Status GetCall::WriteResponse(Batch batch) {

@@ -5,15 +5,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/dock/dock.h"
 #include "server/dock/types.h"
+#include "server/service/observer.h"
 #include "tdock/v1/dock.pb.h"
 
 namespace tdock::internal {
@@ -37,9 +40,11 @@ class WaitCall : public grpc::ServerUnaryReactor {
   WaitCall(const WaitCall&) = delete;
   WaitCall& operator=(const WaitCall&) = delete;
 
-  // Starts the dock call. REQUIRES: called once, from the method handler,
-  // before the handler returns this reactor.
-  void Start(const std::shared_ptr<Dock>& dock, GetInput input);
+  // Starts the dock call; a served batch is reported to `observer` (may be
+  // null). REQUIRES: called once, from the method handler, before the
+  // handler returns this reactor.
+  void Start(const std::shared_ptr<Dock>& dock, GetInput input,
+             ServiceObserver* observer);
 
  protected:
   WaitCall() = default;
@@ -54,8 +59,16 @@ class WaitCall : public grpc::ServerUnaryReactor {
   // The dock's callback: the only place that calls Finish.
   void Complete(absl::StatusOr<Batch> result);
 
-  // Set once in Start, before any reaction can use it.
+  // Reports a served batch to observer_.
+  void Observe(const Batch& batch) const;
+
+  // Set once in Start, before any reaction can use them.
   std::weak_ptr<Dock> dock_;
+  ServiceObserver* observer_ = nullptr;
+  std::string dock_name_;
+  std::string consumer_;
+  int32_t rank_ = 0;
+  absl::Time started_;
 
   absl::Mutex mu_;
   uint64_t waiter_id_ ABSL_GUARDED_BY(mu_) = 0;  // 0: not parked

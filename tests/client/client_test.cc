@@ -12,24 +12,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grpc/grpc.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
+#include "tests/grpc_environment.h"
 #include "tests/test_util.h"
 
 namespace tdock {
 namespace {
-
-// Holds one gRPC library reference for the whole binary, so that tearing
-// down a test's server and client never runs the final grpc_shutdown: in
-// gRPC 1.51 that joins the executor, which can sit in the TCP backup poller
-// for up to 10 s after a large write.
-class GrpcLibraryEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { grpc_init(); }
-};
-[[maybe_unused]] ::testing::Environment* const kGrpcLibraryEnvironment =
-    ::testing::AddGlobalTestEnvironment(new GrpcLibraryEnvironment);
 
 ColumnSpec Column(std::string name, DType dtype) {
   ColumnSpec column;

@@ -276,6 +276,28 @@ TEST(Dock, StatsSnapshot) {
   EXPECT_GT(stats.arena_bytes_reserved, 0);
 }
 
+// Available rows: ready in every needed column and not taken, counted in
+// whole groups for whole-group consumers. Totals since creation keep the
+// counts of released steps.
+TEST(Dock, StatsAvailableRowsAndTotals) {
+  auto dock = MakeDock(SmallSpec(2));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Prompts({0, 1, 2}), Responses({0, 1, 2})}));
+  ASSERT_OK(GetSync(*dock, GetOf("actor", 2)));
+  DockStats stats = dock->Stats();
+  ASSERT_EQ(stats.steps.size(), 1u);
+  // actor: row 2 (rows 0, 1 taken, row 3 not written); reward: group 0 only.
+  EXPECT_EQ(stats.steps[0].available_rows, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(stats.rows_written_total, (std::vector<int64_t>{3, 3, 0}));
+  EXPECT_EQ(stats.rows_handed_out_total, (std::vector<int64_t>{2, 0}));
+
+  ASSERT_OK(dock->ReleaseStep(0));
+  ASSERT_OK(PutSync(*dock, 1, {0}, {Prompts({0})}));
+  stats = dock->Stats();
+  EXPECT_EQ(stats.steps.at(0).available_rows, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(stats.rows_written_total, (std::vector<int64_t>{4, 3, 0}));
+  EXPECT_EQ(stats.rows_handed_out_total, (std::vector<int64_t>{2, 0}));
+}
+
 // Under a memory limit a Put that does not fit waits, then fails naming the
 // limit; releasing a step frees the memory for the next Put.
 TEST(Dock, MemoryLimitBlocksThenFrees) {

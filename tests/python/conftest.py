@@ -24,7 +24,8 @@ def start_server(*args):
     """Starts tdock-server on 127.0.0.1:0; returns (process, address)."""
     binary = os.environ.get("TDOCK_SERVER_BIN",
                             str(REPO / "build" / "server" / "tdock-server"))
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", *args],
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0",
+                             "--metrics_listen=127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 30

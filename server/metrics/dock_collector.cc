@@ -1,0 +1,135 @@
+#include "server/metrics/dock_collector.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace tdock {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// The families of one scrape, in README order.
+struct Families {
+  MetricFamily docks{"tdock_docks", "Docks on the server.", MetricType::Gauge, {}};
+  MetricFamily rows_per_step{"tdock_dock_rows_per_step",
+                             "Rows of one step (num_prompts x n_samples_per_prompt).",
+                             MetricType::Gauge, {}};
+  MetricFamily steps_live{"tdock_steps_live",
+                          "Steps written to and not yet released.",
+                          MetricType::Gauge, {}};
+  MetricFamily oldest_step{"tdock_oldest_live_step",
+                           "The oldest live step (absent when none is live).",
+                           MetricType::Gauge, {}};
+  MetricFamily ready{"tdock_rows_ready",
+                     "Rows of a live step whose cell of the column is written.",
+                     MetricType::Gauge, {}};
+  MetricFamily consumed{"tdock_rows_consumed",
+                        "Rows of a live step handed out to the consumer.",
+                        MetricType::Gauge, {}};
+  MetricFamily available{
+      "tdock_rows_available",
+      "Rows of a live step with every column the consumer needs ready and "
+      "not yet taken by it.",
+      MetricType::Gauge, {}};
+  MetricFamily written_total{"tdock_rows_written_total",
+                             "Cells written since the dock was created.",
+                             MetricType::Counter, {}};
+  MetricFamily handed_out_total{"tdock_rows_handed_out_total",
+                                "Rows handed out since the dock was created.",
+                                MetricType::Counter, {}};
+  MetricFamily arena_used{"tdock_arena_bytes_used",
+                          "Payload bytes held by live steps.", MetricType::Gauge, {}};
+  MetricFamily arena_reserved{"tdock_arena_bytes_reserved",
+                              "Bytes of arena chunks the dock's pool holds.",
+                              MetricType::Gauge, {}};
+  MetricFamily memory_limit{"tdock_memory_limit_bytes",
+                            "The dock's memory limit (0: unlimited).",
+                            MetricType::Gauge, {}};
+  MetricFamily parked_gets{"tdock_parked_gets", "Gets waiting for rows.",
+                           MetricType::Gauge, {}};
+  MetricFamily parked_puts{"tdock_parked_puts",
+                           "Puts waiting for a free partition or memory.",
+                           MetricType::Gauge, {}};
+};
+
+void Add(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+         double value) {
+  ClientMetric& metric = family.metric.emplace_back();
+  metric.label = std::move(labels);
+  if (family.type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+}
+
+// Per-name values (columns or consumers), one sample each.
+void AddPer(MetricFamily& family, const std::string& dock, const char* key,
+            const std::vector<std::string>& names,
+            const std::vector<int64_t>& values, const std::string* step) {
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i) {
+    std::vector<ClientMetric::Label> labels{{"dock", dock}};
+    if (step != nullptr) labels.push_back({"step", *step});
+    labels.push_back({key, names[i]});
+    Add(family, std::move(labels), static_cast<double>(values[i]));
+  }
+}
+
+void AddDock(const DockStats& stats, Families& f) {
+  const std::string& dock = stats.name;
+  Add(f.rows_per_step, {{"dock", dock}}, static_cast<double>(stats.rows_per_step));
+  Add(f.steps_live, {{"dock", dock}}, static_cast<double>(stats.steps.size()));
+  if (!stats.steps.empty()) {  // oldest first
+    Add(f.oldest_step, {{"dock", dock}}, static_cast<double>(stats.steps[0].step));
+  }
+  for (const StepStats& step : stats.steps) {
+    const std::string s = absl::StrCat(step.step);
+    AddPer(f.ready, dock, "column", stats.columns, step.ready_rows, &s);
+    AddPer(f.consumed, dock, "consumer", stats.consumers, step.consumed_rows, &s);
+    AddPer(f.available, dock, "consumer", stats.consumers, step.available_rows, &s);
+  }
+  AddPer(f.written_total, dock, "column", stats.columns, stats.rows_written_total,
+         nullptr);
+  AddPer(f.handed_out_total, dock, "consumer", stats.consumers,
+         stats.rows_handed_out_total, nullptr);
+  Add(f.arena_used, {{"dock", dock}}, static_cast<double>(stats.arena_bytes_used));
+  Add(f.arena_reserved, {{"dock", dock}},
+      static_cast<double>(stats.arena_bytes_reserved));
+  Add(f.memory_limit, {{"dock", dock}},
+      static_cast<double>(stats.memory_limit_bytes));
+  AddPer(f.parked_gets, dock, "consumer", stats.consumers, stats.waiters, nullptr);
+  Add(f.parked_puts, {{"dock", dock}}, static_cast<double>(stats.parked_puts));
+}
+
+}  // namespace
+
+std::vector<MetricFamily> DockCollector::Collect() const {
+  const std::vector<DockStats> docks = source_();
+  Families f;
+  Add(f.docks, {}, static_cast<double>(docks.size()));
+  for (const DockStats& stats : docks) AddDock(stats, f);
+  return {std::move(f.docks),         std::move(f.rows_per_step),
+          std::move(f.steps_live),    std::move(f.oldest_step),
+          std::move(f.ready),         std::move(f.consumed),
+          std::move(f.available),     std::move(f.written_total),
+          std::move(f.handed_out_total), std::move(f.arena_used),
+          std::move(f.arena_reserved),   std::move(f.memory_limit),
+          std::move(f.parked_gets),   std::move(f.parked_puts)};
+}
+
+DockCollector::Source RegistrySource(DockRegistry* registry) {
+  return [registry] {
+    std::vector<DockStats> out;
+    for (const std::shared_ptr<Dock>& dock : registry->List()) {
+      out.push_back(dock->Stats());
+    }
+    return out;
+  };
+}
+
+}  // namespace tdock

@@ -1,0 +1,95 @@
+#include "server/metrics/serve_metrics.h"
+
+#include "prometheus/labels.h"
+
+namespace tdock {
+namespace {
+
+// 0 (ready at once) and 1 ms .. ~2 min, doubling.
+prometheus::Histogram::BucketBoundaries WaitBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets{0.0005};
+  for (double b = 0.001; b < 150; b *= 2) buckets.push_back(b);
+  return buckets;
+}
+
+// Ratios >= 1 (1 is perfect balance or no padding).
+prometheus::Histogram::BucketBoundaries RatioBuckets() {
+  return {1.001, 1.005, 1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5};
+}
+
+}  // namespace
+
+ServeMetrics::ServeMetrics(prometheus::Registry& registry)
+    : wait_(prometheus::BuildHistogram()
+                .Name("tdock_get_wait_seconds")
+                .Help("How long a Get that returned rows waited for them "
+                      "(0 when they were ready).")
+                .Register(registry)),
+      last_imbalance_(prometheus::BuildGauge()
+                          .Name("tdock_last_round_rank_imbalance_ratio")
+                          .Help("Last balanced round: heaviest rank's cost "
+                                "over the mean.")
+                          .Register(registry)),
+      last_padding_(prometheus::BuildGauge()
+                        .Name("tdock_last_round_padding_ratio")
+                        .Help("Last batch with micro-batches: padded tokens "
+                              "over real tokens.")
+                        .Register(registry)),
+      imbalance_(prometheus::BuildHistogram()
+                     .Name("tdock_round_rank_imbalance_ratio")
+                     .Help("Rank imbalance (max/mean cost) of every balanced "
+                           "round.")
+                     .Register(registry)),
+      padding_(prometheus::BuildHistogram()
+                   .Name("tdock_round_padding_ratio")
+                   .Help("Padding ratio of every batch with micro-batches.")
+                   .Register(registry)) {}
+
+ServeMetrics::Series& ServeMetrics::Find(std::string_view dock,
+                                         std::string_view consumer,
+                                         bool with_balance) {
+  Key key{std::string(dock), std::string(consumer)};
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = series_.find(key);
+    if (it != series_.end() && (!with_balance || it->second->padding != nullptr)) {
+      return *it->second;
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  const prometheus::Labels labels{{"dock", key.first}, {"consumer", key.second}};
+  std::unique_ptr<Series>& slot = series_[key];
+  if (slot == nullptr) {
+    slot = std::make_unique<Series>();
+    slot->wait = &wait_.Add(labels, WaitBuckets());
+  }
+  if (with_balance && slot->padding == nullptr) {
+    slot->last_imbalance = &last_imbalance_.Add(labels);
+    slot->last_padding = &last_padding_.Add(labels);
+    slot->imbalance = &imbalance_.Add(labels, RatioBuckets());
+    // Readers (under mu_) take a non-null `padding` for all four.
+    slot->padding = &padding_.Add(labels, RatioBuckets());
+  }
+  return *slot;
+}
+
+void ServeMetrics::OnGetServed(const ServedGet& get) {
+  Series& series = Find(get.dock, get.consumer, get.balance != nullptr);
+  series.wait->Observe(absl::ToDoubleSeconds(get.waited));
+  if (get.balance == nullptr) return;
+  // Every rank's share of a balanced round carries the round's statistics:
+  // count a round once, at rank 0's share.
+  const bool round = get.round >= 0;
+  if (round && get.rank != 0) return;
+  if (get.balance->micro_batches > 0) {
+    series.last_padding->Set(get.balance->padding_ratio);
+    series.padding->Observe(get.balance->padding_ratio);
+  }
+  if (round) {
+    const double imbalance = get.balance->rank_cost.max_over_mean();
+    series.last_imbalance->Set(imbalance);
+    series.imbalance->Observe(imbalance);
+  }
+}
+
+}  // namespace tdock

@@ -1,0 +1,66 @@
+// ServeMetrics: the data plane's metrics per dock and consumer, fed by the
+// service as it hands out rows (a ServiceObserver):
+// tdock_get_wait_seconds (how long a Get waited for its rows: the pipeline
+// bubble), and of balanced rounds and micro-batch plans the rank imbalance
+// and padding ratio, as last-value gauges and as histograms.
+//
+// The series of a (dock, consumer) are resolved on its first served Get and
+// kept; later Gets find them with one map lookup under a reader lock.
+//
+// Thread safety: OnGetServed runs concurrently on gRPC threads. Ownership:
+// the registry is borrowed and must outlive this object.
+#ifndef TDOCK_SERVER_METRICS_SERVE_METRICS_H_
+#define TDOCK_SERVER_METRICS_SERVE_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/service/observer.h"
+
+namespace tdock {
+
+class ServeMetrics final : public ServiceObserver {
+ public:
+  explicit ServeMetrics(prometheus::Registry& registry);
+  ServeMetrics(const ServeMetrics&) = delete;
+  ServeMetrics& operator=(const ServeMetrics&) = delete;
+
+  void OnGetServed(const ServedGet& get) override;
+
+ private:
+  struct Series {
+    prometheus::Histogram* wait = nullptr;
+    prometheus::Gauge* last_imbalance = nullptr;
+    prometheus::Gauge* last_padding = nullptr;
+    prometheus::Histogram* imbalance = nullptr;
+    prometheus::Histogram* padding = nullptr;
+  };
+  using Key = std::pair<std::string, std::string>;  // dock, consumer
+
+  // The series of (dock, consumer), created on first use; the balance
+  // series only once `with_balance` is asked for (consumers without rounds
+  // or micro-batches never export them).
+  Series& Find(std::string_view dock, std::string_view consumer,
+               bool with_balance);
+
+  prometheus::Family<prometheus::Histogram>& wait_;
+  prometheus::Family<prometheus::Gauge>& last_imbalance_;
+  prometheus::Family<prometheus::Gauge>& last_padding_;
+  prometheus::Family<prometheus::Histogram>& imbalance_;
+  prometheus::Family<prometheus::Histogram>& padding_;
+
+  absl::Mutex mu_;
+  // Values are stable (heap nodes): a Series stays valid while this lives.
+  absl::flat_hash_map<Key, std::unique_ptr<Series>> series_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_METRICS_SERVE_METRICS_H_

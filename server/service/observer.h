@@ -1,0 +1,41 @@
+// ServiceObserver: what the data plane reports as it serves, for metrics.
+//
+// The service calls it on gRPC threads, concurrently, after the work is done
+// and before the call finishes; an implementation must be thread-safe, must
+// not block, and must outlive the service. No gRPC or protobuf types cross it.
+#ifndef TDOCK_SERVER_SERVICE_OBSERVER_H_
+#define TDOCK_SERVER_SERVICE_OBSERVER_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/time/time.h"
+#include "common/balance/stats.h"
+
+namespace tdock {
+
+// A Get or Sample that handed out rows.
+struct ServedGet {
+  std::string_view dock;
+  std::string_view consumer;
+  int32_t rank = 0;
+  int64_t step = 0;
+  int64_t round = -1;  // BALANCED: the round of this share; -1 otherwise
+  int64_t rows = 0;
+  // From the call's arrival until the dock handed out its rows (0 when they
+  // were ready at once).
+  absl::Duration waited;
+  // The round's (BALANCED) or the batch's micro-batch statistics; null when
+  // the consumer has neither.
+  const BalanceStats* balance = nullptr;
+};
+
+class ServiceObserver {
+ public:
+  virtual ~ServiceObserver() = default;
+  virtual void OnGetServed(const ServedGet& get) = 0;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_SERVICE_OBSERVER_H_
