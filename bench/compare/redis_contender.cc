@@ -108,7 +108,8 @@ class RedisContender final : public Contender {
 
   absl::StatusOr<Reply> Command(const Argv& argv) {
     Reply reply(static_cast<redisReply*>(redisCommandArgv(
-        context_, static_cast<int>(argv.args.size()), argv.args.data(), argv.lens.data())));
+        context_, static_cast<int>(argv.args.size()),
+        const_cast<const char**>(argv.args.data()), argv.lens.data())));
     if (reply == nullptr) {
       return absl::UnavailableError(absl::StrCat("redis: ", context_->errstr));
     }

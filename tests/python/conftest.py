@@ -10,6 +10,7 @@ import os
 import pathlib
 import re
 import subprocess
+import threading
 import time
 
 import pytest
@@ -21,7 +22,8 @@ _names = itertools.count()
 
 
 def start_server(*args):
-    """Starts tdock-server on 127.0.0.1:0; returns (process, address)."""
+    """Starts tdock-server on 127.0.0.1:0 with its metrics on a free port;
+    returns (process, address); process.metrics_url is the /metrics URL."""
     binary = os.environ.get("TDOCK_SERVER_BIN",
                             str(REPO / "build" / "server" / "tdock-server"))
     proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0",
@@ -29,7 +31,11 @@ def start_server(*args):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 30
+    proc.metrics_url = None  # the server logs it before "listening on"
     for line in proc.stdout:
+        m = re.search(r"tdock-server metrics on (\S+)", line)
+        if m:
+            proc.metrics_url = m.group(1)
         m = re.search(r"tdock-server listening on (\S+)", line)
         if m:
             return proc, m.group(1)
@@ -37,6 +43,12 @@ def start_server(*args):
             break
     proc.kill()
     raise RuntimeError(f"{binary} did not start listening")
+
+
+def drain(proc):
+    """Reads the server's log in the background so it never blocks on a
+    full pipe."""
+    threading.Thread(target=proc.stdout.read, daemon=True).start()
 
 
 def stop_server(proc):
@@ -51,9 +63,7 @@ def stop_server(proc):
 @pytest.fixture(scope="session")
 def server():
     proc, address = start_server()
-    # Drain the log so the server never blocks on a full pipe.
-    import threading
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
+    drain(proc)
     yield address
     stop_server(proc)
 
