@@ -33,6 +33,9 @@
 
 ABSL_FLAG(std::string, tdock, "", "tdock-server address; empty: skip tdock");
 ABSL_FLAG(std::string, redis, "", "redis-server address; empty: skip Redis");
+ABSL_FLAG(std::string, redis_io, "wire",
+          "wire: writev and 1 MiB reads around hiredis's reader; hiredis: "
+          "stock redisCommandArgv");
 ABSL_FLAG(std::string, grpc, "", "plain gRPC server address; empty: skip it");
 ABSL_FLAG(std::string, shapes, "small,medium", "shapes to run, in order");
 ABSL_FLAG(int64_t, chunk_rows, 64, "rows per call (all columns)");
@@ -130,7 +133,12 @@ absl::Status Run() {
     contenders.push_back(std::move(c));
   }
   if (!absl::GetFlag(FLAGS_redis).empty()) {
-    TDOCK_ASSIGN_OR_RETURN(auto c, MakeRedisContender(absl::GetFlag(FLAGS_redis)));
+    const std::string io = absl::GetFlag(FLAGS_redis_io);
+    if (io != "wire" && io != "hiredis") {
+      return absl::InvalidArgumentError("--redis_io must be wire or hiredis");
+    }
+    TDOCK_ASSIGN_OR_RETURN(auto c,
+                           MakeRedisContender(absl::GetFlag(FLAGS_redis), io == "wire"));
     contenders.push_back(std::move(c));
   }
   if (!absl::GetFlag(FLAGS_grpc).empty()) {

@@ -39,8 +39,10 @@ class Contender {
 // The contenders; addresses are host:port.
 absl::StatusOr<std::unique_ptr<Contender>> MakeTdockContender(
     const std::string& address);
+// wire: commands written with writev, replies read 1 MiB at a time (see
+// redis_wire.h); false: stock hiredis redisCommandArgv.
 absl::StatusOr<std::unique_ptr<Contender>> MakeRedisContender(
-    const std::string& address);
+    const std::string& address, bool wire);
 absl::StatusOr<std::unique_ptr<Contender>> MakeGrpcContender(
     const std::string& address);
 

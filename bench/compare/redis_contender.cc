@@ -4,9 +4,14 @@
 // A Put pass sends one MSET per chunk (every key of the chunk's rows and
 // columns, values pointing into the workload's buffers); a Get pass one MGET
 // per chunk. Like the other contenders, one call is in flight at a time and
-// each call carries a whole chunk. Keys and argument vectors are built in
-// Prepare, outside timing; hiredis formats each command into its own buffer
-// and copies each reply value, as any application using it does.
+// each call carries a whole chunk. Commands are built in Prepare, outside
+// timing.
+//
+// Two ways to send MSET: "wire" (default) writes it with writev straight
+// from the workload's buffers (see redis_wire.h); "hiredis" uses
+// redisCommandArgv as is, which copies the command into hiredis's output
+// buffer first. MGET (a small command) always goes through redisCommandArgv
+// and its reply through hiredis's reader.
 #include <hiredis.h>
 
 #include <chrono>
@@ -18,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/compare/contender.h"
+#include "bench/compare/redis_wire.h"
 #include "common/status.h"
 
 namespace tdock::compare {
@@ -27,11 +33,6 @@ double Since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
-
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 // One command's arguments.
 struct Argv {
@@ -45,8 +46,12 @@ struct Argv {
 
 class RedisContender final : public Contender {
  public:
-  explicit RedisContender(redisContext* context) : context_(context) {}
-  ~RedisContender() override { redisFree(context_); }
+  RedisContender(redisContext* context, bool wire)
+      : context_(context), wire_(wire ? std::make_unique<RedisWire>(context) : nullptr) {}
+  ~RedisContender() override {
+    wire_.reset();
+    redisFree(context_);
+  }
 
   std::string name() const override { return "redis"; }
 
@@ -60,12 +65,15 @@ class RedisContender final : public Contender {
         keys_.push_back(absl::StrCat(shape.name, ":", r, ":", c));
       }
     }
-    msets_.assign(workload.chunks().size(), {});
-    mgets_.assign(workload.chunks().size(), {});
-    for (size_t i = 0; i < workload.chunks().size(); ++i) {
+    const size_t n = workload.chunks().size();
+    msets_.assign(n, {});
+    mgets_.assign(n, {});
+    wire_msets_.assign(n, {});
+    for (size_t i = 0; i < n; ++i) {
       const Chunk& chunk = workload.chunks()[i];
       msets_[i].Add("MSET", 4);
       mgets_[i].Add("MGET", 4);
+      wire_msets_[i].Add(ByteSpan("MSET", 4), /*copy=*/true);
       for (int64_t r = chunk.begin; r < chunk.end; ++r) {
         for (int64_t c = 0; c < shape.columns; ++c) {
           const std::string& key = Key(r, c);
@@ -73,8 +81,11 @@ class RedisContender final : public Contender {
           msets_[i].Add(key.data(), key.size());
           msets_[i].Add(cell.data(), cell.size());
           mgets_[i].Add(key.data(), key.size());
+          wire_msets_[i].Add(ByteSpan(key.data(), key.size()), /*copy=*/true);
+          wire_msets_[i].Add(cell, /*copy=*/false);
         }
       }
+      wire_msets_[i].Seal();
     }
     return absl::OkStatus();
   }
@@ -106,7 +117,9 @@ class RedisContender final : public Contender {
     return keys_[row * workload_->shape().columns + c];
   }
 
-  absl::StatusOr<Reply> Command(const Argv& argv) {
+  absl::StatusOr<Reply> Command(size_t i, bool mset) {
+    if (wire_ != nullptr && mset) return wire_->Call(wire_msets_[i]);
+    const Argv& argv = mset ? msets_[i] : mgets_[i];
     Reply reply(static_cast<redisReply*>(redisCommandArgv(
         context_, static_cast<int>(argv.args.size()),
         const_cast<const char**>(argv.args.data()), argv.lens.data())));
@@ -120,8 +133,8 @@ class RedisContender final : public Contender {
   }
 
   absl::Status PutPass() {
-    for (const Argv& mset : msets_) {
-      TDOCK_ASSIGN_OR_RETURN(Reply reply, Command(mset));
+    for (size_t i = 0; i < msets_.size(); ++i) {
+      TDOCK_ASSIGN_OR_RETURN(Reply reply, Command(i, /*mset=*/true));
       if (reply->type != REDIS_REPLY_STATUS) {
         return absl::InternalError("redis MSET: unexpected reply");
       }
@@ -132,7 +145,7 @@ class RedisContender final : public Contender {
   absl::Status GetPass(bool check) {
     const Shape& shape = workload_->shape();
     for (size_t i = 0; i < mgets_.size(); ++i) {
-      TDOCK_ASSIGN_OR_RETURN(Reply reply, Command(mgets_[i]));
+      TDOCK_ASSIGN_OR_RETURN(Reply reply, Command(i, /*mset=*/false));
       const Chunk& chunk = workload_->chunks()[i];
       if (reply->type != REDIS_REPLY_ARRAY ||
           static_cast<int64_t>(reply->elements) != chunk.rows() * shape.columns) {
@@ -157,16 +170,18 @@ class RedisContender final : public Contender {
   }
 
   redisContext* context_;
+  std::unique_ptr<RedisWire> wire_;  // null: stock hiredis
   const Workload* workload_ = nullptr;
   std::vector<std::string> keys_;
   std::vector<Argv> msets_;
   std::vector<Argv> mgets_;
+  std::vector<WireCommand> wire_msets_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Contender>> MakeRedisContender(
-    const std::string& address) {
+    const std::string& address, bool wire) {
   std::vector<std::string> parts = absl::StrSplit(address, ':');
   int port = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) {
@@ -179,7 +194,7 @@ absl::StatusOr<std::unique_ptr<Contender>> MakeRedisContender(
     if (context != nullptr) redisFree(context);
     return absl::UnavailableError(absl::StrCat("redis ", address, ": ", error));
   }
-  return std::make_unique<RedisContender>(context);
+  return std::make_unique<RedisContender>(context, wire);
 }
 
 }  // namespace tdock::compare
