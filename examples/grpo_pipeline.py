@@ -365,6 +365,8 @@ def load_spec(args) -> dict:
     p, n, dp = args.prompts, args.n, args.dp
     rows = p * n
     spec.update(num_prompts=p, n_samples_per_prompt=n)
+    if args.dock:
+        spec["name"] = args.dock
     c = spec["consumers"]
     c["rollout"]["dispatch_size"] = n * max(1, p // 16)   # 2 groups by default
     c["reward"]["dispatch_size"] = n * max(1, p // 4)
@@ -603,6 +605,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         "TDOCK_SERVER_BIN", str(REPO / "build" / "server" / "tdock-server")),
                     help="tdock-server to start (default: $TDOCK_SERVER_BIN, "
                     "else build/server/tdock-server)")
+    ap.add_argument("--dock", help="name of the dock it creates (default: "
+                    "the name in examples/grpo.yaml, grpo)")
     ap.add_argument("--seed", type=int, default=1, help="seed of all the data")
     ap.add_argument("--time_scale", type=float, default=1.0,
                     help="scale of the simulated compute times (0: no sleeping)")

@@ -22,7 +22,7 @@ PACKAGES=(
   python3-pytest python3-venv python3-setuptools python3-pip
 )
 # Extra packages from the command line (scripts/test.sh adds python3-torch,
-# which the Python client uses when it is there).
+# which the Python client uses when it is there, and what the deploy tests run).
 PACKAGES+=("$@")
 
 missing=()

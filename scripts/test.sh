@@ -16,8 +16,10 @@ TSAN_BUILD_DIR="${TSAN_BUILD_DIR:-build-tsan}"
 JOBS="${JOBS:-2}"
 
 # python3-torch: the Python client's to_torch and torch inputs are tested
-# when torch is there (it is optional for users).
-bash scripts/install-deps.sh python3-torch
+# when torch is there (it is optional for users). prometheus (with promtool)
+# and docker-compose: the deploy tests run Prometheus end to end and validate
+# the compose file (no Docker engine needed).
+bash scripts/install-deps.sh python3-torch prometheus docker-compose
 
 echo "test: building everything (RelWithDebInfo) in $BUILD_DIR/"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

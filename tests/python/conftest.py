@@ -8,56 +8,16 @@ points it at <build>/python).
 import itertools
 import os
 import pathlib
-import re
-import subprocess
-import threading
-import time
+import sys
 
 import pytest
 
 import tdock
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from server_process import REPO, drain, start_server, stop_server  # noqa: E402,F401
+
 _names = itertools.count()
-
-
-def start_server(*args):
-    """Starts tdock-server on 127.0.0.1:0 with its metrics on a free port;
-    returns (process, address); process.metrics_url is the /metrics URL."""
-    binary = os.environ.get("TDOCK_SERVER_BIN",
-                            str(REPO / "build" / "server" / "tdock-server"))
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0",
-                             "--metrics_listen=127.0.0.1:0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    deadline = time.monotonic() + 30
-    proc.metrics_url = None  # the server logs it before "listening on"
-    for line in proc.stdout:
-        m = re.search(r"tdock-server metrics on (\S+)", line)
-        if m:
-            proc.metrics_url = m.group(1)
-        m = re.search(r"tdock-server listening on (\S+)", line)
-        if m:
-            return proc, m.group(1)
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    raise RuntimeError(f"{binary} did not start listening")
-
-
-def drain(proc):
-    """Reads the server's log in the background so it never blocks on a
-    full pipe."""
-    threading.Thread(target=proc.stdout.read, daemon=True).start()
-
-
-def stop_server(proc):
-    proc.terminate()
-    try:
-        assert proc.wait(timeout=30) == 0, "tdock-server did not exit cleanly"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 @pytest.fixture(scope="session")
