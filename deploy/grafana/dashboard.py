@@ -123,8 +123,10 @@ ROWS = [
               [("sum by (method) (rate(tdock_requests_total[$__rate_interval]))",
                 "{{method}}")], unit="reqps"),
         panel("Errors per second, by method and code",
-              "Calls that ended with a status other than OK. DEADLINE_EXCEEDED "
-              "on Get is a wait that timed out; INVALID_ARGUMENT a client bug.",
+              "Calls that ended with a status other than OK. DEADLINE_EXCEEDED: "
+              "a client deadline shorter than the call (a Get whose wait ends "
+              "without rows returns an empty batch, not an error); "
+              "INVALID_ARGUMENT: a client bug.",
               [('sum by (method, code) (rate(tdock_requests_total{code!="OK"}'
                 '[$__rate_interval]))', "{{method}} {{code}}")], unit="reqps"),
         panel("Latency, by method",
@@ -150,7 +152,7 @@ ROWS = [
               min_zero=False),
         panel("Padding ratio, last batch, by consumer",
               "Padded tokens over real tokens in the consumer's last batch with "
-              "micro-batches (0 is none).",
+              "micro-batches (1 is no padding).",
               [(f"tdock_last_round_padding_ratio{{{DOCK}}}", "{{consumer}}")]),
         panel("Padding ratio, p50 and p95 over batches",
               "From the histogram of every batch's padding ratio.",
