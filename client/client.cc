@@ -36,6 +36,22 @@ void Client::Impl::SetDeadline(grpc::ClientContext* context,
                          options.timeout));
 }
 
+absl::StatusOr<int64_t> Client::Impl::EndLease(const std::string& dock,
+                                               const std::string& consumer,
+                                               uint64_t lease_id, bool ack) const {
+  v1::AckRequest request;
+  request.set_dock(dock);
+  request.set_consumer(consumer);
+  request.set_lease_id(lease_id);
+  v1::AckResponse response;
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
+      ack ? stub->Ack(&context, request, &response)
+          : stub->Nack(&context, request, &response)));
+  return response.rows();
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("client: address is empty");
@@ -140,6 +156,18 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
   for (const v1::ConsumerStatus& consumer : response.consumers()) {
     info.waiters.emplace_back(consumer.name(), consumer.waiters());
   }
+  for (const ConsumerSpec& consumer : info.spec.consumers) {
+    if (consumer.lease_ms == 0) continue;
+    for (const v1::ConsumerStatus& status : response.consumers()) {
+      if (status.name() != consumer.name) continue;
+      info.leases.push_back({.consumer = status.name(),
+                             .leases_in_flight = status.leases_in_flight(),
+                             .rows_in_flight = status.rows_in_flight(),
+                             .expiries = status.lease_expiries(),
+                             .nacks = status.lease_nacks(),
+                             .rows_returned = status.rows_returned()});
+    }
+  }
   info.arena_bytes_used = response.arena_bytes_used();
   info.arena_bytes_reserved = response.arena_bytes_reserved();
   info.memory_limit_bytes = response.memory_limit_bytes();
@@ -168,6 +196,16 @@ absl::Status Client::ReleaseStep(const std::string& dock, int64_t step) {
   grpc::ClientContext context;
   impl_->SetDeadline(&context);
   return FromGrpcStatus(impl_->stub->ReleaseStep(&context, request, &response));
+}
+
+absl::StatusOr<int64_t> Client::Ack(const std::string& dock,
+                                     const std::string& consumer, uint64_t lease_id) {
+  return impl_->EndLease(dock, consumer, lease_id, /*ack=*/true);
+}
+
+absl::StatusOr<int64_t> Client::Nack(const std::string& dock,
+                                      const std::string& consumer, uint64_t lease_id) {
+  return impl_->EndLease(dock, consumer, lease_id, /*ack=*/false);
 }
 
 absl::Status Client::Health() {

@@ -76,6 +76,9 @@ struct ClientPut {
   std::vector<int64_t> rows;
   std::vector<ClientColumn> columns;
   absl::Duration wait = absl::Seconds(30);  // server-side backpressure bound
+  // Non-zero: the lease (ClientBatch::lease_id) this Put acknowledges once
+  // written; a lease not in flight fails the Put and nothing is written.
+  uint64_t ack_lease = 0;
 };
 
 struct ClientGet {
@@ -135,6 +138,11 @@ struct ClientBatch {
   std::vector<ClientMicroBatch> micro_batches;
   // nullopt when the server had nothing to report.
   std::optional<ClientBalanceStats> balance;
+  // Consumers with leases: the lease over these rows (0: none) and its
+  // length. Acknowledge with Client::Ack or ClientPut::ack_lease in time, or
+  // the rows are handed out again.
+  uint64_t lease_id = 0;
+  absl::Duration lease = absl::ZeroDuration();
   std::vector<PackedColumn> columns;
   std::shared_ptr<const char> buffer;
 
@@ -156,10 +164,21 @@ struct StepStatusInfo {
   std::vector<std::pair<std::string, int64_t>> consumed;  // consumer -> rows
 };
 
+// Per consumer with leases: in flight now, and since the dock was created.
+struct ConsumerLeaseInfo {
+  std::string consumer;
+  int64_t leases_in_flight = 0;
+  int64_t rows_in_flight = 0;
+  int64_t expiries = 0;
+  int64_t nacks = 0;
+  int64_t rows_returned = 0;  // rows handed back by expiries and Nacks
+};
+
 struct DockStatusInfo {
   DockSpec spec;
   std::vector<StepStatusInfo> steps;
   std::vector<std::pair<std::string, int64_t>> waiters;  // consumer -> parked
+  std::vector<ConsumerLeaseInfo> leases;  // consumers with lease_ms > 0
   int64_t arena_bytes_used = 0;
   int64_t arena_bytes_reserved = 0;
   int64_t memory_limit_bytes = 0;
@@ -197,6 +216,12 @@ class Client final {
   absl::StatusOr<ClientBatch> Get(const ClientGet& get);
   // Like Get, without payload (columns empty).
   absl::StatusOr<ClientBatch> Sample(const ClientGet& get);
+  // Consumers with leases: completes (Ack) or hands back at once (Nack) a
+  // batch's lease; returns the rows it covered.
+  absl::StatusOr<int64_t> Ack(const std::string& dock, const std::string& consumer,
+                              uint64_t lease_id);
+  absl::StatusOr<int64_t> Nack(const std::string& dock, const std::string& consumer,
+                               uint64_t lease_id);
   absl::StatusOr<ClientBatch> Read(const std::string& dock, int64_t step,
                                    const std::vector<int64_t>& rows,
                                    const std::vector<std::string>& columns);

@@ -94,6 +94,7 @@ wire::PutMessage ToPutMessage(const ClientPut& put) {
   message.step = put.step;
   message.rows = put.rows;
   message.wait_ms = absl::ToInt64Milliseconds(put.wait);
+  message.ack_lease = put.ack_lease;
   message.columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {
     message.columns.push_back({.name = column.name,
@@ -202,6 +203,8 @@ absl::Status CheckMicroBatches(const std::vector<ClientMicroBatch>& micro_batche
 absl::Status TakePlan(const wire::BatchMessage& message, const std::string& what,
                       ClientBatch* batch) {
   batch->round = message.round;
+  batch->lease_id = message.lease_id;
+  batch->lease = absl::Milliseconds(message.lease_ms);
   for (const wire::MicroBatchMessage& mb : message.micro_batches) {
     batch->micro_batches.push_back({.begin = mb.begin,
                                     .end = mb.end,
@@ -319,6 +322,8 @@ absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
   batch.end_of_step = response.end_of_step();
   batch.timed_out = response.timed_out();
   batch.round = response.round();
+  batch.lease_id = response.lease_id();
+  batch.lease = absl::Milliseconds(response.lease_ms());
   for (const v1::MicroBatch& mb : response.micro_batches()) {
     batch.micro_batches.push_back({.begin = mb.begin(),
                                    .end = mb.end(),

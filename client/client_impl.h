@@ -29,6 +29,11 @@ class Client::Impl final {
   void SetDeadline(grpc::ClientContext* context,
                    absl::Duration wait = absl::ZeroDuration()) const;
 
+  // Ack (ack) or Nack a lease; the rows it covered.
+  absl::StatusOr<int64_t> EndLease(const std::string& dock,
+                                   const std::string& consumer, uint64_t lease_id,
+                                   bool ack) const;
+
   // Constant after construction.
   const ClientOptions options;
   const std::shared_ptr<grpc::Channel> channel;

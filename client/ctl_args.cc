@@ -27,6 +27,8 @@ const std::vector<CommandInfo>& Commands() {
       {"status", {"DOCK"}, {}, {}, {}},
       {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms"}, {"column"}},
       {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round"}, {}},
+      {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
+      {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
       {"health", {}, {}, {}, {}},
       {"delete", {"DOCK"}, {}, {}, {}},
@@ -201,6 +203,9 @@ commands:
   get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS] [--round K]
                               claim and print a batch for a consumer; --round K
                               asks a BALANCED consumer for round K again
+  ack DOCK CONSUMER LEASE     acknowledge a lease (consumers with lease_ms): its
+                              rows are done for the consumer
+  nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
   health                      check that the server is serving
   delete DOCK                 delete a dock

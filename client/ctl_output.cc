@@ -175,7 +175,8 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"policy", Name(PolicyName(consumer.policy))},
                                 {"seed", consumer.seed},
                                 {"cost", {{"a", consumer.cost.a}, {"b", consumer.cost.b}}},
-                                {"micro_batch", MicroBatchSpecToJson(consumer)}};
+                                {"micro_batch", MicroBatchSpecToJson(consumer)},
+                                {"lease_ms", consumer.lease_ms}};
   }
   return {{"name", spec.name},
           {"num_prompts", spec.num_prompts},
@@ -201,6 +202,14 @@ Json DocksToJson(const std::vector<DockSummaryInfo>& docks) {
 }
 
 Json StatusToJson(const DockStatusInfo& status) {
+  Json leases = Json::object();
+  for (const ConsumerLeaseInfo& lease : status.leases) {
+    leases[lease.consumer] = {{"leases_in_flight", lease.leases_in_flight},
+                              {"rows_in_flight", lease.rows_in_flight},
+                              {"expiries", lease.expiries},
+                              {"nacks", lease.nacks},
+                              {"rows_returned", lease.rows_returned}};
+  }
   Json steps = Json::array();
   for (const StepStatusInfo& step : status.steps) {
     steps.push_back({{"step", step.step},
@@ -215,7 +224,8 @@ Json StatusToJson(const DockStatusInfo& status) {
           {"arena_bytes_used", status.arena_bytes_used},
           {"arena_bytes_reserved", status.arena_bytes_reserved},
           {"memory_limit_bytes", status.memory_limit_bytes},
-          {"parked_puts", status.parked_puts}};
+          {"parked_puts", status.parked_puts},
+          {"leases", std::move(leases)}};
 }
 
 Json BatchToJson(const ClientBatch& batch) {
@@ -233,6 +243,8 @@ Json BatchToJson(const ClientBatch& batch) {
           {"end_of_step", batch.end_of_step},
           {"timed_out", batch.timed_out},
           {"round", batch.round},
+          {"lease_id", batch.lease_id},
+          {"lease_ms", absl::ToInt64Milliseconds(batch.lease)},
           {"micro_batches", MicroBatchesToJson(batch)},
           {"balance", BalanceToJson(batch.balance)},
           {"columns", std::move(columns)}};
@@ -259,10 +271,11 @@ std::string SpecToText(const DockSpec& spec) {
   absl::StrAppend(&text, "  consumers:\n");
   for (const ConsumerSpec& consumer : spec.consumers) {
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
-        consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer));
+        consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
+        consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "");
   }
   return text;
 }
@@ -295,6 +308,13 @@ std::string StatusToText(const DockStatusInfo& status) {
                   status.memory_limit_bytes > 0 ? BytesText(status.memory_limit_bytes)
                                                 : "none",
                   "\n");
+  for (const ConsumerLeaseInfo& lease : status.leases) {
+    absl::StrAppendFormat(&text,
+                          "  leases of %s: %d in flight (%d rows); %d expired, %d nacked, "
+                          "%d rows handed back\n",
+                          lease.consumer, lease.leases_in_flight, lease.rows_in_flight,
+                          lease.expiries, lease.nacks, lease.rows_returned);
+  }
   return text;
 }
 
@@ -302,6 +322,10 @@ std::string BatchToText(const ClientBatch& batch) {
   if (batch.timed_out) return "no rows available within the wait (timed out)\n";
   std::string text = absl::StrFormat("step %d: %d rows%s\n", batch.step, batch.rows.size(),
                                      batch.end_of_step ? ", end of step" : "");
+  if (batch.lease_id != 0) {
+    absl::StrAppendFormat(&text, "  lease:        %d (acknowledge within %d ms)\n",
+                          batch.lease_id, absl::ToInt64Milliseconds(batch.lease));
+  }
   absl::StrAppend(&text, "  rows:         ", absl::StrJoin(batch.rows, " "), "\n",
                   "  token counts: ", absl::StrJoin(batch.token_counts, " "), "\n",
                   PlanToText(batch));

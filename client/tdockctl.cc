@@ -52,6 +52,7 @@ struct Request {
   int64_t count = 0;
   absl::Duration wait = absl::ZeroDuration();
   std::optional<int64_t> round;
+  uint64_t lease = 0;
 };
 
 absl::StatusOr<int64_t> NonNegative(const CtlArgs& args, const std::string& flag,
@@ -109,6 +110,13 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     request.consumer = args.positionals[1];
     if (args.Has("round")) {
       TDOCK_ASSIGN_OR_RETURN(request.round, NonNegative(args, "round", 0, kMaxRound));
+    }
+  }
+  if (args.command == "ack" || args.command == "nack") {
+    request.consumer = args.positionals[1];
+    if (!absl::SimpleAtoi(args.positionals[2], &request.lease) || request.lease == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LEASE must be a positive integer, got '", args.positionals[2], "'"));
     }
   }
   if (args.command == "release") {
@@ -219,6 +227,18 @@ absl::Status RunSimple(Client& client, const Request& request) {
   } else if (command == "status") {
     TDOCK_ASSIGN_OR_RETURN(DockStatusInfo status, client.GetDockStatus(request.dock));
     Print(request, StatusToJson(status), StatusToText(status));
+  } else if (command == "ack" || command == "nack") {
+    const bool ack = command == "ack";
+    TDOCK_ASSIGN_OR_RETURN(
+        const int64_t rows,
+        ack ? client.Ack(request.dock, request.consumer, request.lease)
+            : client.Nack(request.dock, request.consumer, request.lease));
+    Print(request,
+          {{"dock", request.dock}, {"consumer", request.consumer},
+           {"lease", request.lease}, {ack ? "acknowledged_rows" : "returned_rows", rows}},
+          absl::StrCat(ack ? "acknowledged" : "handed back", " lease ", request.lease,
+                       " of ", request.consumer, " on dock ", request.dock, ": ", rows,
+                       " rows\n"));
   } else if (command == "release") {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},

@@ -250,6 +250,12 @@ absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
                                            "' has no valid policy"));
   }
   TDOCK_RETURN_IF_ERROR(NormalizeDispatch(spec, consumer));
+  if (consumer.lease_ms < 0 || consumer.lease_ms > ConsumerSpec::kMaxLeaseMs) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' lease_ms ", consumer.lease_ms,
+                                           " must be in [0, ",
+                                           ConsumerSpec::kMaxLeaseMs, "] (24 h)"));
+  }
   absl::Status cost = consumer.cost.Validate();
   if (!cost.ok()) {
     return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,

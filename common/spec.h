@@ -53,6 +53,11 @@ struct ConsumerSpec {
   // BALANCED with micro_batch: every rank of a round gets the same number of
   // micro-batches. Default: true.
   bool same_count_across_ranks = true;
+  // > 0: rows a Get hands out are leased for this long; unacknowledged, they
+  // are handed out again (at-least-once). 0: handed out once (at-most-once).
+  int64_t lease_ms = 0;
+
+  static constexpr int64_t kMaxLeaseMs = int64_t{24} * 3600 * 1000;
 };
 
 struct DockSpec {

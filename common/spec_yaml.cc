@@ -301,6 +301,7 @@ absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
        {"whole_groups", Into(&consumer->whole_groups)},
        {"policy", Into(&consumer->policy)},
        {"seed", Into(&consumer->seed)},
+       {"lease_ms", Into(&consumer->lease_ms)},
        // A key left out of `cost` keeps its default (a = 1, b = 0).
        {"cost",
         [consumer](const YAML::Node& value, const std::string& p) {

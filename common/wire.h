@@ -26,6 +26,7 @@ struct PutMessage {
   int64_t step = 0;
   std::vector<int64_t> rows;
   int64_t wait_ms = 0;
+  uint64_t ack_lease = 0;
   std::vector<PackedColumn> columns;
 };
 
@@ -60,6 +61,8 @@ struct BatchMessage {
   int64_t round = 0;
   std::vector<MicroBatchMessage> micro_batches;
   std::optional<BalanceMessage> balance;  // field present or not
+  uint64_t lease_id = 0;
+  int64_t lease_ms = 0;
   std::vector<PackedColumn> columns;
 };
 

@@ -182,6 +182,10 @@ absl::Status DecodeBatchField(Reader& r, const Tag& tag, BatchMessage* m) {
       return ReadMicroBatch(r, kName, wt, &m->micro_batches);
     case 8:
       return ReadBalance(r, wt, &m->balance);
+    case 9:
+      return ReadVarintField(r, {kName, -1, "lease_id"}, wt, &m->lease_id);
+    case 10:
+      return ReadInt64Field(r, {kName, -1, "lease_ms"}, wt, &m->lease_ms);
     case 15:
       return ReadColumn(r, kName, wt, &m->columns);
     default:
@@ -201,6 +205,8 @@ absl::Status DecodePutField(Reader& r, const Tag& tag, PutMessage* m) {
       return ReadInt64s(r, {kName, -1, "rows"}, wt, &m->rows);
     case 4:
       return ReadInt64Field(r, {kName, -1, "wait_ms"}, wt, &m->wait_ms);
+    case 5:
+      return ReadVarintField(r, {kName, -1, "ack_lease"}, wt, &m->ack_lease);
     case 15:
       return ReadColumn(r, kName, wt, &m->columns);
     default:

@@ -269,12 +269,14 @@ Encoded EncodePut(const PutMessage& m) {
   owned += LenFieldSize(static_cast<int64_t>(m.dock.size())) +
            VarintFieldSize(static_cast<uint64_t>(m.step)) +
            LenFieldSize(rows_payload) +
-           VarintFieldSize(static_cast<uint64_t>(m.wait_ms));
+           VarintFieldSize(static_cast<uint64_t>(m.wait_ms)) +
+           VarintFieldSize(m.ack_lease);
   PieceWriter w(owned);
   WriteStringField(w, 1, m.dock);
   WriteVarintField(w, 2, static_cast<uint64_t>(m.step));
   WritePacked(w, 3, m.rows, rows_payload);
   WriteVarintField(w, 4, static_cast<uint64_t>(m.wait_ms));
+  WriteVarintField(w, 5, m.ack_lease);
   WriteColumns(w, m.columns, plans);
   return std::move(w).Finish();
 }
@@ -286,7 +288,9 @@ Encoded EncodeBatch(const BatchMessage& m) {
   const int64_t tokens_payload = PackedPayload(m.token_counts);
   owned += VarintFieldSize(static_cast<uint64_t>(m.step)) +
            LenFieldSize(rows_payload) + LenFieldSize(tokens_payload) + 4 +
-           VarintFieldSize(static_cast<uint64_t>(m.round));
+           VarintFieldSize(static_cast<uint64_t>(m.round)) +
+           VarintFieldSize(m.lease_id) +
+           VarintFieldSize(static_cast<uint64_t>(m.lease_ms));
   for (const MicroBatchMessage& mb : m.micro_batches) {
     owned += MessageFieldSize(MicroBatchBodySize(mb));
   }
@@ -303,6 +307,8 @@ Encoded EncodeBatch(const BatchMessage& m) {
   WriteVarintField(w, 6, static_cast<uint64_t>(m.round));
   WriteMicroBatches(w, 7, m.micro_batches);
   WriteBalance(w, 8, m.balance);
+  WriteVarintField(w, 9, m.lease_id);
+  WriteVarintField(w, 10, static_cast<uint64_t>(m.lease_ms));
   WriteColumns(w, m.columns, plans);
   return std::move(w).Finish();
 }

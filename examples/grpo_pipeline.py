@@ -177,7 +177,9 @@ def do_rollout(dock, cfg: Config, b: tdock.Batch) -> int:
     out = [response_tokens(cfg.seed, b.step, r, cfg.max_response)
            for r in b.rows.tolist()]
     simulate(cfg, DECODE_S * max(len(r) for r in out))  # the longest sets the pace
-    return dock.put(b.step, b.rows, {"response_ids": out}).bytes
+    # The write acknowledges the batch's lease: if this worker died before
+    # it, the prompts would go to another rollout worker after lease_ms.
+    return dock.put(b.step, b.rows, {"response_ids": out}, ack=b).bytes
 
 
 def do_reward(dock, cfg: Config, b: tdock.Batch) -> int:

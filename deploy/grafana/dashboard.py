@@ -100,6 +100,27 @@ ROWS = [
                 "Get {{consumer}}"),
                (f"sum(tdock_parked_puts{{{DOCK}}})", "Put")]),
     ]),
+    ("Delivery: leased rows (consumers with lease_ms)", [
+        panel("Rows in flight under a lease, by consumer",
+              "Rows handed out and not yet acknowledged (tdock_rows_in_flight). "
+              "Flat while the consumer's workers are busy; rows that stay in "
+              "flight past lease_ms come back.",
+              [(f"sum by (consumer) (tdock_rows_in_flight{{{DOCK}}})",
+                "{{consumer}}")]),
+        panel("Rows handed back per second, by consumer",
+              "Rows of expired or nacked leases, handed out again "
+              "(tdock_rows_returned_total). Non-zero: workers die, or take "
+              "longer than lease_ms.",
+              [(f"sum by (consumer) (rate(tdock_rows_returned_total{{{DOCK}}}[{RATE}]))",
+                "{{consumer}}")], unit="rows/s"),
+        panel("Lease expiries and nacks per second",
+              "Leases that expired unacknowledged and leases handed back by "
+              "Nack.",
+              [(f"sum by (consumer) (rate(tdock_lease_expiries_total{{{DOCK}}}[{RATE}]))",
+                "expired {{consumer}}"),
+               (f"sum by (consumer) (rate(tdock_lease_nacks_total{{{DOCK}}}[{RATE}]))",
+                "nacked {{consumer}}")], unit="ops"),
+    ]),
     ("Buffer", [
         panel("Arena bytes",
               "Payload bytes held by live steps, bytes of arena chunks the "

@@ -30,6 +30,12 @@ uint64_t Dock::Get(GetInput input, GetCallback done) {
   return impl_->Get(std::move(input), std::move(done));
 }
 void Dock::Cancel(uint64_t id) { impl_->Cancel(id); }
+absl::StatusOr<int64_t> Dock::Ack(const std::string& consumer, uint64_t lease_id) {
+  return impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kAcked);
+}
+absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_id) {
+  return impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kNacked);
+}
 absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
                                  const std::vector<std::string>& columns) {
   return impl_->Read(step, rows, columns);

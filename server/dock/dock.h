@@ -64,6 +64,16 @@ class Dock final {
   // Completes a parked Get or Put with CANCELLED; no-op if it already ended.
   void Cancel(uint64_t id);
 
+  // Consumers with lease_ms > 0. Ack completes the lease's rows for the
+  // consumer; Nack hands them back at once (to the same rank's next Get for a
+  // BALANCED consumer, to any Get otherwise). Both return the lease's rows.
+  // NOT_FOUND: unknown consumer or a lease never handed out;
+  // INVALID_ARGUMENT: another consumer's lease; FAILED_PRECONDITION naming
+  // the lease and what ended it: expired (its rows were handed back), already
+  // acknowledged, nacked, superseded, or its step released.
+  absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
+  absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
+
   // Returns written cells of `rows` without claiming them. `columns` empty
   // means every column. FAILED_PRECONDITION if a cell is not written.
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,

@@ -126,6 +126,11 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         units - part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) /
                     unit_rows;
     if (remaining == 0) {
+      // Leased rows may still come back: wait for their acknowledgement.
+      // acquire: pairs with the leases' settlements.
+      if (part.consumer(plan.index).in_flight_rows.load(std::memory_order_acquire) > 0) {
+        return attempt;
+      }
       if (explicit_step) {
         Batch empty;
         empty.step = part.step();
@@ -157,6 +162,11 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
+    const uint64_t lease_id =
+        plan.lease > absl::ZeroDuration()
+            ? LeaseRowsLocked(part, plan, in.rank, std::move(claimed), -1,
+                              static_cast<int64_t>(rows.size()))
+            : 0;
     // acq_rel: exactly one claimer sees the total reach the step's rows.
     const int64_t total =
         part.consumer(plan.index).consumed_rows.fetch_add(
@@ -164,6 +174,10 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         static_cast<int64_t>(rows.size());
     Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
                                   !in.metadata_only);
+    if (lease_id != 0) {
+      batch.lease_id = lease_id;
+      batch.lease = plan.lease;
+    }
     batch.micro_batches = std::move(planned.micro_batches);
     batch.balance = planned.balance;
     batch.end_of_step = total == rows_per_step_;

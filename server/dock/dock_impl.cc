@@ -32,6 +32,7 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.cost = c.cost;
   plan.micro_batch = c.micro_batch;
   plan.same_count_across_ranks = c.same_count_across_ranks;
+  plan.lease = absl::Milliseconds(c.lease_ms);
   return plan;
 }
 
@@ -64,10 +65,13 @@ DockImpl::DockImpl(DockSpec spec)
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
   }
   if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
+  leases_ = std::make_unique<LeaseTable>(absl::StrCat("dock '", name_, "'"),
+                                         [this] { ExpireLeases(); });
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
 DockImpl::~DockImpl() {
+  leases_.reset();  // its thread calls into the dock
   Shutdown();
   {
     tdock::MutexLock lock(&waiters_mu_);
@@ -162,6 +166,7 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
     released_consumed_rows_[plan.index] +=
         part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire);
   }
+  leases_->DropStep(part.step());
   return part.Release();
 }
 
@@ -183,9 +188,11 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     const Partition& part = PartitionOf(step);
     Partition& part_rw = PartitionOf(step);
     for (const ConsumerPlan& plan : plans_) {
-      // acquire: pairs with the claimers' increments.
+      // acquire: pairs with the claimers' increments and the leases'
+      // settlements.
       if (part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) <
-          rows_per_step_) {
+              rows_per_step_ ||
+          part.consumer(plan.index).in_flight_rows.load(std::memory_order_acquire) > 0) {
         return;
       }
       // A balanced round is claimed at once but handed out rank by rank.
@@ -245,6 +252,23 @@ DockStats DockImpl::Stats() const {
       for (size_t k = 0; k < step.consumed_rows.size(); ++k) {
         stats.rows_handed_out_total[k] += step.consumed_rows[k];
       }
+    }
+    stats.rows_in_flight.assign(plans_.size(), 0);
+    for (const auto& part : partitions_) {
+      if (!part->live()) continue;
+      for (const ConsumerPlan& plan : plans_) {
+        // relaxed: statistics only.
+        stats.rows_in_flight[plan.index] +=
+            part->consumer(plan.index).in_flight_rows.load(std::memory_order_relaxed);
+      }
+    }
+    for (const ConsumerPlan& plan : plans_) {
+      stats.lease_ms.push_back(absl::ToInt64Milliseconds(plan.lease));
+      const LeaseCounts counts = leases_->Counts(plan.index);
+      stats.leases_in_flight.push_back(counts.in_flight);
+      stats.lease_expiries_total.push_back(counts.expired);
+      stats.lease_nacks_total.push_back(counts.nacked);
+      stats.rows_returned_total.push_back(counts.rows_returned);
     }
   }
   std::sort(stats.steps.begin(), stats.steps.end(),

@@ -34,6 +34,7 @@
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "server/dock/arena.h"
+#include "server/dock/leases.h"
 #include "server/dock/partition.h"
 #include "server/dock/sampler.h"
 #include "server/dock/types.h"
@@ -72,6 +73,8 @@ class DockImpl final {
   void Put(PutInput input, PutCallback done);
   uint64_t Get(GetInput input, GetCallback done);
   void Cancel(uint64_t id);
+  absl::StatusOr<int64_t> EndLease(const std::string& consumer, uint64_t lease_id,
+                                   LeaseTable::End end);
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
   absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
@@ -167,6 +170,26 @@ class DockImpl final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterRelease(std::shared_ptr<StepArena> arena);
 
+  // ---- Leases (dock_leases.cc)
+  // Records the lease over `rows` rows being handed out (consumers with a
+  // lease) and returns its id: `units` are the claimed units (non-BALANCED),
+  // `round` the round (BALANCED; -1 otherwise). Raises the in-flight rows;
+  // the caller counts the rows consumed after this.
+  uint64_t LeaseRowsLocked(Partition& part, const ConsumerPlan& plan, int32_t rank,
+                           std::vector<int64_t> units, int64_t round, int64_t rows)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Makes an ended, unacknowledged lease's rows available again.
+  void ReturnLeaseLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Drops the in-flight rows of an ended lease (acknowledged or superseded).
+  void SettleLeaseLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Wakes the consumer's parked Gets; auto-releases `settled_step` (>= 0) if
+  // it is now done.
+  void AfterLeaseEnded(int consumer, int64_t settled_step);
+  // Called by the lease table's thread when a deadline passed.
+  void ExpireLeases();
+  // A Put that acknowledges a lease: pins it, runs the Put, settles or unpins.
+  void PutAndAck(PutInput input, PutCallback done);
+
   // ---- Waiting (dock_waiters.cc)
   uint64_t ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done);
   void ParkPut(PutInput in, PutAttempt attempt, PutCallback done);
@@ -210,6 +233,8 @@ class DockImpl final {
 
   std::atomic<uint64_t> random_calls_{0};  // per-Get seed diversifier
   std::thread timer_;
+  // Declared last: destroyed first, stopping its thread before the rest.
+  std::unique_ptr<LeaseTable> leases_;
 };
 
 }  // namespace tdock::internal

@@ -303,6 +303,10 @@ void DockImpl::FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
 }
 
 void DockImpl::Put(PutInput input, PutCallback done) {
+  if (input.ack_lease != 0) {
+    PutAndAck(std::move(input), std::move(done));
+    return;
+  }
   absl::Status valid = ValidatePut(input);
   if (!valid.ok()) {
     std::move(done)(valid);

@@ -89,7 +89,11 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   ConsumerState& state = part.consumer(plan.index);
   tdock::MutexLock lock(&state.round_mu);
   const int64_t formed = static_cast<int64_t>(state.rounds.size());
-  const int64_t k = in.round.value_or(state.next_round[in.rank]);
+  // A share whose lease ended unacknowledged goes to the rank first.
+  std::set<int64_t>& pending = state.redeliver[in.rank];
+  const int64_t k = in.round.has_value() ? *in.round
+                    : !pending.empty()   ? *pending.begin()
+                                         : state.next_round[in.rank];
   if (k < 0 || k > formed) {
     attempt.done = absl::InvalidArgumentError(absl::StrCat(
         Where(part.step()), " consumer '", plan.name, "': round ", k,
@@ -141,7 +145,13 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   const Round& round = state.rounds[k];
   const RoundShare& share = round.ranks[in.rank];
   state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
+  pending.erase(k);
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
+  if (plan.lease > absl::ZeroDuration() && !share.rows.empty()) {
+    batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
+                                     static_cast<int64_t>(share.rows.size()));
+    batch.lease = plan.lease;
+  }
   batch.round = k;
   batch.micro_batches = share.micro_batches;
   batch.balance = round.stats;
@@ -181,7 +191,8 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
   // acquire: pairs with the round's increment.
   if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_) return false;
   tdock::MutexLock lock(&state.round_mu);
-  return state.next_round[rank] >= static_cast<int64_t>(state.rounds.size());
+  return state.next_round[rank] >= static_cast<int64_t>(state.rounds.size()) &&
+         state.redeliver[rank].empty();
 }
 
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
@@ -191,6 +202,9 @@ bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) 
   const int64_t last = static_cast<int64_t>(state.rounds.size()) - 1;
   for (int64_t next : state.next_round) {
     if (next <= last) return false;
+  }
+  for (const std::set<int64_t>& pending : state.redeliver) {
+    if (!pending.empty()) return false;
   }
   return true;
 }

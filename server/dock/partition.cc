@@ -58,9 +58,11 @@ std::shared_ptr<StepArena> Partition::Release() {
   for (auto& consumer : consumers_) {
     consumer->consumed.Reset();
     consumer->consumed_rows.store(0, std::memory_order_relaxed);
+    consumer->in_flight_rows.store(0, std::memory_order_relaxed);
     tdock::MutexLock lock(&consumer->round_mu);
     consumer->rounds.clear();
     std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
+    for (auto& rounds : consumer->redeliver) rounds.clear();
   }
   last_released_ = std::max(last_released_, step_);
   step_ = -1;

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/mutex.h"
@@ -65,13 +66,21 @@ struct ConsumerShape {
 
 struct ConsumerState {
   ConsumerState(int64_t units, int32_t dp_size)
-      : consumed(units), next_round(static_cast<size_t>(dp_size), 0) {}
+      : consumed(units),
+        next_round(static_cast<size_t>(dp_size), 0),
+        redeliver(static_cast<size_t>(dp_size)) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
   std::atomic<int64_t> consumed_rows{0};
+  // Consumers with leases: rows handed out and not yet acknowledged. Raised
+  // before consumed_rows, so whoever sees every row consumed sees them.
+  std::atomic<int64_t> in_flight_rows{0};
   // BALANCED consumers only: round formation and hand-out.
   tdock::Mutex round_mu;
   std::vector<Round> rounds ABSL_GUARDED_BY(round_mu);
   std::vector<int64_t> next_round ABSL_GUARDED_BY(round_mu);  // per rank
+  // Per rank: rounds whose lease ended unacknowledged, to hand to that rank
+  // again before anything else.
+  std::vector<std::set<int64_t>> redeliver ABSL_GUARDED_BY(round_mu);
 };
 
 class Partition final {

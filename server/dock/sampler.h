@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/spec.h"
 #include "server/dock/partition.h"
 
@@ -33,6 +34,7 @@ struct ConsumerPlan {
   CostModel cost;
   std::optional<MicroBatchOptions> micro_batch;
   bool same_count_across_ranks = true;
+  absl::Duration lease = absl::ZeroDuration();  // zero: no leases
 };
 
 // Units ready and not consumed, counted up to `enough` (the scan stops

@@ -27,6 +27,10 @@ struct PutInput {
   std::vector<int64_t> rows;
   std::vector<ColumnInput> columns;
   absl::Duration wait = absl::ZeroDuration();  // bound on backpressure
+  // Non-zero: the lease this Put acknowledges once it is written (a worker
+  // writing its results for the rows it was handed). Checked first: a lease
+  // that is not in flight fails the Put and nothing is written.
+  uint64_t ack_lease = 0;
 };
 
 struct PutResult {
@@ -78,6 +82,10 @@ struct Batch {
   // Keeps the step's arena alive while segments are referenced, even after
   // the step is released. Copy it to extend the lifetime.
   std::shared_ptr<const void> pin;
+  // Consumers with leases: the lease over these rows (0: none) and how long
+  // it runs from the hand-out.
+  uint64_t lease_id = 0;
+  absl::Duration lease = absl::ZeroDuration();
 
   int64_t payload_bytes() const;
 };
@@ -111,6 +119,16 @@ struct DockStats {
   // column and rows handed out per consumer.
   std::vector<int64_t> rows_written_total;
   std::vector<int64_t> rows_handed_out_total;
+  // Per consumer: its lease_ms (0: no leases), and (zero without leases)
+  // leases and their rows in flight now;
+  // leases that expired or were returned by Nack, and the rows they handed
+  // back, since the dock was created.
+  std::vector<int64_t> lease_ms;
+  std::vector<int64_t> leases_in_flight;
+  std::vector<int64_t> rows_in_flight;
+  std::vector<int64_t> lease_expiries_total;
+  std::vector<int64_t> lease_nacks_total;
+  std::vector<int64_t> rows_returned_total;
 };
 
 }  // namespace tdock

@@ -55,6 +55,23 @@ struct Families {
   MetricFamily parked_puts{"tdock_parked_puts",
                            "Puts waiting for a free partition or memory.",
                            MetricType::Gauge, {}};
+  // Consumers with leases only.
+  MetricFamily leases{"tdock_leases_in_flight",
+                      "Leases handed out and not yet acknowledged.",
+                      MetricType::Gauge, {}};
+  MetricFamily rows_in_flight{"tdock_rows_in_flight",
+                              "Rows handed out under a lease and not yet acknowledged.",
+                              MetricType::Gauge, {}};
+  MetricFamily expiries{"tdock_lease_expiries_total",
+                        "Leases that expired unacknowledged (their rows were "
+                        "handed out again).",
+                        MetricType::Counter, {}};
+  MetricFamily nacks{"tdock_lease_nacks_total", "Leases handed back by Nack.",
+                     MetricType::Counter, {}};
+  MetricFamily returned{"tdock_rows_returned_total",
+                        "Rows handed back by expired or nacked leases, to be "
+                        "handed out again.",
+                        MetricType::Counter, {}};
 };
 
 void Add(MetricFamily& family, std::vector<ClientMetric::Label> labels,
@@ -104,6 +121,16 @@ void AddDock(const DockStats& stats, Families& f) {
       static_cast<double>(stats.memory_limit_bytes));
   AddPer(f.parked_gets, dock, "consumer", stats.consumers, stats.waiters, nullptr);
   Add(f.parked_puts, {{"dock", dock}}, static_cast<double>(stats.parked_puts));
+  for (size_t k = 0; k < stats.consumers.size() && k < stats.lease_ms.size(); ++k) {
+    if (stats.lease_ms[k] == 0) continue;
+    const std::vector<ClientMetric::Label> labels{{"dock", dock},
+                                                  {"consumer", stats.consumers[k]}};
+    Add(f.leases, labels, static_cast<double>(stats.leases_in_flight[k]));
+    Add(f.rows_in_flight, labels, static_cast<double>(stats.rows_in_flight[k]));
+    Add(f.expiries, labels, static_cast<double>(stats.lease_expiries_total[k]));
+    Add(f.nacks, labels, static_cast<double>(stats.lease_nacks_total[k]));
+    Add(f.returned, labels, static_cast<double>(stats.rows_returned_total[k]));
+  }
 }
 
 }  // namespace
@@ -119,7 +146,10 @@ std::vector<MetricFamily> DockCollector::Collect() const {
           std::move(f.available),     std::move(f.written_total),
           std::move(f.handed_out_total), std::move(f.arena_used),
           std::move(f.arena_reserved),   std::move(f.memory_limit),
-          std::move(f.parked_gets),   std::move(f.parked_puts)};
+          std::move(f.parked_gets),   std::move(f.parked_puts),
+          std::move(f.leases),        std::move(f.rows_in_flight),
+          std::move(f.expiries),      std::move(f.nacks),
+          std::move(f.returned)};
 }
 
 DockCollector::Source RegistrySource(DockRegistry* registry) {

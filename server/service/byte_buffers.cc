@@ -82,6 +82,8 @@ grpc::ByteBuffer BatchToByteBuffer(Batch batch) {
   message.end_of_step = batch.end_of_step;
   message.timed_out = batch.timed_out;
   message.round = batch.round;
+  message.lease_id = batch.lease_id;
+  message.lease_ms = absl::ToInt64Milliseconds(batch.lease);
   message.micro_batches.reserve(batch.micro_batches.size());
   for (const MicroBatchInfo& mb : batch.micro_batches) {
     message.micro_batches.push_back({.begin = mb.begin,

@@ -188,6 +188,13 @@ absl::Status DockService::DoGetDockStatus(
     v1::ConsumerStatus* consumer = response->add_consumers();
     consumer->set_name(stats.consumers[i]);
     consumer->set_waiters(i < stats.waiters.size() ? stats.waiters[i] : 0);
+    if (i < stats.leases_in_flight.size()) {
+      consumer->set_leases_in_flight(stats.leases_in_flight[i]);
+      consumer->set_rows_in_flight(stats.rows_in_flight[i]);
+      consumer->set_lease_expiries(stats.lease_expiries_total[i]);
+      consumer->set_lease_nacks(stats.lease_nacks_total[i]);
+      consumer->set_rows_returned(stats.rows_returned_total[i]);
+    }
   }
   response->set_arena_bytes_used(stats.arena_bytes_used);
   response->set_arena_bytes_reserved(stats.arena_bytes_reserved);
@@ -221,6 +228,29 @@ grpc::ServerUnaryReactor* DockService::ReleaseStep(
   return FinishNow(context, (*dock)->ReleaseStep(request->step()));
 }
 
+grpc::ServerUnaryReactor* DockService::Ack(grpc::CallbackServerContext* context,
+                                           const v1::AckRequest* request,
+                                           v1::AckResponse* response) {
+  return FinishNow(context, DoEndLease(*request, /*ack=*/true, response));
+}
+
+grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context,
+                                            const v1::AckRequest* request,
+                                            v1::AckResponse* response) {
+  return FinishNow(context, DoEndLease(*request, /*ack=*/false, response));
+}
+
+absl::Status DockService::DoEndLease(const v1::AckRequest& request, bool ack,
+                                     v1::AckResponse* response) {
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Find(request.dock()));
+  TDOCK_ASSIGN_OR_RETURN(const int64_t rows,
+                         ack ? dock->Ack(request.consumer(), request.lease_id())
+                             : dock->Nack(request.consumer(), request.lease_id()));
+  response->set_rows(rows);
+  return absl::OkStatus();
+}
+
 // ---- data plane ----
 
 grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
@@ -242,6 +272,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.rows = std::move(message->rows);
   input.columns = std::move(message->columns);  // spans into *bytes
   input.wait = ClampToDeadline(*wait, *context);
+  input.ack_lease = message->ack_lease;
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

@@ -73,6 +73,13 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
       grpc::CallbackServerContext* context,
       const v1::ReleaseStepRequest* request,
       v1::ReleaseStepResponse* response) override;
+  // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
+  grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
+                                const v1::AckRequest* request,
+                                v1::AckResponse* response) override;
+  grpc::ServerUnaryReactor* Nack(grpc::CallbackServerContext* context,
+                                 const v1::AckRequest* request,
+                                 v1::AckResponse* response) override;
 
   // ---- data plane ----
   // Raw tdock.v1.PutRequest in, tdock.v1.PutResponse out.
@@ -97,6 +104,8 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   absl::Status DoListDocks(v1::ListDocksResponse* response);
   absl::Status DoGetDockStatus(const v1::GetDockStatusRequest& request,
                                v1::GetDockStatusResponse* response);
+  absl::Status DoEndLease(const v1::AckRequest& request, bool ack,
+                          v1::AckResponse* response);
   absl::Status DoAddConsumer(const v1::AddConsumerRequest& request,
                              v1::AddConsumerResponse* response);
   absl::Status DoRead(const grpc::ByteBuffer& request,

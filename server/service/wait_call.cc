@@ -106,6 +106,8 @@ absl::Status SampleCall::WriteResponse(Batch batch) {
   response_->set_end_of_step(batch.end_of_step);
   response_->set_timed_out(batch.timed_out);
   response_->set_round(batch.round);
+  response_->set_lease_id(batch.lease_id);
+  response_->set_lease_ms(absl::ToInt64Milliseconds(batch.lease));
   for (const MicroBatchInfo& mb : batch.micro_batches) {
     v1::MicroBatch* out = response_->add_micro_batches();
     out->set_begin(mb.begin);

@@ -300,6 +300,42 @@ TEST_F(TdockctlTest, GetBalancedRoundShowsPlan) {
   EXPECT_EQ(Run({"get", "bal", "actor", "--round", "-1"}).exit_code, 2);
 }
 
+// A consumer with lease_ms: get shows the lease, status counts it, ack
+// completes it, a second ack fails with the server's FAILED_PRECONDITION
+// naming the lease, nack of a lease never handed out is NOT_FOUND, and a
+// LEASE that is not a positive integer is a usage error.
+TEST_F(TdockctlTest, AckAndNackLeases) {
+  WriteFile(Path("spec.yaml"), absl::StrCat(kSpecYaml, "  worker: {columns: [ids], lease_ms: 60000}\n"));
+  RunJson({"create", "--spec", Path("spec.yaml")});
+  PutRows();
+  const Json batch = RunJson({"get", "ctl", "worker"});
+  const uint64_t lease = batch["lease_id"].get<uint64_t>();
+  EXPECT_NE(lease, 0u);
+  EXPECT_EQ(batch["lease_ms"], 60000);
+  Json status = RunJson({"status", "ctl"});
+  EXPECT_EQ(status["spec"]["consumers"]["worker"]["lease_ms"], 60000);
+  EXPECT_EQ(status["leases"]["worker"]["rows_in_flight"], 4);
+  const RunResult text = Run({"status", "ctl"});
+  EXPECT_NE(text.out.find("leases of worker: 1 in flight (4 rows)"), std::string::npos)
+      << text.out;
+  const Json acked = RunJson({"ack", "ctl", "worker", absl::StrCat(lease)});
+  EXPECT_EQ(acked["acknowledged_rows"], 4);
+  const RunResult again = Run({"ack", "ctl", "worker", absl::StrCat(lease)});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find(absl::StrCat("FAILED_PRECONDITION: dock 'ctl': lease ", lease,
+                                        " is not in flight: it was already acknowledged")),
+            std::string::npos)
+      << again.err;
+  const RunResult unknown = Run({"nack", "ctl", "worker", "999"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("NOT_FOUND: dock 'ctl': lease 999 was never handed out"),
+            std::string::npos)
+      << unknown.err;
+  EXPECT_EQ(Run({"ack", "ctl", "worker", "x"}).exit_code, 2);
+  EXPECT_EQ(Run({"ack", "ctl", "worker", "0"}).exit_code, 2);
+  EXPECT_EQ(Run({"ack", "ctl", "worker"}).exit_code, 2);
+}
+
 // Usage errors exit 2 with the usage text on stderr and call nothing.
 TEST_F(TdockctlTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{

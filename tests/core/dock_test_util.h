@@ -42,11 +42,13 @@ struct OwnedColumn {
 inline absl::StatusOr<PutResult> PutSync(Dock& dock, int64_t step,
                                          std::vector<int64_t> rows,
                                          const std::vector<OwnedColumn>& columns,
-                                         absl::Duration wait = absl::ZeroDuration()) {
+                                         absl::Duration wait = absl::ZeroDuration(),
+                                         uint64_t ack_lease = 0) {
   PutInput in;
   in.step = step;
   in.rows = std::move(rows);
   in.wait = wait;
+  in.ack_lease = ack_lease;
   for (const OwnedColumn& c : columns) in.columns.push_back(c.View());
   std::promise<absl::StatusOr<PutResult>> promise;
   auto future = promise.get_future();

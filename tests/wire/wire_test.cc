@@ -172,6 +172,7 @@ PutMessage ToMessage(const v1::PutRequest& p) {
   m.step = p.step();
   m.rows.assign(p.rows().begin(), p.rows().end());
   m.wait_ms = p.wait_ms();
+  m.ack_lease = p.ack_lease();
   for (const v1::PackedColumn& c : p.columns()) m.columns.push_back(ToPacked(c));
   return m;
 }

@@ -111,6 +111,7 @@ inline void ExpectPutEq(const v1::PutRequest& want, const PutMessage& got) {
   EXPECT_EQ(got.rows,
             std::vector<int64_t>(want.rows().begin(), want.rows().end()));
   EXPECT_EQ(got.wait_ms, want.wait_ms());
+  EXPECT_EQ(got.ack_lease, want.ack_lease());
   ASSERT_EQ(got.columns.size(), static_cast<size_t>(want.columns_size()));
   for (int i = 0; i < want.columns_size(); ++i)
     ExpectColumnEq(want.columns(i), got.columns[i]);
@@ -155,6 +156,8 @@ inline void ExpectBatchEq(const v1::GetResponse& want,
   EXPECT_EQ(got.end_of_step, want.end_of_step());
   EXPECT_EQ(got.timed_out, want.timed_out());
   EXPECT_EQ(got.round, want.round());
+  EXPECT_EQ(got.lease_id, want.lease_id());
+  EXPECT_EQ(got.lease_ms, want.lease_ms());
   ASSERT_EQ(got.micro_batches.size(),
             static_cast<size_t>(want.micro_batches_size()));
   for (int i = 0; i < want.micro_batches_size(); ++i) {
@@ -181,6 +184,7 @@ inline v1::PutRequest SmallPut() {
   p.add_rows(0);
   p.add_rows(300);
   p.set_wait_ms(1000);
+  p.set_ack_lease(~uint64_t{0} - 5);  // every bit of the 64: a 10-byte varint
   FillColumn(p.add_columns(), "response_ids", v1::INT32, {2, 0}, 4, rng);
   p.add_columns()->set_name("empty");  // no dtype, offsets or data
   return p;
@@ -210,6 +214,8 @@ inline v1::GetResponse LargeBatch(int rows, int max_len, uint64_t seed) {
 inline v1::GetResponse BalancedBatch(uint64_t seed) {
   v1::GetResponse g = LargeBatch(40, 50, seed);
   g.set_round(-1);  // negative: a 10-byte varint
+  g.set_lease_id(uint64_t{1} << 63);
+  g.set_lease_ms(60'000);
   int64_t begin = 0;
   for (int64_t end : {0, 13, 27, 40}) {
     v1::MicroBatch* mb = g.add_micro_batches();
@@ -256,6 +262,8 @@ inline BatchMessage ToBatchMessage(const v1::GetResponse& g) {
   m.end_of_step = g.end_of_step();
   m.timed_out = g.timed_out();
   m.round = g.round();
+  m.lease_id = g.lease_id();
+  m.lease_ms = g.lease_ms();
   for (const v1::MicroBatch& mb : g.micro_batches()) {
     m.micro_batches.push_back({mb.begin(), mb.end(), mb.padded_len(),
                                mb.tokens(), mb.padded_tokens()});

@@ -80,7 +80,8 @@ class Batch:
                  round: int = -1, columns: dict[str, Column] | None = None,
                  micro_batch_info: list[MicroBatchInfo] | None = None,
                  stats: BalanceStats | None = None, consumer: str = "",
-                 rank: int = 0, lease: str | None = None):
+                 rank: int = 0, lease: int | None = None,
+                 lease_seconds: float = 0.0):
         self.step = step
         self.rows = rows
         self.token_counts = token_counts
@@ -91,9 +92,11 @@ class Batch:
         self.stats = stats
         self.consumer = consumer
         self.rank = rank
-        # The lease the rows are held under until acknowledged; None when the
-        # consumer hands rows out without one (rows complete on hand-out).
+        # The lease id the rows are held under until acknowledged (Dock.ack,
+        # or put(..., ack=batch)) and its length; None when the consumer has
+        # no leases (rows are complete on hand-out).
         self.lease = lease
+        self.lease_seconds = lease_seconds
         self._columns = columns or {}
 
     def __len__(self) -> int:
@@ -220,4 +223,6 @@ def from_response(header, wire_columns, inner_shapes: dict[str, tuple],
         micro_batch_info=[MicroBatchInfo(m.begin, m.end, m.padded_len, m.tokens,
                                          m.padded_tokens)
                           for m in header.micro_batches],
-        stats=stats, consumer=consumer, rank=rank)
+        stats=stats, consumer=consumer, rank=rank,
+        lease=getattr(header, "lease_id", 0) or None,
+        lease_seconds=getattr(header, "lease_ms", 0) / 1000.0)

@@ -59,6 +59,16 @@ class StepStatus:
 
 
 @dataclass(frozen=True)
+class LeaseStatus:
+    """A consumer's leases: in flight now, and since the dock was created."""
+    in_flight: int
+    rows_in_flight: int
+    expiries: int
+    nacks: int
+    rows_returned: int  # rows handed back by expiries and nacks
+
+
+@dataclass(frozen=True)
 class DockStatus:
     spec: dock_pb2.DockSpec
     steps: list[StepStatus]
@@ -67,6 +77,7 @@ class DockStatus:
     arena_bytes_reserved: int
     memory_limit_bytes: int
     parked_puts: int
+    leases: dict[str, LeaseStatus]  # consumers with lease_ms > 0
 
 
 @dataclass(frozen=True)
@@ -216,8 +227,11 @@ class Dock:
             *, ack: Any = None, wait: float = 30.0) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
-        them) whose lease this write completes; rows of a consumer without
-        leases are complete on hand-out and need none."""
+        them) whose lease this write completes: the first lease is checked
+        before anything is written and completed with the write (errors.
+        FailedPrecondition if it is no longer in flight, nothing written);
+        further ones are acknowledged after it. Batches without a lease
+        (consumers without lease_ms) need none."""
         rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
                           dtype=np.int64).reshape(-1)
         if not columns:
@@ -225,12 +239,14 @@ class Dock:
         wire_columns = [
             columns_mod.put_column(name, value, self._column_spec(name), len(rows))
             for name, value in columns.items()]
+        leased = _leased(ack)
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
-                                     wait_ms=_millis(wait, "wait"))
+                                     wait_ms=_millis(wait, "wait"),
+                                     ack_lease=leased[0].lease if leased else 0)
         resp = self.client.call(
             "Put", wire.encode_put(header, wire_columns), dock_pb2.PutResponse,
             extra_timeout=wait, serialize=lambda b: b)
-        self.ack(ack)
+        self.ack(leased[1:])
         return PutAck(resp.rows, resp.bytes)
 
     def _get_request(self, consumer: str, rank: int, step: int | None,
@@ -298,19 +314,23 @@ class Dock:
             if b.end_of_step:
                 return
 
-    def ack(self, batches: Any) -> None:
-        """Acknowledges batches handed out under a lease. Batches without a
-        lease (consumers without lease_ms) are complete already."""
-        if batches is None:
-            return
-        for b in batches if isinstance(batches, (list, tuple)) else [batches]:
-            if not isinstance(b, batch_mod.Batch):
-                raise errors.InvalidArgument(
-                    f"ack takes Batches, got {type(b).__name__}")
-            if b.lease is not None:
-                raise errors.Unimplemented(
-                    f"batch of step {b.step} holds lease {b.lease}, which this "
-                    "client cannot acknowledge")
+    def ack(self, batches: Any) -> int:
+        """Acknowledges batches handed out under a lease: their rows are done
+        for the consumer. Returns the rows acknowledged. Batches without a
+        lease (consumers without lease_ms) are complete already and skipped.
+        errors.FailedPrecondition names a lease that is no longer in flight
+        (it expired and its rows were handed out again, or was acknowledged)."""
+        return sum(self._end_lease("Ack", b) for b in _leased(batches))
+
+    def nack(self, batches: Any) -> int:
+        """Hands leased batches back at once, to be handed out again (to the
+        same rank for a BALANCED consumer). Returns the rows handed back."""
+        return sum(self._end_lease("Nack", b) for b in _leased(batches))
+
+    def _end_lease(self, method: str, b: batch_mod.Batch) -> int:
+        req = dock_pb2.AckRequest(dock=self.name, consumer=b.consumer,
+                                  lease_id=b.lease)
+        return self.client.call(method, req, dock_pb2.AckResponse).rows
 
     def status(self) -> DockStatus:
         r = self.client.call("GetDockStatus",
@@ -320,9 +340,14 @@ class Dock:
         steps = [StepStatus(s.step, s.partition,
                             {c.name: c.rows for c in s.ready},
                             {c.name: c.rows for c in s.consumed}) for s in r.steps]
+        leased = {c.name for c in r.spec.consumers if c.lease_ms > 0}
+        leases = {c.name: LeaseStatus(c.leases_in_flight, c.rows_in_flight,
+                                      c.lease_expiries, c.lease_nacks,
+                                      c.rows_returned)
+                  for c in r.consumers if c.name in leased}
         return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
                           r.arena_bytes_used, r.arena_bytes_reserved,
-                          r.memory_limit_bytes, r.parked_puts)
+                          r.memory_limit_bytes, r.parked_puts, leases)
 
     def release(self, step: int) -> None:
         """Frees a step's partition now (consumers not done lose its rows)."""
@@ -340,6 +365,20 @@ class Dock:
                              dock_pb2.AddConsumerResponse)
         self._spec = None  # refetched with the new consumer
         return r.consumer
+
+
+def _leased(batches: Any) -> list[batch_mod.Batch]:
+    """The batches (one, a list or None) that hold a lease."""
+    if batches is None:
+        return []
+    out = []
+    for b in batches if isinstance(batches, (list, tuple)) else [batches]:
+        if not isinstance(b, batch_mod.Batch):
+            raise errors.InvalidArgument(
+                f"ack takes Batches, got {type(b).__name__}")
+        if b.lease is not None:
+            out.append(b)
+    return out
 
 
 def _millis(seconds: float, what: str) -> int:

@@ -140,6 +140,7 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
   TDOCK_ASSIGN_OR_RETURN(
       out.policy, PolicyFromProto(absl::StrCat(where, ".policy"), in.policy()));
   out.seed = in.seed();
+  out.lease_ms = in.lease_ms();
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -183,6 +184,7 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_whole_groups(consumer.whole_groups);
   out.set_policy(PolicyToProto(consumer.policy));
   out.set_seed(consumer.seed);
+  out.set_lease_ms(consumer.lease_ms);
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {

@@ -1,0 +1,151 @@
+// DockImpl's leases (consumers with lease_ms > 0): rows a Get hands out stay
+// in flight until acknowledged; unacknowledged ones come back.
+//
+// Non-BALANCED consumers: rows that come back have their consumed bits
+// cleared, so any Get of the consumer takes them again. BALANCED consumers:
+// rows stay claimed by their round, and the rank's share of that round is
+// queued for the same rank index, so a restarted worker with the same rank
+// gets the same rows.
+//
+// Counters per consumer and step (ConsumerState): in_flight_rows is raised
+// before consumed_rows when rows go out and lowered after consumed_rows when
+// they come back, so a reader that sees every row consumed and nothing in
+// flight knows the consumer is done with the step; auto-release waits for
+// that.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
+                                   int32_t rank, std::vector<int64_t> units,
+                                   int64_t round, int64_t rows) {
+  Lease lease;
+  lease.consumer = plan.index;
+  lease.rank = rank;
+  lease.step = part.step();
+  lease.round = round;
+  lease.units = std::move(units);
+  lease.rows = rows;
+  lease.deadline = absl::Now() + plan.lease;
+  ConsumerState& state = part.consumer(plan.index);
+  if (round >= 0) {
+    // The rank asked for a round it holds a lease on: one lease per share.
+    std::optional<Lease> old = leases_->TakeShare(plan.index, part.step(), round, rank);
+    if (old.has_value()) SettleLeaseLocked(*old);
+  }
+  // release: ordered before the caller's consumed_rows increment.
+  state.in_flight_rows.fetch_add(lease.rows, std::memory_order_release);
+  return leases_->Add(std::move(lease));
+}
+
+void DockImpl::SettleLeaseLocked(const Lease& lease) {
+  if (lease.id == 0 || ClassifyLocked(lease.step) != StepState::kLive) return;
+  // acq_rel: the auto-release check that sees zero sees the rest settled.
+  PartitionOf(lease.step)
+      .consumer(lease.consumer)
+      .in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
+}
+
+void DockImpl::ReturnLeaseLocked(const Lease& lease) {
+  if (ClassifyLocked(lease.step) != StepState::kLive) return;
+  Partition& part = PartitionOf(lease.step);
+  ConsumerState& state = part.consumer(lease.consumer);
+  if (lease.round >= 0) {
+    tdock::MutexLock lock(&state.round_mu);
+    state.redeliver[lease.rank].insert(lease.round);
+  } else {
+    // Lower the count first: a claimer that takes a cleared bit then counts
+    // from below the step's rows and can still see the step end.
+    // acq_rel: pairs with the claimers' increments.
+    state.consumed_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
+    Unclaim(part, plans_[lease.consumer], lease.units);
+  }
+  state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
+}
+
+absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
+                                           uint64_t lease_id, LeaseTable::End end) {
+  int index = -1;
+  int64_t step = -1;
+  int64_t rows = 0;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    index = spec_.ConsumerIndex(consumer);
+    if (index < 0) {
+      return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '",
+                                              consumer, "' is unknown"));
+    }
+    if (plans_[index].lease == absl::ZeroDuration()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dock '", name_, "': consumer '", consumer,
+          "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
+    }
+    TDOCK_ASSIGN_OR_RETURN(Lease lease, leases_->Take(lease_id, index, consumer, end));
+    if (end == LeaseTable::End::kAcked) {
+      SettleLeaseLocked(lease);
+    } else {
+      ReturnLeaseLocked(lease);
+    }
+    step = lease.step;
+    rows = lease.rows;
+  }
+  AfterLeaseEnded(index, end == LeaseTable::End::kAcked ? step : -1);
+  return rows;
+}
+
+void DockImpl::AfterLeaseEnded(int consumer, int64_t settled_step) {
+  // Parked Gets of the consumer: rows came back, or the step may be over.
+  std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
+  wanted[consumer] = true;
+  WakeGets(wanted);
+  if (settled_step >= 0) MaybeAutoRelease(settled_step);
+}
+
+void DockImpl::ExpireLeases() {
+  std::vector<bool> wanted;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const Lease& lease : leases_->TakeExpired(absl::Now())) {
+      ReturnLeaseLocked(lease);
+      if (wanted.size() <= static_cast<size_t>(lease.consumer)) {
+        wanted.resize(lease.consumer + 1, false);
+      }
+      wanted[lease.consumer] = true;
+    }
+  }
+  if (!wanted.empty()) WakeGets(wanted);
+}
+
+void DockImpl::PutAndAck(PutInput input, PutCallback done) {
+  const uint64_t id = input.ack_lease;
+  if (absl::Status pinned = leases_->Pin(id); !pinned.ok()) {
+    std::move(done)(absl::Status(
+        pinned.code(), absl::StrCat(Where(input.step), ": ack_lease: ",
+                                    pinned.message(), "; nothing was written")));
+    return;
+  }
+  input.ack_lease = 0;
+  Put(std::move(input), [this, id, done = std::move(done)](
+                            absl::StatusOr<PutResult> result) mutable {
+    if (!result.ok()) {
+      leases_->Unpin(id);
+      std::move(done)(std::move(result));
+      return;
+    }
+    Lease lease;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      lease = leases_->TakePinned(id);
+      SettleLeaseLocked(lease);
+    }
+    // id 0: the step was released while the Put ran; nothing to settle.
+    if (lease.id != 0) AfterLeaseEnded(lease.consumer, lease.step);
+    std::move(done)(std::move(result));
+  });
+}
+
+}  // namespace tdock::internal

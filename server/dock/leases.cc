@@ -1,0 +1,224 @@
+#include "server/dock/leases.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tdock::internal {
+namespace {
+
+// How many ended leases are remembered for late Acks.
+constexpr size_t kRemembered = size_t{1} << 16;
+
+}  // namespace
+
+LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void()> expire)
+    : who_(std::move(who)), expire_(std::move(expire)) {}
+
+LeaseTable::~LeaseTable() {
+  bool started = false;
+  {
+    tdock::MutexLock lock(&mu_);
+    stop_ = true;
+    started = started_;
+    cv_.SignalAll();
+  }
+  if (started) thread_.join();
+}
+
+void LeaseTable::Run() {
+  mu_.Lock();
+  while (!stop_) {
+    const absl::Time target =
+        deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
+    if (target <= absl::Now()) {
+      // The dock takes its own lock first, then ours (TakeExpired).
+      mu_.Unlock();
+      expire_();
+      mu_.Lock();
+      continue;
+    }
+    cv_.WaitWithDeadline(&mu_, target);
+  }
+  mu_.Unlock();
+}
+
+LeaseCounts& LeaseTable::CountsLocked(int consumer) {
+  if (static_cast<size_t>(consumer) >= counts_.size()) counts_.resize(consumer + 1);
+  return counts_[consumer];
+}
+
+uint64_t LeaseTable::Add(Lease lease) {
+  tdock::MutexLock lock(&mu_);
+  lease.id = next_id_++;
+  const uint64_t id = lease.id;
+  const bool earliest = deadlines_.empty() || lease.deadline < deadlines_.begin()->first;
+  deadlines_.emplace(lease.deadline, id);
+  if (lease.round >= 0) {
+    shares_[{lease.consumer, lease.step, lease.round, lease.rank}] = id;
+  }
+  ++CountsLocked(lease.consumer).in_flight;
+  leases_.emplace(id, Entry{std::move(lease), false});
+  if (!started_) {
+    started_ = true;
+    thread_ = std::thread([this] { Run(); });
+  } else if (earliest) {
+    cv_.SignalAll();
+  }
+  return id;
+}
+
+absl::StatusOr<absl::flat_hash_map<uint64_t, LeaseTable::Entry>::iterator>
+LeaseTable::FindLocked(uint64_t id) {
+  auto it = leases_.find(id);
+  if (it != leases_.end()) {
+    if (it->second.pinned) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who_, ": lease ", id, " is being acknowledged by a Put"));
+    }
+    return it;
+  }
+  if (id == 0 || id >= next_id_) {
+    return absl::NotFoundError(
+        absl::StrCat(who_, ": lease ", id, " was never handed out"));
+  }
+  auto ended = ended_.find(id);
+  return absl::FailedPreconditionError(absl::StrCat(
+      who_, ": lease ", id, " is not in flight: ",
+      ended != ended_.end() ? ended->second : "it ended long ago"));
+}
+
+Lease LeaseTable::EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
+                            std::string why) {
+  Lease lease = std::move(it->second.lease);
+  const bool pinned = it->second.pinned;
+  leases_.erase(it);
+  if (!pinned) {
+    auto [first, last] = deadlines_.equal_range(lease.deadline);
+    for (auto d = first; d != last; ++d) {
+      if (d->second == lease.id) {
+        deadlines_.erase(d);
+        break;
+      }
+    }
+  }
+  if (lease.round >= 0) {
+    auto share = shares_.find({lease.consumer, lease.step, lease.round, lease.rank});
+    if (share != shares_.end() && share->second == lease.id) shares_.erase(share);
+  }
+  --CountsLocked(lease.consumer).in_flight;
+  ended_.emplace(lease.id, std::move(why));
+  ended_order_.push_back(lease.id);
+  if (ended_order_.size() > kRemembered) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+  return lease;
+}
+
+absl::StatusOr<Lease> LeaseTable::Take(uint64_t id, int consumer,
+                                       absl::string_view consumer_name, End end) {
+  tdock::MutexLock lock(&mu_);
+  auto found = FindLocked(id);
+  if (!found.ok()) return found.status();
+  auto it = *found;
+  if (it->second.lease.consumer != consumer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who_, ": lease ", id, " was not handed to consumer '", consumer_name, "'"));
+  }
+  LeaseCounts& counts = CountsLocked(consumer);
+  if (end == End::kNacked) {
+    ++counts.nacked;
+    counts.rows_returned += it->second.lease.rows;
+  }
+  return EndLocked(it, end == End::kAcked ? "it was already acknowledged"
+                                          : "it was returned by Nack");
+}
+
+absl::Status LeaseTable::Pin(uint64_t id) {
+  tdock::MutexLock lock(&mu_);
+  auto found = FindLocked(id);
+  if (!found.ok()) return found.status();
+  Entry& entry = (*found)->second;
+  auto [first, last] = deadlines_.equal_range(entry.lease.deadline);
+  for (auto d = first; d != last; ++d) {
+    if (d->second == id) {
+      deadlines_.erase(d);
+      break;
+    }
+  }
+  entry.pinned = true;
+  return absl::OkStatus();
+}
+
+void LeaseTable::Unpin(uint64_t id) {
+  tdock::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end() || !it->second.pinned) return;
+  it->second.pinned = false;
+  const bool earliest = deadlines_.empty() ||
+                        it->second.lease.deadline < deadlines_.begin()->first;
+  deadlines_.emplace(it->second.lease.deadline, id);
+  if (earliest) cv_.SignalAll();
+}
+
+Lease LeaseTable::TakePinned(uint64_t id) {
+  tdock::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  // A pinned lease leaves only through here or DropStep.
+  if (it == leases_.end()) return Lease{};
+  return EndLocked(it, "it was already acknowledged by a Put");
+}
+
+std::vector<Lease> LeaseTable::TakeExpired(absl::Time now) {
+  tdock::MutexLock lock(&mu_);
+  std::vector<Lease> out;
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    auto it = leases_.find(deadlines_.begin()->second);
+    LeaseCounts& counts = CountsLocked(it->second.lease.consumer);
+    ++counts.expired;
+    counts.rows_returned += it->second.lease.rows;
+    out.push_back(EndLocked(
+        it, absl::StrCat("it expired at ", absl::FormatTime(it->second.lease.deadline),
+                         " and its rows were handed back to be handed out again")));
+  }
+  return out;
+}
+
+std::optional<Lease> LeaseTable::TakeShare(int consumer, int64_t step,
+                                           int64_t round, int32_t rank) {
+  tdock::MutexLock lock(&mu_);
+  auto share = shares_.find({consumer, step, round, rank});
+  if (share == shares_.end()) return std::nullopt;
+  auto it = leases_.find(share->second);
+  if (it == leases_.end() || it->second.pinned) return std::nullopt;
+  return EndLocked(it, absl::StrCat("rank ", rank, " asked for round ", round,
+                                    " of step ", step, " again"));
+}
+
+void LeaseTable::NoteSuperseded(uint64_t old_id, uint64_t by) {
+  tdock::MutexLock lock(&mu_);
+  auto ended = ended_.find(old_id);
+  if (ended != ended_.end()) {
+    absl::StrAppend(&ended->second, "; lease ", by, " replaced it");
+  }
+}
+
+void LeaseTable::DropStep(int64_t step) {
+  tdock::MutexLock lock(&mu_);
+  std::vector<uint64_t> ids;
+  for (const auto& [id, entry] : leases_) {
+    if (entry.lease.step == step) ids.push_back(id);
+  }
+  for (uint64_t id : ids) {
+    EndLocked(leases_.find(id), absl::StrCat("its step ", step, " was released"));
+  }
+}
+
+LeaseCounts LeaseTable::Counts(int consumer) const {
+  tdock::MutexLock lock(&mu_);
+  if (static_cast<size_t>(consumer) >= counts_.size()) return LeaseCounts{};
+  return counts_[consumer];
+}
+
+}  // namespace tdock::internal

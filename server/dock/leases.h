@@ -1,0 +1,133 @@
+// LeaseTable: the rows a dock has handed out under a lease and not yet seen
+// acknowledged (consumers with lease_ms > 0).
+//
+// A Get by such a consumer records a lease over the rows it returns. The
+// lease ends exactly once: acknowledged (Ack, or a Put carrying its id),
+// returned (Nack), expired (its deadline passed: the dock hands the rows out
+// again), superseded (a BALANCED rank asked for the same round again), or
+// dropped with its released step. A lease that ended is remembered for a
+// while, so a late Ack is told which of these happened.
+//
+// The table only keeps the records; the dock moves the rows (consumed bits,
+// in-flight counts, balanced redeliveries) under its own lock. The table's
+// thread sleeps until the earliest deadline and then calls `expire`, which
+// takes the dock's lock and then TakeExpired.
+//
+// Thread safety: every method may be called from any thread; mu_ is a leaf
+// lock (taken under the dock's mutex, never the other way round). `expire`
+// runs on the table's thread without mu_ held.
+#ifndef TDOCK_SERVER_DOCK_LEASES_H_
+#define TDOCK_SERVER_DOCK_LEASES_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+
+namespace tdock::internal {
+
+struct Lease {
+  uint64_t id = 0;
+  int consumer = -1;
+  int32_t rank = 0;
+  int64_t step = 0;
+  int64_t round = -1;          // BALANCED: the round of the rank's share
+  std::vector<int64_t> units;  // others: the claimed units (rows or groups)
+  int64_t rows = 0;
+  absl::Time deadline;
+};
+
+// Per consumer, since the dock was created.
+struct LeaseCounts {
+  int64_t in_flight = 0;  // leases now
+  int64_t expired = 0;
+  int64_t nacked = 0;
+  int64_t rows_returned = 0;  // rows made available again (expired or nacked)
+};
+
+class LeaseTable final {
+ public:
+  // `who` names the dock in messages ("dock 'grpo'").
+  LeaseTable(std::string who, absl::AnyInvocable<void()> expire);
+  ~LeaseTable();  // stops the thread; `expire` is not called afterwards
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
+
+  // Records a lease (its id is assigned) and returns the id.
+  uint64_t Add(Lease lease);
+
+  // Ends lease `id` of consumer `consumer` (named `consumer_name`) as
+  // acknowledged or nacked and returns it. NOT_FOUND for an id never handed
+  // out; INVALID_ARGUMENT if it is another consumer's; FAILED_PRECONDITION
+  // naming the lease and what ended it if it is no longer in flight, or if a
+  // Put is acknowledging it.
+  enum class End { kAcked, kNacked };
+  absl::StatusOr<Lease> Take(uint64_t id, int consumer,
+                             absl::string_view consumer_name, End end);
+
+  // A Put carrying `id`: the lease cannot expire until Unpin (the Put
+  // failed) or TakePinned (it succeeded). Same errors as Take, without the
+  // consumer check.
+  absl::Status Pin(uint64_t id);
+  void Unpin(uint64_t id);
+  Lease TakePinned(uint64_t id);
+
+  // Ends and returns the leases whose deadline is at or before `now`.
+  std::vector<Lease> TakeExpired(absl::Time now);
+  // Ends and returns the in-flight lease of a BALANCED share, if any: the
+  // rank asked for the round again and gets a new lease (`by`).
+  std::optional<Lease> TakeShare(int consumer, int64_t step, int64_t round,
+                                 int32_t rank);
+  void NoteSuperseded(uint64_t old_id, uint64_t by);
+  // Ends every lease of a released step.
+  void DropStep(int64_t step);
+
+  LeaseCounts Counts(int consumer) const;
+
+ private:
+  struct Entry {
+    Lease lease;
+    bool pinned = false;
+  };
+  using ShareKey = std::tuple<int, int64_t, int64_t, int32_t>;
+
+  void Run();
+  // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
+  Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
+                  std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<absl::flat_hash_map<uint64_t, Entry>::iterator> FindLocked(
+      uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LeaseCounts& CountsLocked(int consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string who_;
+  absl::AnyInvocable<void()> expire_;
+
+  mutable tdock::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, Entry> leases_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(mu_);
+  std::map<ShareKey, uint64_t> shares_ ABSL_GUARDED_BY(mu_);
+  // Why recently ended leases ended, oldest first, at most kRemembered.
+  absl::flat_hash_map<uint64_t, std::string> ended_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> ended_order_ ABSL_GUARDED_BY(mu_);
+  std::vector<LeaseCounts> counts_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar cv_;  // a new earliest deadline, or stop
+  std::thread thread_;
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_LEASES_H_

@@ -1,0 +1,134 @@
+"""Leases through the Python client: a worker process that takes rows and is
+killed loses nothing (the rows reach another worker after the lease), every
+row is acknowledged exactly once, and late or repeated acknowledgements are
+refused with the lease named."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tdock
+from conftest import grpo_spec
+
+
+def leased_spec(name, lease_ms, rows=8, dispatch=4):
+    return grpo_spec(
+        name, prompts=rows, n=1,
+        columns={"prompt_ids": {"dtype": "int32"},
+                 "response_ids": {"dtype": "int32"}},
+        consumers={
+            "rollout": {"columns": ["prompt_ids"], "dispatch_size": dispatch,
+                        "lease_ms": lease_ms},
+            "trainer": {"columns": ["prompt_ids", "response_ids"]},
+        })
+
+
+def put_prompts(dock, rows):
+    dock.put(0, range(rows), {"prompt_ids": [np.array([r, r], np.int32)
+                                             for r in range(rows)]})
+
+
+def respond(dock, batch):
+    """A rollout worker's write, acknowledging the batch's lease."""
+    dock.put(batch.step, batch.rows,
+             {"response_ids": [np.array([r * 10], np.int32) for r in batch.rows]},
+             ack=batch)
+
+
+def test_killed_worker_rows_reach_another_worker(server, client, dock_name):
+    """A worker process takes 4 rows under a 1.5 s lease and is killed with
+    SIGKILL before writing; a second worker gets its own 4 rows, then the dead
+    worker's 4 once the lease expires; every row gets exactly one response and
+    the trainer reads all 8; the dock counts one expiry of 4 rows."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=1500))
+    put_prompts(dock, 8)
+    code = textwrap.dedent(f"""
+        import sys, time, tdock
+        with tdock.Client({server!r}) as c:
+            b = c.dock({dock_name!r}).get("rollout", wait=10)
+            print(b.lease, *b.rows.tolist(), flush=True)
+            time.sleep(600)  # "generating" until killed
+    """)
+    dying = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ))
+    try:
+        lease, *taken = map(int, dying.stdout.readline().split())
+    finally:
+        dying.kill()
+        dying.wait()
+    assert len(taken) == 4 and lease > 0
+
+    responded = []
+    mine = dock.get("rollout", wait=10)
+    assert sorted(mine.rows.tolist()) == sorted(set(range(8)) - set(taken))
+    respond(dock, mine)
+    responded += mine.rows.tolist()
+    back = dock.get("rollout", wait=30)  # parks until the dead lease expires
+    assert sorted(back.rows.tolist()) == sorted(taken)
+    assert back.lease != lease
+    respond(dock, back)
+    responded += back.rows.tolist()
+    assert sorted(responded) == list(range(8))
+
+    status = dock.status()
+    assert status.leases["rollout"] == tdock.client.LeaseStatus(
+        in_flight=0, rows_in_flight=0, expiries=1, nacks=0, rows_returned=4)
+    trained = dock.get("trainer", wait=10)
+    assert sorted(trained.rows.tolist()) == list(range(8))
+    for i, row in enumerate(trained.rows.tolist()):
+        assert trained.row("response_ids", i).tolist() == [row * 10]
+
+
+def test_late_ack_on_expired_lease_is_refused(client, dock_name):
+    """A batch whose lease expired (its rows went to another Get) cannot be
+    acknowledged: FailedPrecondition naming the lease; the rows' new lease
+    is unaffected."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=200, dispatch=8))
+    put_prompts(dock, 8)
+    old = dock.get("rollout")
+    new = dock.get("rollout", wait=10)
+    assert sorted(new.rows.tolist()) == sorted(old.rows.tolist())
+    with pytest.raises(tdock.errors.FailedPrecondition,
+                       match=f"lease {old.lease} is not in flight: it expired"):
+        dock.ack(old)
+    with pytest.raises(tdock.errors.FailedPrecondition,
+                       match=f"lease {old.lease}"):
+        respond(dock, old)
+    assert dock.status().steps[0].ready["response_ids"] == 0  # nothing written
+
+
+def test_ack_nack_and_repeated_ack(client, dock_name):
+    """nack hands rows back at once; ack returns the rows acknowledged; an
+    acknowledged lease cannot be acknowledged again; batches without a lease
+    need no acknowledgement."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=60_000))
+    put_prompts(dock, 8)
+    first = dock.get("rollout")
+    assert first.lease is not None and first.lease_seconds == 60.0
+    assert dock.nack(first) == 4
+    again = dock.get("rollout")
+    assert again.rows.tolist() == first.rows.tolist()
+    other = dock.get("rollout")
+    assert dock.ack([again, other]) == 8
+    with pytest.raises(tdock.errors.FailedPrecondition, match="already acknowledged"):
+        dock.ack(again)
+    plain = dock.get("trainer", wait=0)  # no responses yet: nothing, no lease
+    assert plain.lease is None and dock.ack(plain) == 0
+    status = dock.status().leases["rollout"]
+    assert (status.nacks, status.rows_returned, status.in_flight) == (1, 4, 0)
+
+
+def test_iter_with_leases_acknowledged_by_put(client, dock_name):
+    """A worker loop over iter() that writes with ack=batch leaves nothing in
+    flight, and the step is released once the trainer has read it."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=60_000))
+    put_prompts(dock, 8)
+    for batch in dock.iter("rollout", step=0):
+        respond(dock, batch)
+    assert dock.status().leases["rollout"].in_flight == 0
+    assert len(dock.get("trainer", wait=10)) == 8
+    assert dock.status().steps == []
