@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/client_impl.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -34,6 +36,7 @@ void Client::Impl::SetDeadline(grpc::ClientContext* context,
   context->set_deadline(
       absl::ToChronoTime(absl::Now() + std::max(wait, absl::ZeroDuration()) +
                          options.timeout));
+  if (!options.token.empty()) context->AddMetadata("authorization", authorization);
 }
 
 absl::StatusOr<int64_t> Client::Impl::EndLease(const std::string& dock,
@@ -52,6 +55,38 @@ absl::StatusOr<int64_t> Client::Impl::EndLease(const std::string& dock,
   return response.rows();
 }
 
+namespace {
+
+// Plaintext, or TLS with the given CA and (mutual TLS) client certificate.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const ClientTls& tls) {
+  if (!tls.enabled) {
+    if (!tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty()) {
+      return absl::InvalidArgumentError(
+          "client: TLS files are given but TLS is not enabled");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "client: a TLS client certificate needs both cert_file and key_file");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, out] : {std::pair{&tls.ca_file, &ssl.pem_root_certs},
+                           std::pair{&tls.cert_file, &ssl.pem_cert_chain},
+                           std::pair{&tls.key_file, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadFile(*path);
+    if (!pem.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("client TLS: ", pem.status().message()));
+    }
+    *out = *std::move(pem);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("client: address is empty");
@@ -66,13 +101,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
         absl::StrCat("client: max_message_bytes must be positive, got ",
                      options.max_message_bytes));
   }
+  if (options.token.empty()) {
+    if (const char* env = std::getenv("TDOCK_TOKEN"); env != nullptr) options.token = env;
+  }
+  if (options.token.find_first_of("\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError("client: the token must be one line");
+  }
   grpc::ChannelArguments args;
   const int max_bytes =
       static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
   args.SetMaxReceiveMessageSize(max_bytes);
   args.SetMaxSendMessageSize(max_bytes);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      options.address, grpc::InsecureChannelCredentials(), args);
+  if (!options.tls.server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls.server_name);
+  }
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                         ChannelCredentialsFor(options.tls));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.address, std::move(credentials), args);
   if (channel == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("client: cannot create a channel to '", options.address, "'"));

@@ -39,8 +39,25 @@
 
 namespace tdock {
 
+// TLS to the server. With `enabled`, the server's certificate must be signed
+// by `ca_file` (default: the system's roots); cert_file + key_file present a
+// client certificate (mutual TLS).
+struct ClientTls {
+  bool enabled = false;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  // Name checked against the server's certificate instead of the address's
+  // host (e.g. a test certificate issued for "localhost").
+  std::string server_name;
+};
+
 struct ClientOptions {
   std::string address = "127.0.0.1:50051";
+  // Bearer token sent with every call (authorization: Bearer <token>).
+  // Empty: the TDOCK_TOKEN environment variable, if set.
+  std::string token;
+  ClientTls tls;
   // Deadline of each call (added to a Get's wait). Default: 30 s.
   absl::Duration timeout = absl::Seconds(30);
   // Largest message sent or received. Default: 1 GiB.

@@ -25,7 +25,8 @@ class Client::Impl final {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  // Sets the call's deadline: now + `wait` + options.timeout.
+  // Sets the call's deadline (now + `wait` + options.timeout) and its
+  // authorization metadata (with a token).
   void SetDeadline(grpc::ClientContext* context,
                    absl::Duration wait = absl::ZeroDuration()) const;
 
@@ -36,6 +37,7 @@ class Client::Impl final {
 
   // Constant after construction.
   const ClientOptions options;
+  const std::string authorization = "Bearer " + options.token;
   const std::shared_ptr<grpc::Channel> channel;
   const std::unique_ptr<v1::Dock::Stub> stub;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health;

@@ -39,7 +39,8 @@ const std::vector<CommandInfo>& Commands() {
 
 const std::set<std::string>& GlobalFlags() {
   static const auto* flags =
-      new std::set<std::string>{"server", "json", "timeout_ms"};
+      new std::set<std::string>{"server",  "json",    "timeout_ms",      "tls_ca",
+                                "tls_cert", "tls_key", "tls_server_name", "token_file"};
   return *flags;
 }
 
@@ -191,7 +192,7 @@ absl::StatusOr<std::vector<int64_t>> ParseRows(const std::string& text) {
 }
 
 const char* UsageText() {
-  return R"(usage: tdockctl [--server HOST:PORT] [--json] [--timeout_ms MS] COMMAND ...
+  return R"(usage: tdockctl [--server HOST:PORT] [--json] [--timeout_ms MS] [TLS and token flags] COMMAND ...
 
 commands:
   create --spec FILE.yaml     create every dock in a YAML spec file
@@ -220,6 +221,12 @@ flags (as --flag value or --flag=value, anywhere on the line):
   --timeout_ms MS      deadline of each call, added to any wait (default: 30000)
   --rows               row indices: comma-separated, ranges allowed (0-7,12)
   --wait_ms MS         how long the server may wait for rows or space (default: 0)
+  --tls_ca FILE        TLS: PEM of the CA that signed the server's certificate
+  --tls_cert FILE, --tls_key FILE
+                       TLS with a client certificate (mutual TLS)
+  --tls_server_name N  name to check in the server's certificate (default: host)
+  --token_file FILE    bearer token for a server started with --auth_token_file
+                       (default: $TDOCK_TOKEN)
 
 exit status: 0 on success, 1 when a call or input file fails, 2 on usage errors.
 )";

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/files.h"
 #include "common/status.h"
 
 namespace tdock::ctl {
@@ -264,15 +265,9 @@ double Float16ToDouble(uint16_t bits) { return SmallFloatToDouble(bits, 5, 10); 
 double BFloat16ToDouble(uint16_t bits) { return SmallFloatToDouble(bits, 8, 7); }
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot open '", path, "': ",
-                                            std::strerror(errno)));
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  TDOCK_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   try {
-    return Json::parse(text.str());
+    return Json::parse(text);
   } catch (const Json::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not valid JSON: ", e.what()));

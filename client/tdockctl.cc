@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +28,7 @@
 #include "client/ctl_balance.h"
 #include "client/ctl_output.h"
 #include "client/ctl_values.h"
+#include "common/files.h"
 #include "common/spec_yaml.h"
 #include "common/status.h"
 
@@ -40,6 +42,8 @@ constexpr int kExitUsage = 2;
 struct Request {
   std::string command;
   std::string server;
+  ClientTls tls;
+  std::string token;
   bool json = false;
   absl::Duration timeout = absl::Seconds(30);
   std::string dock;
@@ -93,6 +97,26 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   const char* env_server = std::getenv("TDOCK_SERVER");
   request.server = args.Get("server", env_server ? env_server : "127.0.0.1:50051");
   request.json = args.json();
+  request.tls = {.ca_file = args.Get("tls_ca", ""),
+                 .cert_file = args.Get("tls_cert", ""),
+                 .key_file = args.Get("tls_key", ""),
+                 .server_name = args.Get("tls_server_name", "")};
+  request.tls.enabled = !request.tls.ca_file.empty() || !request.tls.cert_file.empty() ||
+                        !request.tls.server_name.empty();
+  if (request.tls.cert_file.empty() != request.tls.key_file.empty()) {
+    return absl::InvalidArgumentError("flags --tls_cert and --tls_key go together");
+  }
+  if (args.Has("token_file")) {
+    absl::StatusOr<std::string> token = ReadFile(args.Get("token_file", ""));
+    if (!token.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token_file: ", token.status().message()));
+    }
+    request.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (request.token.empty()) {
+      return absl::InvalidArgumentError("--token_file: the file holds no token");
+    }
+  }
   TDOCK_ASSIGN_OR_RETURN(int64_t timeout_ms, NonNegative(args, "timeout_ms", 30000, kMaxMs));
   if (timeout_ms == 0) return absl::InvalidArgumentError("flag --timeout_ms must be positive");
   request.timeout = absl::Milliseconds(timeout_ms);
@@ -259,7 +283,10 @@ absl::Status RunSimple(Client& client, const Request& request) {
 
 absl::Status Run(const Request& request) {
   TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Client> client,
-                         Client::Connect({.address = request.server, .timeout = request.timeout}));
+                         Client::Connect({.address = request.server,
+                                          .token = request.token,
+                                          .tls = request.tls,
+                                          .timeout = request.timeout}));
   if (request.command == "create") return RunCreate(*client, request);
   if (request.command == "put") return RunPut(*client, request);
   if (request.command == "get") return RunGet(*client, request);

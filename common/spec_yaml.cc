@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/files.h"
 #include "common/status.h"
 #include "yaml-cpp/yaml.h"
 
@@ -403,18 +404,12 @@ absl::StatusOr<std::vector<DockSpec>> ParseSpecsYaml(const std::string& text) {
 
 absl::StatusOr<std::vector<DockSpec>> LoadSpecsYamlFile(
     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open spec file '", path, "'"));
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("spec file: ", text.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read spec file '", path, "'"));
-  }
-  absl::StatusOr<std::vector<DockSpec>> specs = ParseSpecsYaml(text.str());
+  absl::StatusOr<std::vector<DockSpec>> specs = ParseSpecsYaml(*text);
   if (!specs.ok()) {
     return absl::Status(specs.status().code(),
                         absl::StrCat(path, ": ", specs.status().message()));

@@ -93,6 +93,12 @@ class Config:
     seed: int
     time_scale: float
     t0: float
+    tls: "tdock.Tls | None" = None  # to reach a --server with TLS
+    token: "str | None" = None      # its bearer token (else TDOCK_TOKEN)
+
+    def client(self, timeout: float) -> "tdock.Client":
+        return tdock.Client(self.address, timeout=timeout, tls=self.tls,
+                            token=self.token)
 
 
 # Deterministic data -------------------------------------------------------
@@ -292,7 +298,7 @@ def worker(role: str, rank: int, cfg: Config, q) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops us
     try:
-        with tdock.Client(cfg.address, timeout=60.0) as client:
+        with cfg.client(timeout=60.0) as client:
             dock = client.dock(cfg.dock)
             if role == "driver":
                 run_driver(dock, cfg, q)
@@ -508,15 +514,15 @@ def collect(procs: dict, q, tally: Tally, dock, cfg: Config, quiet: bool) -> Non
 
 def run(args, address: str, spec: dict) -> tuple[Tally, Config, int, list[str]]:
     """Creates the dock, runs the workers, checks and deletes the dock."""
-    client = tdock.Client(address, timeout=30.0)
+    cfg = Config(address, spec["name"], args.steps, args.n, args.prompts * args.n,
+                 spec["columns"]["response_ids"]["max_len"], args.seed,
+                 args.time_scale, time.time(), *connection(args))
+    client = cfg.client(timeout=30.0)
     name = spec["name"]
     if any(d.name == name for d in client.list_docks()):
         raise PipelineError(f"{address} already has a dock '{name}' (delete it "
                             f"with `tdockctl --server {address} delete {name}`)")
     dock = client.create_dock(spec)
-    cfg = Config(address, name, args.steps, args.n, args.prompts * args.n,
-                 spec["columns"]["response_ids"]["max_len"], args.seed,
-                 args.time_scale, time.time())
     tally = Tally(spec)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -612,6 +618,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1, help="seed of all the data")
     ap.add_argument("--time_scale", type=float, default=1.0,
                     help="scale of the simulated compute times (0: no sleeping)")
+    ap.add_argument("--tls_ca", help="with --server: PEM of the CA that signed "
+                    "the server's certificate (turns TLS on)")
+    ap.add_argument("--tls_cert", help="with --server: client certificate PEM "
+                    "(mutual TLS; with --tls_key)")
+    ap.add_argument("--tls_key", help="with --server: client key PEM")
+    ap.add_argument("--token_file", help="with --server: file holding the "
+                    "server's bearer token (default: $TDOCK_TOKEN)")
     ap.add_argument("--metrics_listen", default="127.0.0.1:0",
                     help="--metrics_listen of the server it starts (default: a "
                     "free loopback port, printed; empty: none)")
@@ -626,7 +639,26 @@ def parse_args(argv=None) -> argparse.Namespace:
             ap.error(f"--{flag} must be >= 1")
     if args.time_scale < 0:
         ap.error("--time_scale must be >= 0")
+    secured = [f for f in ("tls_ca", "tls_cert", "tls_key", "token_file")
+               if getattr(args, f)]
+    if secured and not args.server:
+        ap.error(f"--{secured[0]} applies to a running server: give --server too")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls_cert and --tls_key go together")
     return args
+
+
+def connection(args) -> tuple:
+    """(tls, token) for tdock.Client from the TLS and token flags."""
+    tls = (tdock.Tls(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key)
+           if args.tls_ca or args.tls_cert else None)
+    token = None
+    if args.token_file:
+        with open(args.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+        if not token:
+            raise PipelineError(f"--token_file {args.token_file} holds no token")
+    return tls, token
 
 
 def main(argv=None) -> int:

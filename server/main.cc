@@ -42,6 +42,26 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint (/metrics); port 0 picks a "
           "free port; empty disables it. Bind it where only your Prometheus "
           "reaches it.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file of the server's certificate chain; with --tls_key turns "
+          "TLS on.");
+ABSL_FLAG(std::string, tls_key, "", "PEM file of the server's private key.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM file of the CA that must sign client certificates (mutual TLS; "
+          "needs --tls_cert and --tls_key).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token every call must carry "
+          "(authorization: Bearer <token>); the health service stays open.");
+ABSL_FLAG(int64_t, max_rows_per_request, 65536,
+          "Rows of one Put or Read, or count of one Get, at most (0: no limit).");
+ABSL_FLAG(int64_t, max_columns_per_dock, 256, "Columns of one dock at most (0: no limit).");
+ABSL_FLAG(int64_t, max_docks, 64, "Docks this server holds at most (0: no limit).");
+ABSL_FLAG(int64_t, max_spec_bytes, 1 << 20,
+          "Bytes of a CreateDock or AddConsumer request at most (0: no limit).");
+ABSL_FLAG(int64_t, max_wait_ms, 3'600'000,
+          "wait_ms of a Put, Get or Sample at most (0: no limit).");
+ABSL_FLAG(int64_t, max_parked_gets_per_consumer, 4096,
+          "Gets of one consumer waiting at once at most (0: no limit).");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -65,6 +85,17 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.limits = {
+      .max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request),
+      .max_columns_per_dock = absl::GetFlag(FLAGS_max_columns_per_dock),
+      .max_docks = absl::GetFlag(FLAGS_max_docks),
+      .max_spec_bytes = absl::GetFlag(FLAGS_max_spec_bytes),
+      .max_wait_ms = absl::GetFlag(FLAGS_max_wait_ms),
+      .max_parked_gets_per_consumer = absl::GetFlag(FLAGS_max_parked_gets_per_consumer)};
+  options.security = {.tls_cert = absl::GetFlag(FLAGS_tls_cert),
+                      .tls_key = absl::GetFlag(FLAGS_tls_key),
+                      .tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca),
+                      .auth_token_file = absl::GetFlag(FLAGS_auth_token_file)};
   const std::string config = absl::GetFlag(FLAGS_config);
   if (!config.empty()) {
     absl::StatusOr<std::vector<DockSpec>> docks = LoadSpecsYamlFile(config);
@@ -107,6 +138,7 @@ int Run() {
     return 2;
   }
   const std::string listen = options->listen;
+  const SecurityOptions security = options->security;
   Server server(*std::move(options));
   const absl::Status started = server.Start();
   if (!started.ok()) {
@@ -120,6 +152,12 @@ int Run() {
     TDOCK_LOG(INFO) << "tdock-server metrics on http://" << metrics->address()
                     << "/metrics";
   }
+  TDOCK_LOG(INFO) << "tdock-server transport: "
+                  << (security.tls_cert.empty()        ? "plaintext"
+                      : security.tls_client_ca.empty() ? "TLS"
+                                                       : "mutual TLS")
+                  << (security.auth_token_file.empty() ? ", no token"
+                                                       : ", bearer token required");
   TDOCK_LOG(INFO) << "tdock-server listening on " << address;
   std::printf("tdock-server listening on %s\n", address.c_str());
   std::fflush(stdout);

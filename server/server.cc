@@ -62,6 +62,24 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("shutdown_grace must be >= 0, got ",
                      absl::FormatDuration(shutdown_grace)));
   }
+  TDOCK_RETURN_IF_ERROR(security.Validate());
+  for (const auto& [flag, value] :
+       {std::pair{"max_rows_per_request", limits.max_rows_per_request},
+        {"max_columns_per_dock", limits.max_columns_per_dock},
+        {"max_docks", limits.max_docks},
+        {"max_spec_bytes", limits.max_spec_bytes},
+        {"max_wait_ms", limits.max_wait_ms},
+        {"max_parked_gets_per_consumer", limits.max_parked_gets_per_consumer}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, " must be >= 0 (0: no limit), got ", value));
+    }
+  }
+  if (limits.max_docks > 0 && static_cast<int64_t>(docks.size()) > limits.max_docks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the configuration holds ", docks.size(), " docks, over --max_docks ",
+        limits.max_docks));
+  }
   std::set<std::string> names;
   for (const DockSpec& spec : docks) {
     TDOCK_RETURN_IF_ERROR(NormalizeSpec(spec).status());
@@ -83,7 +101,13 @@ absl::Status ServerOptions::Validate() const {
 // declared so that the grpc::Server is destroyed before the service it calls.
 class Server::Impl {
  public:
-  explicit Impl(ServerOptions options) : options_(std::move(options)) {}
+  explicit Impl(ServerOptions options)
+      : options_(std::move(options)),
+        registry_(RegistryLimits{
+            .max_docks = options_.limits.max_docks,
+            .max_columns_per_dock = options_.limits.max_columns_per_dock,
+            .dock = {.max_parked_gets_per_consumer =
+                         options_.limits.max_parked_gets_per_consumer}}) {}
 
   absl::Status Start();
   int port() const;
@@ -98,7 +122,8 @@ class Server::Impl {
   absl::Status CreateConfiguredDocks();
   absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds and starts the grpc::Server; nullptr if it cannot listen.
-  std::unique_ptr<grpc::Server> BuildServer(int* selected_port);
+  std::unique_ptr<grpc::Server> BuildServer(
+      std::shared_ptr<grpc::ServerCredentials> credentials, int* selected_port);
 
   // Constant after construction.
   const ServerOptions options_;
@@ -107,6 +132,7 @@ class Server::Impl {
   // Set once in Start, before the grpc::Server that uses them is built;
   // declared so that they outlive it.
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<BearerToken> token_;
   std::unique_ptr<DockService> service_;
 
   mutable absl::Mutex mu_;
@@ -144,9 +170,18 @@ absl::Status Server::Impl::StartLocked() {
   TDOCK_RETURN_IF_ERROR(CreateConfiguredDocks());
   TDOCK_ASSIGN_OR_RETURN(metrics_,
                          ServerMetrics::Create(&registry_, {.listen = options_.metrics_listen}));
-  service_ = std::make_unique<DockService>(&registry_, metrics_->observer());
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         MakeServerCredentials(options_.security));
+  if (!options_.security.auth_token_file.empty()) {
+    TDOCK_ASSIGN_OR_RETURN(token_, BearerToken::FromFile(options_.security.auth_token_file));
+  }
+  service_ = std::make_unique<DockService>(
+      &registry_, metrics_->observer(), token_.get(),
+      ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
+                    .max_spec_bytes = options_.limits.max_spec_bytes,
+                    .max_wait_ms = options_.limits.max_wait_ms});
   int selected_port = 0;
-  server_ = BuildServer(&selected_port);
+  server_ = BuildServer(std::move(credentials), &selected_port);
   const bool unix_socket = absl::StartsWith(options_.listen, "unix:");
   if (server_ == nullptr || (selected_port == 0 && !unix_socket)) {
     if (server_ != nullptr) server_->Shutdown();
@@ -163,11 +198,11 @@ absl::Status Server::Impl::StartLocked() {
   return absl::OkStatus();
 }
 
-std::unique_ptr<grpc::Server> Server::Impl::BuildServer(int* selected_port) {
+std::unique_ptr<grpc::Server> Server::Impl::BuildServer(
+    std::shared_ptr<grpc::ServerCredentials> credentials, int* selected_port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
-                           selected_port);
+  builder.AddListeningPort(options_.listen, std::move(credentials), selected_port);
   const int max_bytes = static_cast<int>(options_.max_message_mb << 20);
   builder.SetMaxReceiveMessageSize(max_bytes);
   builder.SetMaxSendMessageSize(max_bytes);

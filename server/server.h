@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/spec.h"
 #include "server/dock/registry.h"
+#include "server/service/security.h"
 
 namespace tdock {
 
@@ -35,6 +36,18 @@ struct ServerOptions {
   // Default: empty (tdock-server's --metrics_listen defaults to
   // 127.0.0.1:9464).
   std::string metrics_listen;
+  // TLS, mutual TLS and the bearer token. Default: plaintext, no token.
+  SecurityOptions security;
+  // Limits on hostile or mistaken input; each is a flag of tdock-server with
+  // the same name, and 0 turns it off.
+  struct Limits {
+    int64_t max_rows_per_request = 65536;
+    int64_t max_columns_per_dock = 256;
+    int64_t max_docks = 64;
+    int64_t max_spec_bytes = int64_t{1} << 20;
+    int64_t max_wait_ms = 3'600'000;
+    int64_t max_parked_gets_per_consumer = 4096;
+  } limits;
 
   absl::Status Validate() const;
 };

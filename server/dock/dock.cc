@@ -13,8 +13,8 @@ int64_t Batch::payload_bytes() const {
   return bytes;
 }
 
-absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec) {
-  TDOCK_ASSIGN_OR_RETURN(auto impl, internal::DockImpl::Create(std::move(spec)));
+absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec, DockLimits limits) {
+  TDOCK_ASSIGN_OR_RETURN(auto impl, internal::DockImpl::Create(std::move(spec), limits));
   return std::unique_ptr<Dock>(new Dock(std::move(impl)));
 }
 

@@ -36,7 +36,8 @@ class DockImpl;
 class Dock final {
  public:
   // Validates and normalizes `spec`; INVALID_ARGUMENT naming the field at fault.
-  static absl::StatusOr<std::unique_ptr<Dock>> Create(DockSpec spec);
+  static absl::StatusOr<std::unique_ptr<Dock>> Create(DockSpec spec,
+                                                      DockLimits limits = {});
   ~Dock();
   Dock(const Dock&) = delete;
   Dock& operator=(const Dock&) = delete;

@@ -38,13 +38,15 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DockImpl>> DockImpl::Create(DockSpec spec) {
+absl::StatusOr<std::unique_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
+                                                          DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  return std::unique_ptr<DockImpl>(new DockImpl(std::move(spec)));
+  return std::unique_ptr<DockImpl>(new DockImpl(std::move(spec), limits));
 }
 
-DockImpl::DockImpl(DockSpec spec)
+DockImpl::DockImpl(DockSpec spec, DockLimits limits)
     : name_(spec.name),
+      limits_(limits),
       rows_per_step_(spec.rows_per_step()),
       group_size_(spec.n_samples_per_prompt),
       steps_in_flight_(spec.steps_in_flight),

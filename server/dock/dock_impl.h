@@ -63,7 +63,8 @@ struct Waiter {
 
 class DockImpl final {
  public:
-  static absl::StatusOr<std::unique_ptr<DockImpl>> Create(DockSpec spec);
+  static absl::StatusOr<std::unique_ptr<DockImpl>> Create(DockSpec spec,
+                                                          DockLimits limits);
   ~DockImpl();
   DockImpl(const DockImpl&) = delete;
   DockImpl& operator=(const DockImpl&) = delete;
@@ -83,7 +84,7 @@ class DockImpl final {
   void Shutdown();
 
  private:
-  explicit DockImpl(DockSpec spec);
+  DockImpl(DockSpec spec, DockLimits limits);
 
   // How a step relates to its partition.
   enum class StepState { kLive, kFree, kBlocked, kReleased };
@@ -201,11 +202,13 @@ class DockImpl final {
   void RetryPut(std::shared_ptr<Waiter> w);
   void EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end);
   void RemoveWaiterLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
+  int64_t ParkedGetsLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
   void TimerLoop();
   bool TimerShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
 
   // Constant after construction.
   const std::string name_;
+  const DockLimits limits_;
   const int64_t rows_per_step_;
   const int32_t group_size_;
   const int32_t steps_in_flight_;

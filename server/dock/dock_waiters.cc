@@ -67,6 +67,12 @@ void DockImpl::EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end) {
   std::move(w->get_done)(std::move(empty));
 }
 
+int64_t DockImpl::ParkedGetsLocked(int consumer) const {
+  int64_t parked = 0;
+  for (const auto& [id, w] : waiters_) parked += !w->is_put && w->consumer == consumer;
+  return parked;
+}
+
 uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done) {
   auto w = std::make_shared<Waiter>();
   w->id = NextId();
@@ -78,6 +84,13 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
     if (shutting_down_) {
       attempt.done = absl::UnavailableError(
           absl::StrCat("dock '", name_, "': shutting down"));
+    } else if (limits_.max_parked_gets_per_consumer > 0 &&
+               ParkedGetsLocked(plan.index) >= limits_.max_parked_gets_per_consumer) {
+      attempt.done = absl::ResourceExhaustedError(absl::StrCat(
+          "dock '", name_, "' consumer '", plan.name, "': ",
+          limits_.max_parked_gets_per_consumer,
+          " Gets are already waiting, the server's limit "
+          "(--max_parked_gets_per_consumer); retry later or wait longer per Get"));
     } else {
       attempt = TryGet(in, plan);  // the re-check that makes wake-ups lossless
       if (!attempt.done.has_value()) {

@@ -56,13 +56,27 @@ bool SameSpec(const DockSpec& a, const DockSpec& b) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
+  if (limits_.max_columns_per_dock > 0 &&
+      static_cast<int64_t>(spec.columns.size()) > limits_.max_columns_per_dock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dock '", spec.name, "' has ", spec.columns.size(),
+        " columns, over the server's limit of ", limits_.max_columns_per_dock,
+        " (--max_columns_per_dock)"));
+  }
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
   // Answers from the existing entry, if any; nullopt: the name is free.
   auto existing = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       -> std::optional<absl::StatusOr<std::shared_ptr<Dock>>> {
     if (shut_down_) return absl::UnavailableError("server is shutting down");
     auto it = docks_.find(spec.name);
-    if (it == docks_.end()) return std::nullopt;
+    if (it == docks_.end()) {
+      if (limits_.max_docks > 0 && static_cast<int64_t>(docks_.size()) >= limits_.max_docks) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "cannot create dock '", spec.name, "': the server holds ", docks_.size(),
+            " docks, its limit (--max_docks); delete one first"));
+      }
+      return std::nullopt;
+    }
     if (SameSpec(it->second.spec, spec)) return it->second.dock;
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", spec.name, "' already exists with a different spec"));
@@ -71,7 +85,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
     tdock::MutexLock lock(&mu_);
     if (auto answer = existing()) return *std::move(answer);
   }
-  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec));
+  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, limits_.dock));
   tdock::MutexLock lock(&mu_);
   if (auto answer = existing()) return *std::move(answer);  // lost a race
   std::shared_ptr<Dock> shared = std::move(dock);

@@ -17,15 +17,25 @@
 
 namespace tdock {
 
+// Server-wide limits on docks (flags of tdock-server).
+struct RegistryLimits {
+  // Docks a server holds at most; one more is RESOURCE_EXHAUSTED. 0: no limit.
+  int64_t max_docks = 0;
+  // Columns per dock at most; more is INVALID_ARGUMENT. 0: no limit.
+  int64_t max_columns_per_dock = 0;
+  DockLimits dock;
+};
+
 class DockRegistry final {
  public:
-  DockRegistry() = default;
+  explicit DockRegistry(RegistryLimits limits = {}) : limits_(limits) {}
   DockRegistry(const DockRegistry&) = delete;
   DockRegistry& operator=(const DockRegistry&) = delete;
 
   // Creates a dock. ALREADY_EXISTS if a dock of that name exists with another
   // spec; returns the existing dock if it was created with the same spec
-  // (idempotent). The dock is built (and its memory warmed) outside the
+  // (idempotent). INVALID_ARGUMENT over max_columns_per_dock,
+  // RESOURCE_EXHAUSTED at max_docks. The dock is built (and its memory warmed) outside the
   // registry's lock, so other docks' calls never wait for it.
   absl::StatusOr<std::shared_ptr<Dock>> Create(DockSpec spec);
   // NOT_FOUND naming the dock.
@@ -37,6 +47,7 @@ class DockRegistry final {
   void Shutdown();
 
  private:
+  const RegistryLimits limits_;
   mutable tdock::Mutex mu_;
   struct Entry {
     DockSpec spec;  // as created (normalized), before any AddConsumer

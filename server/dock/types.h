@@ -90,6 +90,13 @@ struct Batch {
   int64_t payload_bytes() const;
 };
 
+// Server-wide limits a dock enforces (flags of tdock-server).
+struct DockLimits {
+  // Gets of one consumer that may wait at once; one more fails with
+  // RESOURCE_EXHAUSTED. 0: unlimited.
+  int64_t max_parked_gets_per_consumer = 0;
+};
+
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;
 using GetCallback = absl::AnyInvocable<void(absl::StatusOr<Batch>) &&>;
 

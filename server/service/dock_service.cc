@@ -47,11 +47,14 @@ absl::Status ParseRequest(const grpc::ByteBuffer& request, Message* message) {
 // A wait bound in milliseconds from the wire; `what` names the request.
 absl::StatusOr<absl::Duration> WaitBound(const std::string& dock,
                                          absl::string_view what,
-                                         int64_t wait_ms) {
+                                         int64_t wait_ms, const ServiceLimits& limits) {
   if (wait_ms < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " on dock '", dock, "': wait_ms must be >= 0, got ", wait_ms));
   }
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      wait_ms, limits.max_wait_ms, absl::StrCat(what, " on dock '", dock, "': wait_ms"),
+      "max_wait_ms"));
   return absl::Milliseconds(wait_ms);
 }
 
@@ -76,7 +79,7 @@ absl::Duration ClampToDeadline(absl::Duration wait,
 }
 
 absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
-                                    bool metadata_only) {
+                                    bool metadata_only, const ServiceLimits& limits) {
   GetInput input;
   input.consumer = request.consumer();
   input.rank = request.rank();
@@ -85,7 +88,11 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
   if (request.has_round()) input.round = request.round();
   TDOCK_ASSIGN_OR_RETURN(
       input.wait, WaitBound(request.dock(), metadata_only ? "Sample" : "Get",
-                            request.wait_ms()));
+                            request.wait_ms(), limits));
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      request.count(), limits.max_rows_per_request,
+      absl::StrCat(metadata_only ? "Sample" : "Get", " on dock '", request.dock(), "': count"),
+      "max_rows_per_request"));
   input.metadata_only = metadata_only;
   return input;
 }
@@ -94,9 +101,9 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
 grpc::ServerUnaryReactor* StartWait(
     grpc::CallbackServerContext* context, DockRegistry& registry,
     const v1::GetRequest& request, bool metadata_only,
-    ServiceObserver* observer,
+    const ServiceLimits& limits, ServiceObserver* observer,
     absl::FunctionRef<internal::WaitCall*()> new_call) {
-  absl::StatusOr<GetInput> input = ToGetInput(request, metadata_only);
+  absl::StatusOr<GetInput> input = ToGetInput(request, metadata_only, limits);
   absl::StatusOr<std::shared_ptr<Dock>> dock =
       input.ok() ? registry.Find(request.dock()) : input.status();
   if (!dock.ok()) return FinishNow(context, dock.status());
@@ -125,16 +132,29 @@ void FillStepStatus(const DockStats& stats, const StepStats& step,
 
 }  // namespace
 
+absl::Status ServiceLimits::Check(int64_t value, int64_t limit, absl::string_view what,
+                                  absl::string_view flag) {
+  if (limit <= 0 || value <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " ", value,
+                                                 " is over the server's limit of ", limit,
+                                                 " (--", flag, ")"));
+}
+
 // ---- control plane ----
 
 grpc::ServerUnaryReactor* DockService::CreateDock(
     grpc::CallbackServerContext* context, const v1::CreateDockRequest* request,
     v1::CreateDockResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoCreateDock(*request, response));
 }
 
 absl::Status DockService::DoCreateDock(const v1::CreateDockRequest& request,
                                        v1::CreateDockResponse* response) {
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      static_cast<int64_t>(request.ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("CreateDock of '", request.spec().name(), "': the spec's bytes"),
+      "max_spec_bytes"));
   TDOCK_ASSIGN_OR_RETURN(DockSpec spec, FromProto(request.spec()));
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
                          registry_->Create(std::move(spec)));
@@ -145,12 +165,14 @@ absl::Status DockService::DoCreateDock(const v1::CreateDockRequest& request,
 grpc::ServerUnaryReactor* DockService::DeleteDock(
     grpc::CallbackServerContext* context, const v1::DeleteDockRequest* request,
     v1::DeleteDockResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, registry_->Delete(request->dock()));
 }
 
 grpc::ServerUnaryReactor* DockService::ListDocks(
     grpc::CallbackServerContext* context,
     const v1::ListDocksRequest* /*request*/, v1::ListDocksResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoListDocks(response));
 }
 
@@ -171,6 +193,7 @@ grpc::ServerUnaryReactor* DockService::GetDockStatus(
     grpc::CallbackServerContext* context,
     const v1::GetDockStatusRequest* request,
     v1::GetDockStatusResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoGetDockStatus(*request, response));
 }
 
@@ -206,11 +229,16 @@ absl::Status DockService::DoGetDockStatus(
 grpc::ServerUnaryReactor* DockService::AddConsumer(
     grpc::CallbackServerContext* context, const v1::AddConsumerRequest* request,
     v1::AddConsumerResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoAddConsumer(*request, response));
 }
 
 absl::Status DockService::DoAddConsumer(const v1::AddConsumerRequest& request,
                                         v1::AddConsumerResponse* response) {
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      static_cast<int64_t>(request.ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("AddConsumer on dock '", request.dock(), "': the request's bytes"),
+      "max_spec_bytes"));
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
                          registry_->Find(request.dock()));
   TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, FromProto(request.consumer()));
@@ -223,6 +251,7 @@ absl::Status DockService::DoAddConsumer(const v1::AddConsumerRequest& request,
 grpc::ServerUnaryReactor* DockService::ReleaseStep(
     grpc::CallbackServerContext* context, const v1::ReleaseStepRequest* request,
     v1::ReleaseStepResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
   return FinishNow(context, (*dock)->ReleaseStep(request->step()));
@@ -231,12 +260,14 @@ grpc::ServerUnaryReactor* DockService::ReleaseStep(
 grpc::ServerUnaryReactor* DockService::Ack(grpc::CallbackServerContext* context,
                                            const v1::AckRequest* request,
                                            v1::AckResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoEndLease(*request, /*ack=*/true, response));
 }
 
 grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context,
                                             const v1::AckRequest* request,
                                             v1::AckResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoEndLease(*request, /*ack=*/false, response));
 }
 
@@ -256,6 +287,7 @@ absl::Status DockService::DoEndLease(const v1::AckRequest& request, bool ack,
 grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<internal::RequestBytes> bytes =
       internal::RequestBytes::From(*request);
   if (!bytes.ok()) return FinishNow(context, bytes.status());
@@ -264,8 +296,14 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(message->dock);
   if (!dock.ok()) return FinishNow(context, dock.status());
   absl::StatusOr<absl::Duration> wait =
-      WaitBound(message->dock, "Put", message->wait_ms);
+      WaitBound(message->dock, "Put", message->wait_ms, limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
+  if (absl::Status rows = ServiceLimits::Check(
+          static_cast<int64_t>(message->rows.size()), limits_.max_rows_per_request,
+          absl::StrCat("Put on dock '", message->dock, "': rows"), "max_rows_per_request");
+      !rows.ok()) {
+    return FinishNow(context, rows);
+  }
 
   PutInput input;
   input.step = message->step;
@@ -288,23 +326,26 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
 grpc::ServerUnaryReactor* DockService::Get(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   v1::GetRequest get;
   const absl::Status parsed = ParseRequest(*request, &get);
   if (!parsed.ok()) return FinishNow(context, parsed);
-  return StartWait(context, *registry_, get, /*metadata_only=*/false, observer_,
+  return StartWait(context, *registry_, get, /*metadata_only=*/false, limits_, observer_,
                    [response] { return new internal::GetCall(response); });
 }
 
 grpc::ServerUnaryReactor* DockService::Sample(
     grpc::CallbackServerContext* context, const v1::GetRequest* request,
     v1::SampleResponse* response) {
-  return StartWait(context, *registry_, *request, /*metadata_only=*/true,
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  return StartWait(context, *registry_, *request, /*metadata_only=*/true, limits_,
                    observer_, [response] { return new internal::SampleCall(response); });
 }
 
 grpc::ServerUnaryReactor* DockService::Read(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   return FinishNow(context, DoRead(*request, response));
 }
 
@@ -314,6 +355,9 @@ absl::Status DockService::DoRead(const grpc::ByteBuffer& request,
   TDOCK_RETURN_IF_ERROR(ParseRequest(request, &read));
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
                          registry_->Find(read.dock()));
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      read.rows_size(), limits_.max_rows_per_request,
+      absl::StrCat("Read on dock '", read.dock(), "': rows"), "max_rows_per_request"));
   const std::vector<int64_t> rows(read.rows().begin(), read.rows().end());
   const std::vector<std::string> columns(read.columns().begin(),
                                          read.columns().end());

@@ -18,10 +18,12 @@
 #define TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "server/dock/registry.h"
 #include "server/service/observer.h"
+#include "server/service/security.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
 // overloads of the same method by design; clang's -Woverloaded-virtual flags
@@ -37,15 +39,29 @@
 
 namespace tdock {
 
+// Limits on requests (flags of tdock-server); 0: no limit.
+struct ServiceLimits {
+  int64_t max_rows_per_request = 0;  // rows of a Put or Read, count of a Get
+  int64_t max_spec_bytes = 0;        // a CreateDock or AddConsumer request
+  int64_t max_wait_ms = 0;           // wait_ms of a Put, Get or Sample
+
+  // INVALID_ARGUMENT naming `what` and the flag when `value` is over `limit`.
+  static absl::Status Check(int64_t value, int64_t limit, absl::string_view what,
+                            absl::string_view flag);
+};
+
 class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
                               v1::Dock::WithRawCallbackMethod_Get<
                                   v1::Dock::WithRawCallbackMethod_Read<
                                       v1::Dock::CallbackService>>> {
  public:
-  // `observer` (may be null) hears about served Gets; both are borrowed.
+  // `observer` (may be null) hears about served Gets; `token` (may be null:
+  // no authentication) is the bearer token every call must carry. All are
+  // borrowed.
   explicit DockService(DockRegistry* registry,
-                       ServiceObserver* observer = nullptr)
-      : registry_(registry), observer_(observer) {}
+                       ServiceObserver* observer = nullptr,
+                       const BearerToken* token = nullptr, ServiceLimits limits = {})
+      : registry_(registry), observer_(observer), token_(token), limits_(limits) {}
   DockService(const DockService&) = delete;
   DockService& operator=(const DockService&) = delete;
 
@@ -99,6 +115,10 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
                                  grpc::ByteBuffer* response) override;
 
  private:
+  // OK, or UNAUTHENTICATED when a token is required and the call lacks it.
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const {
+    return token_ == nullptr ? absl::OkStatus() : token_->Check(context.client_metadata());
+  }
   absl::Status DoCreateDock(const v1::CreateDockRequest& request,
                             v1::CreateDockResponse* response);
   absl::Status DoListDocks(v1::ListDocksResponse* response);
@@ -113,6 +133,8 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
 
   DockRegistry* const registry_;
   ServiceObserver* const observer_;
+  const BearerToken* const token_;
+  const ServiceLimits limits_;
 };
 
 }  // namespace tdock

@@ -6,35 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/util/message_differencer.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_fixture.h"
 
 namespace tdock::service_testing {
 namespace {
 
-using ::google::protobuf::util::MessageDifferencer;
-
 class ServiceErrorsTest : public ServiceTest {
  protected:
   void SetUp() override {
     ServiceTest::SetUp();
     ASSERT_OK(CreateDock(GrpoSpec()));
-  }
-
-  // Runs `call`, expects `code` and a message containing each of `names`,
-  // and checks that the status of dock "grpo" did not change.
-  void ExpectRejected(const std::function<absl::Status()>& call,
-                      absl::StatusCode code,
-                      const std::vector<std::string>& names) {
-    ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse before, Status("grpo"));
-    const absl::Status status = call();
-    for (const std::string& name : names) EXPECT_STATUS(status, code, name);
-    ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse after, Status("grpo"));
-    EXPECT_TRUE(MessageDifferencer::Equals(before, after))
-        << "before: " << before.DebugString()
-        << "after: " << after.DebugString();
   }
 
   // A Put of row `row` with one int32 column.
@@ -46,19 +28,6 @@ class ServiceErrorsTest : public ServiceTest {
     return put;
   }
 
-  // Sends raw bytes as a Put, bypassing protobuf.
-  absl::Status RawPut(const std::string& bytes) {
-    grpc::GenericStub generic(channel_);
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer response;
-    auto context = Context();
-    std::promise<grpc::Status> done;
-    generic.UnaryCall(context.get(), "/tdock.v1.Dock/Put", grpc::StubOptions(),
-                      &request, &response,
-                      [&done](grpc::Status status) { done.set_value(status); });
-    return FromGrpcStatus(done.get_future().get());
-  }
 };
 
 // A Put to a dock that does not exist: NOT_FOUND naming the dock.

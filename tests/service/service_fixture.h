@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +19,9 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
@@ -90,10 +94,14 @@ inline v1::DockSpec GrpoSpec() {
 
 class ServiceTest : public ::testing::Test {
  protected:
+  // Lets a test suite change the server's options before it starts.
+  virtual void Configure(ServerOptions& options) {}
+
   void SetUp() override {
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.shutdown_grace = absl::Seconds(5);
+    Configure(options);
     server_ = std::make_unique<Server>(std::move(options));
     ASSERT_OK(server_->Start());
     ASSERT_GT(server_->port(), 0);
@@ -146,6 +154,34 @@ class ServiceTest : public ::testing::Test {
         stub_->GetDockStatus(Context().get(), request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
     return response;
+  }
+
+  // Runs `call`, expects `code` and a message containing each of `names`,
+  // and checks that the status of dock "grpo" did not change.
+  void ExpectRejected(const std::function<absl::Status()>& call,
+                      absl::StatusCode code,
+                      const std::vector<std::string>& names) {
+    ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse before, Status("grpo"));
+    const absl::Status status = call();
+    for (const std::string& name : names) EXPECT_STATUS(status, code, name);
+    ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse after, Status("grpo"));
+    EXPECT_TRUE(::google::protobuf::util::MessageDifferencer::Equals(before, after))
+        << "before: " << before.DebugString()
+        << "after: " << after.DebugString();
+  }
+
+  // Sends raw bytes as a Put, bypassing protobuf.
+  absl::Status RawPut(const std::string& bytes) {
+    grpc::GenericStub generic(channel_);
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    auto context = Context();
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(context.get(), "/tdock.v1.Dock/Put", grpc::StubOptions(),
+                      &request, &response,
+                      [&done](grpc::Status status) { done.set_value(status); });
+    return FromGrpcStatus(done.get_future().get());
   }
 
   // Parked Gets of `consumer`, or -1 if the status cannot be read.
