@@ -275,6 +275,15 @@ absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
   TDOCK_RETURN_IF_ERROR(NormalizeShape(spec));
   TDOCK_RETURN_IF_ERROR(NormalizeColumns(spec));
   TDOCK_RETURN_IF_ERROR(NormalizeMemory(spec));
+  // Every partition holds a cell slot per row and column, allocated at
+  // creation: bound it so that one spec cannot ask for the machine.
+  const int64_t cells = spec.rows_per_step() * static_cast<int64_t>(spec.columns.size()) *
+                        spec.steps_in_flight;
+  if (cells > DockSpec::kMaxCells) {
+    return Invalid(spec.name,
+                   absl::StrCat("rows per step x columns x steps_in_flight = ", cells,
+                                " cells, over the limit of ", DockSpec::kMaxCells));
+  }
   std::set<std::string> seen;
   for (ConsumerSpec& consumer : spec.consumers) {
     TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec, std::move(consumer)));

@@ -75,6 +75,9 @@ struct DockSpec {
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
   static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;
   static constexpr int32_t kMaxStepsInFlight = 64;
+  // rows per step x columns x steps_in_flight (the cell slots allocated at
+  // creation, 8 bytes each).
+  static constexpr int64_t kMaxCells = int64_t{1} << 27;
 
   int64_t rows_per_step() const { return num_prompts * n_samples_per_prompt; }
   int64_t num_groups() const { return num_prompts; }

@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (RelWithDebInfo) into build/,
 # builds the transport-free core with ThreadSanitizer into build-tsan/ and runs
-# its tests, then runs every test of build/ with ctest. Exits non-zero if any
-# build or test fails; the last lines are ctest's summary of build/.
+# its tests, builds the libFuzzer target with clang (ASan, UBSan) into
+# build-fuzz/ and runs it for FUZZ_SECONDS over tests/fuzz/corpus, then runs
+# every test of build/ with ctest. Exits non-zero if any build or test fails
+# (or the fuzzer finds a crash, leak or sanitizer report); the last lines are
+# ctest's summary of build/.
 #
 #   bash scripts/test.sh
 #
 # Environment: BUILD_DIR (default build), TSAN_BUILD_DIR (default build-tsan),
-# JOBS (default 2), TDOCK_SKIP_TSAN=1 to skip the ThreadSanitizer part.
+# FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (default 60), JOBS
+# (default 2), TDOCK_SKIP_TSAN=1 / TDOCK_SKIP_FUZZ=1 to skip those parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 TSAN_BUILD_DIR="${TSAN_BUILD_DIR:-build-tsan}"
+FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-build-fuzz}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 JOBS="${JOBS:-2}"
 
 # python3-torch: the Python client's to_torch and torch inputs are tested
 # when torch is there (it is optional for users). prometheus (with promtool)
 # and docker-compose: the deploy tests run Prometheus end to end and validate
-# the compose file (no Docker engine needed).
-bash scripts/install-deps.sh python3-torch prometheus docker-compose
+# the compose file (no Docker engine needed). clang and its runtimes: the
+# fuzz target (libFuzzer, ASan, UBSan); openssl: the TLS tests' certificates.
+bash scripts/install-deps.sh python3-torch prometheus docker-compose \
+  clang libclang-rt-14-dev openssl
 
 echo "test: building everything (RelWithDebInfo) in $BUILD_DIR/"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -34,6 +42,27 @@ if [[ "${TDOCK_SKIP_TSAN:-0}" != 1 ]]; then
   # scripts/tsan.supp: false positives from Debian's uninstrumented Abseil.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
     ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j "$JOBS"
+fi
+
+if [[ "${TDOCK_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "test: building the fuzz target (clang, ASan, UBSan) in $FUZZ_BUILD_DIR/"
+  CC=clang CXX=clang++ cmake -S . -B "$FUZZ_BUILD_DIR" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDOCK_FUZZ=ON >/dev/null
+  cmake --build "$FUZZ_BUILD_DIR" -j "$JOBS" --target tdock_dock_fuzzer
+  echo "test: fuzzing request decoding and validation for ${FUZZ_SECONDS} s"
+  fuzz_corpus="$(mktemp -d)"  # new inputs go here, the seeds stay as they are
+  fuzz_log="$FUZZ_BUILD_DIR/fuzz.log"
+  if ! "$FUZZ_BUILD_DIR/tests/tdock_dock_fuzzer" -max_total_time="$FUZZ_SECONDS" \
+      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$FUZZ_BUILD_DIR/" "$fuzz_corpus" tests/fuzz/corpus \
+      >"$fuzz_log" 2>&1; then
+    tail -n 60 "$fuzz_log"
+    echo "test: the fuzzer failed; the input is in $FUZZ_BUILD_DIR/ (crash-*, leak-*, ...)"
+    rm -rf "$fuzz_corpus"
+    exit 1
+  fi
+  grep -E '^(Done|stat::(number_of_executed_units|new_units_added|peak_rss_mb))' "$fuzz_log"
+  rm -rf "$fuzz_corpus"
 fi
 
 echo "test: all tests"

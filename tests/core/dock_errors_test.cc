@@ -164,6 +164,8 @@ TEST(DockErrors, InconsistentSpecs) {
        "exceeds memory_limit_bytes"},
       {[](DockSpec& s) { s.chunk_bytes = (64 << 10) + 1; }, "must be a multiple of 64"},
       {[](DockSpec& s) { s.memory_limit_bytes = 1024; }, "is below chunk_bytes"},
+      {[](DockSpec& s) { s.num_prompts = 1 << 22; s.steps_in_flight = 32; },
+       "rows per step x columns x steps_in_flight = 536870912 cells, over the limit"},
   };
   for (const SpecCase& c : cases) {
     DockSpec spec = Spec();
