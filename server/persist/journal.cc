@@ -1,0 +1,140 @@
+#include "server/persist/journal.h"
+
+#include <future>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace tdock::persist {
+namespace {
+
+absl::Status Named(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat("journal: ", status.message()));
+}
+
+}  // namespace
+
+Journal::Journal(Store* store, Options options)
+    : store_(store), options_(options), thread_([this] { Run(); }) {}
+
+Journal::~Journal() {
+  {
+    tdock::MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.SignalAll();
+  }
+  thread_.join();
+}
+
+void Journal::Submit(StoreBatch batch, Done done) {
+  const bool sync = options_.durability == Durability::kSync;
+  absl::Status refused;
+  {
+    tdock::MutexLock lock(&mu_);
+    ++stats_.batches;
+    if (!sync && !failed_.ok()) {
+      refused = failed_;
+    } else {
+      queue_.push_back({std::move(batch), sync ? std::move(done) : Done(), false});
+      cv_.SignalAll();
+    }
+  }
+  if (!sync) std::move(done)(refused);
+}
+
+absl::Status Journal::Flush() {
+  std::promise<absl::Status> flushed;
+  {
+    tdock::MutexLock lock(&mu_);
+    queue_.push_back({StoreBatch(),
+                      [&flushed](absl::Status s) { flushed.set_value(std::move(s)); }, true});
+    cv_.SignalAll();
+  }
+  return flushed.get_future().get();
+}
+
+Journal::Stats Journal::stats() const {
+  tdock::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void Journal::Run() {
+  const bool sync = options_.durability == Durability::kSync;
+  absl::Time last_sync = absl::Now();
+  for (;;) {
+    std::deque<Pending> work;
+    bool sync_now = false;
+    bool stopping = false;
+    {
+      tdock::MutexLock lock(&mu_);
+      while (queue_.empty() && !stop_) {
+        const absl::Time deadline =
+            unsynced_ ? last_sync + options_.flush_interval : absl::InfiniteFuture();
+        if (cv_.WaitWithDeadline(&mu_, deadline) && queue_.empty()) {
+          sync_now = true;  // async: the flush interval passed
+          break;
+        }
+      }
+      work.swap(queue_);
+      stopping = stop_;
+    }
+    // Writes the batches merged so far as one group commit; runs their dones.
+    StoreBatch merged;
+    std::vector<Done> dones;
+    auto write = [&] {
+      if (merged.empty() && dones.empty()) return;
+      const int64_t bytes = merged.bytes();
+      const absl::Status status =
+          merged.empty() ? absl::OkStatus() : Named(store_->Write(merged, sync));
+      merged = StoreBatch();
+      {
+        tdock::MutexLock lock(&mu_);
+        ++stats_.writes;
+        stats_.bytes += bytes;
+        if (!sync) {
+          unsynced_ = true;
+          if (!status.ok() && failed_.ok()) failed_ = status;
+        }
+      }
+      for (Done& done : dones) std::move(done)(status);
+      dones.clear();
+    };
+    auto sync_store = [&]() -> absl::Status {
+      const absl::Status status = Named(store_->Sync());
+      last_sync = absl::Now();
+      tdock::MutexLock lock(&mu_);
+      unsynced_ = false;
+      if (!status.ok() && failed_.ok()) failed_ = status;
+      return failed_;
+    };
+    for (Pending& p : work) {
+      if (p.flush) {
+        write();
+        std::move(p.done)(sync ? absl::OkStatus() : sync_store());
+        continue;
+      }
+      merged.Append(std::move(p.batch));
+      if (p.done) dones.push_back(std::move(p.done));
+    }
+    write();
+    if (sync_now) (void)sync_store();
+    if (stopping) {
+      bool more = false;
+      bool unsynced = false;
+      {
+        tdock::MutexLock lock(&mu_);
+        more = !queue_.empty();
+        unsynced = unsynced_;
+      }
+      if (!more) {
+        if (unsynced) (void)sync_store();
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace tdock::persist

@@ -1,0 +1,82 @@
+// Journal: the one write-behind thread between the docks and the Store. It
+// group-commits: every batch queued while a write is in progress goes into
+// the next write, so a burst of Puts costs one WAL sync, not one each. No
+// Store call runs on the caller's (RPC) thread.
+//
+//   sync:  a batch's `done` runs once the write that holds it is in the WAL
+//          and synced (or failed: then with the error, naming the store);
+//   async: `done` runs at once in Submit; the batch is written in the
+//          background and synced within flush_interval. A failed background
+//          write makes the journal fail every later Submit with its error.
+//
+// Thread safety: Submit and Flush may be called from any thread. `done`
+// callbacks run on the journal thread (sync) or the caller's (async), with
+// no journal lock held.
+#ifndef TDOCK_SERVER_PERSIST_JOURNAL_H_
+#define TDOCK_SERVER_PERSIST_JOURNAL_H_
+
+#include <cstdint>
+#include <deque>
+#include <thread>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "server/persist/store.h"
+
+namespace tdock::persist {
+
+enum class Durability { kSync, kAsync };
+
+class Journal final {
+ public:
+  struct Options {
+    Durability durability = Durability::kSync;
+    absl::Duration flush_interval = absl::Milliseconds(100);  // async only
+  };
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+
+  // `store` is borrowed and must outlive the journal.
+  Journal(Store* store, Options options);
+  // Writes (and syncs) everything queued, runs every pending `done`, stops.
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  void Submit(StoreBatch batch, Done done);
+  // Returns once everything submitted before the call is durable; the error
+  // of a failed write if there was one since the last Flush (async).
+  absl::Status Flush();
+
+  struct Stats {
+    int64_t batches = 0;  // submitted
+    int64_t writes = 0;   // store writes (group commits)
+    int64_t bytes = 0;
+  };
+  Stats stats() const;
+  Durability durability() const { return options_.durability; }
+
+ private:
+  struct Pending {
+    StoreBatch batch;
+    Done done;  // empty for async batches
+    bool flush = false;  // a Flush marker: sync the store
+  };
+  void Run();
+
+  Store* const store_;
+  const Options options_;
+  mutable tdock::Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);  // async: the first failed write
+  bool unsynced_ ABSL_GUARDED_BY(mu_) = false;  // async writes since the last sync
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace tdock::persist
+
+#endif  // TDOCK_SERVER_PERSIST_JOURNAL_H_

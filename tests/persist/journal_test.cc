@@ -1,0 +1,166 @@
+// The journal's write-behind thread: sync acknowledgements come after the
+// write, batches queued during a write are group-committed into the next
+// one, failures reach exactly the batches they hit, async acknowledges at
+// once and syncs in the background, and nothing queued is lost at shutdown.
+// (Also run under ThreadSanitizer.)
+#include "server/persist/journal.h"
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace tdock::persist {
+namespace {
+
+StoreBatch One(const std::string& key, const std::string& value = "v") {
+  StoreBatch batch;
+  batch.Put(key, value);
+  return batch;
+}
+
+bool Has(const Store& store, const std::string& key) {
+  bool found = false;
+  EXPECT_OK(store.Scan(key, [&](absl::string_view k, absl::string_view) {
+    found |= k == key;
+    return absl::OkStatus();
+  }));
+  return found;
+}
+
+// Polls `ready` (a synchronization point, not a timing assertion).
+bool Await(const std::function<bool()>& ready) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!ready()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+// Sync: `done` runs after the batch is in the store, with a synced write.
+TEST(Journal, SyncAcknowledgesAfterTheWrite) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kSync});
+  std::promise<bool> seen;
+  journal.Submit(One("k"), [&](absl::Status s) {
+    EXPECT_OK(s);
+    seen.set_value(Has(store, "k"));
+  });
+  EXPECT_TRUE(seen.get_future().get());
+  EXPECT_EQ(store.synced_writes(), 1);
+}
+
+// Batches submitted while a write is held in the store go into one next
+// write: 1 + 49 submits make 2 writes, and every batch is acknowledged.
+TEST(Journal, GroupCommitsWhatQueuesDuringAWrite) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kSync});
+  store.Hold();
+  std::atomic<int> acked{0};
+  auto ack = [&](absl::Status s) {
+    EXPECT_OK(s);
+    ++acked;
+  };
+  journal.Submit(One("first"), ack);
+  ASSERT_TRUE(Await([&] { return store.held() == 1; }));
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 7; ++t) {
+    producers.emplace_back([&, t] {
+      for (int i = 0; i < 7; ++i) journal.Submit(One(absl::StrCat("k", t, "_", i)), ack);
+    });
+  }
+  for (auto& p : producers) p.join();
+  store.Release();
+  ASSERT_TRUE(Await([&] { return acked.load() == 50; }));
+  EXPECT_EQ(store.writes(), 2);
+  EXPECT_EQ(journal.stats().batches, 50);
+  EXPECT_TRUE(Has(store, "k6_6"));
+}
+
+// A failed write fails the batches it held, with the store's message, and
+// writes nothing; the next write succeeds.
+TEST(Journal, FailedWriteFailsItsBatches) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kSync});
+  store.FailNext(1, absl::UnavailableError("store 'x': write: IO error: No space left"));
+  std::promise<absl::Status> failed;
+  journal.Submit(One("lost"), [&](absl::Status s) { failed.set_value(s); });
+  EXPECT_STATUS(failed.get_future().get(), absl::StatusCode::kUnavailable,
+                "journal: store 'x': write: IO error: No space left");
+  std::promise<absl::Status> ok;
+  journal.Submit(One("kept"), [&](absl::Status s) { ok.set_value(s); });
+  EXPECT_OK(ok.get_future().get());
+  EXPECT_FALSE(Has(store, "lost"));
+  EXPECT_TRUE(Has(store, "kept"));
+}
+
+// Async: acknowledged at once in Submit (even while the store is held);
+// written and synced in the background; Flush makes it durable.
+TEST(Journal, AsyncAcknowledgesAtOnceAndSyncsLater) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kAsync,
+                           .flush_interval = absl::Milliseconds(5)});
+  store.Hold();
+  bool acked = false;
+  journal.Submit(One("a"), [&](absl::Status s) {
+    EXPECT_OK(s);
+    acked = true;
+  });
+  EXPECT_TRUE(acked);  // in Submit, before any write
+  store.Release();
+  ASSERT_TRUE(Await([&] { return store.syncs() >= 1; }));  // the interval's sync
+  EXPECT_TRUE(Has(store, "a"));
+  EXPECT_EQ(store.synced_writes(), 0);
+  EXPECT_OK(journal.Flush());
+}
+
+// Async: a failed background write makes Flush and every later Submit fail
+// with its error; nothing more is written.
+TEST(Journal, AsyncFailureIsSticky) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kAsync});
+  store.FailNext(1, absl::UnavailableError("disk full"));
+  journal.Submit(One("a"), [](absl::Status s) { EXPECT_OK(s); });
+  EXPECT_STATUS(journal.Flush(), absl::StatusCode::kUnavailable, "disk full");
+  absl::Status later;
+  journal.Submit(One("b"), [&](absl::Status s) { later = s; });
+  EXPECT_STATUS(later, absl::StatusCode::kUnavailable, "disk full");
+  EXPECT_STATUS(journal.Flush(), absl::StatusCode::kUnavailable, "disk full");
+  EXPECT_FALSE(Has(store, "b"));
+}
+
+// Destroying the journal writes what is queued and acknowledges it (sync),
+// or writes and syncs it (async).
+TEST(Journal, ShutdownDrainsTheQueue) {
+  for (Durability durability : {Durability::kSync, Durability::kAsync}) {
+    FakeStore store;
+    std::atomic<int> acked{0};
+    {
+      Journal journal(&store, {.durability = durability,
+                               .flush_interval = absl::Hours(1)});
+      store.Hold();
+      for (int i = 0; i < 20; ++i) {
+        journal.Submit(One(absl::StrCat("k", i)), [&](absl::Status s) {
+          EXPECT_OK(s);
+          ++acked;
+        });
+      }
+      store.Release();
+    }
+    EXPECT_EQ(acked.load(), 20);
+    EXPECT_TRUE(Has(store, "k19"));
+    if (durability == Durability::kAsync) EXPECT_GE(store.syncs(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace tdock::persist
