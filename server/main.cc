@@ -52,6 +52,15 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a bearer token every call must carry "
           "(authorization: Bearer <token>); the health service stays open.");
+ABSL_FLAG(std::string, data_dir, "",
+          "Directory of the RocksDB store that journals every dock; the server "
+          "rebuilds its docks from it at start-up. Empty: in memory only.");
+ABSL_FLAG(std::string, durability, "sync",
+          "With --data_dir: sync (a change is acknowledged once it is in the "
+          "synced WAL) or async (acknowledged at once, synced within "
+          "--flush_interval_ms).");
+ABSL_FLAG(int64_t, flush_interval_ms, 100,
+          "With --durability=async: the longest time between WAL syncs.");
 ABSL_FLAG(int64_t, max_rows_per_request, 65536,
           "Rows of one Put or Read, or count of one Get, at most (0: no limit).");
 ABSL_FLAG(int64_t, max_columns_per_dock, 256, "Columns of one dock at most (0: no limit).");
@@ -85,6 +94,20 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.persistence.data_dir = absl::GetFlag(FLAGS_data_dir);
+  const std::string durability = absl::GetFlag(FLAGS_durability);
+  if (durability != "sync" && durability != "async") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--durability must be sync or async, got \"", durability, "\""));
+  }
+  options.persistence.durability =
+      durability == "sync" ? persist::Durability::kSync : persist::Durability::kAsync;
+  const int64_t flush_ms = absl::GetFlag(FLAGS_flush_interval_ms);
+  if (flush_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--flush_interval_ms must be positive, got ", flush_ms));
+  }
+  options.persistence.flush_interval = absl::Milliseconds(flush_ms);
   options.limits = {
       .max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request),
       .max_columns_per_dock = absl::GetFlag(FLAGS_max_columns_per_dock),

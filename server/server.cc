@@ -119,6 +119,8 @@ class Server::Impl {
  private:
   enum class State { kIdle, kRunning, kStopping, kStopped };
 
+  // With a data_dir: opens the store and rebuilds its docks.
+  absl::Status RecoverPersisted();
   absl::Status CreateConfiguredDocks();
   absl::Status StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Builds and starts the grpc::Server; nullptr if it cannot listen.
@@ -127,6 +129,8 @@ class Server::Impl {
 
   // Constant after construction.
   const ServerOptions options_;
+  // Declared before the registry: the docks' journal outlives them.
+  std::unique_ptr<persist::Persistence> persistence_;
   DockRegistry registry_;
 
   // Set once in Start, before the grpc::Server that uses them is built;
@@ -152,6 +156,22 @@ absl::Status Server::Impl::Start() {
   return StartLocked();
 }
 
+absl::Status Server::Impl::RecoverPersisted() {
+  if (options_.persistence.data_dir.empty()) return absl::OkStatus();
+  TDOCK_ASSIGN_OR_RETURN(persistence_, persist::Persistence::Open(options_.persistence));
+  TDOCK_ASSIGN_OR_RETURN(const persist::RecoveryStats stats, persistence_->Recover(registry_));
+  TDOCK_LOG(INFO) << "tdock-server recovered " << stats.docks << " docks, " << stats.steps
+                  << " live steps, " << stats.cells << " cells (" << stats.bytes
+                  << " bytes), " << stats.handouts << " hand-outs and " << stats.leases
+                  << " leases in flight from " << options_.persistence.data_dir << " in "
+                  << absl::FormatDuration(stats.took) << " ("
+                  << (options_.persistence.durability == persist::Durability::kSync
+                          ? "sync"
+                          : "async")
+                  << " durability)";
+  return absl::OkStatus();
+}
+
 absl::Status Server::Impl::CreateConfiguredDocks() {
   for (const DockSpec& spec : options_.docks) {
     absl::Status created = registry_.Create(spec).status();
@@ -167,6 +187,7 @@ absl::Status Server::Impl::CreateConfiguredDocks() {
 
 absl::Status Server::Impl::StartLocked() {
   TDOCK_RETURN_IF_ERROR(options_.Validate());
+  TDOCK_RETURN_IF_ERROR(RecoverPersisted());
   TDOCK_RETURN_IF_ERROR(CreateConfiguredDocks());
   TDOCK_ASSIGN_OR_RETURN(metrics_,
                          ServerMetrics::Create(&registry_, {.listen = options_.metrics_listen}));
@@ -180,6 +201,10 @@ absl::Status Server::Impl::StartLocked() {
       ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
                     .max_spec_bytes = options_.limits.max_spec_bytes,
                     .max_wait_ms = options_.limits.max_wait_ms});
+  if (persistence_ != nullptr) {
+    service_->SetCheckpoint(
+        [this](const std::string& dir) { return persistence_->Checkpoint(dir); });
+  }
   int selected_port = 0;
   server_ = BuildServer(std::move(credentials), &selected_port);
   const bool unix_socket = absl::StartsWith(options_.listen, "unix:");

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/spec.h"
 #include "server/dock/registry.h"
+#include "server/persist/persistence.h"
 #include "server/service/security.h"
 
 namespace tdock {
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::string metrics_listen;
   // TLS, mutual TLS and the bearer token. Default: plaintext, no token.
   SecurityOptions security;
+  // Persistence: with a data_dir, every dock is journaled to RocksDB there
+  // and rebuilt from it at start-up. Default: none (in memory only).
+  persist::PersistenceOptions persistence;
   // Limits on hostile or mistaken input; each is a flag of tdock-server with
   // the same name, and 0 turns it off.
   struct Limits {

@@ -30,6 +30,20 @@ uint64_t Dock::Get(GetInput input, GetCallback done) {
   return impl_->Get(std::move(input), std::move(done));
 }
 void Dock::Cancel(uint64_t id) { impl_->Cancel(id); }
+absl::Status Dock::RecoverHandOut(const DockJournal::HandOut& handout) {
+  return impl_->RecoverHandOut(handout);
+}
+absl::Status Dock::RecoverRound(const DockJournal::RoundRecord& record) {
+  return impl_->RecoverRound(record);
+}
+absl::Status Dock::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                                   uint64_t lease_id) {
+  return impl_->RecoverDelivery(step, consumer, round, rank, lease_id);
+}
+void Dock::FinishRecovery() { impl_->FinishRecovery(); }
+void Dock::AttachJournal(std::shared_ptr<DockJournal> journal) {
+  impl_->AttachJournal(std::move(journal));
+}
 absl::StatusOr<int64_t> Dock::Ack(const std::string& consumer, uint64_t lease_id) {
   return impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kAcked);
 }

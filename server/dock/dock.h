@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/spec.h"
+#include "server/dock/journal_hook.h"
 #include "server/dock/types.h"
 
 namespace tdock {
@@ -88,6 +89,18 @@ class Dock final {
   absl::Status ReleaseStep(int64_t step);
 
   DockStats Stats() const;
+
+  // Persistence. Recovery rebuilds a dock from its records (before serving,
+  // without a journal): the cells go in with Put, then these restore what
+  // was handed out; FinishRecovery releases steps that were done. Then
+  // AttachJournal makes every later change recorded before it is
+  // acknowledged (see journal_hook.h). REQUIRES for all: before serving.
+  absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
+  absl::Status RecoverRound(const DockJournal::RoundRecord& record);
+  absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                               uint64_t lease_id);
+  void FinishRecovery();
+  void AttachJournal(std::shared_ptr<DockJournal> journal);
 
   // Completes every parked Get and Put with UNAVAILABLE ("shutting down") and
   // makes later calls that would park fail the same way. For server shutdown.

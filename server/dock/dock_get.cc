@@ -246,6 +246,7 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
     std::move(done)(plan.status());
     return 0;
   }
+  if (journal_ != nullptr) done = JournalingGet(plan->index, input.rank, std::move(done));
   GetAttempt attempt = TryGet(input, *plan);
   AfterGet(attempt, plan->index);
   if (attempt.done.has_value()) {

@@ -118,6 +118,12 @@ int64_t DockImpl::BlockingStepLocked(int64_t step) const {
 }
 
 absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
+  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec added, AddConsumerLocked(std::move(consumer)));
+  TDOCK_RETURN_IF_ERROR(JournalSpec(spec()));
+  return added;
+}
+
+absl::StatusOr<ConsumerSpec> DockImpl::AddConsumerLocked(ConsumerSpec consumer) {
   tdock::MutexLock lock(&mu_);
   TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
@@ -179,7 +185,7 @@ absl::Status DockImpl::ReleaseStep(int64_t step) {
     TDOCK_ASSIGN_OR_RETURN(arena, ReleaseLocked(step));
   }
   AfterRelease(std::move(arena));
-  return absl::OkStatus();
+  return JournalRelease(step);
 }
 
 void DockImpl::MaybeAutoRelease(int64_t step) {
@@ -205,6 +211,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     arena = ReleasePartitionLocked(part_rw);
   }
   AfterRelease(std::move(arena));
+  // May run on the journal's thread: record without waiting.
+  if (journal_ != nullptr) journal_->Released(step, [](absl::Status) {});
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
@@ -321,7 +329,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
           Where(step), ": row ", row, " is out of range [0, ", rows_per_step_, ")"));
     }
     for (int c : columns) {
-      if (part.cell(c, row) == nullptr) {
+      if (part.cell(c, row) == nullptr || !part.ready(c, row)) {
         return absl::FailedPreconditionError(absl::StrCat(
             Where(step), ": cell (row ", row, ", column '", columns_[c].name,
             "') is not written"));

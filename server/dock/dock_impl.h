@@ -34,6 +34,7 @@
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "server/dock/arena.h"
+#include "server/dock/journal_hook.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
 #include "server/dock/sampler.h"
@@ -83,7 +84,29 @@ class DockImpl final {
   DockStats Stats() const;
   void Shutdown();
 
+  // Persistence (dock_journal.cc). REQUIRES for all: before serving.
+  void AttachJournal(std::shared_ptr<DockJournal> journal);
+  absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
+  absl::Status RecoverRound(const DockJournal::RoundRecord& record);
+  absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                               uint64_t lease_id);
+  void FinishRecovery();
+
  private:
+  // Adds the consumer (takes mu_; AddConsumer then records the spec).
+  absl::StatusOr<ConsumerSpec> AddConsumerLocked(ConsumerSpec consumer);
+  // ---- Journal (dock_journal.cc); journal_ is null without persistence.
+  void JournalPut(const PutInput& in, PutResult result, PutCallback done);
+  GetCallback JournalingGet(int consumer, int32_t rank, GetCallback done);
+  std::optional<DockJournal::RoundRecord> RoundToRecord(int64_t step, int consumer,
+                                                        int64_t round);
+  void ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch);
+  absl::Status JournalRelease(int64_t step);  // waits for the record
+  absl::Status JournalSpec(const DockSpec& spec);  // waits for the record
+  void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
+  // Wakes the consumers that need any of `columns`.
+  void WakeConsumersOf(const std::vector<int>& columns);
+
   DockImpl(DockSpec spec, DockLimits limits);
 
   // How a step relates to its partition.
@@ -238,6 +261,8 @@ class DockImpl final {
   std::thread timer_;
   // Declared last: destroyed first, stopping its thread before the rest.
   std::unique_ptr<LeaseTable> leases_;
+  // Set before serving, then constant.
+  std::shared_ptr<DockJournal> journal_;
 };
 
 }  // namespace tdock::internal

@@ -12,6 +12,7 @@
 // they come back, so a reader that sees every row consumed and nothing in
 // flight knows the consumer is done with the step; auto-release waits for
 // that.
+#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,6 +73,7 @@ absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
   int index = -1;
   int64_t step = -1;
   int64_t rows = 0;
+  Lease ended;
   {
     tdock::ReaderMutexLock lock(&mu_);
     index = spec_.ConsumerIndex(consumer);
@@ -84,16 +86,25 @@ absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
           "dock '", name_, "': consumer '", consumer,
           "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
     }
-    TDOCK_ASSIGN_OR_RETURN(Lease lease, leases_->Take(lease_id, index, consumer, end));
+    TDOCK_ASSIGN_OR_RETURN(ended, leases_->Take(lease_id, index, consumer, end));
     if (end == LeaseTable::End::kAcked) {
-      SettleLeaseLocked(lease);
+      SettleLeaseLocked(ended);
     } else {
-      ReturnLeaseLocked(lease);
+      ReturnLeaseLocked(ended);
     }
-    step = lease.step;
-    rows = lease.rows;
+    step = ended.step;
+    rows = ended.rows;
   }
+  // Called on an RPC thread: wait for the record before answering.
+  std::promise<absl::Status> stored;
+  JournalLeaseEnd(ended, end == LeaseTable::End::kAcked,
+                  [&stored](absl::Status s) { stored.set_value(std::move(s)); });
+  const absl::Status recorded = stored.get_future().get();
   AfterLeaseEnded(index, end == LeaseTable::End::kAcked ? step : -1);
+  if (!recorded.ok()) {
+    return absl::UnavailableError(absl::StrCat("dock '", name_, "': lease ", lease_id,
+                                               ": not stored (", recorded.message(), ")"));
+  }
   return rows;
 }
 
@@ -111,6 +122,7 @@ void DockImpl::ExpireLeases() {
     tdock::ReaderMutexLock lock(&mu_);
     for (const Lease& lease : leases_->TakeExpired(absl::Now())) {
       ReturnLeaseLocked(lease);
+      JournalLeaseEnd(lease, /*acked=*/false, [](absl::Status) {});
       if (wanted.size() <= static_cast<size_t>(lease.consumer)) {
         wanted.resize(lease.consumer + 1, false);
       }
@@ -142,9 +154,14 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
       lease = leases_->TakePinned(id);
       SettleLeaseLocked(lease);
     }
-    // id 0: the step was released while the Put ran; nothing to settle.
-    if (lease.id != 0) AfterLeaseEnded(lease.consumer, lease.step);
-    std::move(done)(std::move(result));
+    // id 0: the step was released while the Put ran; nothing to settle. This
+    // may run on the journal's thread: record without waiting there.
+    JournalLeaseEnd(lease, /*acked=*/true,
+                    [this, lease, result = std::move(result),
+                     done = std::move(done)](absl::Status) mutable {
+                      if (lease.id != 0) AfterLeaseEnded(lease.consumer, lease.step);
+                      std::move(done)(std::move(result));
+                    });
   });
 }
 

@@ -255,7 +255,11 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
   for (const StagedColumn& column : staged) {
     for (size_t i = 0; i < in.rows.size(); ++i) {
-      part.Publish(column.column, in.rows[i], &column.blocks[i]);
+      if (journal_ != nullptr) {
+        part.Stage(column.column, in.rows[i], &column.blocks[i]);  // ready once stored
+      } else {
+        part.Publish(column.column, in.rows[i], &column.blocks[i]);
+      }
     }
   }
   return result;
@@ -281,25 +285,32 @@ bool DockImpl::CanPutNow(const PutInput& in) const {
 
 void DockImpl::FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
                          PutCallback done) {
+  if (result.ok() && journal_ != nullptr) {
+    JournalPut(in, *result, std::move(done));  // answers once the cells are stored
+    return;
+  }
   if (result.ok()) {
-    // Wake the consumers that need any column this Put wrote.
-    std::vector<bool> wanted;
-    {
-      tdock::ReaderMutexLock lock(&mu_);
-      wanted.assign(plans_.size(), false);
-      for (const ConsumerPlan& plan : plans_) {
-        for (int c : plan.columns) {
-          for (const PackedColumn& column : in.columns) {
-            if (columns_[c].name == column.name) wanted[plan.index] = true;
-          }
+    std::vector<int> written;
+    for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
+    WakeConsumersOf(written);
+  }
+  std::move(done)(std::move(result));
+}
+
+void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {
+  std::vector<bool> wanted;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    wanted.assign(plans_.size(), false);
+    for (const ConsumerPlan& plan : plans_) {
+      for (int c : plan.columns) {
+        if (std::find(columns.begin(), columns.end(), c) != columns.end()) {
+          wanted[plan.index] = true;
         }
       }
     }
-    if (std::find(wanted.begin(), wanted.end(), true) != wanted.end()) {
-      WakeGets(wanted);
-    }
   }
-  std::move(done)(std::move(result));
+  if (std::find(wanted.begin(), wanted.end(), true) != wanted.end()) WakeGets(wanted);
 }
 
 void DockImpl::Put(PutInput input, PutCallback done) {

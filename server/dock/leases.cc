@@ -1,5 +1,6 @@
 #include "server/dock/leases.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,8 +50,19 @@ LeaseCounts& LeaseTable::CountsLocked(int consumer) {
 }
 
 uint64_t LeaseTable::Add(Lease lease) {
+  lease.id = 0;
+  return AddWithId(std::move(lease));
+}
+
+void LeaseTable::AddRecovered(Lease lease) { AddWithId(std::move(lease)); }
+
+uint64_t LeaseTable::AddWithId(Lease lease) {
   tdock::MutexLock lock(&mu_);
-  lease.id = next_id_++;
+  if (lease.id == 0) {
+    lease.id = next_id_++;
+  } else {
+    next_id_ = std::max(next_id_, lease.id + 1);
+  }
   const uint64_t id = lease.id;
   const bool earliest = deadlines_.empty() || lease.deadline < deadlines_.begin()->first;
   deadlines_.emplace(lease.deadline, id);

@@ -66,6 +66,9 @@ class LeaseTable final {
 
   // Records a lease (its id is assigned) and returns the id.
   uint64_t Add(Lease lease);
+  // Recovery: records a lease in flight with the id it had; later ids are
+  // higher.
+  void AddRecovered(Lease lease);
 
   // Ends lease `id` of consumer `consumer` (named `consumer_name`) as
   // acknowledged or nacked and returns it. NOT_FOUND for an id never handed
@@ -103,6 +106,7 @@ class LeaseTable final {
   using ShareKey = std::tuple<int, int64_t, int64_t, int32_t>;
 
   void Run();
+  uint64_t AddWithId(Lease lease);  // id 0: the next one
   // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
   Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
                   std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -63,6 +63,7 @@ std::shared_ptr<StepArena> Partition::Release() {
     consumer->rounds.clear();
     std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
     for (auto& rounds : consumer->redeliver) rounds.clear();
+    consumer->rounds_recorded.clear();
   }
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
@@ -70,10 +71,26 @@ std::shared_ptr<StepArena> Partition::Release() {
 }
 
 void Partition::Publish(int c, int64_t row, const CellBlock* block) {
-  ColumnState& column = *columns_[c];
+  if (Stage(c, row, block) == nullptr) MakeReady(c, row);
+}
+
+const CellBlock* Partition::Stage(int c, int64_t row, const CellBlock* block) {
   // release: the block and its payload are visible to whoever loads it.
-  const CellBlock* old = column.cells[row].exchange(block, std::memory_order_acq_rel);
-  if (old != nullptr) return;  // a rewrite: ready and group counts stand
+  return columns_[c]->cells[row].exchange(block, std::memory_order_acq_rel);
+}
+
+void Partition::Unstage(int c, int64_t row, const CellBlock* block) {
+  const CellBlock* expected = block;
+  // Only our own staged block, and only while it is not ready.
+  if (!columns_[c]->ready.Test(row)) {
+    columns_[c]->cells[row].compare_exchange_strong(expected, nullptr,
+                                                    std::memory_order_acq_rel);
+  }
+}
+
+void Partition::MakeReady(int c, int64_t row) {
+  ColumnState& column = *columns_[c];
+  if (column.ready.Test(row)) return;  // a rewrite: ready and group counts stand
   column.ready.Set(row);
   const int64_t g = row / group_size_;
   // acq_rel: the increment that completes the group must see the others'

@@ -81,6 +81,8 @@ struct ConsumerState {
   // Per rank: rounds whose lease ended unacknowledged, to hand to that rank
   // again before anything else.
   std::vector<std::set<int64_t>> redeliver ABSL_GUARDED_BY(round_mu);
+  // With a journal: which rounds have been recorded.
+  std::vector<bool> rounds_recorded ABSL_GUARDED_BY(round_mu);
 };
 
 class Partition final {
@@ -125,6 +127,15 @@ class Partition final {
   // Stores the cell and, on its first write, sets its ready bit and counts
   // it for its group. REQUIRES: commit_mu() held.
   void Publish(int c, int64_t row, const CellBlock* block);
+  // Publish in two halves, for a dock with a journal: Stage stores the cell
+  // (a later Put of it sees it written; consumers do not see it: its ready
+  // bit is clear) and returns the previous block (nullptr: a first write);
+  // MakeReady sets the ready bit once the cell is stored; Unstage undoes a
+  // Stage of `block` that never became ready. REQUIRES: commit_mu() held.
+  const CellBlock* Stage(int c, int64_t row, const CellBlock* block);
+  void MakeReady(int c, int64_t row);
+  void Unstage(int c, int64_t row, const CellBlock* block);
+  bool ready(int c, int64_t row) const { return columns_[c]->ready.Test(row); }
 
  private:
   // Constant after construction.

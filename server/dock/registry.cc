@@ -64,6 +64,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
         " (--max_columns_per_dock)"));
   }
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
+  tdock::MutexLock creating(&create_mu_);
   // Answers from the existing entry, if any; nullopt: the name is free.
   auto existing = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       -> std::optional<absl::StatusOr<std::shared_ptr<Dock>>> {
@@ -86,6 +87,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
     if (auto answer = existing()) return *std::move(answer);
   }
   TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, limits_.dock));
+  if (hooks_ != nullptr) TDOCK_RETURN_IF_ERROR(hooks_->Created(*dock));
   tdock::MutexLock lock(&mu_);
   if (auto answer = existing()) return *std::move(answer);  // lost a race
   std::shared_ptr<Dock> shared = std::move(dock);
@@ -115,7 +117,7 @@ absl::Status DockRegistry::Delete(const std::string& name) {
   }
   // Parked calls end now; calls in progress keep the dock alive until done.
   dock->Shutdown();
-  return absl::OkStatus();
+  return hooks_ != nullptr ? hooks_->Deleted(name) : absl::OkStatus();
 }
 
 std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {

@@ -26,6 +26,15 @@ struct RegistryLimits {
   DockLimits dock;
 };
 
+// What the registry tells persistence (server/persist).
+class RegistryHooks {
+ public:
+  virtual ~RegistryHooks() = default;
+  // A new dock, before it is served; an error refuses the creation.
+  virtual absl::Status Created(Dock& dock) = 0;
+  virtual absl::Status Deleted(const std::string& name) = 0;
+};
+
 class DockRegistry final {
  public:
   explicit DockRegistry(RegistryLimits limits = {}) : limits_(limits) {}
@@ -45,9 +54,14 @@ class DockRegistry final {
   std::vector<std::shared_ptr<Dock>> List() const;
   // Dock::Shutdown on every dock, then refuses Create.
   void Shutdown();
+  // Persistence's hooks (borrowed). REQUIRES: before serving.
+  void SetHooks(RegistryHooks* hooks) { hooks_ = hooks; }
 
  private:
   const RegistryLimits limits_;
+  RegistryHooks* hooks_ = nullptr;
+  // Serializes creations, so that a stored spec is the one served.
+  tdock::Mutex create_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable tdock::Mutex mu_;
   struct Entry {
     DockSpec spec;  // as created (normalized), before any AddConsumer

@@ -271,6 +271,20 @@ grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context
   return FinishNow(context, DoEndLease(*request, /*ack=*/false, response));
 }
 
+grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* context,
+                                                  const v1::CheckpointRequest* request,
+                                                  v1::CheckpointResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  if (!checkpoint_) {
+    return FinishNow(context, absl::FailedPreconditionError(
+                                  "Checkpoint: this server runs without --data_dir"));
+  }
+  if (request->dir().empty()) {
+    return FinishNow(context, absl::InvalidArgumentError("Checkpoint: dir is empty"));
+  }
+  return FinishNow(context, checkpoint_(request->dir()));
+}
+
 absl::Status DockService::DoEndLease(const v1::AckRequest& request, bool ack,
                                      v1::AckResponse* response) {
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,

@@ -17,6 +17,9 @@
 #ifndef TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_
 #define TDOCK_SERVER_SERVICE_DOCK_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -89,6 +92,14 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
       grpc::CallbackServerContext* context,
       const v1::ReleaseStepRequest* request,
       v1::ReleaseStepResponse* response) override;
+  // A copy of the store (servers with --data_dir; see SetCheckpoint).
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* context,
+                                       const v1::CheckpointRequest* request,
+                                       v1::CheckpointResponse* response) override;
+  // What Checkpoint does; unset: FAILED_PRECONDITION. REQUIRES: before serving.
+  void SetCheckpoint(std::function<absl::Status(const std::string& dir)> checkpoint) {
+    checkpoint_ = std::move(checkpoint);
+  }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,
@@ -135,6 +146,7 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   ServiceObserver* const observer_;
   const BearerToken* const token_;
   const ServiceLimits limits_;
+  std::function<absl::Status(const std::string& dir)> checkpoint_;
 };
 
 }  // namespace tdock

@@ -1,0 +1,331 @@
+// DockImpl with a journal (persistence on): what the dock records before it
+// acknowledges, how it undoes a request whose record failed, and the
+// recovery calls that rebuild its state from the records at start-up.
+//
+// A Put stages its cells (written, not ready: consumers cannot take them,
+// a second Put of a cell sees it written), records them, and only then
+// makes them ready and answers. A Get records the rows it hands out (a
+// BALANCED round once, then each rank's delivery) before it answers; if the
+// record fails, the rows go back to be handed out again and the Get fails
+// with the journal's error.
+#include <future>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+namespace {
+
+// Waits for a journal call made through `call(done)` and returns its status.
+absl::Status Wait(const std::function<void(DockJournal::Done)>& call) {
+  std::promise<absl::Status> stored;
+  call([&stored](absl::Status s) { stored.set_value(std::move(s)); });
+  return stored.get_future().get();
+}
+
+absl::Status NotStored(const std::string& where, const absl::Status& status) {
+  return absl::UnavailableError(
+      absl::StrCat(where, ": not stored (", status.message(), ")"));
+}
+
+}  // namespace
+
+void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
+  journal_ = std::move(journal);
+}
+
+void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done) {
+  struct Staged {
+    int column;
+    int64_t row;
+    const CellBlock* block;
+  };
+  std::vector<Staged> staged;
+  std::vector<DockJournal::Cell> cells;
+  std::shared_ptr<StepArena> arena;
+  std::vector<int> written;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (ClassifyLocked(in.step) != StepState::kLive) {
+      // Released right after the commit: nothing to record or to ready.
+      std::move(done)(result);
+      return;
+    }
+    Partition& part = PartitionOf(in.step);
+    arena = part.arena();  // keeps the cells' bytes while they are recorded
+    for (const PackedColumn& column : in.columns) {
+      const int c = ColumnIndex(column.name);
+      written.push_back(c);
+      const int64_t item = columns_[c].item_bytes();
+      for (int64_t row : in.rows) {
+        const CellBlock* block = part.cell(c, row);
+        staged.push_back({c, row, block});
+        cells.push_back({c, row, ByteSpan(block->data, block->length * item)});
+      }
+    }
+  }
+  const int64_t step = in.step;
+  journal_->Cells(step, cells, [this, step, staged = std::move(staged), arena,
+                                written = std::move(written), result,
+                                done = std::move(done)](absl::Status stored) mutable {
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      if (ClassifyLocked(step) == StepState::kLive && PartitionOf(step).arena() == arena) {
+        Partition& part = PartitionOf(step);
+        tdock::MutexLock commit(&part.commit_mu());
+        for (const Staged& s : staged) {
+          if (stored.ok()) {
+            part.MakeReady(s.column, s.row);
+          } else {
+            part.Unstage(s.column, s.row, s.block);
+          }
+        }
+      }
+    }
+    if (!stored.ok()) {
+      std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
+      return;
+    }
+    WakeConsumersOf(written);
+    std::move(done)(result);
+  });
+}
+
+GetCallback DockImpl::JournalingGet(int consumer, int32_t rank, GetCallback done) {
+  return [this, consumer, rank, done = std::move(done)](absl::StatusOr<Batch> got) mutable {
+    if (!got.ok() || got->rows.empty()) {
+      std::move(done)(std::move(got));
+      return;
+    }
+    Batch batch = *std::move(got);
+    const int64_t step = batch.step;
+    const int64_t round = batch.round;
+    const uint64_t lease_id = batch.lease_id;
+    DockJournal::HandOut handout{step, consumer, {}, lease_id};
+    if (round < 0) {
+      const bool groups = plans_[consumer].whole_groups;
+      for (int64_t row : batch.rows) {
+        if (!groups || row % group_size_ == 0) {
+          handout.units.push_back(groups ? row / group_size_ : row);
+        }
+      }
+    }
+    auto answer = [this, consumer, rank, batch = std::move(batch),
+                   done = std::move(done)](absl::Status stored) mutable {
+      if (stored.ok()) {
+        std::move(done)(std::move(batch));
+        return;
+      }
+      ReturnUnrecorded(consumer, rank, batch);
+      std::move(done)(NotStored(absl::StrCat(Where(batch.step), " consumer '",
+                                             plans_[consumer].name, "'"),
+                                stored));
+    };
+    if (round < 0) {
+      journal_->HandedOut(handout, std::move(answer));
+      return;
+    }
+    std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
+    if (formed.has_value()) journal_->RoundFormed(*formed, [](absl::Status) {});
+    journal_->RoundDelivered(step, consumer, round, rank, lease_id, std::move(answer));
+  };
+}
+
+std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, int consumer,
+                                                                int64_t round) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
+  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
+  if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
+    state.rounds_recorded.resize(round + 1, false);
+  }
+  if (state.rounds_recorded[round]) return std::nullopt;
+  state.rounds_recorded[round] = true;
+  const Round& r = state.rounds[round];
+  DockJournal::RoundRecord record;
+  record.step = step;
+  record.consumer = consumer;
+  record.round = round;
+  record.stats = r.stats;
+  record.last = r.last;
+  for (const RoundShare& share : r.ranks) {
+    record.shares.push_back(share.rows);
+    record.micro_batches.push_back(share.micro_batches);
+  }
+  return record;
+}
+
+void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) {
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    Lease rows;
+    if (batch.lease_id != 0) {
+      // The lease goes with the hand-out it covered.
+      absl::StatusOr<Lease> lease = leases_->Take(batch.lease_id, consumer, plans_[consumer].name,
+                                                  LeaseTable::End::kNacked);
+      if (lease.ok()) ReturnLeaseLocked(*lease);
+    } else if (ClassifyLocked(batch.step) == StepState::kLive) {
+      rows.consumer = consumer;
+      rows.rank = rank;
+      rows.step = batch.step;
+      rows.round = batch.round;
+      rows.rows = static_cast<int64_t>(batch.rows.size());
+      const bool groups = plans_[consumer].whole_groups;
+      for (int64_t row : batch.rows) {
+        if (!groups || row % group_size_ == 0) rows.units.push_back(groups ? row / group_size_ : row);
+      }
+      // Nothing was in flight for it: count it so the return evens out.
+      PartitionOf(batch.step)
+          .consumer(consumer)
+          .in_flight_rows.fetch_add(rows.rows, std::memory_order_acq_rel);
+      ReturnLeaseLocked(rows);
+    }
+  }
+  std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
+  wanted[consumer] = true;
+  WakeGets(wanted);
+}
+
+absl::Status DockImpl::JournalRelease(int64_t step) {
+  if (journal_ == nullptr) return absl::OkStatus();
+  return Wait([&](DockJournal::Done done) { journal_->Released(step, std::move(done)); });
+}
+
+absl::Status DockImpl::JournalSpec(const DockSpec& spec) {
+  if (journal_ == nullptr) return absl::OkStatus();
+  return Wait([&](DockJournal::Done done) { journal_->SpecChanged(spec, std::move(done)); });
+}
+
+void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done) {
+  if (journal_ == nullptr || lease.id == 0) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  journal_->LeaseEnded({lease.step, lease.consumer, lease.id, lease.round, lease.rank, acked},
+                       std::move(done));
+}
+
+// ---- recovery
+
+absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(handout.step) != StepState::kLive) return absl::OkStatus();
+  if (handout.consumer < 0 || handout.consumer >= static_cast<int>(plans_.size())) {
+    return absl::DataLossError(absl::StrCat(Where(handout.step), ": a hand-out names consumer #",
+                                            handout.consumer, ", which does not exist"));
+  }
+  const ConsumerPlan& plan = plans_[handout.consumer];
+  Partition& part = PartitionOf(handout.step);
+  ConsumerState& state = part.consumer(plan.index);
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+  int64_t rows = 0;
+  std::vector<int64_t> claimed;
+  for (int64_t unit : handout.units) {
+    if (unit < 0 || unit >= units) {
+      return absl::DataLossError(absl::StrCat(Where(handout.step), " consumer '", plan.name,
+                                              "': a hand-out names unit ", unit));
+    }
+    if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
+      claimed.push_back(unit);
+      rows += unit_rows;
+    }
+  }
+  if (handout.lease_id != 0 && plan.lease > absl::ZeroDuration()) {
+    Lease lease;
+    lease.id = handout.lease_id;
+    lease.consumer = plan.index;
+    lease.step = handout.step;
+    lease.units = std::move(claimed);
+    lease.rows = rows;
+    lease.deadline = absl::Now() + plan.lease;
+    state.in_flight_rows.fetch_add(rows, std::memory_order_acq_rel);
+    leases_->AddRecovered(std::move(lease));
+  }
+  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(record.step) != StepState::kLive) return absl::OkStatus();
+  if (record.consumer < 0 || record.consumer >= static_cast<int>(plans_.size()) ||
+      static_cast<int>(record.shares.size()) != plans_[record.consumer].dp_size) {
+    return absl::DataLossError(absl::StrCat(Where(record.step), ": round ", record.round,
+                                            " does not fit its consumer"));
+  }
+  const ConsumerPlan& plan = plans_[record.consumer];
+  Partition& part = PartitionOf(record.step);
+  ConsumerState& state = part.consumer(plan.index);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (record.round != static_cast<int64_t>(state.rounds.size())) {
+    return absl::OkStatus();  // a gap after a failed record: later rounds re-form
+  }
+  Round round;
+  round.stats = record.stats;
+  round.last = record.last;
+  int64_t rows = 0;
+  for (size_t r = 0; r < record.shares.size(); ++r) {
+    RoundShare share{record.shares[r], record.micro_batches[r]};
+    for (int64_t row : share.rows) {
+      if (row < 0 || row >= part.rows()) {
+        return absl::DataLossError(absl::StrCat(Where(record.step), " consumer '", plan.name,
+                                                "': round ", record.round, " names row ", row));
+      }
+      const int64_t unit = plan.whole_groups ? row / group_size_ : row;
+      (void)state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63));
+      ++rows;
+    }
+    round.ranks.push_back(std::move(share));
+  }
+  state.rounds.push_back(std::move(round));
+  state.rounds_recorded.assign(state.rounds.size(), true);
+  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                                       uint64_t lease_id) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive) return absl::OkStatus();
+  if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || rank < 0 ||
+      rank >= plans_[consumer].dp_size) {
+    return absl::DataLossError(
+        absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " rank ", rank));
+  }
+  const ConsumerPlan& plan = plans_[consumer];
+  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  state.next_round[rank] = std::max(state.next_round[rank], round + 1);
+  if (lease_id != 0 && plan.lease > absl::ZeroDuration()) {
+    Lease lease;
+    lease.id = lease_id;
+    lease.consumer = consumer;
+    lease.rank = rank;
+    lease.step = step;
+    lease.round = round;
+    lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
+    lease.deadline = absl::Now() + plan.lease;
+    state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);
+    leases_->AddRecovered(std::move(lease));
+  }
+  return absl::OkStatus();
+}
+
+void DockImpl::FinishRecovery() {
+  std::vector<int64_t> live;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : partitions_) {
+      if (part->live()) live.push_back(part->step());
+    }
+  }
+  for (int64_t step : live) MaybeAutoRelease(step);
+}
+
+}  // namespace tdock::internal

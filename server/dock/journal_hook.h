@@ -1,0 +1,82 @@
+// DockJournal: what a dock tells the journal that makes it durable
+// (server/persist implements it over RocksDB; the core never includes it).
+// Each call's `done` runs once the record is stored (sync durability), or at
+// once (async); the dock completes the request only then, and undoes its
+// effect if `done` gets an error: a Put's cells never become ready, a Get's
+// rows go back to be handed out again.
+//
+// Thread safety: called from any thread, without dock locks held.
+#ifndef TDOCK_SERVER_DOCK_JOURNAL_HOOK_H_
+#define TDOCK_SERVER_DOCK_JOURNAL_HOOK_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "common/packed.h"
+#include "common/spec.h"
+#include "server/dock/types.h"
+
+namespace tdock {
+
+class DockJournal {
+ public:
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+  virtual ~DockJournal() = default;
+
+  struct Cell {
+    int column = 0;
+    int64_t row = 0;
+    ByteSpan bytes;  // valid until `done` runs
+  };
+  // Cells a Put wrote.
+  virtual void Cells(int64_t step, const std::vector<Cell>& cells, Done done) = 0;
+
+  // Rows handed to a consumer by one Get (units: rows, or groups for
+  // whole-group consumers).
+  struct HandOut {
+    int64_t step = 0;
+    int consumer = 0;
+    std::vector<int64_t> units;
+    uint64_t lease_id = 0;  // 0: no lease
+  };
+  virtual void HandedOut(const HandOut& handout, Done done) = 0;
+
+  // A BALANCED consumer's round: every rank's share (recorded once, when the
+  // round is first served), then each rank's delivery of it.
+  struct RoundRecord {
+    int64_t step = 0;
+    int consumer = 0;
+    int64_t round = 0;
+    std::vector<std::vector<int64_t>> shares;  // per rank, rows in batch order
+    std::vector<std::vector<MicroBatchInfo>> micro_batches;  // per rank
+    BalanceStats stats;
+    bool last = false;
+  };
+  virtual void RoundFormed(const RoundRecord& round, Done done) = 0;
+  virtual void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank,
+                              uint64_t lease_id, Done done) = 0;
+
+  // A lease ended: acknowledged (its rows are done for the consumer) or
+  // returned (its hand-out, or BALANCED delivery, no longer counts).
+  struct LeaseEnd {
+    int64_t step = 0;
+    int consumer = 0;
+    uint64_t lease_id = 0;
+    int64_t round = -1;  // BALANCED: the delivered share's round and rank
+    int32_t rank = 0;
+    bool acked = false;
+  };
+  virtual void LeaseEnded(const LeaseEnd& end, Done done) = 0;
+
+  // The step's records can go: it was released.
+  virtual void Released(int64_t step, Done done) = 0;
+  // The dock's spec changed (AddConsumer).
+  virtual void SpecChanged(const DockSpec& spec, Done done) = 0;
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_DOCK_JOURNAL_HOOK_H_
