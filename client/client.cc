@@ -254,6 +254,15 @@ absl::StatusOr<int64_t> Client::Nack(const std::string& dock,
   return impl_->EndLease(dock, consumer, lease_id, /*ack=*/false);
 }
 
+absl::Status Client::Checkpoint(const std::string& dir) {
+  v1::CheckpointRequest request;
+  request.set_dir(dir);
+  v1::CheckpointResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  return FromGrpcStatus(impl_->stub->Checkpoint(&context, request, &response));
+}
+
 absl::Status Client::Health() {
   grpc::health::v1::HealthCheckRequest request;  // "": the whole server
   grpc::health::v1::HealthCheckResponse response;

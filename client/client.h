@@ -242,6 +242,9 @@ class Client final {
   absl::StatusOr<ClientBatch> Read(const std::string& dock, int64_t step,
                                    const std::vector<int64_t>& rows,
                                    const std::vector<std::string>& columns);
+  // An atomic copy of the server's store (--data_dir) in `dir` on the
+  // server's machine (which must not exist yet).
+  absl::Status Checkpoint(const std::string& dir);
   // The standard gRPC health service: OK when the server is SERVING.
   absl::Status Health();
 

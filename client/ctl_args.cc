@@ -30,6 +30,7 @@ const std::vector<CommandInfo>& Commands() {
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
+      {"checkpoint", {"DIR"}, {}, {}, {}},
       {"health", {}, {}, {}, {}},
       {"delete", {"DOCK"}, {}, {}, {}},
       {"balance", {}, {}, {}, {}},
@@ -208,6 +209,8 @@ commands:
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
+  checkpoint DIR              copy the server's store (--data_dir) to DIR on the
+                              server's machine, atomically
   health                      check that the server is serving
   delete DOCK                 delete a dock
   balance                     plan without a server: one JSON request per line on

@@ -267,6 +267,10 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "checkpoint") {
+    TDOCK_RETURN_IF_ERROR(client.Checkpoint(request.dock));
+    Print(request, {{"checkpoint", request.dock}},
+          absl::StrCat("checkpoint of the server's store written to ", request.dock, "\n"));
   } else if (command == "delete") {
     TDOCK_RETURN_IF_ERROR(client.DeleteDock(request.dock));
     Print(request, {{"dock", request.dock}, {"deleted", true}},

@@ -101,6 +101,7 @@ class DockImpl final {
   std::optional<DockJournal::RoundRecord> RoundToRecord(int64_t step, int consumer,
                                                         int64_t round);
   void ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch);
+  void ForgetRoundRecord(int64_t step, int consumer, int64_t round);
   absl::Status JournalRelease(int64_t step);  // waits for the record
   absl::Status JournalSpec(const DockSpec& spec);  // waits for the record
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);

@@ -128,8 +128,14 @@ GetCallback DockImpl::JournalingGet(int consumer, int32_t rank, GetCallback done
       return;
     }
     std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
-    if (formed.has_value()) journal_->RoundFormed(*formed, [](absl::Status) {});
-    journal_->RoundDelivered(step, consumer, round, rank, lease_id, std::move(answer));
+    journal_->RoundDelivered(
+        step, consumer, round, rank, lease_id, formed.has_value() ? &*formed : nullptr,
+        [this, step, consumer, round, first = formed.has_value(),
+         answer = std::move(answer)](absl::Status stored) mutable {
+          // A round whose record failed is recorded again with its next delivery.
+          if (!stored.ok() && first) ForgetRoundRecord(step, consumer, round);
+          std::move(answer)(std::move(stored));
+        });
   };
 }
 
@@ -157,6 +163,16 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
     record.micro_batches.push_back(share.micro_batches);
   }
   return record;
+}
+
+void DockImpl::ForgetRoundRecord(int64_t step, int consumer, int64_t round) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive) return;
+  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (static_cast<size_t>(round) < state.rounds_recorded.size()) {
+    state.rounds_recorded[round] = false;
+  }
 }
 
 void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) {

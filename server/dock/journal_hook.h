@@ -44,8 +44,8 @@ class DockJournal {
   };
   virtual void HandedOut(const HandOut& handout, Done done) = 0;
 
-  // A BALANCED consumer's round: every rank's share (recorded once, when the
-  // round is first served), then each rank's delivery of it.
+  // A BALANCED consumer's round: every rank's share (recorded once, with its
+  // first delivery), and each rank's delivery of it.
   struct RoundRecord {
     int64_t step = 0;
     int consumer = 0;
@@ -55,9 +55,10 @@ class DockJournal {
     BalanceStats stats;
     bool last = false;
   };
-  virtual void RoundFormed(const RoundRecord& round, Done done) = 0;
+  // `formed`: the round itself, when this is its first delivery (recorded in
+  // the same write).
   virtual void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank,
-                              uint64_t lease_id, Done done) = 0;
+                              uint64_t lease_id, const RoundRecord* formed, Done done) = 0;
 
   // A lease ended: acknowledged (its rows are done for the consumer) or
   // returned (its hand-out, or BALANCED delivery, no longer counts).

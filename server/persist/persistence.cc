@@ -180,21 +180,18 @@ class StoreDockJournal final : public DockJournal {
     journal_->Submit(std::move(batch), std::move(done));
   }
 
-  void RoundFormed(const RoundRecord& r, Done done) override {
-    std::string key = StepPrefix(dock_, r.step);
-    key.push_back('r');
-    PutBe(key, static_cast<uint32_t>(r.consumer), 4);
-    PutBe(key, static_cast<uint64_t>(r.round), 8);
-    StoreBatch batch;
-    batch.Put(key, EncodeRound(r));
-    journal_->Submit(std::move(batch), std::move(done));
-  }
-
   void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank, uint64_t lease_id,
-                      Done done) override {
+                      const RoundRecord* formed, Done done) override {
+    StoreBatch batch;
+    if (formed != nullptr) {
+      std::string key = StepPrefix(dock_, formed->step);
+      key.push_back('r');
+      PutBe(key, static_cast<uint32_t>(formed->consumer), 4);
+      PutBe(key, static_cast<uint64_t>(formed->round), 8);
+      batch.Put(key, EncodeRound(*formed));
+    }
     std::string value;
     PutBe(value, lease_id, 8);
-    StoreBatch batch;
     batch.Put(DeliveryKey(step, consumer, round, rank), value);
     journal_->Submit(std::move(batch), std::move(done));
   }
