@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""A producer or consumer process for tests/persist/test_crash.py: it keeps
+working against a tdock-server that is killed and restarted under it, and
+logs what the server acknowledged.
+
+    crash_worker.py producer ADDRESS DOCK LOG STEPS
+    crash_worker.py consumer ADDRESS DOCK LOG
+
+producer: for each step, 8 Puts of 8 rows of column x; logs "try S P" before
+a Put, "ack S P" once the server acknowledged it, "retry S P" when the server
+was down, "exists S P" if a retry found it already written (stored before the
+crash).
+consumer: Gets 8 rows at a time for consumer "eater"; logs "got S R R ..."
+once a Get returned rows. Runs until killed.
+"""
+
+import sys
+import time
+
+import numpy as np
+
+import tdock
+
+ROWS_PER_PUT = 8
+PUTS_PER_STEP = 8
+
+
+def cell(step: int, row: int) -> np.ndarray:
+    """Row `row` of step `step`: deterministic, 1..200 int32 values."""
+    n = 1 + (step * 64 + row * 7) % 200
+    return (np.arange(n, dtype=np.int32) * 31 + step * 1000 + row).astype(np.int32)
+
+
+def log_line(f, text: str) -> None:
+    f.write(text + "\n")
+    f.flush()
+
+
+def producer(address: str, dock_name: str, log_path: str, steps: int) -> int:
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = tdock.Client(address, timeout=5.0)
+        dock = client.dock(dock_name)
+        for step in range(steps):
+            for p in range(PUTS_PER_STEP):
+                rows = list(range(p * ROWS_PER_PUT, (p + 1) * ROWS_PER_PUT))
+                log_line(log, f"try {step} {p}")
+                for _ in range(600):
+                    try:
+                        dock.put(step, rows, {"x": [cell(step, r) for r in rows]}, wait=5.0)
+                        log_line(log, f"ack {step} {p}")
+                        break
+                    except tdock.errors.AlreadyExists:
+                        log_line(log, f"exists {step} {p}")
+                        break
+                    except (tdock.errors.Unavailable, tdock.errors.DeadlineExceeded,
+                            tdock.errors.Cancelled, tdock.errors.Unknown):
+                        log_line(log, f"retry {step} {p}")
+                        time.sleep(0.05)  # the server is down: try again
+                else:
+                    log_line(log, f"gave up {step} {p}")
+                    return 1
+                time.sleep(0.06)
+        log_line(log, "done")
+    return 0
+
+
+def consumer(address: str, dock_name: str, log_path: str) -> int:
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = tdock.Client(address, timeout=5.0)
+        dock = client.dock(dock_name)
+        while True:
+            try:
+                b = dock.get("eater", wait=1.0)
+            except (tdock.errors.Unavailable, tdock.errors.DeadlineExceeded,
+                    tdock.errors.Cancelled, tdock.errors.Unknown):
+                time.sleep(0.05)
+                continue
+            if len(b):
+                log_line(log, "got " + " ".join(map(str, [b.step, *b.rows.tolist()])))
+
+
+if __name__ == "__main__":
+    role = sys.argv[1]
+    if role == "producer":
+        sys.exit(producer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    sys.exit(consumer(sys.argv[2], sys.argv[3], sys.argv[4]))
