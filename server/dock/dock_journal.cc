@@ -67,7 +67,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
     }
   }
   const int64_t step = in.step;
-  journal_->Cells(step, cells, [this, step, staged = std::move(staged), arena,
+  journal_->Cells(step, cells, arena, [this, step, staged = std::move(staged), arena,
                                 written = std::move(written), result,
                                 done = std::move(done)](absl::Status stored) mutable {
     {

@@ -10,6 +10,7 @@
 #define TDOCK_SERVER_DOCK_JOURNAL_HOOK_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,11 @@ class DockJournal {
   struct Cell {
     int column = 0;
     int64_t row = 0;
-    ByteSpan bytes;  // valid until `done` runs
+    ByteSpan bytes;  // valid while `pin` is held
   };
-  // Cells a Put wrote.
-  virtual void Cells(int64_t step, const std::vector<Cell>& cells, Done done) = 0;
+  // Cells a Put wrote; `pin` keeps their bytes (the step's arena) alive.
+  virtual void Cells(int64_t step, const std::vector<Cell>& cells,
+                     std::shared_ptr<const void> pin, Done done) = 0;
 
   // Rows handed to a consumer by one Get (units: rows, or groups for
   // whole-group consumers).

@@ -156,14 +156,15 @@ class StoreDockJournal final : public DockJournal {
   StoreDockJournal(Journal* journal, std::string dock, uint64_t next_handout)
       : journal_(journal), dock_(std::move(dock)), next_handout_(next_handout) {}
 
-  void Cells(int64_t step, const std::vector<Cell>& cells, Done done) override {
+  void Cells(int64_t step, const std::vector<Cell>& cells, std::shared_ptr<const void> pin,
+             Done done) override {
     StoreBatch batch;
     for (const Cell& cell : cells) {
       std::string key = StepPrefix(dock_, step);
       key.push_back('c');
       PutBe(key, static_cast<uint32_t>(cell.column), 4);
       PutBe(key, static_cast<uint64_t>(cell.row), 8);
-      batch.Put(key, absl::string_view(cell.bytes.data(), cell.bytes.size()));
+      batch.PutBorrowed(key, absl::string_view(cell.bytes.data(), cell.bytes.size()), pin);
     }
     journal_->Submit(std::move(batch), std::move(done));
   }

@@ -31,9 +31,11 @@ class RocksStore final : public Store {
     for (const StoreBatch::Op& op : batch.ops()) {
       rocksdb::Status s;
       switch (op.kind) {
-        case StoreBatch::Op::Kind::kPut:
-          s = write.Put(op.key, op.value);
+        case StoreBatch::Op::Kind::kPut: {
+          const absl::string_view value = op.put_value();
+          s = write.Put(op.key, rocksdb::Slice(value.data(), value.size()));
           break;
+        }
         case StoreBatch::Op::Kind::kDelete:
           s = write.Delete(op.key);
           break;
@@ -93,8 +95,12 @@ absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir) {
   rocksdb::Options options;
   options.create_if_missing = true;
   options.paranoid_checks = true;
-  // Cells are written once and deleted by range when their step is released.
+  // Cells are written once and deleted by range when their step is released,
+  // usually before their memtable is flushed: a large memtable keeps most of
+  // them out of SST files. Token data does not compress.
   options.compression = rocksdb::kNoCompression;
+  options.write_buffer_size = int64_t{256} << 20;
+  options.max_write_buffer_number = 4;
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("cannot open the store in '", dir, "'"));

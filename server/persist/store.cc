@@ -10,7 +10,13 @@ namespace tdock::persist {
 
 void StoreBatch::Put(absl::string_view key, absl::string_view value) {
   bytes_ += static_cast<int64_t>(key.size() + value.size());
-  ops_.push_back({Op::Kind::kPut, std::string(key), std::string(value)});
+  ops_.push_back({Op::Kind::kPut, std::string(key), std::string(value), {}, nullptr});
+}
+
+void StoreBatch::PutBorrowed(absl::string_view key, absl::string_view value,
+                             std::shared_ptr<const void> pin) {
+  bytes_ += static_cast<int64_t>(key.size() + value.size());
+  ops_.push_back({Op::Kind::kPut, std::string(key), {}, value, std::move(pin)});
 }
 
 void StoreBatch::PutPieces(absl::string_view key,
@@ -21,17 +27,17 @@ void StoreBatch::PutPieces(absl::string_view key,
   value.reserve(size);
   for (absl::string_view piece : pieces) value.append(piece.data(), piece.size());
   bytes_ += static_cast<int64_t>(key.size() + value.size());
-  ops_.push_back({Op::Kind::kPut, std::string(key), std::move(value)});
+  ops_.push_back({Op::Kind::kPut, std::string(key), std::move(value), {}, nullptr});
 }
 
 void StoreBatch::Delete(absl::string_view key) {
   bytes_ += static_cast<int64_t>(key.size());
-  ops_.push_back({Op::Kind::kDelete, std::string(key), {}});
+  ops_.push_back({Op::Kind::kDelete, std::string(key), {}, {}, nullptr});
 }
 
 void StoreBatch::DeleteRange(absl::string_view begin, absl::string_view end) {
   bytes_ += static_cast<int64_t>(begin.size() + end.size());
-  ops_.push_back({Op::Kind::kDeleteRange, std::string(begin), std::string(end)});
+  ops_.push_back({Op::Kind::kDeleteRange, std::string(begin), std::string(end), {}, nullptr});
 }
 
 void StoreBatch::Append(StoreBatch&& other) {
@@ -55,7 +61,7 @@ class MemoryStore final : public Store {
     for (const StoreBatch::Op& op : batch.ops()) {
       switch (op.kind) {
         case StoreBatch::Op::Kind::kPut:
-          data_[op.key] = op.value;
+          data_[op.key] = std::string(op.put_value());
           break;
         case StoreBatch::Op::Kind::kDelete:
           data_.erase(op.key);

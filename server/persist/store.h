@@ -30,9 +30,19 @@ class StoreBatch {
     Kind kind;
     std::string key;
     std::string value;  // kPut: the value; kDeleteRange: the end key (exclusive)
+    // kPut of borrowed bytes (PutBorrowed): the value is `borrowed`, kept
+    // valid by `pin`; `value` is empty.
+    absl::string_view borrowed;
+    std::shared_ptr<const void> pin;
+
+    absl::string_view put_value() const { return pin != nullptr ? borrowed : value; }
   };
 
   void Put(absl::string_view key, absl::string_view value);
+  // A put whose value is not copied into the batch: `pin` keeps `value`'s
+  // memory alive until the batch is gone (a step's arena for its cells).
+  void PutBorrowed(absl::string_view key, absl::string_view value,
+                   std::shared_ptr<const void> pin);
   // A value made of pieces (e.g. a cell's payload spread over segments).
   void PutPieces(absl::string_view key, const std::vector<absl::string_view>& pieces);
   void Delete(absl::string_view key);

@@ -158,7 +158,9 @@ TEST(Journal, ShutdownDrainsTheQueue) {
     }
     EXPECT_EQ(acked.load(), 20);
     EXPECT_TRUE(Has(store, "k19"));
-    if (durability == Durability::kAsync) EXPECT_GE(store.syncs(), 1);
+    if (durability == Durability::kAsync) {
+      EXPECT_GE(store.syncs(), 1);
+    }
   }
 }
 
