@@ -102,5 +102,42 @@ TEST_F(PersistenceFailureTest, AsyncFailureRefusesLaterWrites) {
                 "disk full");
 }
 
+// A stored record that does not decode, or a spec that no longer
+// validates, fails recovery with a message naming the dock; nothing is
+// served from a partial load.
+TEST(PersistenceRecovery, CorruptionFailsNamingTheDock) {
+  {
+    auto store = NewMemoryStore();
+    StoreBatch batch;
+    batch.Put("Sbroken", "not a DockSpec \xff\xff");
+    ASSERT_OK(store->Write(batch, true));
+    Persistence persistence(std::move(store), {.data_dir = "mem"});
+    DockRegistry registry;
+    EXPECT_STATUS(persistence.Recover(registry), absl::StatusCode::kDataLoss,
+                  "recovering dock 'broken'");
+    EXPECT_TRUE(registry.List().empty());
+  }
+  {
+    // A valid dock whose cell key names a column it does not have.
+    auto store = NewMemoryStore();
+    Store* raw = store.get();
+    Persistence persistence(std::move(store), {.data_dir = "mem"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    ASSERT_OK(registry.Create(Spec()).status());
+    StoreBatch bad;
+    std::string key("Dfragile\0", 9);
+    key += std::string(8, '\0') + "c" + std::string("\0\0\0\x07", 4) + std::string(8, '\0');
+    bad.Put(key, "abcd");
+    ASSERT_OK(raw->Write(bad, true));
+    registry.Shutdown();
+    // A server starting on this store.
+    DockRegistry again;
+    EXPECT_STATUS(persistence.Recover(again), absl::StatusCode::kDataLoss,
+                  "recovering dock 'fragile' from 'mem': a cell of step 0 does not decode");
+    again.Shutdown();
+  }
+}
+
 }  // namespace
 }  // namespace tdock::persist
