@@ -30,6 +30,7 @@ uint64_t Dock::Get(GetInput input, GetCallback done) {
   return impl_->Get(std::move(input), std::move(done));
 }
 void Dock::Cancel(uint64_t id) { impl_->Cancel(id); }
+absl::Status Dock::RecoverReleased(int64_t step) { return impl_->RecoverReleased(step); }
 absl::Status Dock::RecoverHandOut(const DockJournal::HandOut& handout) {
   return impl_->RecoverHandOut(handout);
 }

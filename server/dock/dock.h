@@ -95,6 +95,9 @@ class Dock final {
   // was handed out; FinishRecovery releases steps that were done. Then
   // AttachJournal makes every later change recorded before it is
   // acknowledged (see journal_hook.h). REQUIRES for all: before serving.
+  // RecoverReleased comes first: `step` was released (so later steps of its
+  // partition may start).
+  absl::Status RecoverReleased(int64_t step);
   absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
   absl::Status RecoverRound(const DockJournal::RoundRecord& record);
   absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,

@@ -86,6 +86,7 @@ class DockImpl final {
 
   // Persistence (dock_journal.cc). REQUIRES for all: before serving.
   void AttachJournal(std::shared_ptr<DockJournal> journal);
+  absl::Status RecoverReleased(int64_t step);
   absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
   absl::Status RecoverRound(const DockJournal::RoundRecord& record);
   absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,

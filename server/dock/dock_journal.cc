@@ -227,6 +227,18 @@ void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done
 
 // ---- recovery
 
+absl::Status DockImpl::RecoverReleased(int64_t step) {
+  tdock::MutexLock lock(&mu_);
+  Partition& part = PartitionOf(step);
+  if (step < 0 || part.live()) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": a release record ",
+                                            step < 0 ? "names a negative step"
+                                                     : "comes after the partition's cells"));
+  }
+  part.MarkReleased(step);
+  return absl::OkStatus();
+}
+
 absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(handout.step) != StepState::kLive) return absl::OkStatus();

@@ -19,6 +19,7 @@
 #ifndef TDOCK_SERVER_DOCK_PARTITION_H_
 #define TDOCK_SERVER_DOCK_PARTITION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -105,6 +106,8 @@ class Partition final {
   // Highest step released from this partition, -1 if none.
   int64_t last_released() const { return last_released_; }
   void Activate(int64_t step, std::shared_ptr<StepArena> arena);
+  // Recovery: `step` of this partition was released before a restart.
+  void MarkReleased(int64_t step) { last_released_ = std::max(last_released_, step); }
   // Undoes Activate of a step nothing was written to (last_released stays).
   void Deactivate();
   // Frees the step: clears all state and returns the arena (which the caller

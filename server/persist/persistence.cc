@@ -345,6 +345,8 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
     return absl::OkStatus();
   }));
 
+  for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock->RecoverReleased(step));
+
   // Cells by step and column, in row order; then everything else.
   struct ColumnCells {
     std::vector<int64_t> rows;
