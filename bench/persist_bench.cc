@@ -1,15 +1,21 @@
-// Put throughput with persistence off, async and sync (RocksDB), and the
-// time to recover 1 GiB of cells, measured in one run so the ratios compare
-// like with like on a shared machine.
+// Put throughput with persistence off, async and sync, and the time to
+// recover 1 GiB of cells, measured in one run so the ratios compare like
+// with like on a shared machine.
 //
-//   build-bench/bench/tdock_persist_bench [--dir=DIR] [--repetitions=3]
+//   build/bench/tdock_persist_bench [--dir=DIR] [--repetitions=3] [--puts=64]
 //
 // Each Put is one batch of 256 rows x 4096 int32 tokens (4 MiB) for a whole
-// step, written straight into a Dock (no gRPC: the transport is measured by
-// transport_bench). With P producer threads, each writes its own steps; the
-// journal group-commits what they queue together. Prints one line per
-// configuration with MB/s and the ratio to persistence off, then the
-// recovery line.
+// step. Two paths: `grpc`, the C++ Client's Put into a tdock::Server in this
+// process over loopback (what a producer sees), and `core`, Dock::Put with no
+// transport (what the journal itself sustains). Producers run as a pipeline
+// does: each Put goes to a new step and a step is released once 8 newer ones
+// are written, so the store holds a bounded window, as in training.
+//
+// Per path, producer count (1, 4) and mode, a fresh store first takes a
+// pass of --puts Puts (printed as "first pass": new log files), then
+// --repetitions timed passes (their median is "MB/s"; by then the value
+// log writes over segments it recycled). Ratios are to "off" on the same
+// path and producer count.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -24,19 +30,22 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/client.h"
 #include "server/dock/dock.h"
 #include "server/dock/registry.h"
 #include "server/persist/persistence.h"
+#include "server/server.h"
 
 ABSL_FLAG(std::string, dir, "", "directory for the stores (default: a new one under $TMPDIR)");
-ABSL_FLAG(int, repetitions, 3, "runs per configuration (the median is printed)");
-ABSL_FLAG(int, puts, 48, "Puts per run (each a step of 4 MiB)");
+ABSL_FLAG(int, repetitions, 3, "timed passes per configuration (the median is printed)");
+ABSL_FLAG(int, puts, 64, "Puts per pass (each a step of 4 MiB)");
 
 namespace tdock {
 namespace {
 
 constexpr int64_t kRows = 256;
 constexpr int64_t kTokens = 4096;
+constexpr int64_t kWindow = 8;  // steps a producer keeps before releasing
 
 DockSpec PutSpec(const std::string& name, int64_t rows, int32_t steps) {
   DockSpec spec;
@@ -75,40 +84,114 @@ absl::Status PutStep(Dock& dock, const Payload& payload, int64_t step, int64_t r
   return done.get_future().get();
 }
 
-// MB/s of `puts` Puts by `producers` threads into a fresh dock; `mode`: off,
-// async or sync.
-double RunPuts(const std::string& mode, int producers, int puts, const std::string& dir,
-               const Payload& payload) {
-  std::unique_ptr<persist::Persistence> persistence;
-  DockRegistry registry;
-  if (mode != "off") {
-    std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
-    persistence = persist::Persistence::Open(
-                      {.data_dir = dir,
-                       .durability = mode == "sync" ? persist::Durability::kSync
-                                                    : persist::Durability::kAsync})
-                      .value();
-    (void)persistence->Recover(registry).value();
+persist::PersistenceOptions Options(const std::string& mode, const std::string& dir) {
+  persist::PersistenceOptions options;
+  options.data_dir = dir;
+  options.durability = mode == "sync" ? persist::Durability::kSync : persist::Durability::kAsync;
+  return options;
+}
+
+// Where the Puts go: a dock in this process, or a server through a client.
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual absl::Status Put(int64_t step) = 0;
+  virtual absl::Status Release(int64_t step) = 0;
+  // Everything acknowledged so far is on disk (async: waits for the sync).
+  virtual void Flush() = 0;
+};
+
+class CoreTarget final : public Target {
+ public:
+  CoreTarget(const std::string& mode, const std::string& dir, const Payload& payload)
+      : payload_(payload) {
+    if (mode != "off") {
+      persistence_ = persist::Persistence::Open(Options(mode, dir)).value();
+      (void)persistence_->Recover(registry_).value();
+    }
+    dock_ = registry_.Create(PutSpec("bench", kRows, 64)).value();
   }
-  std::shared_ptr<Dock> dock = registry.Create(PutSpec("bench", kRows, 64)).value();
-  std::atomic<int> next{0};
+  ~CoreTarget() override { registry_.Shutdown(); }
+  absl::Status Put(int64_t step) override { return PutStep(*dock_, payload_, step, kRows); }
+  absl::Status Release(int64_t step) override { return dock_->ReleaseStep(step); }
+  void Flush() override {
+    if (persistence_ != nullptr) (void)persistence_->journal().Flush();
+  }
+
+ private:
+  const Payload& payload_;
+  std::unique_ptr<persist::Persistence> persistence_;
+  DockRegistry registry_;
+  std::shared_ptr<Dock> dock_;
+};
+
+class GrpcTarget final : public Target {
+ public:
+  GrpcTarget(const std::string& mode, const std::string& dir, const Payload& payload) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.docks.push_back(PutSpec("bench", kRows, 64));
+    if (mode != "off") options.persistence = Options(mode, dir);
+    server_ = std::make_unique<Server>(std::move(options));
+    Check(server_->Start());
+    ClientOptions client_options;
+    client_options.address = absl::StrCat("127.0.0.1:", server_->port());
+    client_ = Client::Connect(client_options).value();
+    put_.dock = "bench";
+    for (int64_t r = 0; r < kRows; ++r) put_.rows.push_back(r);
+    put_.columns.push_back(ClientColumn::View(
+        "tokens", DType::kInt32, payload.column.offsets, payload.column.segments[0]));
+  }
+  ~GrpcTarget() override { server_->Shutdown(); }
+  absl::Status Put(int64_t step) override {
+    ClientPut put = put_;
+    put.step = step;
+    return client_->Put(put).status();
+  }
+  absl::Status Release(int64_t step) override { return client_->ReleaseStep("bench", step); }
+  void Flush() override {
+    if (server_->persistence() != nullptr) Check(server_->persistence()->journal().Flush());
+  }
+
+  static void Check(const absl::Status& status) {
+    if (!status.ok()) {
+      std::fprintf(stderr, "persist_bench: %s\n", status.ToString().c_str());
+      std::exit(1);
+    }
+  }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Client> client_;
+  ClientPut put_;
+};
+
+// One pass: `puts` Puts to steps first, first + 1, ... by `producers`
+// threads, each releasing its own steps kWindow behind, and the rest at
+// the end. MB/s.
+double Pass(Target& target, int producers, int64_t first, int puts) {
   const absl::Time start = absl::Now();
   std::vector<std::thread> threads;
   for (int t = 0; t < producers; ++t) {
-    threads.emplace_back([&] {
-      for (int step; (step = next.fetch_add(1)) < puts;) {
-        absl::Status s = PutStep(*dock, payload, step, kRows);
-        if (!s.ok()) {
-          std::fprintf(stderr, "put: %s\n", s.ToString().c_str());
-          std::exit(1);
+    threads.emplace_back([&, t] {
+      std::vector<int64_t> mine;
+      for (int64_t i = t; i < puts; i += producers) {
+        const int64_t step = first + i;
+        GrpcTarget::Check(target.Put(step));
+        mine.push_back(step);
+        if (static_cast<int64_t>(mine.size()) > kWindow) {
+          GrpcTarget::Check(target.Release(mine[mine.size() - 1 - kWindow]));
         }
+      }
+      const size_t kept = std::min<size_t>(mine.size(), kWindow);
+      for (size_t i = mine.size() - kept; i < mine.size(); ++i) {
+        GrpcTarget::Check(target.Release(mine[i]));
       }
     });
   }
   for (auto& t : threads) t.join();
-  if (persistence != nullptr) (void)persistence->journal().Flush();
+  target.Flush();
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  registry.Shutdown();
   return static_cast<double>(puts) * kRows * kTokens * sizeof(int32_t) / seconds / 1e6;
 }
 
@@ -161,22 +244,36 @@ int Main() {
   std::system(absl::StrCat("mkdir -p '", dir, "'").c_str());
   const Payload payload = MakePayload(kRows, kTokens);
   const int reps = std::max(1, absl::GetFlag(FLAGS_repetitions));
-  const int puts = std::max(1, std::min(64, absl::GetFlag(FLAGS_puts)));
-  std::printf("Put of %lld rows x %lld int32 tokens (%.1f MiB) per call, %d calls per run, "
-              "median of %d runs\n",
+  const int puts = std::max(1, absl::GetFlag(FLAGS_puts));
+  std::printf("Put of %lld rows x %lld int32 tokens (%.1f MiB) per call, %d calls per pass, "
+              "releasing steps %lld behind; median of %d passes after a first pass\n",
               static_cast<long long>(kRows), static_cast<long long>(kTokens),
-              kRows * kTokens * 4 / double(1 << 20), puts, reps);
-  std::printf("%-10s %9s %10s %12s\n", "mode", "producers", "MB/s", "vs off");
-  for (int producers : {1, 4}) {
-    double off = 0;
-    for (const char* mode : {"off", "async", "sync"}) {
-      std::vector<double> runs;
-      for (int r = 0; r < reps; ++r) {
-        runs.push_back(RunPuts(mode, producers, puts, dir + "/store", payload));
+              kRows * kTokens * 4 / double(1 << 20), puts, static_cast<long long>(kWindow), reps);
+  std::printf("%-5s %-6s %9s %8s %8s %11s\n", "path", "mode", "producers", "MB/s", "vs off",
+              "first pass");
+  for (const char* path : {"grpc", "core"}) {
+    for (int producers : {1, 4}) {
+      double off = 0;
+      for (const std::string mode : {"off", "async", "sync"}) {
+        const std::string store = dir + "/store";
+        std::system(absl::StrCat("rm -rf '", store, "'").c_str());
+        std::unique_ptr<Target> target;
+        if (std::string(path) == "grpc") {
+          target = std::make_unique<GrpcTarget>(mode, store, payload);
+        } else {
+          target = std::make_unique<CoreTarget>(mode, store, payload);
+        }
+        const double first = Pass(*target, producers, 0, puts);
+        std::vector<double> runs;
+        for (int r = 0; r < reps; ++r) {
+          runs.push_back(Pass(*target, producers, int64_t{r + 1} * puts, puts));
+        }
+        const double mbs = Median(runs);
+        if (mode == "off") off = mbs;
+        std::printf("%-5s %-6s %9d %8.0f %7.2fx %11.0f\n", path, mode.c_str(), producers, mbs,
+                    mbs / off, first);
+        std::fflush(stdout);
       }
-      const double mbs = Median(runs);
-      if (std::string(mode) == "off") off = mbs;
-      std::printf("%-10s %9d %10.0f %11.2fx\n", mode, producers, mbs, mbs / off);
     }
   }
   Recovery(dir + "/recovery");

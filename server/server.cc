@@ -113,6 +113,7 @@ class Server::Impl {
   int port() const;
   DockRegistry& registry() { return registry_; }
   const ServerMetrics* metrics() const;
+  persist::Persistence* persistence() { return persistence_.get(); }
   void Shutdown();
   void Wait();
 
@@ -294,6 +295,7 @@ absl::Status Server::Start() { return impl_->Start(); }
 int Server::port() const { return impl_->port(); }
 DockRegistry& Server::registry() { return impl_->registry(); }
 const ServerMetrics* Server::metrics() const { return impl_->metrics(); }
+persist::Persistence* Server::persistence() { return impl_->persistence(); }
 void Server::Shutdown() { impl_->Shutdown(); }
 void Server::Wait() { impl_->Wait(); }
 

@@ -70,6 +70,8 @@ class Server final {
   DockRegistry& registry();
   // The server's metrics (after Start; null before).
   const ServerMetrics* metrics() const;
+  // The journal and store (after Start; null without a data_dir).
+  persist::Persistence* persistence();
   // Stops accepting calls, completes parked ones, lets in-flight calls finish
   // (up to shutdown_grace), and returns.
   void Shutdown();

@@ -1,16 +1,36 @@
-// The RocksDB store (Debian's librocksdb 7.8).
+// The RocksDB store (Debian's librocksdb 7.8), with large values in a value
+// log beside it (value_log.h).
+//
+// Every RocksDB value starts with a tag: kInline, then the value's bytes, or
+// kInLog, then a ValueRef. Puts of at least kMinLogValue bytes go to the log
+// (written and synced before the batch that points at them), smaller ones
+// inline. An index of the keys that point into the log, kept in memory
+// (built when the store opens), tells the log which values a Put, Delete or
+// DeleteRange made dead, so its segments can be reused.
+#include <iterator>
 #include <memory>
 #include <utility>
+#include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
+#include "common/status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "server/persist/store.h"
+#include "server/persist/value_log.h"
 
 namespace tdock::persist {
 namespace {
+
+constexpr char kInline = 0;
+constexpr char kInLog = 1;
+// Values this large go to the value log: each is a cell of at least 256
+// int32 tokens, and the index entry (~100 bytes) is small beside it.
+constexpr size_t kMinLogValue = 1024;
 
 absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
   if (status.ok()) return absl::OkStatus();
@@ -23,17 +43,66 @@ absl::Status FromRocks(const rocksdb::Status& status, absl::string_view what) {
 
 class RocksStore final : public Store {
  public:
-  RocksStore(std::string dir, std::unique_ptr<rocksdb::DB> db)
-      : dir_(std::move(dir)), db_(std::move(db)) {}
+  RocksStore(std::string dir, std::unique_ptr<rocksdb::DB> db, std::unique_ptr<ValueLog> log,
+             int64_t max_log_value)
+      : dir_(std::move(dir)), db_(std::move(db)), log_(std::move(log)),
+        max_log_value_(max_log_value) {}
+
+  // Reads every pointer into the value log into the index; then the log
+  // reuses segments nothing points into.
+  absl::Status BuildIndex() {
+    tdock::MutexLock lock(&mu_);
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const rocksdb::Slice value = it->value();
+      ValueRef ref;
+      if (value.size() > 0 && value[0] == kInLog &&
+          ValueRef::Decode(absl::string_view(value.data() + 1, value.size() - 1), ref)) {
+        index_.emplace(it->key().ToString(), ref);
+        log_->Live(ref);
+      }
+    }
+    TDOCK_RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("store '", dir_, "': index")));
+    log_->FinishRecovery();
+    return absl::OkStatus();
+  }
 
   absl::Status Write(const StoreBatch& batch, bool sync) override {
+    tdock::MutexLock lock(&mu_);
+    // The large values first, into the log (synced).
+    std::vector<absl::string_view> large;
+    for (const StoreBatch::Op& op : batch.ops()) {
+      if (InLog(op)) large.push_back(op.put_value());
+    }
+    std::vector<ValueRef> refs;
+    if (!large.empty()) {
+      absl::StatusOr<std::vector<ValueRef>> appended = log_->Append(large);
+      if (!appended.ok()) {
+        return absl::Status(appended.status().code(),
+                            absl::StrCat("store '", dir_, "': ", appended.status().message()));
+      }
+      refs = *std::move(appended);
+    }
     rocksdb::WriteBatch write;
+    size_t next_ref = 0;
     for (const StoreBatch::Op& op : batch.ops()) {
       rocksdb::Status s;
       switch (op.kind) {
         case StoreBatch::Op::Kind::kPut: {
           const absl::string_view value = op.put_value();
-          s = write.Put(op.key, rocksdb::Slice(value.data(), value.size()));
+          char encoded[1 + ValueRef::kEncodedBytes];
+          rocksdb::Slice parts[2];
+          if (InLog(op)) {
+            encoded[0] = kInLog;
+            refs[next_ref++].EncodeTo(encoded + 1);
+            parts[0] = rocksdb::Slice(encoded, sizeof encoded);
+          } else {
+            encoded[0] = kInline;
+            parts[0] = rocksdb::Slice(encoded, 1);
+            parts[1] = rocksdb::Slice(value.data(), value.size());
+          }
+          const rocksdb::Slice key(op.key);
+          s = write.Put(rocksdb::SliceParts(&key, 1), rocksdb::SliceParts(parts, 2));
           break;
         }
         case StoreBatch::Op::Kind::kDelete:
@@ -47,51 +116,133 @@ class RocksStore final : public Store {
     }
     rocksdb::WriteOptions options;
     options.sync = sync;
-    return FromRocks(db_->Write(options, &write), absl::StrCat("store '", dir_, "': write"));
+    TDOCK_RETURN_IF_ERROR(
+        FromRocks(db_->Write(options, &write), absl::StrCat("store '", dir_, "': write")));
+    // Stored: the index follows, in the batch's order.
+    next_ref = 0;
+    for (const StoreBatch::Op& op : batch.ops()) {
+      switch (op.kind) {
+        case StoreBatch::Op::Kind::kPut:
+          if (InLog(op)) {
+            const ValueRef& ref = refs[next_ref++];
+            auto [it, inserted] = index_.try_emplace(op.key, ref);
+            if (!inserted) {
+              log_->Dead(it->second);
+              it->second = ref;
+            }
+            log_->Live(ref);
+          } else {
+            Unindex(index_.find(op.key), 1);
+          }
+          break;
+        case StoreBatch::Op::Kind::kDelete:
+          Unindex(index_.find(op.key), 1);
+          break;
+        case StoreBatch::Op::Kind::kDeleteRange:
+          if (op.key < op.value) {
+            auto first = index_.lower_bound(op.key);
+            Unindex(first, std::distance(first, index_.lower_bound(op.value)));
+          }
+          break;
+      }
+    }
+    if (sync) log_->Durable();
+    return absl::OkStatus();
   }
 
   absl::Status Sync() override {
-    return FromRocks(db_->SyncWAL(), absl::StrCat("store '", dir_, "': sync"));
+    tdock::MutexLock lock(&mu_);
+    TDOCK_RETURN_IF_ERROR(FromRocks(db_->SyncWAL(), absl::StrCat("store '", dir_, "': sync")));
+    log_->Durable();
+    return absl::OkStatus();
   }
 
   absl::Status Scan(absl::string_view prefix,
                     absl::FunctionRef<absl::Status(absl::string_view, absl::string_view)> fn)
       const override {
+    tdock::MutexLock lock(&mu_);
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    std::string buffer;
     for (it->Seek(rocksdb::Slice(prefix.data(), prefix.size()));
          it->Valid() && it->key().starts_with(rocksdb::Slice(prefix.data(), prefix.size()));
          it->Next()) {
       const rocksdb::Slice key = it->key();
-      const rocksdb::Slice value = it->value();
-      if (absl::Status s = fn(absl::string_view(key.data(), key.size()),
-                              absl::string_view(value.data(), value.size()));
-          !s.ok()) {
-        return s;
+      const rocksdb::Slice stored = it->value();
+      const absl::string_view key_view(key.data(), key.size());
+      absl::string_view value(stored.data(), stored.size());
+      if (value.empty()) {
+        return absl::DataLossError(absl::StrCat("store '", dir_, "': a value has no tag"));
       }
+      const char tag = value[0];
+      value.remove_prefix(1);
+      if (tag == kInLog) {
+        ValueRef ref;
+        if (!ValueRef::Decode(value, ref)) {
+          return absl::DataLossError(
+              absl::StrCat("store '", dir_, "': a pointer into the value log does not decode"));
+        }
+        if (absl::Status s = log_->Read(ref, buffer); !s.ok()) {
+          return absl::Status(s.code(), absl::StrCat("store '", dir_, "': ", s.message()));
+        }
+        value = buffer;
+      } else if (tag != kInline) {
+        return absl::DataLossError(absl::StrCat("store '", dir_, "': a value has the unknown tag ",
+                                                static_cast<int>(tag)));
+      }
+      TDOCK_RETURN_IF_ERROR(fn(key_view, value));
     }
     return FromRocks(it->status(), absl::StrCat("store '", dir_, "': scan"));
   }
 
   absl::Status Checkpoint(const std::string& dir) override {
+    // Under the lock: no write lands between the copy of RocksDB and the
+    // copy of the value log it points into.
+    tdock::MutexLock lock(&mu_);
     rocksdb::Checkpoint* raw = nullptr;
-    if (absl::Status s = FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw),
-                                   absl::StrCat("store '", dir_, "': checkpoint"));
-        !s.ok()) {
-      return s;
-    }
+    TDOCK_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw),
+                                    absl::StrCat("store '", dir_, "': checkpoint")));
     std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-    return FromRocks(checkpoint->CreateCheckpoint(dir),
-                     absl::StrCat("store '", dir_, "': checkpoint to '", dir, "'"));
+    TDOCK_RETURN_IF_ERROR(
+        FromRocks(checkpoint->CreateCheckpoint(dir),
+                  absl::StrCat("store '", dir_, "': checkpoint to '", dir, "'")));
+    absl::Status copied = log_->CopyTo(ValuesDir(dir));
+    if (!copied.ok()) {
+      return absl::Status(copied.code(), absl::StrCat("store '", dir_, "': checkpoint to '", dir,
+                                                      "': ", copied.message()));
+    }
+    return absl::OkStatus();
   }
 
+  static std::string ValuesDir(const std::string& dir) { return dir + "/values"; }
+
  private:
+  // Values larger than a segment stay in RocksDB.
+  bool InLog(const StoreBatch::Op& op) const {
+    if (op.kind != StoreBatch::Op::Kind::kPut) return false;
+    const size_t size = op.put_value().size();
+    return size >= kMinLogValue && size <= static_cast<size_t>(max_log_value_);
+  }
+  // Drops `count` index entries from `first` on; their values are dead.
+  void Unindex(absl::btree_map<std::string, ValueRef>::iterator first, ptrdiff_t count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (first == index_.end() || count == 0) return;
+    auto last = std::next(first, count);
+    for (auto it = first; it != last; ++it) log_->Dead(it->second);
+    index_.erase(first, last);
+  }
+
   const std::string dir_;
   std::unique_ptr<rocksdb::DB> db_;
+  const int64_t max_log_value_;
+  mutable tdock::Mutex mu_;
+  std::unique_ptr<ValueLog> log_ ABSL_PT_GUARDED_BY(mu_);
+  absl::btree_map<std::string, ValueRef> index_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir,
+                                                      RocksStoreOptions store_options) {
   rocksdb::Options options;
   options.create_if_missing = true;
   options.paranoid_checks = true;
@@ -104,7 +255,18 @@ absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir) {
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("cannot open the store in '", dir, "'"));
-  return std::make_unique<RocksStore>(dir, std::unique_ptr<rocksdb::DB>(raw));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  absl::StatusOr<std::unique_ptr<ValueLog>> log = ValueLog::Open(
+      RocksStore::ValuesDir(dir), {.segment_bytes = store_options.segment_bytes,
+                                   .spare_segments = store_options.spare_segments});
+  if (!log.ok()) {
+    return absl::Status(log.status().code(), absl::StrCat("cannot open the store in '", dir,
+                                                          "': ", log.status().message()));
+  }
+  auto store = std::make_unique<RocksStore>(dir, std::move(db), *std::move(log),
+                                            store_options.segment_bytes);
+  TDOCK_RETURN_IF_ERROR(store->BuildIndex());
+  return store;
 }
 
 }  // namespace tdock::persist

@@ -80,9 +80,15 @@ class Store {
   virtual absl::Status Checkpoint(const std::string& dir) = 0;
 };
 
-// RocksDB in `dir` (created if missing). Corruption or an unreadable
+// RocksDB in `dir` (created if missing), with values of 1 KiB and more in a
+// value log in `dir`/values (value_log.h). Corruption or an unreadable
 // directory is an error naming the directory.
-absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir);
+struct RocksStoreOptions {
+  int64_t segment_bytes = int64_t{64} << 20;  // of the value log's files
+  int spare_segments = 16;                    // recycled files kept at most
+};
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir,
+                                                      RocksStoreOptions options = {});
 
 std::unique_ptr<Store> NewMemoryStore();
 

@@ -26,8 +26,10 @@ PUTS_PER_STEP = 8
 
 
 def cell(step: int, row: int) -> np.ndarray:
-    """Row `row` of step `step`: deterministic, 1..200 int32 values."""
-    n = 1 + (step * 64 + row * 7) % 200
+    """Row `row` of step `step`: deterministic, 1..1500 int32 values (cells of
+    1 KiB and more go to the store's value log, smaller ones stay in RocksDB,
+    so most Puts write both)."""
+    n = 1 + (step * 64 + row * 7) % 1500
     return (np.arange(n, dtype=np.int32) * 31 + step * 1000 + row).astype(np.int32)
 
 

@@ -1,0 +1,318 @@
+#include "server/persist/value_log.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace tdock::persist {
+namespace {
+
+constexpr absl::string_view kSuffix = ".vlog";
+
+void PutU64(char* out, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<char>(v & 0xff);
+}
+uint64_t GetU64(const char* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+// A failed system call on `path`: UNAVAILABLE (disk full, I/O error, ...),
+// naming the file, what was done and the reason.
+absl::Status IoError(absl::string_view what, absl::string_view path, int error) {
+  return absl::UnavailableError(
+      absl::StrCat("value log: ", what, " '", path, "': ", std::strerror(error)));
+}
+
+// Writes all of `iov` at `offset`, going on after short writes.
+absl::Status WriteAll(int fd, std::vector<iovec>& iov, int64_t offset, absl::string_view path) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    const int count = static_cast<int>(std::min<size_t>(iov.size() - first, IOV_MAX));
+    const ssize_t n = pwritev(fd, iov.data() + first, count, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("cannot write", path, errno);
+    }
+    offset += n;
+    for (size_t left = static_cast<size_t>(n); left > 0;) {
+      iovec& v = iov[first];
+      const size_t take = std::min(left, v.iov_len);
+      v.iov_base = static_cast<char*>(v.iov_base) + take;
+      v.iov_len -= take;
+      left -= take;
+      if (v.iov_len == 0) ++first;
+    }
+    while (first < iov.size() && iov[first].iov_len == 0) ++first;
+  }
+  iov.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ValueRef::EncodeTo(char out[kEncodedBytes]) const {
+  PutU64(out, segment);
+  PutU64(out + 8, offset);
+  PutU64(out + 16, length);
+}
+
+bool ValueRef::Decode(absl::string_view bytes, ValueRef& ref) {
+  if (bytes.size() != kEncodedBytes) return false;
+  ref.segment = GetU64(bytes.data());
+  ref.offset = GetU64(bytes.data() + 8);
+  ref.length = GetU64(bytes.data() + 16);
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(const std::string& dir,
+                                                         Options options) {
+  if (options.segment_bytes <= 0 || options.spare_segments < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "value log: segment_bytes must be positive and spare_segments not negative, got ",
+        options.segment_bytes, " and ", options.spare_segments));
+  }
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return IoError("cannot create the directory", dir, errno);
+  }
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return IoError("cannot open the directory", dir, errno);
+  std::unique_ptr<ValueLog> log(new ValueLog(dir, dir_fd, options));
+  DIR* listing = fdopendir(dup(dir_fd));
+  if (listing == nullptr) return IoError("cannot list", dir, errno);
+  std::vector<uint64_t> ids;
+  while (const dirent* entry = readdir(listing)) {
+    absl::string_view name = entry->d_name;
+    uint64_t id = 0;
+    if (absl::ConsumeSuffix(&name, kSuffix) && name.size() == 16 &&
+        absl::SimpleHexAtoi(name, &id) && id != 0) {
+      ids.push_back(id);
+    }
+  }
+  closedir(listing);
+  for (uint64_t id : ids) {
+    const std::string path = log->PathOf(id);
+    Segment segment;
+    segment.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (segment.fd < 0) return IoError("cannot open", path, errno);
+    struct stat st;
+    if (fstat(segment.fd, &st) != 0) {
+      const int error = errno;
+      close(segment.fd);
+      return IoError("cannot stat", path, error);
+    }
+    segment.size = st.st_size;
+    log->segments_.emplace(id, segment);
+    log->next_id_ = std::max(log->next_id_, id + 1);
+  }
+  return log;
+}
+
+ValueLog::ValueLog(std::string dir, int dir_fd, Options options)
+    : dir_(std::move(dir)), dir_fd_(dir_fd), options_(options) {}
+
+ValueLog::~ValueLog() {
+  for (auto& [id, segment] : segments_) close(segment.fd);
+  close(dir_fd_);
+}
+
+std::string ValueLog::PathOf(uint64_t id) const {
+  return absl::StrFormat("%s/%016x%s", dir_, id, kSuffix);
+}
+
+absl::Status ValueLog::Roll() {
+  if (active_ != 0) maybe_free_.push_back(active_);  // once its deletions are durable
+  for (auto& [id, segment] : segments_) {
+    if (segment.spare) {
+      segment.spare = false;
+      active_ = id;
+      active_offset_ = 0;
+      ++recycled_;
+      return absl::OkStatus();
+    }
+  }
+  const uint64_t id = next_id_;
+  const std::string path = PathOf(id);
+  Segment segment;
+  segment.fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (segment.fd < 0) return IoError("cannot create", path, errno);
+  // The whole size at once, and the file's existence, made durable now:
+  // later fdatasyncs then only carry data.
+  int error = posix_fallocate(segment.fd, 0, options_.segment_bytes);
+  if (error == 0 && fsync(segment.fd) != 0) error = errno;
+  if (error == 0 && fsync(dir_fd_) != 0) error = errno;
+  if (error != 0) {
+    close(segment.fd);
+    unlink(path.c_str());
+    return IoError("cannot allocate", path, error);
+  }
+  segment.size = options_.segment_bytes;
+  ++next_id_;
+  segments_.emplace(id, segment);
+  active_ = id;
+  active_offset_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
+    const std::vector<absl::string_view>& values) {
+  std::vector<ValueRef> refs;
+  refs.reserve(values.size());
+  std::vector<iovec> iov;
+  std::set<uint64_t> written;
+  int64_t run_offset = active_offset_;  // where `iov` goes in the active segment
+  auto flush = [&]() -> absl::Status {
+    if (iov.empty()) return absl::OkStatus();
+    written.insert(active_);
+    return WriteAll(segments_.at(active_).fd, iov, run_offset, PathOf(active_));
+  };
+  for (absl::string_view value : values) {
+    const int64_t size = static_cast<int64_t>(value.size());
+    if (size > options_.segment_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "value log: a value of ", size, " bytes is larger than a segment (", options_.segment_bytes, ")"));
+    }
+    if (active_ == 0 || active_offset_ + size > segments_.at(active_).size) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+      if (absl::Status s = Roll(); !s.ok()) return s;
+      run_offset = active_offset_;
+    }
+    iov.push_back({const_cast<char*>(value.data()), value.size()});
+    refs.push_back({active_, static_cast<uint64_t>(active_offset_), static_cast<uint64_t>(size)});
+    active_offset_ += size;
+  }
+  if (absl::Status s = flush(); !s.ok()) return s;
+  for (uint64_t id : written) {
+    if (fdatasync(segments_.at(id).fd) != 0) return IoError("cannot sync", PathOf(id), errno);
+  }
+  return refs;
+}
+
+absl::Status ValueLog::Read(const ValueRef& ref, std::string& out) const {
+  const auto it = segments_.find(ref.segment);
+  if (it == segments_.end()) {
+    return absl::DataLossError(
+        absl::StrCat("value log: segment ", PathOf(ref.segment), " is missing"));
+  }
+  if (ref.offset > static_cast<uint64_t>(it->second.size) ||
+      ref.length > static_cast<uint64_t>(it->second.size) - ref.offset) {
+    return absl::DataLossError(absl::StrCat("value log: a value of ", ref.length, " bytes at ",
+                                            ref.offset, " is past the end of ",
+                                            PathOf(ref.segment), " (", it->second.size,
+                                            " bytes)"));
+  }
+  out.resize(ref.length);
+  for (uint64_t done = 0; done < ref.length;) {
+    const ssize_t n =
+        pread(it->second.fd, out.data() + done, ref.length - done, ref.offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return n == 0 ? absl::DataLossError(absl::StrCat("value log: ", PathOf(ref.segment),
+                                                       " ends early"))
+                    : IoError("cannot read", PathOf(ref.segment), errno);
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+void ValueLog::Live(const ValueRef& ref) {
+  const auto it = segments_.find(ref.segment);
+  if (it == segments_.end()) return;  // Read reports it
+  it->second.live_bytes += static_cast<int64_t>(ref.length);
+  ++it->second.live_values;
+}
+
+void ValueLog::Dead(const ValueRef& ref) {
+  const auto it = segments_.find(ref.segment);
+  if (it == segments_.end()) return;
+  it->second.live_bytes -= static_cast<int64_t>(ref.length);
+  if (--it->second.live_values == 0) maybe_free_.push_back(ref.segment);
+}
+
+void ValueLog::Durable() {
+  std::vector<uint64_t> ids;
+  ids.swap(maybe_free_);
+  for (uint64_t id : ids) MaybeRetire(id);
+}
+
+void ValueLog::FinishRecovery() {
+  recovering_ = false;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, segment] : segments_) ids.push_back(id);
+  for (uint64_t id : ids) MaybeRetire(id);
+}
+
+void ValueLog::MaybeRetire(uint64_t id) {
+  const auto it = segments_.find(id);
+  if (recovering_ || it == segments_.end() || id == active_ || it->second.spare ||
+      it->second.live_values != 0) {
+    return;
+  }
+  const int64_t spares = std::count_if(segments_.begin(), segments_.end(),
+                                       [](const auto& s) { return s.second.spare; });
+  if (spares < options_.spare_segments && it->second.size == options_.segment_bytes) {
+    it->second.spare = true;
+    return;
+  }
+  close(it->second.fd);
+  unlink(PathOf(id).c_str());  // if it stays after a crash, it is spare then
+  segments_.erase(it);
+}
+
+absl::Status ValueLog::CopyTo(const std::string& dir) const {
+  if (mkdir(dir.c_str(), 0755) != 0) return IoError("cannot create the directory", dir, errno);
+  for (const auto& [id, segment] : segments_) {
+    if (segment.live_values == 0) continue;
+    const std::string path = absl::StrFormat("%s/%016x%s", dir, id, kSuffix);
+    const int out = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) return IoError("cannot create", path, errno);
+    loff_t in_offset = 0;
+    int error = 0;
+    while (in_offset < segment.size) {
+      const ssize_t n = copy_file_range(segment.fd, &in_offset, out, nullptr,
+                                        static_cast<size_t>(segment.size - in_offset), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = n == 0 ? EIO : errno;
+        break;
+      }
+    }
+    if (error == 0 && fsync(out) != 0) error = errno;
+    close(out);
+    if (error != 0) return IoError("cannot copy to", path, error);
+  }
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return IoError("cannot open the directory", dir, errno);
+  const int error = fsync(dir_fd) != 0 ? errno : 0;
+  close(dir_fd);
+  return error != 0 ? IoError("cannot sync the directory", dir, error) : absl::OkStatus();
+}
+
+ValueLog::Stats ValueLog::stats() const {
+  Stats stats;
+  for (const auto& [id, segment] : segments_) {
+    ++stats.segments;
+    stats.spare += segment.spare;
+    stats.live_bytes += segment.live_bytes;
+  }
+  stats.recycled = recycled_;
+  return stats;
+}
+
+}  // namespace tdock::persist

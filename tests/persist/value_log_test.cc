@@ -1,0 +1,279 @@
+// The value log (server/persist/value_log.h) alone, and under the RocksDB
+// store: values come back byte for byte; a value never spans segments; a
+// segment is reused only once nothing live points into it and the deletion
+// is durable; the files stay bounded under a pipeline of writes and
+// releases and under overwrites; a reopened store knows which segments are
+// free; a checkpoint keeps its values after the live store writes over its
+// segments; a missing or short segment is DATA_LOSS naming the file.
+#include "server/persist/value_log.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/persist/store.h"
+#include "tests/test_util.h"
+
+namespace tdock::persist {
+namespace {
+
+constexpr int64_t kSegment = int64_t{1} << 20;
+
+std::string TempDir(const std::string& name) {
+  std::string pattern = ::testing::TempDir() + "/tdock_" + name + "_XXXXXX";
+  EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+void RemoveDir(const std::string& dir) { std::system(absl::StrCat("rm -rf '", dir, "'").c_str()); }
+
+std::vector<std::string> SegmentFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  if (DIR* listing = opendir(dir.c_str())) {
+    while (const dirent* entry = readdir(listing)) {
+      if (absl::EndsWith(entry->d_name, ".vlog")) files.push_back(dir + "/" + entry->d_name);
+    }
+    closedir(listing);
+  }
+  return files;
+}
+
+// A value of `size` bytes that differs with `seed`.
+std::string Value(int64_t size, int seed) {
+  std::string v(size, '\0');
+  for (int64_t i = 0; i < size; ++i) v[i] = static_cast<char>((i * 131 + seed * 7919) & 0xff);
+  return v;
+}
+
+class ValueLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = TempDir("vlog"); }
+  void TearDown() override { RemoveDir(dir_); }
+  std::unique_ptr<ValueLog> Open(int spares = 2) {
+    absl::StatusOr<std::unique_ptr<ValueLog>> log =
+        ValueLog::Open(dir_ + "/values", {.segment_bytes = kSegment, .spare_segments = spares});
+    EXPECT_OK(log.status());
+    return log.ok() ? *std::move(log) : nullptr;
+  }
+  std::string dir_;
+};
+
+// Appended values read back; one that does not fit the rest of a segment
+// starts the next one; a value larger than a segment is refused.
+TEST_F(ValueLogTest, AppendsAndReadsBackWithoutSpanningSegments) {
+  std::unique_ptr<ValueLog> log = Open();
+  log->FinishRecovery();
+  const std::vector<std::string> values = {Value(600 << 10, 1), Value(600 << 10, 2),
+                                           Value(10, 3)};
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs,
+                       log->Append({values[0], values[1], values[2]}));
+  ASSERT_EQ(refs.size(), 3u);
+  EXPECT_EQ(refs[0].offset, 0u);
+  EXPECT_NE(refs[1].segment, refs[0].segment);  // 1.2 MiB do not fit one 1 MiB segment
+  EXPECT_EQ(refs[1].offset, 0u);
+  EXPECT_EQ(refs[2].segment, refs[1].segment);
+  EXPECT_EQ(refs[2].offset, 600u << 10);
+  for (size_t i = 0; i < refs.size(); ++i) {
+    std::string out;
+    ASSERT_OK(log->Read(refs[i], out));
+    EXPECT_EQ(out, values[i]) << i;
+  }
+  EXPECT_EQ(SegmentFiles(dir_ + "/values").size(), 2u);
+  EXPECT_STATUS(log->Append({Value(kSegment + 1, 4)}), absl::StatusCode::kInvalidArgument,
+                "larger than a segment");
+}
+
+// A segment whose values are dead is written over only after Durable();
+// spare files beyond the limit are removed.
+TEST_F(ValueLogTest, RecyclesOnlyDurablyDeadSegments) {
+  std::unique_ptr<ValueLog> log = Open(/*spares=*/1);
+  log->FinishRecovery();
+  std::vector<ValueRef> all;
+  for (int i = 0; i < 4; ++i) {  // four segments, each full
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({Value(kSegment, i)}));
+    log->Live(refs[0]);
+    all.push_back(refs[0]);
+  }
+  EXPECT_EQ(log->stats().segments, 4);
+  for (int i = 0; i < 3; ++i) log->Dead(all[i]);
+  // Not yet durable: the next value goes to a new file.
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> fifth, log->Append({Value(100, 9)}));
+  EXPECT_EQ(fifth[0].segment, all[3].segment + 1);
+  EXPECT_EQ(log->stats().recycled, 0);
+  log->Durable();
+  // One spare kept, two of the three dead files removed.
+  EXPECT_EQ(log->stats().spare, 1);
+  EXPECT_EQ(SegmentFiles(dir_ + "/values").size(), 3u);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> next, log->Append({Value(kSegment, 10)}));
+  EXPECT_EQ(log->stats().recycled, 1);
+  EXPECT_LT(next[0].segment, all[3].segment);  // an old file, written over
+  std::string out;
+  ASSERT_OK(log->Read(next[0], out));
+  EXPECT_EQ(out, Value(kSegment, 10));
+  ASSERT_OK(log->Read(all[3], out));
+  EXPECT_EQ(out, Value(kSegment, 3));
+}
+
+// Nothing is recycled while recovering: until FinishRecovery every segment
+// may hold a value a scan has not reached yet.
+TEST_F(ValueLogTest, ReopenedLogReusesOnlyAfterRecovery) {
+  ValueRef kept;
+  {
+    std::unique_ptr<ValueLog> log = Open();
+    log->FinishRecovery();
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> a, log->Append({Value(kSegment, 1)}));
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> b, log->Append({Value(kSegment, 2)}));
+    kept = b[0];
+  }
+  std::unique_ptr<ValueLog> log = Open();
+  EXPECT_EQ(log->stats().segments, 2);
+  log->Live(kept);
+  log->Durable();
+  EXPECT_EQ(log->stats().spare, 0);
+  log->FinishRecovery();
+  EXPECT_EQ(log->stats().spare, 1);  // the one nothing points into
+  std::string out;
+  ASSERT_OK(log->Read(kept, out));
+  EXPECT_EQ(out, Value(kSegment, 2));
+}
+
+// A missing segment or a value past the end of its file is DATA_LOSS
+// naming the file.
+TEST_F(ValueLogTest, MissingOrShortSegmentIsDataLossNamingTheFile) {
+  std::unique_ptr<ValueLog> log = Open();
+  log->FinishRecovery();
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({Value(5000, 1)}));
+  std::string out;
+  ValueRef missing = refs[0];
+  missing.segment = 99;
+  EXPECT_STATUS(log->Read(missing, out), absl::StatusCode::kDataLoss,
+                "0000000000000063.vlog is missing");
+  ValueRef past = refs[0];
+  past.offset = kSegment - 10;
+  EXPECT_STATUS(log->Read(past, out), absl::StatusCode::kDataLoss, "past the end of");
+}
+
+// ---- under the RocksDB store
+
+class RocksValueLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = TempDir("rocksvlog"); }
+  void TearDown() override {
+    store_.reset();
+    RemoveDir(dir_);
+  }
+  void Open(const std::string& dir) {
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<Store>> store =
+        OpenRocksStore(dir, {.segment_bytes = kSegment, .spare_segments = 2});
+    ASSERT_OK(store.status());
+    store_ = *std::move(store);
+  }
+  std::map<std::string, std::string> Contents() {
+    std::map<std::string, std::string> out;
+    EXPECT_OK(store_->Scan("", [&](absl::string_view k, absl::string_view v) {
+      out.emplace(k, v);
+      return absl::OkStatus();
+    }));
+    return out;
+  }
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+};
+
+// A pipeline: 60 steps of 8 cells of 64 KiB (30 MiB in all), each step
+// range-deleted 4 steps later. The value log never holds more than what is
+// live plus the segment being written and the spares.
+TEST_F(RocksValueLogTest, PipelineOfReleasesKeepsTheFilesBounded) {
+  Open(dir_ + "/db");
+  size_t most_files = 0;
+  for (int step = 0; step < 60; ++step) {
+    StoreBatch batch;
+    for (int cell = 0; cell < 8; ++cell) {
+      batch.Put(absl::StrCat("D", step / 10, step % 10, "c", cell), Value(64 << 10, step + cell));
+    }
+    if (step >= 4) {
+      const int old = step - 4;
+      batch.DeleteRange(absl::StrCat("D", old / 10, old % 10),
+                        absl::StrCat("D", old / 10, old % 10, "\xff"));
+    }
+    ASSERT_OK(store_->Write(batch, /*sync=*/true));
+    most_files = std::max(most_files, SegmentFiles(dir_ + "/db/values").size());
+  }
+  // Live: 4 steps x 512 KiB = 2 MiB, up to 3 segments; 1 active; 2 spares.
+  EXPECT_LE(most_files, 6u);
+  const std::map<std::string, std::string> contents = Contents();
+  ASSERT_EQ(contents.size(), 32u);
+  EXPECT_EQ(contents.at("D59c7"), Value(64 << 10, 59 + 7));
+  // Reopened, the same values come back and the free files are spare again.
+  Open(dir_ + "/db");
+  EXPECT_EQ(Contents(), contents);
+}
+
+// Overwriting a key (a rewritable column) or replacing a large value with a
+// small one frees the old value: 200 overwrites of 256 KiB (50 MiB) leave a
+// handful of 1 MiB files.
+TEST_F(RocksValueLogTest, OverwritesFreeTheOldValue) {
+  Open(dir_ + "/db");
+  for (int i = 0; i < 200; ++i) {
+    StoreBatch batch;
+    batch.Put("cell", Value(256 << 10, i));
+    ASSERT_OK(store_->Write(batch, /*sync=*/i % 2 == 0));
+    if (i % 2 == 1) ASSERT_OK(store_->Sync());
+  }
+  EXPECT_LE(SegmentFiles(dir_ + "/db/values").size(), 4u);
+  EXPECT_EQ(Contents().at("cell"), Value(256 << 10, 199));
+  StoreBatch small;
+  small.Put("cell", "tiny");
+  ASSERT_OK(store_->Write(small, true));
+  EXPECT_EQ(Contents().at("cell"), "tiny");
+  Open(dir_ + "/db");
+  EXPECT_EQ(Contents().at("cell"), "tiny");
+}
+
+// A checkpoint copies the segments it points into: the copy keeps its values
+// after the live store released them and wrote over their files.
+TEST_F(RocksValueLogTest, CheckpointKeepsItsValuesWhenTheStoreMovesOn) {
+  Open(dir_ + "/db");
+  StoreBatch first;
+  first.Put("a", Value(512 << 10, 1));
+  first.Put("b", "small");
+  ASSERT_OK(store_->Write(first, true));
+  ASSERT_OK(store_->Checkpoint(dir_ + "/copy"));
+  for (int i = 0; i < 20; ++i) {
+    StoreBatch batch;
+    batch.Put("a", Value(512 << 10, 100 + i));
+    ASSERT_OK(store_->Write(batch, true));
+  }
+  Open(dir_ + "/copy");
+  const std::map<std::string, std::string> copy = Contents();
+  EXPECT_EQ(copy.at("a"), Value(512 << 10, 1));
+  EXPECT_EQ(copy.at("b"), "small");
+}
+
+// A store whose value log lost a file fails its scan with DATA_LOSS naming
+// the store and the file.
+TEST_F(RocksValueLogTest, LostSegmentIsDataLoss) {
+  Open(dir_ + "/db");
+  StoreBatch batch;
+  batch.Put("a", Value(4096, 1));
+  ASSERT_OK(store_->Write(batch, true));
+  store_.reset();
+  for (const std::string& file : SegmentFiles(dir_ + "/db/values")) unlink(file.c_str());
+  Open(dir_ + "/db");
+  EXPECT_STATUS(store_->Scan("", [](absl::string_view, absl::string_view) {
+                  return absl::OkStatus();
+                }),
+                absl::StatusCode::kDataLoss, "/db/values/0000000000000001.vlog is missing");
+}
+
+}  // namespace
+}  // namespace tdock::persist
