@@ -3,6 +3,8 @@
 // with like on a shared machine.
 //
 //   build/bench/tdock_persist_bench [--dir=DIR] [--repetitions=3] [--puts=64]
+//       [--paths=grpc,core] [--producers=1,4] [--modes=off,async,sync]
+//       [--recovery=true]
 //
 // Each Put is one batch of 256 rows x 4096 int32 tokens (4 MiB) for a whole
 // step. Two paths: `grpc`, the C++ Client's Put into a tdock::Server in this
@@ -39,6 +41,13 @@
 ABSL_FLAG(std::string, dir, "", "directory for the stores (default: a new one under $TMPDIR)");
 ABSL_FLAG(int, repetitions, 3, "timed passes per configuration (the median is printed)");
 ABSL_FLAG(int, puts, 64, "Puts per pass (each a step of 4 MiB)");
+ABSL_FLAG(std::vector<std::string>, paths, std::vector<std::string>({"grpc", "core"}),
+          "paths to measure: grpc, core");
+ABSL_FLAG(std::vector<std::string>, producers, std::vector<std::string>({"1", "4"}),
+          "producer counts");
+ABSL_FLAG(std::vector<std::string>, modes, std::vector<std::string>({"off", "async", "sync"}),
+          "persistence modes: off, async, sync (ratios need off first)");
+ABSL_FLAG(bool, recovery, true, "also measure the recovery of 1 GiB");
 
 namespace tdock {
 namespace {
@@ -251,14 +260,15 @@ int Main() {
               kRows * kTokens * 4 / double(1 << 20), puts, static_cast<long long>(kWindow), reps);
   std::printf("%-5s %-6s %9s %8s %8s %11s\n", "path", "mode", "producers", "MB/s", "vs off",
               "first pass");
-  for (const char* path : {"grpc", "core"}) {
-    for (int producers : {1, 4}) {
+  for (const std::string& path : absl::GetFlag(FLAGS_paths)) {
+    for (const std::string& count : absl::GetFlag(FLAGS_producers)) {
+      const int producers = std::max(1, std::atoi(count.c_str()));
       double off = 0;
-      for (const std::string mode : {"off", "async", "sync"}) {
+      for (const std::string& mode : absl::GetFlag(FLAGS_modes)) {
         const std::string store = dir + "/store";
         std::system(absl::StrCat("rm -rf '", store, "'").c_str());
         std::unique_ptr<Target> target;
-        if (std::string(path) == "grpc") {
+        if (path == "grpc") {
           target = std::make_unique<GrpcTarget>(mode, store, payload);
         } else {
           target = std::make_unique<CoreTarget>(mode, store, payload);
@@ -270,13 +280,13 @@ int Main() {
         }
         const double mbs = Median(runs);
         if (mode == "off") off = mbs;
-        std::printf("%-5s %-6s %9d %8.0f %7.2fx %11.0f\n", path, mode.c_str(), producers, mbs,
+        std::printf("%-5s %-6s %9d %8.0f %7.2fx %11.0f\n", path.c_str(), mode.c_str(), producers, mbs,
                     mbs / off, first);
         std::fflush(stdout);
       }
     }
   }
-  Recovery(dir + "/recovery");
+  if (absl::GetFlag(FLAGS_recovery)) Recovery(dir + "/recovery");
   std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
   return 0;
 }

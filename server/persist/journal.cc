@@ -31,6 +31,7 @@ Journal::~Journal() {
 
 void Journal::Submit(StoreBatch batch, Done done) {
   const bool sync = options_.durability == Durability::kSync;
+  bool now = !sync;  // async: acknowledged here, unless refused or held back
   absl::Status refused;
   {
     tdock::MutexLock lock(&mu_);
@@ -38,11 +39,17 @@ void Journal::Submit(StoreBatch batch, Done done) {
     if (!sync && !failed_.ok()) {
       refused = failed_;
     } else {
-      queue_.push_back({std::move(batch), sync ? std::move(done) : Done(), false});
+      if (!sync && queued_bytes_ + batch.bytes() > options_.async_queue_bytes &&
+          queued_bytes_ > 0) {
+        now = false;
+        ++stats_.held;
+      }
+      queued_bytes_ += batch.bytes();
+      queue_.push_back({std::move(batch), now ? Done() : std::move(done), false});
       cv_.SignalAll();
     }
   }
-  if (!sync) std::move(done)(refused);
+  if (now) std::move(done)(refused);
 }
 
 absl::Status Journal::Flush() {
@@ -94,6 +101,7 @@ void Journal::Run() {
         tdock::MutexLock lock(&mu_);
         ++stats_.writes;
         stats_.bytes += bytes;
+        queued_bytes_ -= bytes;
         if (!sync) {
           unsynced_ = true;
           if (!status.ok() && failed_.ok()) failed_ = status;

@@ -8,6 +8,10 @@
 //   async: `done` runs at once in Submit; the batch is written in the
 //          background and synced within flush_interval. A failed background
 //          write makes the journal fail every later Submit with its error.
+//          Backpressure: while more than async_queue_bytes wait to be
+//          written, `done` runs only once the batch is written (as in sync,
+//          without the sync), so producers faster than the disk slow down
+//          instead of pinning ever more memory.
 //
 // Thread safety: Submit and Flush may be called from any thread. `done`
 // callbacks run on the journal thread (sync) or the caller's (async), with
@@ -34,6 +38,7 @@ class Journal final {
   struct Options {
     Durability durability = Durability::kSync;
     absl::Duration flush_interval = absl::Milliseconds(100);  // async only
+    int64_t async_queue_bytes = int64_t{256} << 20;            // async only
   };
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
 
@@ -53,6 +58,7 @@ class Journal final {
     int64_t batches = 0;  // submitted
     int64_t writes = 0;   // store writes (group commits)
     int64_t bytes = 0;
+    int64_t held = 0;     // async batches acknowledged only once written
   };
   Stats stats() const;
   Durability durability() const { return options_.durability; }
@@ -73,6 +79,7 @@ class Journal final {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // async: the first failed write
   bool unsynced_ ABSL_GUARDED_BY(mu_) = false;  // async writes since the last sync
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet written
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -17,11 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/status.h"
 
 namespace tdock::persist {
 namespace {
 
 constexpr absl::string_view kSuffix = ".vlog";
+constexpr int64_t kWritePiece = int64_t{1} << 20;  // written, then its writeback started
 
 void PutU64(char* out, uint64_t v) {
   for (int i = 7; i >= 0; --i, v >>= 8) out[i] = static_cast<char>(v & 0xff);
@@ -152,7 +154,7 @@ absl::Status ValueLog::Roll() {
   segment.fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (segment.fd < 0) return IoError("cannot create", path, errno);
   // The whole size at once, and the file's existence, made durable now:
-  // later fdatasyncs then only carry data.
+  // later fdatasyncs then carry data and extent conversions only.
   int error = posix_fallocate(segment.fd, 0, options_.segment_bytes);
   if (error == 0 && fsync(segment.fd) != 0) error = errno;
   if (error == 0 && fsync(dir_fd_) != 0) error = errno;
@@ -176,10 +178,20 @@ absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
   std::vector<iovec> iov;
   std::set<uint64_t> written;
   int64_t run_offset = active_offset_;  // where `iov` goes in the active segment
+  // Writes what `iov` holds and starts its writeback at once, so the disk
+  // writes one piece while the next is copied and fdatasync waits only for
+  // the last.
   auto flush = [&]() -> absl::Status {
     if (iov.empty()) return absl::OkStatus();
     written.insert(active_);
-    return WriteAll(segments_.at(active_).fd, iov, run_offset, PathOf(active_));
+    const int fd = segments_.at(active_).fd;
+    const int64_t length = active_offset_ - run_offset;
+    TDOCK_RETURN_IF_ERROR(WriteAll(fd, iov, run_offset, PathOf(active_)));
+    if (sync_file_range(fd, run_offset, length, SYNC_FILE_RANGE_WRITE) != 0) {
+      return IoError("cannot start writing back", PathOf(active_), errno);
+    }
+    run_offset = active_offset_;
+    return absl::OkStatus();
   };
   for (absl::string_view value : values) {
     const int64_t size = static_cast<int64_t>(value.size());
@@ -188,15 +200,16 @@ absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
           "value log: a value of ", size, " bytes is larger than a segment (", options_.segment_bytes, ")"));
     }
     if (active_ == 0 || active_offset_ + size > segments_.at(active_).size) {
-      if (absl::Status s = flush(); !s.ok()) return s;
-      if (absl::Status s = Roll(); !s.ok()) return s;
+      TDOCK_RETURN_IF_ERROR(flush());
+      TDOCK_RETURN_IF_ERROR(Roll());
       run_offset = active_offset_;
     }
     iov.push_back({const_cast<char*>(value.data()), value.size()});
     refs.push_back({active_, static_cast<uint64_t>(active_offset_), static_cast<uint64_t>(size)});
     active_offset_ += size;
+    if (active_offset_ - run_offset >= kWritePiece) TDOCK_RETURN_IF_ERROR(flush());
   }
-  if (absl::Status s = flush(); !s.ok()) return s;
+  TDOCK_RETURN_IF_ERROR(flush());
   for (uint64_t id : written) {
     if (fdatasync(segments_.at(id).fd) != 0) return IoError("cannot sync", PathOf(id), errno);
   }

@@ -5,12 +5,13 @@
 // costs one pwritev from the dock's arena into the page cache and its share
 // of one fdatasync per group commit, and RocksDB holds only a small pointer.
 //
-// The log is a directory of fixed-size segment files, <id>.vlog, created
-// with their full size allocated. Values are appended to the active segment
-// (a value never spans two); a segment none of whose values is referenced
-// any more is recycled: its file is written over from the start, which costs
-// the disk less than a fresh file (no extents to allocate or convert). Up to
-// Options::spare_segments such files are kept; more are removed.
+// The log is a directory of fixed-size segment files, <id>.vlog, allocated
+// in full (fallocate) when created. Values are appended to the active
+// segment (a value never spans two), a piece at a time with its writeback
+// started at once. A segment none of whose values is referenced any more is
+// recycled: its file is written over from the start, which costs the disk
+// less than a fresh file. Up to Options::spare_segments such files are
+// kept; more are removed.
 //
 // Who references what is the caller's to say (the store's index of pointer
 // keys): Live(ref) when a pointer is stored, Dead(ref) when it is deleted or

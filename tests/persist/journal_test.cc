@@ -1,7 +1,8 @@
 // The journal's write-behind thread: sync acknowledgements come after the
 // write, batches queued during a write are group-committed into the next
 // one, failures reach exactly the batches they hit, async acknowledges at
-// once and syncs in the background, and nothing queued is lost at shutdown.
+// once and syncs in the background (holding acknowledgements back while too
+// much waits to be written), and nothing queued is lost at shutdown.
 // (Also run under ThreadSanitizer.)
 #include "server/persist/journal.h"
 
@@ -125,6 +126,39 @@ TEST(Journal, AsyncAcknowledgesAtOnceAndSyncsLater) {
 
 // Async: a failed background write makes Flush and every later Submit fail
 // with its error; nothing more is written.
+// Async backpressure: with more than async_queue_bytes waiting to be
+// written, a batch is acknowledged only once it is written; below the
+// bound again, at once.
+TEST(Journal, AsyncHoldsAcknowledgementsBeyondTheQueueBound) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kAsync,
+                           .flush_interval = absl::Milliseconds(5),
+                           .async_queue_bytes = 150});
+  store.Hold();
+  const std::string value(100, 'v');
+  std::atomic<int> acked{0};
+  auto submit = [&](const std::string& key) {
+    StoreBatch batch;
+    batch.Put(key, value);
+    journal.Submit(std::move(batch), [&](absl::Status s) {
+      EXPECT_OK(s);
+      ++acked;
+    });
+  };
+  submit("a");  // 101 bytes queued: at once
+  EXPECT_EQ(acked.load(), 1);
+  ASSERT_TRUE(Await([&] { return store.held() == 1; }));  // "a" is being written
+  submit("b");  // 202 > 150: held until written
+  EXPECT_EQ(acked.load(), 1);
+  EXPECT_EQ(journal.stats().held, 1);
+  store.Release();
+  ASSERT_TRUE(Await([&] { return acked.load() == 2; }));
+  EXPECT_TRUE(Has(store, "b"));
+  submit("c");  // the queue is empty again: at once
+  EXPECT_EQ(acked.load(), 3);
+  EXPECT_OK(journal.Flush());
+}
+
 TEST(Journal, AsyncFailureIsSticky) {
   FakeStore store;
   Journal journal(&store, {.durability = Durability::kAsync});
