@@ -33,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/client.h"
+#include "common/malloc_tuning.h"
 #include "server/dock/dock.h"
 #include "server/dock/registry.h"
 #include "server/persist/persistence.h"
@@ -295,6 +296,7 @@ int Main() {
 }  // namespace tdock
 
 int main(int argc, char** argv) {
+  tdock::TuneMallocForLargeMessages();  // as tdock-server does
   absl::ParseCommandLine(argc, argv);
   return tdock::Main();
 }

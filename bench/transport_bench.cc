@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "bench/transport_env.h"
+#include "common/malloc_tuning.h"
 #include "common/status.h"
 #include "benchmark/benchmark.h"
 #include "grpcpp/client_context.h"
@@ -238,6 +239,7 @@ void Register(const std::vector<int64_t>& sizes) {
 }  // namespace tdock::bench
 
 int main(int argc, char** argv) {
+  tdock::TuneMallocForLargeMessages();  // as tdock-server does
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const std::vector<int64_t> sizes = {1024, 4096, 16384, 32768};

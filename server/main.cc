@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/spec_yaml.h"
 #include "common/status.h"
 #include "server/metrics/server_metrics.h"
@@ -205,6 +206,7 @@ int Run() {
 }  // namespace tdock
 
 int main(int argc, char** argv) {
+  tdock::TuneMallocForLargeMessages();
   // Block the shutdown signals before any thread starts, so every thread
   // (gRPC's included) inherits the mask and only sigwait receives them.
   const sigset_t signals = tdock::ShutdownSignals();
