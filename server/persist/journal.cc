@@ -52,12 +52,15 @@ void Journal::Submit(StoreBatch batch, Done done) {
   if (now) std::move(done)(refused);
 }
 
-absl::Status Journal::Flush() {
+absl::Status Journal::Flush() { return RunWhenFlushed(nullptr); }
+
+absl::Status Journal::RunWhenFlushed(absl::AnyInvocable<absl::Status() &&> task) {
   std::promise<absl::Status> flushed;
   {
     tdock::MutexLock lock(&mu_);
     queue_.push_back({StoreBatch(),
-                      [&flushed](absl::Status s) { flushed.set_value(std::move(s)); }, true});
+                      [&flushed](absl::Status s) { flushed.set_value(std::move(s)); }, true,
+                      std::move(task)});
     cv_.SignalAll();
   }
   return flushed.get_future().get();
@@ -121,7 +124,9 @@ void Journal::Run() {
     for (Pending& p : work) {
       if (p.flush) {
         write();
-        std::move(p.done)(sync ? absl::OkStatus() : sync_store());
+        absl::Status status = sync ? absl::OkStatus() : sync_store();
+        if (status.ok() && p.task) status = std::move(p.task)();
+        std::move(p.done)(std::move(status));
         continue;
       }
       merged.Append(std::move(p.batch));

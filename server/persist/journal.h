@@ -53,6 +53,10 @@ class Journal final {
   // Returns once everything submitted before the call is durable; the error
   // of a failed write if there was one since the last Flush (async).
   absl::Status Flush();
+  // Flush, then runs `task` on the journal thread (no write runs meanwhile)
+  // and returns its status: for what reads the store as of now, such as a
+  // checkpoint, without a Store call on the caller's thread.
+  absl::Status RunWhenFlushed(absl::AnyInvocable<absl::Status() &&> task);
 
   struct Stats {
     int64_t batches = 0;  // submitted
@@ -68,6 +72,7 @@ class Journal final {
     StoreBatch batch;
     Done done;  // empty for async batches
     bool flush = false;  // a Flush marker: sync the store
+    absl::AnyInvocable<absl::Status() &&> task;  // then run this (RunWhenFlushed)
   };
   void Run();
 

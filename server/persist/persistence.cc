@@ -299,8 +299,7 @@ absl::Status Persistence::Deleted(const std::string& name) {
 }
 
 absl::Status Persistence::Checkpoint(const std::string& dir) {
-  TDOCK_RETURN_IF_ERROR(journal_->Flush());
-  return store_->Checkpoint(dir);
+  return journal_->RunWhenFlushed([&] { return store_->Checkpoint(dir); });
 }
 
 absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {

@@ -159,6 +159,32 @@ TEST(Journal, AsyncHoldsAcknowledgementsBeyondTheQueueBound) {
   EXPECT_OK(journal.Flush());
 }
 
+// RunWhenFlushed runs its task on the journal thread after everything
+// submitted before it is written, and returns the task's status.
+TEST(Journal, RunWhenFlushedRunsAfterEarlierWritesOnTheJournalThread) {
+  for (Durability durability : {Durability::kSync, Durability::kAsync}) {
+    FakeStore store;
+    Journal journal(&store, {.durability = durability});
+    store.Hold();
+    journal.Submit(One("a"), [](absl::Status s) { EXPECT_OK(s); });
+    std::thread::id ran_on;
+    bool saw_a = false;
+    std::thread release([&] {
+      ASSERT_TRUE(Await([&] { return store.held() == 1; }));
+      store.Release();
+    });
+    EXPECT_STATUS(journal.RunWhenFlushed([&] {
+                    ran_on = std::this_thread::get_id();
+                    saw_a = Has(store, "a");
+                    return absl::AbortedError("the task's own status");
+                  }),
+                  absl::StatusCode::kAborted, "the task's own status");
+    release.join();
+    EXPECT_TRUE(saw_a);
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+  }
+}
+
 TEST(Journal, AsyncFailureIsSticky) {
   FakeStore store;
   Journal journal(&store, {.durability = Durability::kAsync});
