@@ -346,13 +346,47 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
 
   for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock->RecoverReleased(step));
 
-  // Cells by step and column, in row order; then everything else.
+  // Cells come in key order: by step, column, row. They go into the dock as
+  // they come, one Put per run of a step's column (up to kRecoveryPutBytes),
+  // through one buffer that is reused; everything else is collected and
+  // restored after the cells.
+  constexpr size_t kRecoveryPutBytes = size_t{64} << 20;
   struct ColumnCells {
+    int64_t step = -1;
+    int column = -1;
     std::vector<int64_t> rows;
     std::vector<int64_t> offsets{0};
     std::string bytes;
+  } pending;
+  std::set<int64_t> steps_with_cells;
+  auto put_pending = [&]() -> absl::Status {
+    if (pending.rows.empty()) return absl::OkStatus();
+    PutInput put;
+    put.step = pending.step;
+    put.rows = pending.rows;
+    PackedColumn packed;
+    packed.name = normalized.columns[pending.column].name;
+    packed.dtype = normalized.columns[pending.column].dtype;
+    packed.offsets = pending.offsets;
+    if (!pending.bytes.empty()) packed.segments.emplace_back(pending.bytes.data(), pending.bytes.size());
+    put.columns.push_back(std::move(packed));
+    std::promise<absl::Status> put_done;
+    dock->Put(std::move(put), [&put_done](absl::StatusOr<PutResult> r) {
+      put_done.set_value(r.status());
+    });
+    absl::Status status = put_done.get_future().get();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("re-writing step ", pending.step,
+                                                      " column '",
+                                                      normalized.columns[pending.column].name,
+                                                      "': ", status.message()));
+    }
+    steps_with_cells.insert(pending.step);
+    pending.rows.clear();
+    pending.offsets.assign(1, 0);
+    pending.bytes.clear();  // keeps its memory: the next run writes warm pages
+    return absl::OkStatus();
   };
-  std::map<int64_t, std::map<int, ColumnCells>> cells;
   std::vector<DockJournal::HandOut> handouts;
   std::vector<DockJournal::RoundRecord> rounds;
   struct Delivery {
@@ -386,10 +420,15 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
                                                   normalized.columns[column].name,
                                                   "' is not whole items"));
         }
-        ColumnCells& cc = cells[step][static_cast<int>(column)];
-        cc.rows.push_back(static_cast<int64_t>(row));
-        cc.offsets.push_back(cc.offsets.back() + static_cast<int64_t>(value.size()) / item);
-        cc.bytes.append(value.data(), value.size());
+        if (pending.step != step || pending.column != static_cast<int>(column) ||
+            pending.bytes.size() + value.size() > kRecoveryPutBytes) {
+          TDOCK_RETURN_IF_ERROR(put_pending());
+          pending.step = step;
+          pending.column = static_cast<int>(column);
+        }
+        pending.rows.push_back(static_cast<int64_t>(row));
+        pending.offsets.push_back(pending.offsets.back() + static_cast<int64_t>(value.size()) / item);
+        pending.bytes.append(value.data(), value.size());
         ++stats.cells;
         stats.bytes += static_cast<int64_t>(value.size());
         return absl::OkStatus();
@@ -444,31 +483,8 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
     }
   });
   TDOCK_RETURN_IF_ERROR(scanned);
-
-  for (auto& [step, columns] : cells) {
-    for (auto& [column, cc] : columns) {
-      PutInput put;
-      put.step = step;
-      put.rows = cc.rows;
-      PackedColumn packed;
-      packed.name = normalized.columns[column].name;
-      packed.dtype = normalized.columns[column].dtype;
-      packed.offsets = cc.offsets;
-      if (!cc.bytes.empty()) packed.segments.emplace_back(cc.bytes.data(), cc.bytes.size());
-      put.columns.push_back(std::move(packed));
-      std::promise<absl::Status> put_done;
-      dock->Put(std::move(put), [&put_done](absl::StatusOr<PutResult> r) {
-        put_done.set_value(r.status());
-      });
-      absl::Status status = put_done.get_future().get();
-      if (!status.ok()) {
-        return absl::Status(status.code(), absl::StrCat("re-writing step ", step, " column '",
-                                                        normalized.columns[column].name,
-                                                        "': ", status.message()));
-      }
-    }
-    ++stats.steps;
-  }
+  TDOCK_RETURN_IF_ERROR(put_pending());
+  stats.steps += static_cast<int64_t>(steps_with_cells.size());
   auto live_lease = [&](int64_t step, uint64_t lease) {
     return lease != 0 && acked.count({step, lease}) == 0 ? lease : 0;
   };
