@@ -29,7 +29,6 @@
 #include "bench/compare/contender.h"
 #include "bench/compare/grpc_contender.h"
 #include "bench/compare/workload.h"
-#include "common/malloc_tuning.h"
 #include "common/status.h"
 
 ABSL_FLAG(std::string, tdock, "", "tdock-server address; empty: skip tdock");
@@ -168,7 +167,6 @@ absl::Status Run() {
 }  // namespace tdock::compare
 
 int main(int argc, char** argv) {
-  tdock::TuneMallocForLargeMessages();  // every contender's client alike
   absl::ParseCommandLine(argc, argv);
   absl::Status status = tdock::compare::Run();
   if (!status.ok()) {
