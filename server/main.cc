@@ -62,6 +62,9 @@ ABSL_FLAG(std::string, durability, "sync",
           "--flush_interval_ms).");
 ABSL_FLAG(int64_t, flush_interval_ms, 100,
           "With --durability=async: the longest time between WAL syncs.");
+ABSL_FLAG(int64_t, value_log_segment_mb, 64,
+          "With --data_dir: size of the value log's segment files (cells of 1 KiB and more), "
+          "1..1024 MiB.");
 ABSL_FLAG(int64_t, max_rows_per_request, 65536,
           "Rows of one Put or Read, or count of one Get, at most (0: no limit).");
 ABSL_FLAG(int64_t, max_columns_per_dock, 256, "Columns of one dock at most (0: no limit).");
@@ -109,6 +112,12 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
         absl::StrCat("--flush_interval_ms must be positive, got ", flush_ms));
   }
   options.persistence.flush_interval = absl::Milliseconds(flush_ms);
+  const int64_t segment_mb = absl::GetFlag(FLAGS_value_log_segment_mb);
+  if (segment_mb < 1 || segment_mb > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--value_log_segment_mb must be 1..1024, got ", segment_mb));
+  }
+  options.persistence.segment_bytes = segment_mb << 20;
   options.limits = {
       .max_rows_per_request = absl::GetFlag(FLAGS_max_rows_per_request),
       .max_columns_per_dock = absl::GetFlag(FLAGS_max_columns_per_dock),

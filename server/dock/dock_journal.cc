@@ -228,12 +228,14 @@ void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done
 // ---- recovery
 
 absl::Status DockImpl::RecoverReleased(int64_t step) {
+  if (step < 0) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": a release record names a negative step"));
+  }
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
-  if (step < 0 || part.live()) {
-    return absl::DataLossError(absl::StrCat(Where(step), ": a release record ",
-                                            step < 0 ? "names a negative step"
-                                                     : "comes after the partition's cells"));
+  if (part.live()) {
+    return absl::DataLossError(
+        absl::StrCat(Where(step), ": a release record comes after the partition's cells"));
   }
   part.MarkReleased(step);
   return absl::OkStatus();

@@ -133,6 +133,12 @@ void Journal::Run() {
       if (p.done) dones.push_back(std::move(p.done));
     }
     write();
+    // async: a sync is due every flush_interval, also while writes keep
+    // coming (the wait above syncs only when the queue runs empty).
+    if (!sync && !sync_now && absl::Now() - last_sync >= options_.flush_interval) {
+      tdock::MutexLock lock(&mu_);
+      sync_now = unsynced_;
+    }
     if (sync_now) (void)sync_store();
     if (stopping) {
       bool more = false;

@@ -260,7 +260,8 @@ absl::StatusOr<std::unique_ptr<Persistence>> Persistence::Open(PersistenceOption
     return absl::InvalidArgumentError(absl::StrCat(
         "--flush_interval_ms must be positive, got ", absl::FormatDuration(options.flush_interval)));
   }
-  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenRocksStore(options.data_dir));
+  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                         OpenRocksStore(options.data_dir, {.segment_bytes = options.segment_bytes}));
   return std::make_unique<Persistence>(std::move(store), std::move(options));
 }
 

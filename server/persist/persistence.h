@@ -39,6 +39,7 @@ struct PersistenceOptions {
   std::string data_dir;  // the RocksDB directory
   Durability durability = Durability::kSync;
   absl::Duration flush_interval = absl::Milliseconds(100);
+  int64_t segment_bytes = int64_t{64} << 20;  // of the value log's files
 };
 
 struct RecoveryStats {

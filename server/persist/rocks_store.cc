@@ -7,6 +7,8 @@
 // inline. An index of the keys that point into the log, kept in memory
 // (built when the store opens), tells the log which values a Put, Delete or
 // DeleteRange made dead, so its segments can be reused.
+#include <sys/stat.h>
+
 #include <iterator>
 #include <memory>
 #include <utility>
@@ -63,6 +65,9 @@ class RocksStore final : public Store {
       }
     }
     TDOCK_RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("store '", dir_, "': index")));
+    // What RocksDB replayed from its log at open must be on disk before a
+    // segment it no longer points into is written over.
+    TDOCK_RETURN_IF_ERROR(FromRocks(db_->SyncWAL(), absl::StrCat("store '", dir_, "': sync")));
     log_->FinishRecovery();
     return absl::OkStatus();
   }
@@ -116,8 +121,15 @@ class RocksStore final : public Store {
     }
     rocksdb::WriteOptions options;
     options.sync = sync;
-    TDOCK_RETURN_IF_ERROR(
-        FromRocks(db_->Write(options, &write), absl::StrCat("store '", dir_, "': write")));
+    if (absl::Status written =
+            FromRocks(db_->Write(options, &write), absl::StrCat("store '", dir_, "': write"));
+        !written.ok()) {
+      // RocksDB may still have logged the batch (and replay it after a
+      // restart): its values stay live, never reused, until the store is
+      // reopened and its index rebuilt from what RocksDB really holds.
+      for (const ValueRef& ref : refs) log_->Live(ref);
+      return written;
+    }
     // Stored: the index follows, in the batch's order.
     next_ref = 0;
     for (const StoreBatch::Op& op : batch.ops()) {
@@ -246,9 +258,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir,
   rocksdb::Options options;
   options.create_if_missing = true;
   options.paranoid_checks = true;
-  // Cells are written once and deleted by range when their step is released,
-  // usually before their memtable is flushed: a large memtable keeps most of
-  // them out of SST files. Token data does not compress.
+  // The memtable holds small records and pointers into the value log, which
+  // are deleted by range when their step is released.
   options.compression = rocksdb::kNoCompression;
   options.write_buffer_size = int64_t{256} << 20;
   options.max_write_buffer_number = 4;
@@ -256,6 +267,18 @@ absl::StatusOr<std::unique_ptr<Store>> OpenRocksStore(const std::string& dir,
   const rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("cannot open the store in '", dir, "'"));
   std::unique_ptr<rocksdb::DB> db(raw);
+  // A store written before the value log existed has no values/ and
+  // untagged values: refuse it rather than misread it.
+  struct stat values_dir;
+  if (stat(RocksStore::ValuesDir(dir).c_str(), &values_dir) != 0) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the store in '", dir, "' was written by an earlier tdock (no values/ directory, "
+          "values without a tag); start with an empty --data_dir"));
+    }
+  }
   absl::StatusOr<std::unique_ptr<ValueLog>> log = ValueLog::Open(
       RocksStore::ValuesDir(dir), {.segment_bytes = store_options.segment_bytes,
                                    .spare_segments = store_options.spare_segments});

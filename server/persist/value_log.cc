@@ -66,6 +66,40 @@ absl::Status WriteAll(int fd, std::vector<iovec>& iov, int64_t offset, absl::str
   return absl::OkStatus();
 }
 
+// Copies the first `size` bytes of `in` to `out`: in the kernel where it can
+// (copy_file_range; reflinks on file systems that share blocks), else
+// through a buffer (another file system, an old kernel). 0 or an errno.
+int CopyFile(int in, int out, int64_t size) {
+  loff_t offset = 0;
+  while (offset < size) {
+    const ssize_t n =
+        copy_file_range(in, &offset, out, nullptr, static_cast<size_t>(size - offset), 0);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+      break;  // by hand from `offset` on
+    }
+    return n == 0 ? EIO : errno;
+  }
+  std::vector<char> buffer(size_t{1} << 20);
+  while (offset < size) {
+    const ssize_t n = pread(in, buffer.data(),
+                            static_cast<size_t>(std::min<int64_t>(buffer.size(), size - offset)),
+                            offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 ? EIO : errno;
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = pwrite(out, buffer.data() + done, static_cast<size_t>(n - done),
+                               offset + done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return w == 0 ? EIO : errno;
+      done += w;
+    }
+    offset += n;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void ValueRef::EncodeTo(char out[kEncodedBytes]) const {
@@ -95,8 +129,13 @@ absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(const std::string& dir,
   const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return IoError("cannot open the directory", dir, errno);
   std::unique_ptr<ValueLog> log(new ValueLog(dir, dir_fd, options));
-  DIR* listing = fdopendir(dup(dir_fd));
-  if (listing == nullptr) return IoError("cannot list", dir, errno);
+  const int listing_fd = dup(dir_fd);
+  DIR* listing = listing_fd < 0 ? nullptr : fdopendir(listing_fd);
+  if (listing == nullptr) {
+    const int error = errno;
+    if (listing_fd >= 0) close(listing_fd);
+    return IoError("cannot list", dir, error);
+  }
   std::vector<uint64_t> ids;
   while (const dirent* entry = readdir(listing)) {
     absl::string_view name = entry->d_name;
@@ -187,7 +226,10 @@ absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
     const int fd = segments_.at(active_).fd;
     const int64_t length = active_offset_ - run_offset;
     TDOCK_RETURN_IF_ERROR(WriteAll(fd, iov, run_offset, PathOf(active_)));
-    if (sync_file_range(fd, run_offset, length, SYNC_FILE_RANGE_WRITE) != 0) {
+    // Only a hint: file systems without it (EINVAL, ENOSYS) are synced by
+    // the fdatasync below all the same.
+    if (sync_file_range(fd, run_offset, length, SYNC_FILE_RANGE_WRITE) != 0 && errno != EINVAL &&
+        errno != ENOSYS && errno != ESPIPE) {
       return IoError("cannot start writing back", PathOf(active_), errno);
     }
     run_offset = active_offset_;
@@ -245,6 +287,9 @@ absl::Status ValueLog::Read(const ValueRef& ref, std::string& out) const {
 }
 
 void ValueLog::Live(const ValueRef& ref) {
+  // A pointer into a missing segment (Read reports it) keeps its id from
+  // being given to a new segment.
+  next_id_ = std::max(next_id_, ref.segment + 1);
   const auto it = segments_.find(ref.segment);
   if (it == segments_.end()) return;  // Read reports it
   it->second.live_bytes += static_cast<int64_t>(ref.length);
@@ -295,17 +340,7 @@ absl::Status ValueLog::CopyTo(const std::string& dir) const {
     const std::string path = absl::StrFormat("%s/%016x%s", dir, id, kSuffix);
     const int out = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (out < 0) return IoError("cannot create", path, errno);
-    loff_t in_offset = 0;
-    int error = 0;
-    while (in_offset < segment.size) {
-      const ssize_t n = copy_file_range(segment.fd, &in_offset, out, nullptr,
-                                        static_cast<size_t>(segment.size - in_offset), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        error = n == 0 ? EIO : errno;
-        break;
-      }
-    }
+    int error = CopyFile(segment.fd, out, segment.size);
     if (error == 0 && fsync(out) != 0) error = errno;
     close(out);
     if (error != 0) return IoError("cannot copy to", path, error);

@@ -5,6 +5,7 @@ logs what the server acknowledged.
 
     crash_worker.py producer ADDRESS DOCK LOG STEPS
     crash_worker.py consumer ADDRESS DOCK LOG
+    crash_worker.py churn ADDRESS DOCK LOG
 
 producer: for each step, 8 Puts of 8 rows of column x; logs "try S P" before
 a Put, "ack S P" once the server acknowledged it, "retry S P" when the server
@@ -12,8 +13,13 @@ was down, "exists S P" if a retry found it already written (stored before the
 crash).
 consumer: Gets 8 rows at a time for consumer "eater"; logs "got S R R ..."
 once a Get returned rows. Runs until killed.
+churn: writes steps 0, 1, 2, ... of 8 rows (column x: 6-8 KiB cells, in the
+store's value log; column y: small cells, in RocksDB) and releases each step
+once the next is written, so the value log keeps reusing its segments; logs
+"try S", "ack S" (or "exists S") and "released S". Runs until killed.
 """
 
+import itertools
 import sys
 import time
 
@@ -26,11 +32,23 @@ PUTS_PER_STEP = 8
 
 
 def cell(step: int, row: int) -> np.ndarray:
-    """Row `row` of step `step`: deterministic, 1..1500 int32 values (cells of
-    1 KiB and more go to the store's value log, smaller ones stay in RocksDB,
-    so most Puts write both)."""
-    n = 1 + (step * 64 + row * 7) % 1500
+    """Row `row` of step `step`: deterministic, 1..200 int32 values (small
+    cells, kept in RocksDB itself; the churn dock's large ones go to the
+    value log)."""
+    n = 1 + (step * 64 + row * 7) % 200
     return (np.arange(n, dtype=np.int32) * 31 + step * 1000 + row).astype(np.int32)
+
+
+CHURN_ROWS = 8
+
+
+def churn_cells(step: int, row: int):
+    """Row `row` of churn step `step`: (x, y) int32 arrays, x of 4000..7999
+    values (16-32 KiB), y of 1..8."""
+    n = 4000 + (step * 7 + row * 13) % 4000
+    x = (np.arange(n, dtype=np.int64) * 7 + step * 100003 + row).astype(np.int32)
+    y = np.full(row + 1, step * 10 + row, dtype=np.int32)
+    return x, y
 
 
 def log_line(f, text: str) -> None:
@@ -81,8 +99,49 @@ def consumer(address: str, dock_name: str, log_path: str) -> int:
                 log_line(log, "got " + " ".join(map(str, [b.step, *b.rows.tolist()])))
 
 
+RETRY = (tdock.errors.Unavailable, tdock.errors.DeadlineExceeded, tdock.errors.Cancelled,
+         tdock.errors.Unknown)
+
+
+def churn(address: str, dock_name: str, log_path: str) -> int:
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = tdock.Client(address, timeout=5.0)
+        dock = client.dock(dock_name)
+        rows = list(range(CHURN_ROWS))
+        for step in itertools.count():
+            cells = [churn_cells(step, r) for r in rows]
+            log_line(log, f"try {step}")
+            while True:
+                try:
+                    dock.put(step, rows, {"x": [c[0] for c in cells], "y": [c[1] for c in cells]},
+                             wait=5.0)
+                    log_line(log, f"ack {step}")
+                    break
+                except tdock.errors.AlreadyExists:
+                    log_line(log, f"exists {step}")
+                    break
+                except RETRY:
+                    time.sleep(0.05)
+            time.sleep(0.005)  # a few hundred MiB a run is plenty
+            if step == 0:
+                continue
+            while True:
+                try:
+                    dock.release(step - 1)
+                except tdock.errors.FailedPrecondition:
+                    pass  # released before a crash
+                except RETRY:
+                    time.sleep(0.05)
+                    continue
+                log_line(log, f"released {step - 1}")
+                break
+    return 0
+
+
 if __name__ == "__main__":
     role = sys.argv[1]
     if role == "producer":
         sys.exit(producer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    if role == "churn":
+        sys.exit(churn(sys.argv[2], sys.argv[3], sys.argv[4]))
     sys.exit(consumer(sys.argv[2], sys.argv[3], sys.argv[4]))

@@ -185,6 +185,25 @@ TEST(Journal, RunWhenFlushedRunsAfterEarlierWritesOnTheJournalThread) {
   }
 }
 
+// Async: the store is synced every flush_interval even when batches keep
+// arriving and the queue never runs empty (each write takes 2 ms, a batch
+// comes every 0.5 ms).
+TEST(Journal, AsyncSyncsUnderSteadyLoad) {
+  FakeStore store;
+  store.SetDelay(absl::Milliseconds(2));
+  Journal journal(&store, {.durability = Durability::kAsync,
+                           .flush_interval = absl::Milliseconds(10)});
+  const absl::Time end = absl::Now() + absl::Milliseconds(200);
+  for (int i = 0; absl::Now() < end; ++i) {
+    journal.Submit(One(absl::StrCat("k", i)), [](absl::Status s) { EXPECT_OK(s); });
+    absl::SleepFor(absl::Microseconds(500));
+  }
+  // 200 ms at one sync per 10 ms (+ a write's 2 ms): at least a few, even on
+  // a loaded machine.
+  EXPECT_GE(store.syncs(), 3);
+  EXPECT_OK(journal.Flush());
+}
+
 TEST(Journal, AsyncFailureIsSticky) {
   FakeStore store;
   Journal journal(&store, {.durability = Durability::kAsync});

@@ -4,7 +4,12 @@ process reads; the server is restarted on the same store each time.
 Checked: every Put acknowledged before a kill is present afterwards with
 identical bytes; no row is handed to the consumer twice; a Put that was
 interrupted is, right after the restart, either fully present or absent —
-never partial. Loopback only, bounded in time."""
+never partial. Meanwhile a churn process writes large cells (the store's
+value log, in 1 MiB segments here) into a second dock and releases each step
+once the next is written: its latest acknowledged step reads back intact
+after every restart, its interrupted Put is all or nothing, and the value
+log reuses its segment files instead of growing. Loopback only, bounded in
+time."""
 
 import os
 import pathlib
@@ -20,7 +25,7 @@ import pytest
 import tdock
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from server_process import drain, start_server  # noqa: E402
+from server_process import drain, server_binary, start_server  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 STEPS = 12
@@ -28,7 +33,7 @@ KILLS = 10
 SEED = 20261123
 
 sys.path.insert(0, str(HERE))
-from crash_worker import PUTS_PER_STEP, ROWS_PER_PUT, cell  # noqa: E402
+from crash_worker import CHURN_ROWS, PUTS_PER_STEP, ROWS_PER_PUT, cell, churn_cells  # noqa: E402
 
 
 def free_port():
@@ -39,7 +44,8 @@ def free_port():
 
 def start(data_dir, port):
     proc, address = start_server(f"--listen=127.0.0.1:{port}", f"--data_dir={data_dir}",
-                                 "--durability=sync", "--metrics_listen=")
+                                 "--durability=sync", "--metrics_listen=",
+                                 "--value_log_segment_mb=1")
     drain(proc)
     return proc, address
 
@@ -50,7 +56,11 @@ def worker(*args, log):
 
 
 def lines(path):
-    return [l.split() for l in path.read_text().splitlines() if l.strip()]
+    """The log's complete lines, split (a worker may be stopped mid-line)."""
+    text = path.read_text()
+    if not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    return [l.split() for l in text.splitlines() if l.strip()]
 
 
 def rows_state(dock, step, rows):
@@ -68,10 +78,28 @@ def rows_state(dock, step, rows):
     return state
 
 
+def churn_state(dock, step):
+    """Per churn row: True if both its cells read back as written, False if
+    absent (or the step is released); raises if a cell holds other bytes."""
+    state = []
+    for r in range(CHURN_ROWS):
+        try:
+            b = dock.read(step, [r], ["x", "y"])
+        except tdock.errors.FailedPrecondition:
+            state.append(False)
+            continue
+        x, y = churn_cells(step, r)
+        assert b.row("x", 0).tolist() == x.tolist(), f"churn step {step} row {r}: other bytes"
+        assert b.row("y", 0).tolist() == y.tolist(), f"churn step {step} row {r}: other bytes"
+        state.append(True)
+    return state
+
+
 def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     rng = random.Random(SEED)
     data_dir, port = tmp_path / "db", free_port()
     produced, consumed = tmp_path / "producer.log", tmp_path / "consumer.log"
+    churned = tmp_path / "churn.log"
     proc, address = start(data_dir, port)
     with tdock.Client(address) as c:
         c.create_dock({
@@ -81,15 +109,23 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             # acknowledged cell stays readable to the final check.
             "consumers": {"eater": {"columns": ["x"], "dispatch_size": 8},
                           "auditor": {"columns": ["x"]}}})
+        c.create_dock({
+            "name": "churn", "num_prompts": CHURN_ROWS, "steps_in_flight": 2,
+            "columns": {"x": {"dtype": "int32"}, "y": {"dtype": "int32"}},
+            "consumers": {"never": {"columns": ["x", "y"]}}})
     workers_log = open(tmp_path / "workers.out", "w")
     producer = worker("producer", address, "crash", str(produced), str(STEPS), log=workers_log)
     consumer = worker("consumer", address, "crash", str(consumed), log=workers_log)
+    churner = worker("churn", address, "churn", str(churned), log=workers_log)
     partial = []
     try:
         for kill in range(KILLS):
             time.sleep(rng.uniform(0.2, 0.8))
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
+            # The churn waits while the restarted server is checked, so its
+            # retry cannot land in the middle of the check of its Put.
+            churner.send_signal(signal.SIGSTOP)
             acked_before = {(int(s), int(p)) for kind, s, p in
                             (l for l in lines(produced) if l[0] in ("ack", "exists"))}
             tried = [l for l in lines(produced) if l[0] == "try"]
@@ -104,9 +140,20 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                     state = rows_state(dock, s, range(p * ROWS_PER_PUT, (p + 1) * ROWS_PER_PUT))
                     partial.append((kill, s, p, state))
                     assert all(state) or not any(state), f"kill {kill}: put {s}/{p} partial"
+                # The churn dock: its latest acknowledged step (never released
+                # yet) is intact; the Put it was trying is all or nothing.
+                churn = c.dock("churn")
+                acked = [int(l[1]) for l in lines(churned) if l[0] in ("ack", "exists")]
+                if acked:
+                    assert all(churn_state(churn, max(acked))), f"kill {kill}: churn lost"
+                tried = [int(l[1]) for l in lines(churned) if l[0] == "try"]
+                if tried and tried[-1] not in acked:
+                    state = churn_state(churn, tried[-1])
+                    assert all(state) or not any(state), f"kill {kill}: churn put partial"
+            churner.send_signal(signal.SIGCONT)
         assert producer.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
     finally:
-        for w in (producer, consumer):
+        for w in (producer, consumer, churner):
             if w.poll() is None:
                 w.kill()
                 w.wait()
@@ -135,6 +182,29 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
         # server gone several times (several times at one Put when restarts
         # are slow on a loaded machine).
         assert len([l for l in lines(produced) if l[0] == "retry"]) >= 3
+        # The churn wrote many segments' worth of cells; the value log reused
+        # its files instead of keeping one per MiB written.
+        churn_steps = {int(l[1]) for l in lines(churned) if l[0] in ("ack", "exists")}
+        churn_mib = sum(sum(churn_cells(s, r)[0].nbytes for r in range(CHURN_ROWS))
+                        for s in churn_steps) / 2**20
+        segments = list((data_dir / "values").glob("*.vlog"))
+        assert churn_mib >= 10, f"the churn wrote only {churn_mib:.1f} MiB"
+        assert len(segments) <= 8, f"{len(segments)} segment files for {churn_mib:.1f} MiB"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--durability=eventually", "--durability must be sync or async"),
+    ("--flush_interval_ms=0", "--flush_interval_ms must be positive"),
+    ("--value_log_segment_mb=0", "--value_log_segment_mb must be 1..1024"),
+    ("--value_log_segment_mb=4096", "--value_log_segment_mb must be 1..1024"),
+])
+def test_bad_persistence_flag_exits_2_naming_it(tmp_path, flag, message):
+    r = subprocess.run([server_binary(), "--listen=127.0.0.1:0", "--metrics_listen=",
+                        f"--data_dir={tmp_path / 'db'}", flag],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert not (tmp_path / "db").exists()  # nothing was opened or created

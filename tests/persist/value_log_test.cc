@@ -259,6 +259,19 @@ TEST_F(RocksValueLogTest, CheckpointKeepsItsValuesWhenTheStoreMovesOn) {
   EXPECT_EQ(copy.at("b"), "small");
 }
 
+// A store written before the value log (RocksDB alone, untagged values) is
+// refused with a message saying so, not misread.
+TEST_F(RocksValueLogTest, StoreWithoutValueLogIsRefused) {
+  Open(dir_ + "/db");
+  StoreBatch batch;
+  batch.Put("k", "v");
+  ASSERT_OK(store_->Write(batch, true));
+  store_.reset();
+  RemoveDir(dir_ + "/db/values");
+  EXPECT_STATUS(OpenRocksStore(dir_ + "/db"), absl::StatusCode::kFailedPrecondition,
+                "was written by an earlier tdock");
+}
+
 // A store whose value log lost a file fails its scan with DATA_LOSS naming
 // the store and the file.
 TEST_F(RocksValueLogTest, LostSegmentIsDataLoss) {

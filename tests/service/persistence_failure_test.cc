@@ -102,9 +102,27 @@ TEST_F(PersistenceFailureTest, AsyncFailureRefusesLaterWrites) {
                 "disk full");
 }
 
-// A stored record that does not decode, or a spec that no longer
-// validates, fails recovery with a message naming the dock; nothing is
-// served from a partial load.
+// Recovery of a store that holds a valid dock "fragile" plus `bad`.
+absl::Status RecoverWithBadRecord(StoreBatch bad) {
+  auto store = NewMemoryStore();
+  Store* raw = store.get();
+  Persistence persistence(std::move(store), {.data_dir = "mem"});
+  DockRegistry registry;
+  if (absl::Status s = persistence.Recover(registry).status(); !s.ok()) return s;
+  if (absl::Status s = registry.Create(Spec()).status(); !s.ok()) return s;
+  if (absl::Status s = raw->Write(bad, true); !s.ok()) return s;
+  registry.Shutdown();
+  // A server starting on this store.
+  DockRegistry again;
+  absl::Status recovered = persistence.Recover(again).status();
+  again.Shutdown();
+  return recovered;
+}
+
+// A stored record that does not decode (a cell of a column the dock lacks,
+// a release of a negative step), or a spec that no longer validates, fails
+// recovery with a message naming the dock; nothing is served from a partial
+// load.
 TEST(PersistenceRecovery, CorruptionFailsNamingTheDock) {
   {
     auto store = NewMemoryStore();
@@ -117,26 +135,17 @@ TEST(PersistenceRecovery, CorruptionFailsNamingTheDock) {
                   "recovering dock 'broken'");
     EXPECT_TRUE(registry.List().empty());
   }
-  {
-    // A valid dock whose cell key names a column it does not have.
-    auto store = NewMemoryStore();
-    Store* raw = store.get();
-    Persistence persistence(std::move(store), {.data_dir = "mem"});
-    DockRegistry registry;
-    ASSERT_OK(persistence.Recover(registry).status());
-    ASSERT_OK(registry.Create(Spec()).status());
-    StoreBatch bad;
-    std::string key("Dfragile\0", 9);
-    key += std::string(8, '\0') + "c" + std::string("\0\0\0\x07", 4) + std::string(8, '\0');
-    bad.Put(key, "abcd");
-    ASSERT_OK(raw->Write(bad, true));
-    registry.Shutdown();
-    // A server starting on this store.
-    DockRegistry again;
-    EXPECT_STATUS(persistence.Recover(again), absl::StatusCode::kDataLoss,
-                  "recovering dock 'fragile' from 'mem': a cell of step 0 does not decode");
-    again.Shutdown();
-  }
+  StoreBatch cell;  // a cell key naming column 7, which the dock lacks
+  cell.Put(std::string("Dfragile\0", 9) + std::string(8, '\0') + "c" +
+               std::string("\0\0\0\x07", 4) + std::string(8, '\0'),
+           "abcd");
+  EXPECT_STATUS(RecoverWithBadRecord(std::move(cell)), absl::StatusCode::kDataLoss,
+                "recovering dock 'fragile' from 'mem': a cell of step 0 does not decode");
+  StoreBatch release;  // a release of step -1
+  release.Put(std::string("Tfragile\0", 9) + std::string(8, '\xff'), "");
+  EXPECT_STATUS(RecoverWithBadRecord(std::move(release)), absl::StatusCode::kDataLoss,
+                "recovering dock 'fragile' from 'mem': dock 'fragile' step -1: a release "
+                "record names a negative step");
 }
 
 }  // namespace
