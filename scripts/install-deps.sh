@@ -15,8 +15,8 @@ PACKAGES=(
   libabsl-dev libyaml-cpp-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # JSON output, persistence, metrics
-  nlohmann-json3-dev librocksdb-dev prometheus-cpp-dev
+  # JSON output, persistence (RocksDB; ISA-L for CRC-32C), metrics
+  nlohmann-json3-dev librocksdb-dev libisal-dev prometheus-cpp-dev
   # the Python client, its tests and the example pipeline (Debian's Python)
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-pytest python3-venv python3-setuptools python3-pip

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "isa-l/crc.h"
 #include "common/status.h"
 
 namespace tdock::persist {
@@ -32,6 +33,16 @@ uint64_t GetU64(const char* in) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
   return v;
+}
+
+// CRC-32C (Castagnoli, as iSCSI and ext4 use it) of `data`, by Intel's
+// ISA-L, which picks the fastest instructions the CPU has (tens of GB/s;
+// Debian's RocksDB carries only a portable one, ~1 GB/s). Values are at
+// most a segment (<= 1 GiB), so `int` lengths do.
+uint32_t Crc32c(absl::string_view data) {
+  return crc32_iscsi(reinterpret_cast<unsigned char*>(const_cast<char*>(data.data())),
+                     static_cast<int>(data.size()), 0xffffffffu) ^
+         0xffffffffu;
 }
 
 // A failed system call on `path`: UNAVAILABLE (disk full, I/O error, ...),
@@ -106,6 +117,7 @@ void ValueRef::EncodeTo(char out[kEncodedBytes]) const {
   PutU64(out, segment);
   PutU64(out + 8, offset);
   PutU64(out + 16, length);
+  for (int i = 0; i < 4; ++i) out[24 + i] = static_cast<char>((crc >> (8 * (3 - i))) & 0xff);
 }
 
 bool ValueRef::Decode(absl::string_view bytes, ValueRef& ref) {
@@ -113,6 +125,8 @@ bool ValueRef::Decode(absl::string_view bytes, ValueRef& ref) {
   ref.segment = GetU64(bytes.data());
   ref.offset = GetU64(bytes.data() + 8);
   ref.length = GetU64(bytes.data() + 16);
+  ref.crc = 0;
+  for (int i = 0; i < 4; ++i) ref.crc = (ref.crc << 8) | static_cast<unsigned char>(bytes[24 + i]);
   return true;
 }
 
@@ -247,7 +261,8 @@ absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
       run_offset = active_offset_;
     }
     iov.push_back({const_cast<char*>(value.data()), value.size()});
-    refs.push_back({active_, static_cast<uint64_t>(active_offset_), static_cast<uint64_t>(size)});
+    refs.push_back({active_, static_cast<uint64_t>(active_offset_), static_cast<uint64_t>(size),
+                    Crc32c(value)});
     active_offset_ += size;
     if (active_offset_ - run_offset >= kWritePiece) TDOCK_RETURN_IF_ERROR(flush());
   }
@@ -282,6 +297,11 @@ absl::Status ValueLog::Read(const ValueRef& ref, std::string& out) const {
                     : IoError("cannot read", PathOf(ref.segment), errno);
     }
     done += static_cast<uint64_t>(n);
+  }
+  if (Crc32c(out) != ref.crc) {
+    return absl::DataLossError(absl::StrCat("value log: a value of ", ref.length, " bytes at ",
+                                            ref.offset, " in ", PathOf(ref.segment),
+                                            " does not match its checksum"));
   }
   return absl::OkStatus();
 }

@@ -39,13 +39,15 @@
 
 namespace tdock::persist {
 
-// Where a value is: segment, byte offset, length. Encoded as 24 bytes.
+// Where a value is: segment, byte offset, length, and the CRC-32C of its
+// bytes (checked when it is read back). Encoded as 28 bytes.
 struct ValueRef {
   uint64_t segment = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
+  uint32_t crc = 0;
 
-  static constexpr size_t kEncodedBytes = 24;
+  static constexpr size_t kEncodedBytes = 28;
   void EncodeTo(char out[kEncodedBytes]) const;
   static bool Decode(absl::string_view bytes, ValueRef& ref);
 };
@@ -69,7 +71,8 @@ class ValueLog {
   // returns where each went, in order.
   absl::StatusOr<std::vector<ValueRef>> Append(const std::vector<absl::string_view>& values);
   // Reads a value into `out`. DATA_LOSS naming the segment when the value
-  // is not there (a missing or short segment file).
+  // is not there (a missing or short segment file) or its bytes do not match
+  // their checksum.
   absl::Status Read(const ValueRef& ref, std::string& out) const;
 
   void Live(const ValueRef& ref);

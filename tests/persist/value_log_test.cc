@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -159,6 +160,32 @@ TEST_F(ValueLogTest, MissingOrShortSegmentIsDataLossNamingTheFile) {
   ValueRef past = refs[0];
   past.offset = kSegment - 10;
   EXPECT_STATUS(log->Read(past, out), absl::StatusCode::kDataLoss, "past the end of");
+}
+
+// A value whose bytes changed on disk (one flipped bit) is DATA_LOSS: the
+// pointer's CRC-32C no longer matches. The checksum is the standard one.
+TEST_F(ValueLogTest, FlippedBitIsDataLoss) {
+  std::unique_ptr<ValueLog> log = Open();
+  log->FinishRecovery();
+  const std::string check = "123456789";  // CRC-32C 0xE3069283
+  const std::string v = Value(5000, 1);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({check, v}));
+  EXPECT_EQ(refs[0].crc, 0xE3069283u);
+  log.reset();
+  const std::vector<std::string> files = SegmentFiles(dir_ + "/values");
+  ASSERT_EQ(files.size(), 1u);
+  {
+    std::FILE* f = std::fopen(files[0].c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(refs[1].offset + 4321), SEEK_SET);
+    std::fputc(v[4321] ^ 0x10, f);
+    std::fclose(f);
+  }
+  log = Open();
+  std::string out;
+  ASSERT_OK(log->Read(refs[0], out));
+  EXPECT_STATUS(log->Read(refs[1], out), absl::StatusCode::kDataLoss,
+                "does not match its checksum");
 }
 
 // ---- under the RocksDB store
