@@ -164,7 +164,9 @@ class StoreDockJournal final : public DockJournal {
       key.push_back('c');
       PutBe(key, static_cast<uint32_t>(cell.column), 4);
       PutBe(key, static_cast<uint64_t>(cell.row), 8);
-      batch.PutBorrowed(key, absl::string_view(cell.bytes.data(), cell.bytes.size()), pin);
+      // The dock's cells share value-log segments (its own steps only).
+      batch.PutBorrowed(key, absl::string_view(cell.bytes.data(), cell.bytes.size()), pin,
+                        DockPrefix(dock_).size());
     }
     journal_->Submit(std::move(batch), std::move(done));
   }

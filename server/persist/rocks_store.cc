@@ -75,9 +75,9 @@ class RocksStore final : public Store {
   absl::Status Write(const StoreBatch& batch, bool sync) override {
     tdock::MutexLock lock(&mu_);
     // The large values first, into the log (synced).
-    std::vector<absl::string_view> large;
+    std::vector<ValueLog::Value> large;
     for (const StoreBatch::Op& op : batch.ops()) {
-      if (InLog(op)) large.push_back(op.put_value());
+      if (InLog(op)) large.push_back({absl::string_view(op.key).substr(0, op.group_len), op.put_value()});
     }
     std::vector<ValueRef> refs;
     if (!large.empty()) {

@@ -1,4 +1,5 @@
 // StoreBatch, the in-memory store and the fake store.
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -14,9 +15,10 @@ void StoreBatch::Put(absl::string_view key, absl::string_view value) {
 }
 
 void StoreBatch::PutBorrowed(absl::string_view key, absl::string_view value,
-                             std::shared_ptr<const void> pin) {
+                             std::shared_ptr<const void> pin, size_t group_len) {
   bytes_ += static_cast<int64_t>(key.size() + value.size());
-  ops_.push_back({Op::Kind::kPut, std::string(key), {}, value, std::move(pin)});
+  ops_.push_back({Op::Kind::kPut, std::string(key), {}, value, std::move(pin),
+                  std::min(group_len, key.size())});
 }
 
 void StoreBatch::PutPieces(absl::string_view key,

@@ -34,6 +34,9 @@ class StoreBatch {
     // valid by `pin`; `value` is empty.
     absl::string_view borrowed;
     std::shared_ptr<const void> pin;
+    // Keys that share their first group_len bytes (a dock's) belong
+    // together: a hint for where the store keeps their values.
+    size_t group_len = 0;
 
     absl::string_view put_value() const { return pin != nullptr ? borrowed : value; }
   };
@@ -42,7 +45,7 @@ class StoreBatch {
   // A put whose value is not copied into the batch: `pin` keeps `value`'s
   // memory alive until the batch is gone (a step's arena for its cells).
   void PutBorrowed(absl::string_view key, absl::string_view value,
-                   std::shared_ptr<const void> pin);
+                   std::shared_ptr<const void> pin, size_t group_len = 0);
   // A value made of pieces (e.g. a cell's payload spread over segments).
   void PutPieces(absl::string_view key, const std::vector<absl::string_view>& pieces);
   void Delete(absl::string_view key);

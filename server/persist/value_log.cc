@@ -190,81 +190,102 @@ std::string ValueLog::PathOf(uint64_t id) const {
   return absl::StrFormat("%s/%016x%s", dir_, id, kSuffix);
 }
 
-absl::Status ValueLog::Roll() {
-  if (active_ != 0) maybe_free_.push_back(active_);  // once its deletions are durable
-  for (auto& [id, segment] : segments_) {
+absl::Status ValueLog::Roll(const std::string& group) {
+  if (const auto it = groups_.find(group); it != groups_.end()) Deactivate(it->second.segment);
+  uint64_t id = 0;
+  for (auto& [candidate, segment] : segments_) {
     if (segment.spare) {
       segment.spare = false;
-      active_ = id;
-      active_offset_ = 0;
+      id = candidate;
       ++recycled_;
-      return absl::OkStatus();
+      break;
     }
   }
-  const uint64_t id = next_id_;
-  const std::string path = PathOf(id);
-  Segment segment;
-  segment.fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (segment.fd < 0) return IoError("cannot create", path, errno);
-  // The whole size at once, and the file's existence, made durable now:
-  // later fdatasyncs then carry data and extent conversions only.
-  int error = posix_fallocate(segment.fd, 0, options_.segment_bytes);
-  if (error == 0 && fsync(segment.fd) != 0) error = errno;
-  if (error == 0 && fsync(dir_fd_) != 0) error = errno;
-  if (error != 0) {
-    close(segment.fd);
-    unlink(path.c_str());
-    return IoError("cannot allocate", path, error);
+  if (id == 0) {
+    id = next_id_;
+    const std::string path = PathOf(id);
+    Segment segment;
+    segment.fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (segment.fd < 0) return IoError("cannot create", path, errno);
+    // The whole size at once, and the file's existence, made durable now:
+    // later fdatasyncs then carry data and extent conversions only.
+    int error = posix_fallocate(segment.fd, 0, options_.segment_bytes);
+    if (error == 0 && fsync(segment.fd) != 0) error = errno;
+    if (error == 0 && fsync(dir_fd_) != 0) error = errno;
+    if (error != 0) {
+      close(segment.fd);
+      unlink(path.c_str());
+      return IoError("cannot allocate", path, error);
+    }
+    segment.size = options_.segment_bytes;
+    ++next_id_;
+    segments_.emplace(id, segment);
   }
-  segment.size = options_.segment_bytes;
-  ++next_id_;
-  segments_.emplace(id, segment);
-  active_ = id;
-  active_offset_ = 0;
+  Segment& segment = segments_.at(id);
+  segment.group = group;
+  segment.active = true;
+  groups_[group] = {id, 0};
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(
-    const std::vector<absl::string_view>& values) {
+void ValueLog::Deactivate(uint64_t id) {
+  Segment& segment = segments_.at(id);
+  groups_.erase(segment.group);
+  segment.active = false;
+  segment.group.clear();
+  maybe_free_.push_back(id);  // reused once its deletions are durable
+}
+
+absl::StatusOr<std::vector<ValueRef>> ValueLog::Append(const std::vector<Value>& values) {
   std::vector<ValueRef> refs;
   refs.reserve(values.size());
-  std::vector<iovec> iov;
   std::set<uint64_t> written;
-  int64_t run_offset = active_offset_;  // where `iov` goes in the active segment
-  // Writes what `iov` holds and starts its writeback at once, so the disk
-  // writes one piece while the next is copied and fdatasync waits only for
-  // the last.
+  // The run being gathered: values going one after another into one segment.
+  std::vector<iovec> iov;
+  uint64_t run_segment = 0;
+  int64_t run_offset = 0;
+  int64_t run_end = 0;
+  // Writes the run and starts its writeback at once, so the disk writes one
+  // piece while the next is copied and fdatasync waits only for the last.
   auto flush = [&]() -> absl::Status {
     if (iov.empty()) return absl::OkStatus();
-    written.insert(active_);
-    const int fd = segments_.at(active_).fd;
-    const int64_t length = active_offset_ - run_offset;
-    TDOCK_RETURN_IF_ERROR(WriteAll(fd, iov, run_offset, PathOf(active_)));
+    written.insert(run_segment);
+    const int fd = segments_.at(run_segment).fd;
+    TDOCK_RETURN_IF_ERROR(WriteAll(fd, iov, run_offset, PathOf(run_segment)));
     // Only a hint: file systems without it (EINVAL, ENOSYS) are synced by
     // the fdatasync below all the same.
-    if (sync_file_range(fd, run_offset, length, SYNC_FILE_RANGE_WRITE) != 0 && errno != EINVAL &&
-        errno != ENOSYS && errno != ESPIPE) {
-      return IoError("cannot start writing back", PathOf(active_), errno);
+    if (sync_file_range(fd, run_offset, run_end - run_offset, SYNC_FILE_RANGE_WRITE) != 0 &&
+        errno != EINVAL && errno != ENOSYS && errno != ESPIPE) {
+      return IoError("cannot start writing back", PathOf(run_segment), errno);
     }
-    run_offset = active_offset_;
+    run_offset = run_end;
     return absl::OkStatus();
   };
-  for (absl::string_view value : values) {
-    const int64_t size = static_cast<int64_t>(value.size());
+  for (const Value& value : values) {
+    const int64_t size = static_cast<int64_t>(value.bytes.size());
     if (size > options_.segment_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "value log: a value of ", size, " bytes is larger than a segment (", options_.segment_bytes, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("value log: a value of ", size,
+                                                     " bytes is larger than a segment (",
+                                                     options_.segment_bytes, ")"));
     }
-    if (active_ == 0 || active_offset_ + size > segments_.at(active_).size) {
+    const std::string group(value.group);
+    auto it = groups_.find(group);
+    if (it == groups_.end() || it->second.offset + size > segments_.at(it->second.segment).size) {
+      TDOCK_RETURN_IF_ERROR(Roll(group));
+      it = groups_.find(group);
+    }
+    Active& active = it->second;
+    if (active.segment != run_segment || active.offset != run_end) {
       TDOCK_RETURN_IF_ERROR(flush());
-      TDOCK_RETURN_IF_ERROR(Roll());
-      run_offset = active_offset_;
+      run_segment = active.segment;
+      run_offset = run_end = active.offset;
     }
-    iov.push_back({const_cast<char*>(value.data()), value.size()});
-    refs.push_back({active_, static_cast<uint64_t>(active_offset_), static_cast<uint64_t>(size),
-                    Crc32c(value)});
-    active_offset_ += size;
-    if (active_offset_ - run_offset >= kWritePiece) TDOCK_RETURN_IF_ERROR(flush());
+    iov.push_back({const_cast<char*>(value.bytes.data()), value.bytes.size()});
+    refs.push_back({active.segment, static_cast<uint64_t>(active.offset),
+                    static_cast<uint64_t>(size), Crc32c(value.bytes)});
+    active.offset += size;
+    run_end = active.offset;
+    if (run_end - run_offset >= kWritePiece) TDOCK_RETURN_IF_ERROR(flush());
   }
   TDOCK_RETURN_IF_ERROR(flush());
   for (uint64_t id : written) {
@@ -320,7 +341,14 @@ void ValueLog::Dead(const ValueRef& ref) {
   const auto it = segments_.find(ref.segment);
   if (it == segments_.end()) return;
   it->second.live_bytes -= static_cast<int64_t>(ref.length);
-  if (--it->second.live_values == 0) maybe_free_.push_back(ref.segment);
+  if (--it->second.live_values != 0) return;
+  // Nothing live in it: its group (a dock deleted, say) takes a new segment
+  // when it writes again, and this one is reused.
+  if (it->second.active) {
+    Deactivate(ref.segment);
+  } else {
+    maybe_free_.push_back(ref.segment);
+  }
 }
 
 void ValueLog::Durable() {
@@ -338,7 +366,7 @@ void ValueLog::FinishRecovery() {
 
 void ValueLog::MaybeRetire(uint64_t id) {
   const auto it = segments_.find(id);
-  if (recovering_ || it == segments_.end() || id == active_ || it->second.spare ||
+  if (recovering_ || it == segments_.end() || it->second.active || it->second.spare ||
       it->second.live_values != 0) {
     return;
   }

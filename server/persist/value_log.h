@@ -6,9 +6,11 @@
 // of one fdatasync per group commit, and RocksDB holds only a small pointer.
 //
 // The log is a directory of fixed-size segment files, <id>.vlog, allocated
-// in full (fallocate) when created. Values are appended to the active
-// segment (a value never spans two), a piece at a time with its writeback
-// started at once. A segment none of whose values is referenced any more is
+// in full (fallocate) when created. Each value belongs to a group (the
+// store's: a dock), and each group appends to a segment of its own (a value
+// never spans two), a piece at a time with its writeback started at once:
+// one dock's long-lived step cannot keep segments full of other docks'
+// released cells from being reused. A segment none of whose values is referenced any more is
 // recycled: its file is written over from the start, which costs the disk
 // less than a fresh file. Up to Options::spare_segments such files are
 // kept; more are removed.
@@ -67,9 +69,13 @@ class ValueLog {
   ValueLog(const ValueLog&) = delete;
   ValueLog& operator=(const ValueLog&) = delete;
 
+  struct Value {
+    absl::string_view group;  // values of a group share segments
+    absl::string_view bytes;
+  };
   // Writes `values` (each at most options.segment_bytes) and fdatasyncs them;
   // returns where each went, in order.
-  absl::StatusOr<std::vector<ValueRef>> Append(const std::vector<absl::string_view>& values);
+  absl::StatusOr<std::vector<ValueRef>> Append(const std::vector<Value>& values);
   // Reads a value into `out`. DATA_LOSS naming the segment when the value
   // is not there (a missing or short segment file) or its bytes do not match
   // their checksum.
@@ -81,7 +87,7 @@ class ValueLog {
   // value become spare.
   void Durable();
   // After a recovery scan reported every live value: all other segments
-  // become spare, and appends go to a segment of their own.
+  // become spare, and every group appends to a new segment.
   void FinishRecovery();
 
   // Copies every segment holding a live value into `dir` (created).
@@ -102,11 +108,19 @@ class ValueLog {
     int64_t live_bytes = 0;  // referenced by stored pointers
     int64_t live_values = 0;
     bool spare = false;
+    bool active = false;  // a group appends to it
+    std::string group;    // which, while active
+  };
+  struct Active {
+    uint64_t segment = 0;
+    int64_t offset = 0;  // where the group's next value goes
   };
   ValueLog(std::string dir, int dir_fd, Options options);
   std::string PathOf(uint64_t id) const;
-  // Makes the next segment active: a spare one, or a new file.
-  absl::Status Roll();
+  // Gives `group` its next segment: a spare one, or a new file.
+  absl::Status Roll(const std::string& group);
+  // The segment's group appends elsewhere from now on.
+  void Deactivate(uint64_t id);
   void MaybeRetire(uint64_t id);
 
   const std::string dir_;
@@ -114,8 +128,7 @@ class ValueLog {
   const Options options_;
   std::map<uint64_t, Segment> segments_;
   uint64_t next_id_ = 1;
-  uint64_t active_ = 0;  // 0: none yet
-  int64_t active_offset_ = 0;
+  std::map<std::string, Active> groups_;
   bool recovering_ = true;
   std::vector<uint64_t> maybe_free_;  // live count reached 0, not yet durable
   int64_t recycled_ = 0;

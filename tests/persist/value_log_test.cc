@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,14 @@ std::string Value(int64_t size, int seed) {
   return v;
 }
 
+// Values of one group.
+std::vector<ValueLog::Value> In(absl::string_view group,
+                                std::initializer_list<absl::string_view> values) {
+  std::vector<ValueLog::Value> out;
+  for (absl::string_view v : values) out.push_back({group, v});
+  return out;
+}
+
 class ValueLogTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = TempDir("vlog"); }
@@ -75,7 +84,7 @@ TEST_F(ValueLogTest, AppendsAndReadsBackWithoutSpanningSegments) {
   const std::vector<std::string> values = {Value(600 << 10, 1), Value(600 << 10, 2),
                                            Value(10, 3)};
   ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs,
-                       log->Append({values[0], values[1], values[2]}));
+                       log->Append(In("g", {values[0], values[1], values[2]})));
   ASSERT_EQ(refs.size(), 3u);
   EXPECT_EQ(refs[0].offset, 0u);
   EXPECT_NE(refs[1].segment, refs[0].segment);  // 1.2 MiB do not fit one 1 MiB segment
@@ -88,7 +97,7 @@ TEST_F(ValueLogTest, AppendsAndReadsBackWithoutSpanningSegments) {
     EXPECT_EQ(out, values[i]) << i;
   }
   EXPECT_EQ(SegmentFiles(dir_ + "/values").size(), 2u);
-  EXPECT_STATUS(log->Append({Value(kSegment + 1, 4)}), absl::StatusCode::kInvalidArgument,
+  EXPECT_STATUS(log->Append(In("g", {Value(kSegment + 1, 4)})), absl::StatusCode::kInvalidArgument,
                 "larger than a segment");
 }
 
@@ -99,21 +108,21 @@ TEST_F(ValueLogTest, RecyclesOnlyDurablyDeadSegments) {
   log->FinishRecovery();
   std::vector<ValueRef> all;
   for (int i = 0; i < 4; ++i) {  // four segments, each full
-    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({Value(kSegment, i)}));
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append(In("g", {Value(kSegment, i)})));
     log->Live(refs[0]);
     all.push_back(refs[0]);
   }
   EXPECT_EQ(log->stats().segments, 4);
   for (int i = 0; i < 3; ++i) log->Dead(all[i]);
   // Not yet durable: the next value goes to a new file.
-  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> fifth, log->Append({Value(100, 9)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> fifth, log->Append(In("g", {Value(100, 9)})));
   EXPECT_EQ(fifth[0].segment, all[3].segment + 1);
   EXPECT_EQ(log->stats().recycled, 0);
   log->Durable();
   // One spare kept, two of the three dead files removed.
   EXPECT_EQ(log->stats().spare, 1);
   EXPECT_EQ(SegmentFiles(dir_ + "/values").size(), 3u);
-  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> next, log->Append({Value(kSegment, 10)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> next, log->Append(In("g", {Value(kSegment, 10)})));
   EXPECT_EQ(log->stats().recycled, 1);
   EXPECT_LT(next[0].segment, all[3].segment);  // an old file, written over
   std::string out;
@@ -123,6 +132,35 @@ TEST_F(ValueLogTest, RecyclesOnlyDurablyDeadSegments) {
   EXPECT_EQ(out, Value(kSegment, 3));
 }
 
+// Each group appends to a segment of its own; a group whose values are all
+// dead frees its segment for reuse (by any group) while the others keep
+// appending where they were.
+TEST_F(ValueLogTest, GroupsKeepSegmentsOfTheirOwn) {
+  std::unique_ptr<ValueLog> log = Open();
+  log->FinishRecovery();
+  const std::string a1 = Value(3000, 1), b1 = Value(3000, 2), a2 = Value(3000, 3);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> first,
+                       log->Append({{"a", a1}, {"b", b1}, {"a", a2}}));
+  EXPECT_EQ(first[0].segment, first[2].segment);
+  EXPECT_NE(first[0].segment, first[1].segment);
+  EXPECT_EQ(first[2].offset, 3000u);
+  for (const ValueRef& ref : first) log->Live(ref);
+  log->Dead(first[1]);  // group b is done
+  log->Durable();
+  EXPECT_EQ(log->stats().spare, 1);
+  const std::string a3 = Value(100, 4), c1 = Value(100, 5);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> next, log->Append({{"a", a3}, {"c", c1}}));
+  EXPECT_EQ(next[0].segment, first[0].segment);
+  EXPECT_EQ(next[0].offset, 6000u);
+  EXPECT_EQ(next[1].segment, first[1].segment);  // b's file, written over
+  EXPECT_EQ(log->stats().recycled, 1);
+  std::string out;
+  ASSERT_OK(log->Read(next[1], out));
+  EXPECT_EQ(out, c1);
+  ASSERT_OK(log->Read(first[2], out));
+  EXPECT_EQ(out, a2);
+}
+
 // Nothing is recycled while recovering: until FinishRecovery every segment
 // may hold a value a scan has not reached yet.
 TEST_F(ValueLogTest, ReopenedLogReusesOnlyAfterRecovery) {
@@ -130,8 +168,8 @@ TEST_F(ValueLogTest, ReopenedLogReusesOnlyAfterRecovery) {
   {
     std::unique_ptr<ValueLog> log = Open();
     log->FinishRecovery();
-    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> a, log->Append({Value(kSegment, 1)}));
-    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> b, log->Append({Value(kSegment, 2)}));
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> a, log->Append(In("g", {Value(kSegment, 1)})));
+    ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> b, log->Append(In("g", {Value(kSegment, 2)})));
     kept = b[0];
   }
   std::unique_ptr<ValueLog> log = Open();
@@ -151,7 +189,7 @@ TEST_F(ValueLogTest, ReopenedLogReusesOnlyAfterRecovery) {
 TEST_F(ValueLogTest, MissingOrShortSegmentIsDataLossNamingTheFile) {
   std::unique_ptr<ValueLog> log = Open();
   log->FinishRecovery();
-  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({Value(5000, 1)}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append(In("g", {Value(5000, 1)})));
   std::string out;
   ValueRef missing = refs[0];
   missing.segment = 99;
@@ -169,7 +207,7 @@ TEST_F(ValueLogTest, FlippedBitIsDataLoss) {
   log->FinishRecovery();
   const std::string check = "123456789";  // CRC-32C 0xE3069283
   const std::string v = Value(5000, 1);
-  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append({check, v}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append(In("g", {check, v})));
   EXPECT_EQ(refs[0].crc, 0xE3069283u);
   log.reset();
   const std::vector<std::string> files = SegmentFiles(dir_ + "/values");
@@ -243,6 +281,40 @@ TEST_F(RocksValueLogTest, PipelineOfReleasesKeepsTheFilesBounded) {
   // Reopened, the same values come back and the free files are spare again.
   Open(dir_ + "/db");
   EXPECT_EQ(Contents(), contents);
+}
+
+// Two docks on one store: a slow one adds a cell now and then and releases
+// nothing, a fast one writes steps of 512 KiB and releases each two steps
+// later (30 MiB in all). The slow dock's cells keep segments of their own,
+// so the fast dock's files are reused instead of each being pinned by one
+// slow cell.
+TEST_F(RocksValueLogTest, SlowDockDoesNotPinAFastDocksSegments) {
+  Open(dir_ + "/db");
+  const std::string slow("Dslow\0", 6), fast("Dfast\0", 6);  // keys' dock parts
+  auto keep = std::make_shared<std::deque<std::string>>();  // the borrowed bytes
+  auto borrow = [&](StoreBatch& batch, const std::string& key, std::string value) {
+    keep->push_back(std::move(value));
+    batch.PutBorrowed(key, keep->back(), keep, 6);
+  };
+  for (int step = 0; step < 60; ++step) {
+    StoreBatch batch;
+    borrow(batch, absl::StrCat(slow, step), Value(4096, step));
+    const std::string fast_step = absl::StrCat(fast, step / 10, step % 10);
+    for (int cell = 0; cell < 8; ++cell) {
+      borrow(batch, absl::StrCat(fast_step, "c", cell), Value(64 << 10, step + cell));
+    }
+    if (step >= 2) {
+      const int old = step - 2;
+      const std::string old_step = absl::StrCat(fast, old / 10, old % 10);
+      batch.DeleteRange(old_step, old_step + "\xff");
+    }
+    ASSERT_OK(store_->Write(batch, /*sync=*/true));
+  }
+  // slow: 1 file; fast: 1.5 MiB live in up to 3, 2 spares.
+  EXPECT_LE(SegmentFiles(dir_ + "/db/values").size(), 6u);
+  const std::map<std::string, std::string> contents = Contents();
+  EXPECT_TRUE(contents.at(absl::StrCat(slow, 0)) == Value(4096, 0));
+  EXPECT_TRUE(contents.at(absl::StrCat(fast, 5, 9, "c", 7)) == Value(64 << 10, 59 + 7));
 }
 
 // Overwriting a key (a rewritable column) or replacing a large value with a
