@@ -8,6 +8,7 @@
 // not start, 2 for bad flags or configuration.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -216,6 +217,12 @@ int Run() {
 
 int main(int argc, char** argv) {
   tdock::TuneMallocForLargeMessages();
+  // Every value-log segment and RocksDB file holds a descriptor, and every
+  // client a socket: take the hard limit, not the usual soft 1024.
+  if (struct rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   // Block the shutdown signals before any thread starts, so every thread
   // (gRPC's included) inherits the mask and only sigwait receives them.
   const sigset_t signals = tdock::ShutdownSignals();

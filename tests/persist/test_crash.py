@@ -14,6 +14,7 @@ time."""
 import os
 import pathlib
 import random
+import resource
 import signal
 import socket
 import subprocess
@@ -208,3 +209,23 @@ def test_bad_persistence_flag_exits_2_naming_it(tmp_path, flag, message):
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
     assert not (tmp_path / "db").exists()  # nothing was opened or created
+
+
+def test_server_takes_the_hard_open_file_limit(tmp_path):
+    """Value-log segments, RocksDB files and client sockets each hold a
+    descriptor: the server raises its soft limit to the hard one (started
+    here with a soft limit of 256)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    try:
+        proc, _ = start(tmp_path / "db", free_port())
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        limits = pathlib.Path(f"/proc/{proc.pid}/limits").read_text()
+        line = next(l for l in limits.splitlines() if l.startswith("Max open files"))
+        soft, hard = line.split()[3:5]
+        assert soft == hard, line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
