@@ -10,7 +10,10 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -218,10 +221,17 @@ int Run() {
 int main(int argc, char** argv) {
   tdock::TuneMallocForLargeMessages();
   // Every value-log segment and RocksDB file holds a descriptor, and every
-  // client a socket: take the hard limit, not the usual soft 1024.
-  if (struct rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
+  // client a socket: take the hard limit (up to 2^20), not the usual soft
+  // 1024.
+  if (struct rlimit files; getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    const rlim_t want = std::min<rlim_t>(files.rlim_max, rlim_t{1} << 20);
+    if (files.rlim_cur < want) {
+      files.rlim_cur = want;
+      if (setrlimit(RLIMIT_NOFILE, &files) != 0) {
+        TDOCK_LOG(WARNING) << "cannot raise the open-file limit to " << want << ": "
+                           << std::strerror(errno);
+      }
+    }
   }
   // Block the shutdown signals before any thread starts, so every thread
   // (gRPC's included) inherits the mask and only sigwait receives them.

@@ -57,12 +57,16 @@ class RocksStore final : public Store {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       const rocksdb::Slice value = it->value();
+      if (value.size() == 0 || value[0] != kInLog) continue;
       ValueRef ref;
-      if (value.size() > 0 && value[0] == kInLog &&
-          ValueRef::Decode(absl::string_view(value.data() + 1, value.size() - 1), ref)) {
-        index_.emplace(it->key().ToString(), ref);
-        log_->Live(ref);
+      if (!ValueRef::Decode(absl::string_view(value.data() + 1, value.size() - 1), ref)) {
+        // Not knowing where it points, no segment could be reused safely.
+        return absl::DataLossError(absl::StrCat(
+            "store '", dir_, "': a pointer into the value log does not decode (",
+            value.size() - 1, " bytes)"));
       }
+      index_.emplace(it->key().ToString(), ref);
+      log_->Live(ref);
     }
     TDOCK_RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("store '", dir_, "': index")));
     // What RocksDB replayed from its log at open must be on disk before a
@@ -154,6 +158,7 @@ class RocksStore final : public Store {
           if (op.key < op.value) {
             auto first = index_.lower_bound(op.key);
             Unindex(first, std::distance(first, index_.lower_bound(op.value)));
+            log_->DropGroups(op.key, op.value);  // a deleted dock's
           }
           break;
       }

@@ -132,9 +132,11 @@ bool ValueRef::Decode(absl::string_view bytes, ValueRef& ref) {
 
 absl::StatusOr<std::unique_ptr<ValueLog>> ValueLog::Open(const std::string& dir,
                                                          Options options) {
-  if (options.segment_bytes <= 0 || options.spare_segments < 0) {
+  if (options.segment_bytes <= 0 || options.segment_bytes > kMaxSegmentBytes ||
+      options.spare_segments < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "value log: segment_bytes must be positive and spare_segments not negative, got ",
+        "value log: segment_bytes must be 1..", kMaxSegmentBytes,
+        " and spare_segments not negative, got ",
         options.segment_bytes, " and ", options.spare_segments));
   }
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -341,20 +343,35 @@ void ValueLog::Dead(const ValueRef& ref) {
   const auto it = segments_.find(ref.segment);
   if (it == segments_.end()) return;
   it->second.live_bytes -= static_cast<int64_t>(ref.length);
-  if (--it->second.live_values != 0) return;
-  // Nothing live in it: its group (a dock deleted, say) takes a new segment
-  // when it writes again, and this one is reused.
-  if (it->second.active) {
-    Deactivate(ref.segment);
-  } else {
-    maybe_free_.push_back(ref.segment);
-  }
+  // An active segment that empties is rewound in Durable instead.
+  if (--it->second.live_values == 0 && !it->second.active) maybe_free_.push_back(ref.segment);
 }
 
 void ValueLog::Durable() {
   std::vector<uint64_t> ids;
   ids.swap(maybe_free_);
   for (uint64_t id : ids) MaybeRetire(id);
+  // A group whose values are all dead, durably, starts its segment over:
+  // a dock that releases each step before writing the next keeps one file.
+  for (auto& [group, active] : groups_) {
+    if (segments_.at(active.segment).live_values == 0) active.offset = 0;
+  }
+}
+
+void ValueLog::DropGroups(absl::string_view begin, absl::string_view end) {
+  std::vector<uint64_t> dropped;
+  for (auto it = groups_.lower_bound(std::string(begin));
+       it != groups_.end() && it->first < end; ++it) {
+    // Every key of the group is in [begin, end): it writes no more.
+    std::string group_end = it->first;
+    while (!group_end.empty() && static_cast<unsigned char>(group_end.back()) == 0xff) {
+      group_end.pop_back();
+    }
+    if (group_end.empty()) continue;  // the unnamed group: never dropped
+    group_end.back() = static_cast<char>(group_end.back() + 1);
+    if (group_end <= end) dropped.push_back(it->second.segment);
+  }
+  for (uint64_t id : dropped) Deactivate(id);
 }
 
 void ValueLog::FinishRecovery() {

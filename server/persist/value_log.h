@@ -56,6 +56,7 @@ struct ValueRef {
 
 class ValueLog {
  public:
+  static constexpr int64_t kMaxSegmentBytes = int64_t{1} << 30;  // CRC lengths are int
   struct Options {
     int64_t segment_bytes = int64_t{64} << 20;
     int spare_segments = 16;  // recycled files kept at most (1 GiB)
@@ -84,8 +85,12 @@ class ValueLog {
   void Live(const ValueRef& ref);
   void Dead(const ValueRef& ref);
   // The deletions reported so far are durable: segments without a live
-  // value become spare.
+  // value become spare, and a group with no live value starts its segment
+  // over.
   void Durable();
+  // Every key of the groups within [begin, end) was deleted (a dock): they
+  // give up their segments (reused once nothing live is left in them).
+  void DropGroups(absl::string_view begin, absl::string_view end);
   // After a recovery scan reported every live value: all other segments
   // become spare, and every group appends to a new segment.
   void FinishRecovery();

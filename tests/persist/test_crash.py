@@ -213,9 +213,11 @@ def test_bad_persistence_flag_exits_2_naming_it(tmp_path, flag, message):
 
 def test_server_takes_the_hard_open_file_limit(tmp_path):
     """Value-log segments, RocksDB files and client sockets each hold a
-    descriptor: the server raises its soft limit to the hard one (started
-    here with a soft limit of 256)."""
+    descriptor: the server raises its soft limit to the hard one, at most
+    2^20 (started here with a soft limit of 256)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard <= 256:
+        pytest.skip(f"the hard open-file limit here is {hard}: nothing to raise")
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
     try:
         proc, _ = start(tmp_path / "db", free_port())
@@ -225,7 +227,8 @@ def test_server_takes_the_hard_open_file_limit(tmp_path):
         limits = pathlib.Path(f"/proc/{proc.pid}/limits").read_text()
         line = next(l for l in limits.splitlines() if l.startswith("Max open files"))
         soft, hard = line.split()[3:5]
-        assert soft == hard, line
+        expected = 2**20 if hard == "unlimited" else min(int(hard), 2**20)
+        assert int(soft) == expected, line
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

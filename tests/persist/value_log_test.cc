@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 #include "server/persist/store.h"
 #include "tests/test_util.h"
 
@@ -116,6 +117,7 @@ TEST_F(ValueLogTest, RecyclesOnlyDurablyDeadSegments) {
   for (int i = 0; i < 3; ++i) log->Dead(all[i]);
   // Not yet durable: the next value goes to a new file.
   ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> fifth, log->Append(In("g", {Value(100, 9)})));
+  log->Live(fifth[0]);
   EXPECT_EQ(fifth[0].segment, all[3].segment + 1);
   EXPECT_EQ(log->stats().recycled, 0);
   log->Durable();
@@ -132,9 +134,10 @@ TEST_F(ValueLogTest, RecyclesOnlyDurablyDeadSegments) {
   EXPECT_EQ(out, Value(kSegment, 3));
 }
 
-// Each group appends to a segment of its own; a group whose values are all
-// dead frees its segment for reuse (by any group) while the others keep
-// appending where they were.
+// Each group appends to a segment of its own. A group whose values are all
+// dead, durably, writes its segment over from the start; a group dropped
+// (its dock deleted) gives the segment up for reuse by any group, while the
+// others keep appending where they were.
 TEST_F(ValueLogTest, GroupsKeepSegmentsOfTheirOwn) {
   std::unique_ptr<ValueLog> log = Open();
   log->FinishRecovery();
@@ -145,10 +148,23 @@ TEST_F(ValueLogTest, GroupsKeepSegmentsOfTheirOwn) {
   EXPECT_NE(first[0].segment, first[1].segment);
   EXPECT_EQ(first[2].offset, 3000u);
   for (const ValueRef& ref : first) log->Live(ref);
-  log->Dead(first[1]);  // group b is done
+  log->Dead(first[1]);  // b's step released
+  const std::string b2 = Value(2000, 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> early, log->Append({{"b", b2}}));
+  EXPECT_EQ(early[0].offset, 3000u);  // not durable yet: after b1
+  log->Live(early[0]);
+  log->Dead(early[0]);
+  log->Durable();
+  const std::string b3 = Value(1000, 5);
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> over, log->Append({{"b", b3}}));
+  EXPECT_EQ(over[0].segment, first[1].segment);
+  EXPECT_EQ(over[0].offset, 0u);  // durable: from the start
+  log->Live(over[0]);
+  log->Dead(over[0]);
+  log->DropGroups("b", "c");  // b's dock deleted
   log->Durable();
   EXPECT_EQ(log->stats().spare, 1);
-  const std::string a3 = Value(100, 4), c1 = Value(100, 5);
+  const std::string a3 = Value(100, 6), c1 = Value(100, 7);
   ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> next, log->Append({{"a", a3}, {"c", c1}}));
   EXPECT_EQ(next[0].segment, first[0].segment);
   EXPECT_EQ(next[0].offset, 6000u);
@@ -159,6 +175,38 @@ TEST_F(ValueLogTest, GroupsKeepSegmentsOfTheirOwn) {
   EXPECT_EQ(out, c1);
   ASSERT_OK(log->Read(first[2], out));
   EXPECT_EQ(out, a2);
+}
+
+// Values of several groups interleaved in one append, one group rolling to
+// a new segment in the middle: every value reads back.
+TEST_F(ValueLogTest, InterleavedGroupsAndARollReadBack) {
+  std::unique_ptr<ValueLog> log = Open();
+  log->FinishRecovery();
+  std::vector<std::string> bytes;
+  std::vector<ValueLog::Value> values;
+  for (int i = 0; i < 12; ++i) bytes.push_back(Value(i % 3 == 0 ? 300 << 10 : 5000, i));
+  for (int i = 0; i < 12; ++i) values.push_back({i % 3 == 0 ? "big" : (i % 2 ? "x" : "y"), bytes[i]});
+  ASSERT_OK_AND_ASSIGN(std::vector<ValueRef> refs, log->Append(values));
+  EXPECT_NE(refs[0].segment, refs[9].segment);  // 4 x 300 KiB: "big" rolled
+  for (size_t i = 0; i < refs.size(); ++i) {
+    std::string out;
+    ASSERT_OK(log->Read(refs[i], out));
+    EXPECT_TRUE(out == bytes[i]) << i;
+  }
+}
+
+// A pointer encodes and decodes whole; other lengths do not decode.
+TEST(ValueRefTest, EncodesAndDecodes) {
+  const ValueRef ref{0x0102030405060708, 0x1112131415161718, 0x2122232425262728, 0xE3069283};
+  char encoded[ValueRef::kEncodedBytes];
+  ref.EncodeTo(encoded);
+  ValueRef back;
+  ASSERT_TRUE(ValueRef::Decode(absl::string_view(encoded, sizeof encoded), back));
+  EXPECT_EQ(back.segment, ref.segment);
+  EXPECT_EQ(back.offset, ref.offset);
+  EXPECT_EQ(back.length, ref.length);
+  EXPECT_EQ(back.crc, ref.crc);
+  EXPECT_FALSE(ValueRef::Decode(absl::string_view(encoded, 24), back));
 }
 
 // Nothing is recycled while recovering: until FinishRecovery every segment
@@ -356,6 +404,46 @@ TEST_F(RocksValueLogTest, CheckpointKeepsItsValuesWhenTheStoreMovesOn) {
   const std::map<std::string, std::string> copy = Contents();
   EXPECT_EQ(copy.at("a"), Value(512 << 10, 1));
   EXPECT_EQ(copy.at("b"), "small");
+}
+
+// Twenty docks, one after another, each writing 512 KiB of cells and then
+// deleted (one range delete of its keys): a deleted dock gives its segment
+// up, so the files do not pile up one per dock.
+TEST_F(RocksValueLogTest, DeletedDocksGiveTheirSegmentsUp) {
+  Open(dir_ + "/db");
+  auto keep = std::make_shared<std::deque<std::string>>();
+  for (int dock = 0; dock < 20; ++dock) {
+    const std::string prefix = absl::StrCat("Dd", dock, std::string(1, '\0'));
+    StoreBatch batch;
+    for (int cell = 0; cell < 8; ++cell) {
+      keep->push_back(Value(64 << 10, dock + cell));
+      batch.PutBorrowed(absl::StrCat(prefix, "c", cell), keep->back(), keep, prefix.size());
+    }
+    ASSERT_OK(store_->Write(batch, true));
+    std::string end = prefix;
+    end.back() = '\1';
+    StoreBatch deleted;
+    deleted.DeleteRange(prefix, end);
+    ASSERT_OK(store_->Write(deleted, true));
+  }
+  EXPECT_LE(SegmentFiles(dir_ + "/db/values").size(), 3u);
+  EXPECT_TRUE(Contents().empty());
+}
+
+// A pointer that does not decode (here one of 24 bytes, as an earlier
+// format wrote) fails the store's opening: not knowing where it points, no
+// segment could be reused safely.
+TEST_F(RocksValueLogTest, UndecodablePointerFailsOpening) {
+  Open(dir_ + "/db");
+  store_.reset();
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_ + "/db", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "k", std::string(1, '\1') + std::string(24, 'p')).ok());
+  }
+  EXPECT_STATUS(OpenRocksStore(dir_ + "/db"), absl::StatusCode::kDataLoss,
+                "a pointer into the value log does not decode (24 bytes)");
 }
 
 // A store written before the value log (RocksDB alone, untagged values) is

@@ -95,6 +95,8 @@ TEST_F(PersistenceFailureTest, FailedHandOutReturnsTheRows) {
 // journal refuses later Puts with its error.
 TEST_F(PersistenceFailureTest, AsyncFailureRefusesLaterWrites) {
   Open(Durability::kAsync);
+  // The dock's spec, acknowledged at once, is written before the failure.
+  ASSERT_OK(persistence_->journal().Flush());
   store_->FailNext(1, absl::UnavailableError("disk full"));
   ASSERT_OK(PutSync(*dock_, 0, {0}, {Ids(1, 1)}));
   EXPECT_STATUS(persistence_->journal().Flush(), absl::StatusCode::kUnavailable, "disk full");
