@@ -1,24 +1,14 @@
 // Persistence: a server's docks journaled to a Store (DESIGN.md §7).
 //
-// What is stored, and under which keys (bytewise ordered; dock names hold no
-// NUL, so "\0" ends them; numbers are big-endian):
-//   S <dock>                                    the dock's spec (tdock.v1.DockSpec)
-//   D <dock> \0 <step:8> c <column:4> <row:8>   a cell's bytes
-//   D <dock> \0 <step:8> h <consumer:4> <id:8>  rows handed out by one Get:
-//                                               <lease:8> then <unit:8>...
-//   D <dock> \0 <step:8> r <consumer:4> <round:8>   a BALANCED round, all shares
-//   D <dock> \0 <step:8> d <consumer:4> <round:8> <rank:4>   its delivery to a
-//                                               rank: <lease:8>
-//   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
-//   T <dock> \0 <step:8>                        the step was released
-// Releasing a step deletes its D range in one range delete and writes its
-// T key, so a record that lands after the release is ignored at recovery.
+// What is stored, and under which keys: records.h. Each dock records its
+// changes through a StoreDockJournal (store_dock_journal.h).
 //
 // Recovery (Recover, before the server accepts calls) rebuilds every dock:
 // spec, cells (through Put), hand-outs, rounds and deliveries, leases still
 // in flight (with a fresh lease_ms), then releases steps that were done.
 // A record that does not decode, or a spec that no longer validates, fails
-// recovery with a message naming the dock: never a partial load.
+// recovery with a message naming the dock: never a partial load
+// (recovery.cc).
 //
 // Thread safety: after Recover, every method may be called from any thread.
 #ifndef TDOCK_SERVER_PERSIST_PERSISTENCE_H_

@@ -1,0 +1,159 @@
+#include "server/persist/records.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tdock::persist::records {
+namespace {
+
+void PutDouble(std::string& out, double d) {
+  uint64_t u = 0;
+  std::memcpy(&u, &d, sizeof d);
+  PutBe(out, u, 8);
+}
+
+// `prefix` followed by the step.
+std::string WithStep(std::string prefix, int64_t step) {
+  PutBe(prefix, static_cast<uint64_t>(step), 8);
+  return prefix;
+}
+
+}  // namespace
+
+void PutBe(std::string& out, uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string SpecKey(absl::string_view dock) { return absl::StrCat("S", dock); }
+
+std::string DockPrefix(absl::string_view dock) {
+  return absl::StrCat("D", dock, std::string(1, '\0'));
+}
+
+std::string StepPrefix(absl::string_view dock, int64_t step) {
+  return WithStep(DockPrefix(dock), step);
+}
+
+std::string TombPrefix(absl::string_view dock) {
+  return absl::StrCat("T", dock, std::string(1, '\0'));
+}
+
+std::string TombKey(absl::string_view dock, int64_t step) {
+  return WithStep(TombPrefix(dock), step);
+}
+
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(prefix.back() + 1);
+  return prefix;
+}
+
+std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t row) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('c');
+  PutBe(key, static_cast<uint32_t>(column), 4);
+  PutBe(key, static_cast<uint64_t>(row), 8);
+  return key;
+}
+
+std::string HandOutKey(absl::string_view dock, int64_t step, int consumer, uint64_t id) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('h');
+  PutBe(key, static_cast<uint32_t>(consumer), 4);
+  PutBe(key, id, 8);
+  return key;
+}
+
+std::string RoundKey(absl::string_view dock, int64_t step, int consumer, int64_t round) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('r');
+  PutBe(key, static_cast<uint32_t>(consumer), 4);
+  PutBe(key, static_cast<uint64_t>(round), 8);
+  return key;
+}
+
+std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int64_t round,
+                        int32_t rank) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('d');
+  PutBe(key, static_cast<uint32_t>(consumer), 4);
+  PutBe(key, static_cast<uint64_t>(round), 8);
+  PutBe(key, static_cast<uint32_t>(rank), 4);
+  return key;
+}
+
+std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('k');
+  PutBe(key, lease, 8);
+  return key;
+}
+
+std::string EncodeHandOut(const DockJournal::HandOut& h) {
+  std::string value;
+  PutBe(value, h.lease_id, 8);
+  for (int64_t unit : h.units) PutBe(value, static_cast<uint64_t>(unit), 8);
+  return value;
+}
+
+std::string EncodeRound(const DockJournal::RoundRecord& r) {
+  std::string v;
+  v.push_back(r.last ? 1 : 0);
+  const BalanceStats& s = r.stats;
+  for (const Spread& spread :
+       {s.rank_cost, s.rank_tokens, s.micro_batch_cost, s.micro_batch_tokens}) {
+    for (double d : {spread.min, spread.max, spread.mean}) PutDouble(v, d);
+  }
+  PutDouble(v, s.padding_ratio);
+  for (int64_t n : {s.micro_batches, s.tokens, s.padded_tokens}) PutBe(v, n, 8);
+  PutBe(v, r.shares.size(), 8);
+  for (size_t k = 0; k < r.shares.size(); ++k) {
+    PutBe(v, r.shares[k].size(), 8);
+    for (int64_t row : r.shares[k]) PutBe(v, row, 8);
+    PutBe(v, r.micro_batches[k].size(), 8);
+    for (const MicroBatchInfo& m : r.micro_batches[k]) {
+      for (int64_t n : {m.begin, m.end, m.padded_len, m.tokens, m.padded_tokens}) PutBe(v, n, 8);
+    }
+  }
+  return v;
+}
+
+bool DecodeRound(absl::string_view value, DockJournal::RoundRecord& r) {
+  Reader in(value);
+  char last = 0;
+  if (!in.Byte(last)) return false;
+  r.last = last != 0;
+  BalanceStats& s = r.stats;
+  for (Spread* spread :
+       {&s.rank_cost, &s.rank_tokens, &s.micro_batch_cost, &s.micro_batch_tokens}) {
+    for (double* d : {&spread->min, &spread->max, &spread->mean}) {
+      if (!in.ReadDouble(*d)) return false;
+    }
+  }
+  if (!in.ReadDouble(s.padding_ratio)) return false;
+  for (int64_t* n : {&s.micro_batches, &s.tokens, &s.padded_tokens}) {
+    if (!in.ReadI64(*n)) return false;
+  }
+  int64_t ranks = 0;
+  if (!in.ReadI64(ranks) || ranks < 0 || ranks > 1 << 20) return false;
+  r.shares.resize(ranks);
+  r.micro_batches.resize(ranks);
+  for (int64_t k = 0; k < ranks; ++k) {
+    int64_t rows = 0;
+    if (!in.ReadI64(rows) || rows < 0 || rows > 1 << 26) return false;
+    r.shares[k].resize(rows);
+    for (int64_t& row : r.shares[k]) {
+      if (!in.ReadI64(row)) return false;
+    }
+    int64_t mbs = 0;
+    if (!in.ReadI64(mbs) || mbs < 0 || mbs > 1 << 26) return false;
+    r.micro_batches[k].resize(mbs);
+    for (MicroBatchInfo& m : r.micro_batches[k]) {
+      for (int64_t* n : {&m.begin, &m.end, &m.padded_len, &m.tokens, &m.padded_tokens}) {
+        if (!in.ReadI64(*n)) return false;
+      }
+    }
+  }
+  return in.done();
+}
+
+}  // namespace tdock::persist::records

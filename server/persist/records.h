@@ -1,0 +1,96 @@
+// The records a dock leaves in the store (DESIGN.md §7): their keys and the
+// encodings of their values.
+//
+// What is stored, and under which keys (bytewise ordered; dock names hold no
+// NUL, so "\0" ends them; numbers are big-endian):
+//   S <dock>                                    the dock's spec (tdock.v1.DockSpec)
+//   D <dock> \0 <step:8> c <column:4> <row:8>   a cell's bytes
+//   D <dock> \0 <step:8> h <consumer:4> <id:8>  rows handed out by one Get:
+//                                               <lease:8> then <unit:8>...
+//   D <dock> \0 <step:8> r <consumer:4> <round:8>   a BALANCED round, all shares
+//   D <dock> \0 <step:8> d <consumer:4> <round:8> <rank:4>   its delivery to a
+//                                               rank: <lease:8>
+//   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
+//   T <dock> \0 <step:8>                        the step was released
+// Releasing a step deletes its D range in one range delete and writes its
+// T key, so a record that lands after the release is ignored at recovery.
+#ifndef TDOCK_SERVER_PERSIST_RECORDS_H_
+#define TDOCK_SERVER_PERSIST_RECORDS_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "server/dock/journal_hook.h"
+
+namespace tdock::persist::records {
+
+// Appends the low `bytes` bytes of `v`, big-endian.
+void PutBe(std::string& out, uint64_t v, int bytes);
+
+// Reads big-endian numbers off the front of a string view.
+class Reader {
+ public:
+  explicit Reader(absl::string_view data) : data_(data) {}
+  bool Read(uint64_t& v, int bytes) {
+    if (data_.size() < static_cast<size_t>(bytes)) return false;
+    v = 0;
+    for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<unsigned char>(data_[i]);
+    data_.remove_prefix(bytes);
+    return true;
+  }
+  bool ReadI64(int64_t& v) {
+    uint64_t u = 0;
+    if (!Read(u, 8)) return false;
+    v = static_cast<int64_t>(u);
+    return true;
+  }
+  bool ReadDouble(double& d) {
+    uint64_t u = 0;
+    if (!Read(u, 8)) return false;
+    std::memcpy(&d, &u, sizeof d);
+    return true;
+  }
+  bool Byte(char& c) {
+    if (data_.empty()) return false;
+    c = data_[0];
+    data_.remove_prefix(1);
+    return true;
+  }
+  absl::string_view rest() const { return data_; }
+  bool done() const { return data_.empty(); }
+
+ private:
+  absl::string_view data_;
+};
+
+std::string SpecKey(absl::string_view dock);
+// Every record of the dock's steps starts with it; the step's with StepPrefix.
+std::string DockPrefix(absl::string_view dock);
+std::string StepPrefix(absl::string_view dock, int64_t step);
+// Every release record of the dock starts with it.
+std::string TombPrefix(absl::string_view dock);
+std::string TombKey(absl::string_view dock, int64_t step);
+// The end of the range of keys that start with `prefix`.
+std::string PrefixEnd(std::string prefix);
+
+std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t row);
+std::string HandOutKey(absl::string_view dock, int64_t step, int consumer, uint64_t id);
+std::string RoundKey(absl::string_view dock, int64_t step, int consumer, int64_t round);
+std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int64_t round,
+                        int32_t rank);
+std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease);
+
+// A hand-out's value: its lease, then its units.
+std::string EncodeHandOut(const DockJournal::HandOut& h);
+// A round's value: last, the stats, then per rank its rows and
+// micro-batches. DecodeRound fills the value's fields of `r` (not step,
+// consumer, round: those are in the key); false if it does not decode.
+std::string EncodeRound(const DockJournal::RoundRecord& r);
+bool DecodeRound(absl::string_view value, DockJournal::RoundRecord& r);
+
+}  // namespace tdock::persist::records
+
+#endif  // TDOCK_SERVER_PERSIST_RECORDS_H_

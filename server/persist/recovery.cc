@@ -1,0 +1,286 @@
+// Recovery: rebuilding a dock from its records (persistence.h).
+#include <future>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "proto/tdock/v1/convert.h"
+#include "server/persist/persistence.h"
+#include "server/persist/records.h"
+#include "server/persist/store_dock_journal.h"
+
+namespace tdock::persist {
+namespace {
+
+using records::Reader;
+
+// Cells come from the scan in key order: by step, column, row. They go into
+// the dock as they come, one Put per run of a step's column (up to
+// kPutBytes), through one buffer that is reused (its pages stay warm) and
+// without a second copy of every cell in memory.
+class CellWriter {
+ public:
+  CellWriter(Dock& dock, const DockSpec& spec, RecoveryStats& stats)
+      : dock_(dock), spec_(spec), stats_(stats) {}
+
+  absl::Status Add(int64_t step, int column, int64_t row, absl::string_view value) {
+    const int64_t item = spec_.columns[column].item_bytes();
+    if (item <= 0 || value.size() % item != 0) {
+      return absl::DataLossError(absl::StrCat("a cell of step ", step, " column '",
+                                              spec_.columns[column].name,
+                                              "' is not whole items"));
+    }
+    if (step_ != step || column_ != column || bytes_.size() + value.size() > kPutBytes) {
+      TDOCK_RETURN_IF_ERROR(Flush());
+      step_ = step;
+      column_ = column;
+    }
+    rows_.push_back(row);
+    offsets_.push_back(offsets_.back() + static_cast<int64_t>(value.size()) / item);
+    bytes_.append(value.data(), value.size());
+    ++stats_.cells;
+    stats_.bytes += static_cast<int64_t>(value.size());
+    return absl::OkStatus();
+  }
+
+  // Puts what was added since the last Flush.
+  absl::Status Flush() {
+    if (rows_.empty()) return absl::OkStatus();
+    PutInput put;  // wait 0: a Put that would park fails recovery instead
+    put.step = step_;
+    put.rows = rows_;
+    PackedColumn packed;
+    packed.name = spec_.columns[column_].name;
+    packed.dtype = spec_.columns[column_].dtype;
+    packed.offsets = offsets_;
+    if (!bytes_.empty()) packed.segments.emplace_back(bytes_.data(), bytes_.size());
+    put.columns.push_back(std::move(packed));
+    std::promise<absl::Status> done;
+    dock_.Put(std::move(put), [&done](absl::StatusOr<PutResult> r) { done.set_value(r.status()); });
+    if (absl::Status status = done.get_future().get(); !status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("re-writing step ", step_, " column '",
+                                       spec_.columns[column_].name, "': ", status.message()));
+    }
+    steps_.insert(step_);
+    rows_.clear();
+    offsets_.assign(1, 0);
+    bytes_.clear();  // keeps its memory
+    return absl::OkStatus();
+  }
+
+  int64_t steps() const { return static_cast<int64_t>(steps_.size()); }
+
+ private:
+  static constexpr size_t kPutBytes = size_t{64} << 20;
+
+  Dock& dock_;
+  const DockSpec& spec_;
+  RecoveryStats& stats_;
+  int64_t step_ = -1;
+  int column_ = -1;
+  std::vector<int64_t> rows_;
+  std::vector<int64_t> offsets_{0};
+  std::string bytes_;
+  std::set<int64_t> steps_;
+};
+
+// The records of one dock's live steps, decoded as the scan reaches them:
+// cells go into the dock at once (CellWriter), the rest is kept and restored
+// afterwards (Restore), when every cell is there.
+class DockScan {
+ public:
+  DockScan(Dock& dock, const DockSpec& spec, std::set<int64_t> released, RecoveryStats& stats)
+      : dock_(dock), spec_(spec), released_(std::move(released)), stats_(stats),
+        cells_(dock, spec, stats) {}
+
+  // One record: `key` without the dock's prefix.
+  absl::Status Record(absl::string_view key, absl::string_view value) {
+    Reader in(key);
+    int64_t step = 0;
+    char kind = 0;
+    if (!in.ReadI64(step) || !in.Byte(kind)) return absl::DataLossError("a key does not decode");
+    if (released_.count(step) != 0) return absl::OkStatus();  // landed after the release
+    switch (kind) {
+      case 'c': return Cell(step, in, value);
+      case 'h': return HandOut(step, in, value);
+      case 'r': return Round(step, in, value);
+      case 'd': return Delivery(step, in, value);
+      case 'k': return Ack(step, in);
+      default:
+        return absl::DataLossError(absl::StrCat("unknown record kind '", std::string(1, kind),
+                                                "' in step ", step));
+    }
+  }
+
+  // After the scan: the last cells, then rounds, deliveries and hand-outs
+  // with the leases that were not acknowledged.
+  absl::Status Restore() {
+    TDOCK_RETURN_IF_ERROR(cells_.Flush());
+    stats_.steps += cells_.steps();
+    for (const DockJournal::RoundRecord& r : rounds_) {
+      TDOCK_RETURN_IF_ERROR(dock_.RecoverRound(r));
+      ++stats_.handouts;
+    }
+    for (const DeliveryRecord& d : deliveries_) {
+      const uint64_t lease = LiveLease(d.step, d.lease);
+      TDOCK_RETURN_IF_ERROR(dock_.RecoverDelivery(d.step, d.consumer, d.round, d.rank, lease));
+      ++stats_.handouts;
+      stats_.leases += lease != 0;
+    }
+    for (DockJournal::HandOut& h : handouts_) {
+      h.lease_id = LiveLease(h.step, h.lease_id);
+      TDOCK_RETURN_IF_ERROR(dock_.RecoverHandOut(h));
+      ++stats_.handouts;
+      stats_.leases += h.lease_id != 0;
+    }
+    return absl::OkStatus();
+  }
+
+  uint64_t next_handout() const { return next_handout_; }
+
+ private:
+  struct DeliveryRecord {
+    int64_t step, round;
+    int consumer;
+    int32_t rank;
+    uint64_t lease;
+  };
+
+  absl::Status Cell(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t column = 0, row = 0;
+    if (!in.Read(column, 4) || !in.Read(row, 8) || !in.done() ||
+        column >= spec_.columns.size()) {
+      return absl::DataLossError(absl::StrCat("a cell of step ", step, " does not decode"));
+    }
+    return cells_.Add(step, static_cast<int>(column), static_cast<int64_t>(row), value);
+  }
+
+  absl::Status HandOut(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t consumer = 0, id = 0;
+    DockJournal::HandOut h;
+    Reader v(value);
+    if (!in.Read(consumer, 4) || !in.Read(id, 8) || !v.Read(h.lease_id, 8)) {
+      return absl::DataLossError(absl::StrCat("a hand-out of step ", step, " does not decode"));
+    }
+    int64_t unit = 0;
+    while (v.ReadI64(unit)) h.units.push_back(unit);
+    if (!v.done()) return absl::DataLossError("a hand-out's units do not decode");
+    // Hand-outs without a lease are numbered in the upper half of the ids.
+    if (id >> 63) next_handout_ = std::max(next_handout_, (id & ~(uint64_t{1} << 63)) + 1);
+    h.step = step;
+    h.consumer = static_cast<int>(consumer);
+    handouts_.push_back(std::move(h));
+    return absl::OkStatus();
+  }
+
+  absl::Status Round(int64_t step, Reader& in, absl::string_view value) {
+    DockJournal::RoundRecord r;
+    uint64_t consumer = 0, round = 0;
+    if (!in.Read(consumer, 4) || !in.Read(round, 8) || !records::DecodeRound(value, r)) {
+      return absl::DataLossError(absl::StrCat("a round of step ", step, " does not decode"));
+    }
+    r.step = step;
+    r.consumer = static_cast<int>(consumer);
+    r.round = static_cast<int64_t>(round);
+    rounds_.push_back(std::move(r));
+    return absl::OkStatus();
+  }
+
+  absl::Status Delivery(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t consumer = 0, round = 0, rank = 0, lease = 0;
+    Reader v(value);
+    if (!in.Read(consumer, 4) || !in.Read(round, 8) || !in.Read(rank, 4) || !v.Read(lease, 8)) {
+      return absl::DataLossError(absl::StrCat("a delivery of step ", step, " does not decode"));
+    }
+    deliveries_.push_back({step, static_cast<int64_t>(round), static_cast<int>(consumer),
+                           static_cast<int32_t>(rank), lease});
+    return absl::OkStatus();
+  }
+
+  absl::Status Ack(int64_t step, Reader& in) {
+    uint64_t lease = 0;
+    if (!in.Read(lease, 8)) return absl::DataLossError("an acknowledgement does not decode");
+    acked_.insert({step, lease});
+    return absl::OkStatus();
+  }
+
+  // The lease, if it is still in flight (not acknowledged); else 0.
+  uint64_t LiveLease(int64_t step, uint64_t lease) const {
+    return lease != 0 && acked_.count({step, lease}) == 0 ? lease : 0;
+  }
+
+  Dock& dock_;
+  const DockSpec& spec_;
+  const std::set<int64_t> released_;
+  RecoveryStats& stats_;
+  CellWriter cells_;
+  std::vector<DockJournal::HandOut> handouts_;
+  std::vector<DockJournal::RoundRecord> rounds_;
+  std::vector<DeliveryRecord> deliveries_;
+  std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)
+  uint64_t next_handout_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
+  const absl::Time start = absl::Now();
+  RecoveryStats stats;
+  std::vector<std::pair<std::string, std::string>> specs;
+  TDOCK_RETURN_IF_ERROR(store_->Scan("S", [&](absl::string_view key, absl::string_view value) {
+    specs.emplace_back(std::string(key.substr(1)), std::string(value));
+    return absl::OkStatus();
+  }));
+  for (const auto& [name, bytes] : specs) {
+    absl::Status recovered = RecoverDock(registry, bytes, stats);
+    if (!recovered.ok()) {
+      return absl::Status(recovered.code(), absl::StrCat("recovering dock '", name, "' from '",
+                                                         options_.data_dir, "': ",
+                                                         recovered.message()));
+    }
+    ++stats.docks;
+  }
+  registry.SetHooks(this);
+  stats.took = absl::Now() - start;
+  return stats;
+}
+
+absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string& spec_bytes,
+                                      RecoveryStats& stats) {
+  v1::DockSpec proto;
+  if (!proto.ParseFromString(spec_bytes)) {
+    return absl::DataLossError("its stored spec does not parse");
+  }
+  TDOCK_ASSIGN_OR_RETURN(DockSpec spec, FromProto(proto));
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock, registry.Create(spec));
+  const std::string& name = spec.name;
+  const DockSpec normalized = dock->spec();
+
+  // Releases first: later steps of a partition may start only after them.
+  std::set<int64_t> released;
+  const std::string tombs = records::TombPrefix(name);
+  TDOCK_RETURN_IF_ERROR(store_->Scan(tombs, [&](absl::string_view key, absl::string_view) {
+    Reader in(key.substr(tombs.size()));
+    int64_t step = 0;
+    if (!in.ReadI64(step)) return absl::DataLossError("a release record does not decode");
+    released.insert(step);
+    return absl::OkStatus();
+  }));
+  for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock->RecoverReleased(step));
+
+  DockScan scan(*dock, normalized, std::move(released), stats);
+  const std::string prefix = records::DockPrefix(name);
+  TDOCK_RETURN_IF_ERROR(store_->Scan(prefix, [&](absl::string_view key, absl::string_view value) {
+    return scan.Record(key.substr(prefix.size()), value);
+  }));
+  TDOCK_RETURN_IF_ERROR(scan.Restore());
+  // Steps that were done are released (and their records go) from here on.
+  dock->AttachJournal(NewStoreDockJournal(journal_.get(), name, scan.next_handout()));
+  dock->FinishRecovery();
+  return absl::OkStatus();
+}
+
+}  // namespace tdock::persist
