@@ -4,26 +4,17 @@
 // (injected failures that change nothing).
 #include "server/persist/store.h"
 
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/persist/persist_test_util.h"
 #include "tests/test_util.h"
 
 namespace tdock::persist {
 namespace {
-
-std::string TempDir(const std::string& name) {
-  std::string pattern = ::testing::TempDir() + "/tdock_" + name + "_XXXXXX";
-  EXPECT_NE(mkdtemp(pattern.data()), nullptr);
-  return pattern;
-}
-
-void RemoveDir(const std::string& dir) { std::system(absl::StrCat("rm -rf '", dir, "'").c_str()); }
 
 std::map<std::string, std::string> Contents(const Store& store, absl::string_view prefix = "") {
   std::map<std::string, std::string> out;
