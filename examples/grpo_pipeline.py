@@ -32,14 +32,16 @@ over rounds) of tdock's split against cutting the round's rows by row index
 into equal pieces, and padded tokens of tdock's micro-batches against padding
 every row of the batch to its longest. Exit status 0 means every row reached
 every role exactly once with the bytes written and every worker exited 0.
+
+This file is the main process (the server, the dock, the workers' lives);
+the workers are in grpo_workers.py, the tally and the table in
+grpo_report.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import functools
-import math
 import multiprocessing as mp
 import os
 import queue as queue_mod
@@ -49,271 +51,14 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import tdock
-except ImportError:  # not installed: the build tree's copy, if there is one
-    sys.path.insert(0, str(REPO / "build" / "python"))
-    try:
-        import tdock
-    except ImportError:
-        sys.exit("grpo_pipeline: no tdock package; build the target tdock_python "
-                 "and run with PYTHONPATH=<build>/python")
+from grpo_workers import REPO, ROLES, Config, tdock, worker
+from grpo_report import Tally, print_table, status_line, summary
 
-ROLES = ["driver", "rollout", "reward", "ref_logprob", "actor_logprob",
-         "advantage", "actor_update"]
-SHORT = {"rollout": "roll", "reward": "rew", "ref_logprob": "ref",
-         "actor_logprob": "lp", "advantage": "adv", "actor_update": "upd"}
-VOCAB = 32000
-# Simulated compute at --time_scale 1, in seconds: batched decoding per token
-# of a batch's longest response, scoring per row, forward and update passes
-# per padded token of a micro-batch.
-DECODE_S, REWARD_S, FORWARD_S, UPDATE_S = 1e-3, 2e-3, 1.5e-5, 5e-5
-REF_SALT, ACTOR_SALT = 11, 29
-POLL_S = 5.0        # long-poll bound of one Get; workers ask again after it
 STALL_S = 120.0     # no record for this long: the run has hung
 
-
-@dataclass(frozen=True)
-class Config:
-    """What every worker needs; picklable for 'spawn'."""
-    address: str
-    dock: str
-    steps: int
-    n: int
-    rows: int
-    max_response: int
-    seed: int
-    time_scale: float
-    t0: float
-    tls: "tdock.Tls | None" = None  # to reach a --server with TLS
-    token: "str | None" = None      # its bearer token (else TDOCK_TOKEN)
-
-    def client(self, timeout: float) -> "tdock.Client":
-        return tdock.Client(self.address, timeout=timeout, tls=self.tls,
-                            token=self.token)
-
-
-# Deterministic data -------------------------------------------------------
-
-@functools.lru_cache(maxsize=1024)
-def prompt_tokens(seed: int, step: int, group: int) -> np.ndarray:
-    """The prompt of a group: 16 to 256 tokens."""
-    rng = np.random.default_rng((seed, step, group, 0))
-    return rng.integers(0, VOCAB, int(rng.integers(16, 257)), dtype=np.int32)
-
-
-def response_tokens(seed: int, step: int, row: int, max_len: int) -> np.ndarray:
-    """A row's response: log-normal length (median 148, long tail), capped."""
-    rng = np.random.default_rng((seed, step, row, 1))
-    length = int(min(max_len, max(1.0, rng.lognormal(5.0, 0.9))))
-    return rng.integers(0, VOCAB, length, dtype=np.int32)
-
-
-def reward_of(response: np.ndarray) -> np.float32:
-    """A stand-in score in [0, 1]."""
-    return np.float32((int(response.sum()) + 7 * len(response)) % 101 / 100.0)
-
-
-def log_probs(response: np.ndarray, salt: int) -> np.ndarray:
-    """Stand-in per-token log-probs of a response (one model per salt)."""
-    pos = np.arange(len(response), dtype=np.int64)
-    h = (response.astype(np.int64) * 2654435761 + pos * 40503 + salt) % 65536
-    return (-h / 8192.0).astype(np.float32)
-
-
-def group_advantages(rewards: np.ndarray) -> np.ndarray:
-    """GRPO: each reward against its group's mean, over the group's std."""
-    r = rewards.astype(np.float64)
-    return ((r - r.mean()) / (r.std() + 1e-6)).astype(np.float32)
-
-
-@functools.lru_cache(maxsize=4096)
-def expected_advantages(seed: int, step: int, group: int, n: int,
-                        max_len: int) -> np.ndarray:
-    """The advantages of a group's rows, recomputed from the seed."""
-    return group_advantages(np.array(
-        [reward_of(response_tokens(seed, step, r, max_len))
-         for r in range(group * n, (group + 1) * n)], np.float32))
-
-
-# Workers ------------------------------------------------------------------
-
-class CheckFailed(Exception):
-    """A cell did not hold what its writer wrote."""
-
-
-def simulate(cfg: Config, seconds: float) -> None:
-    if cfg.time_scale > 0 and seconds > 0:
-        time.sleep(seconds * cfg.time_scale)
-
-
-def expect(b: tdock.Batch, i: int, column: str, want: np.ndarray) -> None:
-    got = b.row(column, i)
-    where = f"step {b.step} row {b.rows[i]}: {column}"
-    if got.shape != want.shape:
-        raise CheckFailed(f"{where} holds {len(got)} items, expected {len(want)}")
-    if not np.array_equal(got, want):
-        k = int(np.flatnonzero(got != want)[0])
-        raise CheckFailed(f"{where} item {k} is {got[k]}, expected {want[k]}")
-
-
-def check_inputs(cfg: Config, b: tdock.Batch, responses: bool = True) -> None:
-    for i, row in enumerate(b.rows.tolist()):
-        expect(b, i, "prompt_ids", prompt_tokens(cfg.seed, b.step, row // cfg.n))
-        if responses:
-            expect(b, i, "response_ids",
-                   response_tokens(cfg.seed, b.step, row, cfg.max_response))
-
-
-def simulate_micro_batches(cfg: Config, b: tdock.Batch, per_token: float) -> None:
-    for m in b.micro_batch_info:
-        simulate(cfg, per_token * (m.end - m.begin) * m.padded_len)
-
-
-def do_rollout(dock, cfg: Config, b: tdock.Batch) -> int:
-    check_inputs(cfg, b, responses=False)
-    out = [response_tokens(cfg.seed, b.step, r, cfg.max_response)
-           for r in b.rows.tolist()]
-    simulate(cfg, DECODE_S * max(len(r) for r in out))  # the longest sets the pace
-    # The write acknowledges the batch's lease: if this worker died before
-    # it, the prompts would go to another rollout worker after lease_ms.
-    return dock.put(b.step, b.rows, {"response_ids": out}, ack=b).bytes
-
-
-def do_reward(dock, cfg: Config, b: tdock.Batch) -> int:
-    check_inputs(cfg, b)
-    simulate(cfg, REWARD_S * len(b))
-    scores = [reward_of(b.row("response_ids", i)) for i in range(len(b))]
-    return dock.put(b.step, b.rows, {"rewards": np.array(scores, np.float32)}).bytes
-
-
-def do_logprob(dock, cfg: Config, b: tdock.Batch, column: str, salt: int) -> int:
-    check_inputs(cfg, b)
-    simulate_micro_batches(cfg, b, FORWARD_S)
-    out = [log_probs(b.row("response_ids", i), salt) for i in range(len(b))]
-    return dock.put(b.step, b.rows, {column: out}).bytes
-
-
-def do_advantage(dock, cfg: Config, b: tdock.Batch) -> int:
-    rewards, rows, n = b.packed("rewards")[0], b.rows.tolist(), cfg.n
-    out = np.zeros(len(rows), np.float32)
-    for start in range(0, len(rows), n):
-        group = rows[start:start + n]
-        if group != list(range(group[0], group[0] + n)) or group[0] % n:
-            raise CheckFailed(f"step {b.step}: rows {group} are not one whole group")
-        out[start:start + n] = group_advantages(rewards[start:start + n])
-    return dock.put(b.step, b.rows, {"advantages": out}).bytes
-
-
-def do_update(dock, cfg: Config, b: tdock.Batch) -> int:
-    simulate_micro_batches(cfg, b, UPDATE_S)
-    check_inputs(cfg, b)
-    for i, row in enumerate(b.rows.tolist()):
-        response = b.row("response_ids", i)
-        expect(b, i, "rewards", np.array([reward_of(response)], np.float32))
-        expect(b, i, "ref_log_prob", log_probs(response, REF_SALT))
-        expect(b, i, "old_log_prob", log_probs(response, ACTOR_SALT))
-        want = expected_advantages(cfg.seed, b.step, row // cfg.n, cfg.n,
-                                   cfg.max_response)[row % cfg.n]
-        got = b.row("advantages", i)
-        if len(got) != 1 or not np.isclose(got[0], want, rtol=1e-5, atol=1e-5):
-            raise CheckFailed(f"step {b.step} row {row}: advantage {got}, "
-                              f"expected {want} from the group's rewards")
-    return 0
-
-
-HANDLERS = {
-    "rollout": do_rollout,
-    "reward": do_reward,
-    "ref_logprob": functools.partial(do_logprob, column="ref_log_prob",
-                                     salt=REF_SALT),
-    "actor_logprob": functools.partial(do_logprob, column="old_log_prob",
-                                       salt=ACTOR_SALT),
-    "advantage": do_advantage,
-    "actor_update": do_update,
-}
-
-
-def record(cfg: Config, kind: str, role: str, rank: int, step: int,
-           **fields) -> dict:
-    """A record for the main process (see Tally.add)."""
-    return {"kind": kind, "role": role, "rank": rank, "step": step,
-            "t": time.time() - cfg.t0, "wait": 0.0, **fields}
-
-
-def batch_record(cfg: Config, role: str, rank: int, b: tdock.Batch, wait: float,
-                 bytes_out: int) -> dict:
-    stats = b.stats if b.round >= 0 else None
-    return record(
-        cfg, "batch", role, rank, b.step, round=b.round, rows=b.rows.tolist(),
-        tokens=b.token_counts.tolist(), wait=wait, bytes_out=bytes_out,
-        bytes_in=sum(b.column(c).values.nbytes for c in b.columns),
-        mb_padded=sum((m.end - m.begin) * m.padded_len for m in b.micro_batch_info)
-        if b.micro_batch_info else None,
-        server_tokens=(stats.rank_tokens_max, stats.rank_tokens_mean)
-        if stats else None)
-
-
-def run_consumer(dock, role: str, rank: int, cfg: Config, q) -> None:
-    """Each step in turn: Gets until this rank has drained it."""
-    for step in range(cfg.steps):
-        waited = 0.0
-        while True:
-            start = time.monotonic()
-            b = dock.get(role, rank=rank, step=step, wait=POLL_S)
-            waited += time.monotonic() - start
-            if b.timed_out:
-                continue
-            if len(b):
-                out = HANDLERS[role](dock, cfg, b)
-                q.put(batch_record(cfg, role, rank, b, waited, out))
-                waited = 0.0
-            if b.end_of_step:
-                break
-        q.put(record(cfg, "step_done", role, rank, step, wait=waited))
-
-
-def run_driver(dock, cfg: Config, q) -> None:
-    """Puts each step's prompts; two steps in flight make Puts wait."""
-    for step in range(cfg.steps):
-        prompts = [prompt_tokens(cfg.seed, step, r // cfg.n) for r in range(cfg.rows)]
-        start = time.monotonic()
-        ack = dock.put(step, range(cfg.rows), {"prompt_ids": prompts}, wait=600.0)
-        q.put(record(cfg, "batch", "driver", 0, step, round=-1,
-                     rows=list(range(cfg.rows)), tokens=[len(p) for p in prompts],
-                     wait=time.monotonic() - start, bytes_in=0,
-                     bytes_out=ack.bytes, mb_padded=None, server_tokens=None))
-        q.put(record(cfg, "step_done", "driver", 0, step))
-
-
-def worker(role: str, rank: int, cfg: Config, q) -> None:
-    """Entry point of a worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops us
-    try:
-        with cfg.client(timeout=60.0) as client:
-            dock = client.dock(cfg.dock)
-            if role == "driver":
-                run_driver(dock, cfg, q)
-            else:
-                run_consumer(dock, role, rank, cfg, q)
-    except Exception as e:  # reported to the main process, which fails the run
-        what = str(e) if isinstance(e, CheckFailed) else traceback.format_exc()
-        q.put({"kind": "error", "role": role, "rank": rank, "message": what})
-        q.close()
-        q.join_thread()
-        sys.exit(1)
-    q.put({"kind": "exit", "role": role, "rank": rank})
-
-
-# The main process ----------------------------------------------------------
 
 class PipelineError(Exception):
     """The run failed; the message says how."""
@@ -384,98 +129,6 @@ def load_spec(args) -> dict:
         c[role]["dp_size"] = dp
         c[role]["dispatch_size"] = max(1, rows // (dp * rounds))
     return spec
-
-
-class Tally:
-    """What the workers reported, by (role, step)."""
-
-    def __init__(self, spec: dict):
-        consumers = spec["consumers"]
-        self.ranks = {r: consumers.get(r, {}).get("dp_size", 1) for r in ROLES}
-        self.round_to = {r: consumers.get(r, {}).get("micro_batch", {})
-                         .get("round_to", 1) for r in ROLES}
-        self.cells: dict = collections.defaultdict(lambda: {
-            "rows": [], "bytes_in": 0, "bytes_out": 0, "wait": 0.0,
-            "first": math.inf, "done": 0.0, "mb": 0, "flat": 0,
-            "rounds": collections.defaultdict(dict), "server": {}})
-        self.finished = collections.defaultdict(set)  # (role, step) -> ranks
-
-    def add(self, rec: dict) -> None:
-        cell = self.cells[(rec["role"], rec["step"])]
-        cell["wait"] += rec["wait"]
-        if rec["kind"] == "step_done":
-            self.finished[(rec["role"], rec["step"])].add(rec["rank"])
-            cell["done"] = max(cell["done"], rec["t"])
-            return
-        cell["rows"] += rec["rows"]
-        cell["bytes_in"] += rec["bytes_in"]
-        cell["bytes_out"] += rec["bytes_out"]
-        cell["first"] = min(cell["first"], rec["t"])
-        if rec["mb_padded"] is not None:
-            to = self.round_to[rec["role"]]
-            cell["mb"] += rec["mb_padded"]
-            cell["flat"] += len(rec["rows"]) * -(-max(rec["tokens"]) // to) * to
-        if rec["round"] >= 0:
-            cell["rounds"][rec["round"]][rec["rank"]] = (rec["rows"], rec["tokens"])
-            if rec["server_tokens"]:
-                cell["server"][rec["round"]] = rec["server_tokens"]
-
-    def step_finished(self, role: str, step: int) -> bool:
-        return len(self.finished[(role, step)]) == self.ranks[role]
-
-    def round_tokens(self, role: str, shares: dict) -> tuple[list, list]:
-        """Tokens per rank of one round: tdock's split, and the round's rows
-        sorted by row index cut into equal contiguous pieces."""
-        dp = self.ranks[role]
-        per_rank = [sum(shares[k][1]) if k in shares else 0 for k in range(dp)]
-        by_row = sorted(x for rows, tokens in shares.values()
-                        for x in zip(rows, tokens))
-        pieces = np.array_split(np.array([t for _, t in by_row]), dp)
-        return per_rank, [int(p.sum()) for p in pieces]
-
-    def imbalance(self, role: str, cells: list[dict]) -> tuple | None:
-        """Σ over rounds of the heaviest rank's tokens / Σ of the mean
-        (tdock's split, contiguous split)."""
-        tdock_max = contiguous_max = mean = 0.0
-        for cell in cells:
-            for shares in cell["rounds"].values():
-                per_rank, contiguous = self.round_tokens(role, shares)
-                tdock_max += max(per_rank)
-                contiguous_max += max(contiguous)
-                mean += sum(per_rank) / len(per_rank)
-        return (tdock_max / mean, contiguous_max / mean) if mean else None
-
-    def check(self, steps: int, rows: int) -> list[str]:
-        """Problems: rows lost or duplicated, balance stats that differ."""
-        problems = []
-        for (role, step), cell in sorted(self.cells.items()):
-            got = collections.Counter(cell["rows"])
-            lost = sorted(set(range(rows)) - set(got))
-            dup = sorted(r for r, k in got.items() if k > 1)
-            if lost or dup:
-                problems.append(f"{role} step {step}: rows lost {lost[:8]}, "
-                                f"duplicated {dup[:8]}")
-            for rnd, server in cell["server"].items():
-                per_rank, _ = self.round_tokens(role, cell["rounds"][rnd])
-                if (max(per_rank), sum(per_rank) / len(per_rank)) != server:
-                    problems.append(f"{role} step {step} round {rnd}: ranks got "
-                                    f"{per_rank} tokens; server stats (max, "
-                                    f"mean) {server}")
-        missing = steps * len(ROLES) - len(self.cells)
-        if missing:
-            problems.append(f"{missing} (role, step) pairs reported no rows")
-        return problems
-
-
-def status_line(dock, elapsed: float) -> str:
-    """Rows each role has taken per live step, from the dock's status."""
-    st = dock.status()
-    steps = [f"step {s.step}: " + (" ".join(
-        f"{short} {s.consumed[role]}" for role, short in SHORT.items()
-        if s.consumed.get(role)) or "prompts written") for s in st.steps]
-    return (f"[{elapsed:6.1f}s] " + (" | ".join(steps) or "no live step")
-            + f" | {sum(st.waiters.values())} Gets parked, "
-            f"{st.arena_bytes_used / 2**20:.1f} MiB in use")
 
 
 def collect(procs: dict, q, tally: Tally, dock, cfg: Config, quiet: bool) -> None:
@@ -557,47 +210,6 @@ def run(args, address: str, spec: dict) -> tuple[Tally, Config, int, list[str]]:
         except tdock.errors.TdockError as e:
             print(f"warning: could not delete dock '{name}': {e}", file=sys.stderr)
         client.close()
-
-
-def ratio(a: float, b: float) -> str:
-    return f"{a:,.0f} / {b:,.0f} ({a / b:.2f}x)" if b else "-"
-
-
-def print_table(tally: Tally, steps: int) -> None:
-    head = (f"{'step':>4} {'role':<13} {'ranks':>5} {'rows':>6} {'kB in':>8} "
-            f"{'kB out':>8} {'wait s':>7} {'done s':>7}  {'imbalance tdock/contig':<23}"
-            f"padded tokens tdock / batch max")
-    print(head)
-    print("-" * len(head))
-    for step in list(range(steps)) + ["all"]:
-        for role in ROLES:
-            cells = [tally.cells[(role, s)] for s in
-                     (range(steps) if step == "all" else [step])]
-            imb = tally.imbalance(role, cells)
-            mb, flat = sum(c["mb"] for c in cells), sum(c["flat"] for c in cells)
-            print(f"{step:>4} {role:<13} {tally.ranks[role]:>5} "
-                  f"{sum(len(c['rows']) for c in cells):>6} "
-                  f"{sum(c['bytes_in'] for c in cells) / 1e3:>8.1f} "
-                  f"{sum(c['bytes_out'] for c in cells) / 1e3:>8.1f} "
-                  f"{sum(c['wait'] for c in cells):>7.2f} "
-                  f"{max(c['done'] for c in cells):>7.1f}  "
-                  f"{f'{imb[0]:.3f} / {imb[1]:.3f}' if imb else '-':<23}"
-                  f"{ratio(mb, flat)}")
-    print("wait s: time in Get calls waiting for rows, summed over ranks "
-          "(driver: in Put, waiting for a free partition);\ndone s: when the "
-          "role finished the step, since the start;\n"
-          "imbalance: Σ over rounds of the heaviest rank's tokens / Σ of the "
-          "mean, tdock's split vs. the round's rows cut by row index;\n"
-          "padded tokens: Σ micro-batch rows x padded length vs. every row "
-          "padded to the batch's longest (both rounded up to round_to).")
-
-
-def summary(tally: Tally, steps: int) -> str:
-    overlapped = sum(1 for s in range(steps - 1)
-                     if tally.cells[("rollout", s + 1)]["first"]
-                     < tally.cells[("actor_update", s)]["done"])
-    return (f"rollout of step s+1 ran while step s trained in {overlapped} of "
-            f"{steps - 1} steps")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
