@@ -18,8 +18,8 @@ absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec, DockLimits lim
   return std::unique_ptr<Dock>(new Dock(std::move(impl)));
 }
 
-Dock::Dock(std::unique_ptr<internal::DockImpl> impl) : impl_(std::move(impl)) {}
-Dock::~Dock() = default;
+Dock::Dock(std::shared_ptr<internal::DockImpl> impl) : impl_(std::move(impl)) {}
+Dock::~Dock() { impl_->Stop(); }
 
 const std::string& Dock::name() const { return impl_->name(); }
 DockSpec Dock::spec() const { return impl_->spec(); }

@@ -13,7 +13,9 @@
 //
 // Ownership: the Dock owns its partitions, arena pool and parked waiters.
 // Batches pin the arena of their step, so a batch stays valid after release.
-// Destroying the Dock completes every parked call with UNAVAILABLE.
+// Destroying the Dock completes every parked call with UNAVAILABLE and stops
+// its timers; records still being stored complete afterwards (their
+// callbacks hold the dock's state, never a freed one).
 #ifndef TDOCK_SERVER_DOCK_DOCK_H_
 #define TDOCK_SERVER_DOCK_DOCK_H_
 
@@ -110,8 +112,10 @@ class Dock final {
   void Shutdown();
 
  private:
-  explicit Dock(std::unique_ptr<internal::DockImpl> impl);
-  std::unique_ptr<internal::DockImpl> impl_;
+  explicit Dock(std::shared_ptr<internal::DockImpl> impl);
+  // Shared with the dock's journal callbacks in flight, which keep it alive
+  // until they have run; ~Dock stops its threads and parked calls first.
+  std::shared_ptr<internal::DockImpl> impl_;
 };
 
 }  // namespace tdock

@@ -182,10 +182,13 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     batch.balance = planned.balance;
     batch.end_of_step = total == rows_per_step_;
     // A Get that parked while these rows were claimed but not yet counted
-    // may have wanted the step's remainder, which is now smaller: near the
-    // end of a step, let the consumer's parked Gets look again.
-    if (!batch.end_of_step && rows_per_step_ - total < count * unit_rows) {
-      attempt.wake_consumer = true;
+    // may have wanted the step's remainder, which is now smaller, or (the
+    // step's last rows) must now learn that the step is over: near the end
+    // of a step, let the consumer's parked Gets look again.
+    if (rows_per_step_ - total < count * unit_rows) attempt.wake_consumer = true;
+    if (journal_ != nullptr) {
+      // acq_rel: counted before the hand-out is visible to auto-release.
+      part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     }
     if (batch.end_of_step) attempt.maybe_release = part.step();
     attempt.done = std::move(batch);
@@ -246,7 +249,7 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
     std::move(done)(plan.status());
     return 0;
   }
-  if (journal_ != nullptr) done = JournalingGet(plan->index, input.rank, std::move(done));
+  if (journal_ != nullptr) done = JournalingGet(*plan, input.rank, std::move(done));
   GetAttempt attempt = TryGet(input, *plan);
   AfterGet(attempt, plan->index);
   if (attempt.done.has_value()) {

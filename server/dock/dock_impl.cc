@@ -1,6 +1,7 @@
 #include "server/dock/dock_impl.h"
 
 #include <algorithm>
+#include <future>
 #include <limits>
 #include <utility>
 
@@ -38,10 +39,10 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
+absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
                                                           DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  return std::unique_ptr<DockImpl>(new DockImpl(std::move(spec), limits));
+  return std::shared_ptr<DockImpl>(new DockImpl(std::move(spec), limits));
 }
 
 DockImpl::DockImpl(DockSpec spec, DockLimits limits)
@@ -72,15 +73,29 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
-DockImpl::~DockImpl() {
-  leases_.reset();  // its thread calls into the dock
+DockImpl::~DockImpl() { Stop(); }
+
+void DockImpl::Stop() {
+  leases_->Stop();  // its thread calls into the dock
   Shutdown();
   {
     tdock::MutexLock lock(&waiters_mu_);
+    if (timer_stop_) return;
     timer_stop_ = true;
     timer_cv_.SignalAll();
   }
-  timer_.join();
+  // The last reference may go on the timer thread itself (a callback it ran).
+  if (timer_.get_id() == std::this_thread::get_id()) {
+    timer_.detach();
+  } else {
+    timer_.join();
+  }
+}
+
+DockJournal::Done DockImpl::KeepAlive(DockJournal::Done done) {
+  return [self = shared_from_this(), done = std::move(done)](absl::Status status) mutable {
+    std::move(done)(std::move(status));
+  };
 }
 
 DockSpec DockImpl::spec() const {
@@ -99,7 +114,7 @@ Partition& DockImpl::PartitionOf(int64_t step) const {
 DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
   if (part.live()) {
-    if (part.step() == step) return StepState::kLive;
+    if (part.step() == step) return part.releasing() ? StepState::kReleased : StepState::kLive;
     return part.step() < step ? StepState::kBlocked : StepState::kReleased;
   }
   if (step <= part.last_released()) return StepState::kReleased;
@@ -154,14 +169,6 @@ absl::StatusOr<ConsumerSpec> DockImpl::AddConsumerLocked(ConsumerSpec consumer) 
   return consumer;
 }
 
-absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ReleaseLocked(int64_t step) {
-  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(step), " is not live (not started or already released)"));
-  }
-  return ReleasePartitionLocked(PartitionOf(step));
-}
-
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   released_ready_rows_.resize(columns_.size());
   released_consumed_rows_.resize(plans_.size());
@@ -182,10 +189,31 @@ absl::Status DockImpl::ReleaseStep(int64_t step) {
   std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
-    TDOCK_ASSIGN_OR_RETURN(arena, ReleaseLocked(step));
+    if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Where(step), " is not live (not started or already released)"));
+    }
+    if (journal_ == nullptr) {
+      arena = ReleasePartitionLocked(PartitionOf(step));
+    } else {
+      PartitionOf(step).set_releasing(true);  // released once recorded
+    }
   }
-  AfterRelease(std::move(arena));
-  return JournalRelease(step);
+  if (journal_ == nullptr) {
+    AfterRelease(std::move(arena));
+    return absl::OkStatus();
+  }
+  std::promise<absl::Status> stored;
+  journal_->Released(step, KeepAlive([this, step, &stored](absl::Status status) {
+    FinishRelease(step, status);
+    stored.set_value(std::move(status));
+  }));
+  absl::Status status = stored.get_future().get();
+  if (!status.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(Where(step), ": release not stored (", status.message(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 void DockImpl::MaybeAutoRelease(int64_t step) {
@@ -193,8 +221,10 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
   {
     tdock::MutexLock lock(&mu_);
     if (plans_.empty() || ClassifyLocked(step) != StepState::kLive) return;
-    const Partition& part = PartitionOf(step);
-    Partition& part_rw = PartitionOf(step);
+    Partition& part = PartitionOf(step);
+    // A hand-out not yet recorded may still fail and bring its rows back.
+    // acquire: pairs with the decrement once its record is stored.
+    if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
     for (const ConsumerPlan& plan : plans_) {
       // acquire: pairs with the claimers' increments and the leases'
       // settlements.
@@ -204,15 +234,40 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
         return;
       }
       // A balanced round is claimed at once but handed out rank by rank.
-      if (plan.policy == Policy::kBalanced && !RoundsDeliveredLocked(part_rw, plan)) {
+      if (plan.policy == Policy::kBalanced && !RoundsDeliveredLocked(part, plan)) {
         return;
       }
     }
-    arena = ReleasePartitionLocked(part_rw);
+    if (journal_ == nullptr) {
+      arena = ReleasePartitionLocked(part);
+    } else {
+      part.set_releasing(true);  // released once recorded
+    }
+  }
+  if (journal_ == nullptr) {
+    AfterRelease(std::move(arena));
+    return;
+  }
+  journal_->Released(step, KeepAlive([this, step](absl::Status status) {
+    FinishRelease(step, status);
+  }));
+}
+
+void DockImpl::FinishRelease(int64_t step, const absl::Status& stored) {
+  std::shared_ptr<StepArena> arena;
+  {
+    tdock::MutexLock lock(&mu_);
+    Partition& part = PartitionOf(step);
+    if (!part.live() || part.step() != step || !part.releasing()) return;
+    if (!stored.ok()) {
+      // Not recorded: the step stays live; a Put waiting for its partition
+      // asks for the release again.
+      part.set_releasing(false);
+      return;
+    }
+    arena = ReleasePartitionLocked(part);
   }
   AfterRelease(std::move(arena));
-  // May run on the journal's thread: record without waiting.
-  if (journal_ != nullptr) journal_->Released(step, [](absl::Status) {});
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {

@@ -62,11 +62,15 @@ struct Waiter {
   End end = End::kNone;   // an end decided while in_retry
 };
 
-class DockImpl final {
+class DockImpl final : public std::enable_shared_from_this<DockImpl> {
  public:
-  static absl::StatusOr<std::unique_ptr<DockImpl>> Create(DockSpec spec,
+  static absl::StatusOr<std::shared_ptr<DockImpl>> Create(DockSpec spec,
                                                           DockLimits limits);
   ~DockImpl();
+  // Stops the lease and wait timers (their threads call into the dock) and
+  // ends every parked call. Later journal callbacks still run; they find
+  // the dock stopped. Idempotent; the destructor calls it too.
+  void Stop();
   DockImpl(const DockImpl&) = delete;
   DockImpl& operator=(const DockImpl&) = delete;
 
@@ -98,14 +102,19 @@ class DockImpl final {
   absl::StatusOr<ConsumerSpec> AddConsumerLocked(ConsumerSpec consumer);
   // ---- Journal (dock_journal.cc); journal_ is null without persistence.
   void JournalPut(const PutInput& in, PutResult result, PutCallback done);
-  GetCallback JournalingGet(int consumer, int32_t rank, GetCallback done);
+  // Wraps a Get's callback: records the hand-out, then answers (or returns
+  // the rows and fails), then lets the step auto-release.
+  GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done);
+  // The round's record, unless one of its deliveries stored it already.
   std::optional<DockJournal::RoundRecord> RoundToRecord(int64_t step, int consumer,
                                                         int64_t round);
+  void MarkRoundRecorded(int64_t step, int consumer, int64_t round);
   void ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch);
-  void ForgetRoundRecord(int64_t step, int consumer, int64_t round);
-  absl::Status JournalRelease(int64_t step);  // waits for the record
   absl::Status JournalSpec(const DockSpec& spec);  // waits for the record
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
+  // `done` holding a reference to the dock, for the journal: a record's
+  // callback never outlives the dock it calls into.
+  DockJournal::Done KeepAlive(DockJournal::Done done);
   // Wakes the consumers that need any of `columns`.
   void WakeConsumersOf(const std::vector<int>& columns);
 
@@ -146,6 +155,8 @@ class DockImpl final {
   std::string MemoryReason(int64_t step) const;
   void FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
                  PutCallback done);
+  // Put after its ack_lease (if any) is pinned.
+  void WritePut(PutInput input, PutCallback done);
 
   // ---- Get (dock_get.cc)
   struct GetAttempt {
@@ -188,9 +199,12 @@ class DockImpl final {
                         const std::vector<int>& columns, bool with_payload) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AfterGet(GetAttempt& attempt, int consumer);
+  // Releases `step` if every consumer is done with it (with a journal: once
+  // the release is recorded).
   void MaybeAutoRelease(int64_t step);
-  absl::StatusOr<std::shared_ptr<StepArena>> ReleaseLocked(int64_t step)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The release record of `step` came back: free the partition, or (failed)
+  // make the step live again.
+  void FinishRelease(int64_t step, const absl::Status& stored);
   // Releases a live partition, adding its counts to the released totals.
   std::shared_ptr<StepArena> ReleasePartitionLocked(Partition& part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -48,12 +48,14 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
   std::vector<int> written;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    if (ClassifyLocked(in.step) != StepState::kLive) {
+    Partition& part = PartitionOf(in.step);
+    // A step being released still holds its cells: they are recorded, as
+    // the release may fail and leave the step live.
+    if (!part.live() || part.step() != in.step) {
       // Released right after the commit: nothing to record or to ready.
       std::move(done)(result);
       return;
     }
-    Partition& part = PartitionOf(in.step);
     arena = part.arena();  // keeps the cells' bytes while they are recorded
     for (const PackedColumn& column : in.columns) {
       const int c = ColumnIndex(column.name);
@@ -67,12 +69,20 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
     }
   }
   const int64_t step = in.step;
-  journal_->Cells(step, cells, arena, [this, step, staged = std::move(staged), arena,
+  // A Put that acknowledges a lease records the acknowledgement with its cells.
+  std::optional<DockJournal::LeaseEnd> ack;
+  if (in.ack_lease != 0) {
+    if (std::optional<Lease> lease = leases_->Pinned(in.ack_lease)) {
+      ack = DockJournal::LeaseEnd{lease->step, lease->consumer, lease->id, lease->round,
+                                  lease->rank, /*acked=*/true};
+    }
+  }
+  journal_->Cells(step, cells, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
                                 written = std::move(written), result,
                                 done = std::move(done)](absl::Status stored) mutable {
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (ClassifyLocked(step) == StepState::kLive && PartitionOf(step).arena() == arena) {
+      if (PartitionOf(step).live() && PartitionOf(step).arena() == arena) {
         Partition& part = PartitionOf(step);
         tdock::MutexLock commit(&part.commit_mu());
         for (const Staged& s : staged) {
@@ -90,11 +100,13 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
     }
     WakeConsumersOf(written);
     std::move(done)(result);
-  });
+  }));
 }
 
-GetCallback DockImpl::JournalingGet(int consumer, int32_t rank, GetCallback done) {
-  return [this, consumer, rank, done = std::move(done)](absl::StatusOr<Batch> got) mutable {
+GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done) {
+  // The plan's fields are copied: AddConsumer may grow plans_ meanwhile.
+  return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
+          done = std::move(done)](absl::StatusOr<Batch> got) mutable {
     if (!got.ok() || got->rows.empty()) {
       std::move(done)(std::move(got));
       return;
@@ -105,37 +117,41 @@ GetCallback DockImpl::JournalingGet(int consumer, int32_t rank, GetCallback done
     const uint64_t lease_id = batch.lease_id;
     DockJournal::HandOut handout{step, consumer, {}, lease_id};
     if (round < 0) {
-      const bool groups = plans_[consumer].whole_groups;
       for (int64_t row : batch.rows) {
         if (!groups || row % group_size_ == 0) {
           handout.units.push_back(groups ? row / group_size_ : row);
         }
       }
     }
-    auto answer = [this, consumer, rank, batch = std::move(batch),
+    auto answer = [this, consumer, name, rank, batch = std::move(batch),
                    done = std::move(done)](absl::Status stored) mutable {
+      const int64_t step = batch.step;
+      if (!stored.ok()) ReturnUnrecorded(consumer, rank, batch);
+      // release: the rows' return (or their record) happens before an
+      // auto-release that sees the count drop.
+      PartitionOf(step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
       if (stored.ok()) {
         std::move(done)(std::move(batch));
-        return;
+      } else {
+        std::move(done)(
+            NotStored(absl::StrCat(Where(step), " consumer '", name, "'"), stored));
       }
-      ReturnUnrecorded(consumer, rank, batch);
-      std::move(done)(NotStored(absl::StrCat(Where(batch.step), " consumer '",
-                                             plans_[consumer].name, "'"),
-                                stored));
+      MaybeAutoRelease(step);
     };
     if (round < 0) {
-      journal_->HandedOut(handout, std::move(answer));
+      journal_->HandedOut(handout, KeepAlive(std::move(answer)));
       return;
     }
+    // The round goes with each delivery until one of them is stored, so no
+    // delivery is stored before its round.
     std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
     journal_->RoundDelivered(
         step, consumer, round, rank, lease_id, formed.has_value() ? &*formed : nullptr,
-        [this, step, consumer, round, first = formed.has_value(),
-         answer = std::move(answer)](absl::Status stored) mutable {
-          // A round whose record failed is recorded again with its next delivery.
-          if (!stored.ok() && first) ForgetRoundRecord(step, consumer, round);
+        KeepAlive([this, step, consumer, round,
+                   answer = std::move(answer)](absl::Status stored) mutable {
+          if (stored.ok()) MarkRoundRecorded(step, consumer, round);
           std::move(answer)(std::move(stored));
-        });
+        }));
   };
 }
 
@@ -146,11 +162,10 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
   ConsumerState& state = PartitionOf(step).consumer(consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
-  if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
-    state.rounds_recorded.resize(round + 1, false);
+  if (static_cast<size_t>(round) < state.rounds_recorded.size() &&
+      state.rounds_recorded[round]) {
+    return std::nullopt;
   }
-  if (state.rounds_recorded[round]) return std::nullopt;
-  state.rounds_recorded[round] = true;
   const Round& r = state.rounds[round];
   DockJournal::RoundRecord record;
   record.step = step;
@@ -165,14 +180,15 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
   return record;
 }
 
-void DockImpl::ForgetRoundRecord(int64_t step, int consumer, int64_t round) {
+void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(step) != StepState::kLive) return;
   ConsumerState& state = PartitionOf(step).consumer(consumer);
   tdock::MutexLock rounds(&state.round_mu);
-  if (static_cast<size_t>(round) < state.rounds_recorded.size()) {
-    state.rounds_recorded[round] = false;
+  if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
+    state.rounds_recorded.resize(round + 1, false);
   }
+  state.rounds_recorded[round] = true;
 }
 
 void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) {
@@ -206,11 +222,6 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
   WakeGets(wanted);
 }
 
-absl::Status DockImpl::JournalRelease(int64_t step) {
-  if (journal_ == nullptr) return absl::OkStatus();
-  return Wait([&](DockJournal::Done done) { journal_->Released(step, std::move(done)); });
-}
-
 absl::Status DockImpl::JournalSpec(const DockSpec& spec) {
   if (journal_ == nullptr) return absl::OkStatus();
   return Wait([&](DockJournal::Done done) { journal_->SpecChanged(spec, std::move(done)); });
@@ -222,7 +233,7 @@ void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done
     return;
   }
   journal_->LeaseEnded({lease.step, lease.consumer, lease.id, lease.round, lease.rank, acked},
-                       std::move(done));
+                       KeepAlive(std::move(done)));
 }
 
 // ---- recovery
@@ -331,6 +342,13 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
   ConsumerState& state = PartitionOf(step).consumer(consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  // Deliveries come in key order, a rank's rounds ascending. A rank takes
+  // its rounds in order, so a round it skipped was handed back (expired or
+  // nacked: its delivery record went) and is queued for it again.
+  for (int64_t skipped = state.next_round[rank]; skipped < round; ++skipped) {
+    state.redeliver[rank].insert(skipped);
+  }
+  state.redeliver[rank].erase(round);
   state.next_round[rank] = std::max(state.next_round[rank], round + 1);
   if (lease_id != 0 && plan.lease > absl::ZeroDuration()) {
     Lease lease;

@@ -86,7 +86,23 @@ absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
           "dock '", name_, "': consumer '", consumer,
           "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
     }
-    TDOCK_ASSIGN_OR_RETURN(ended, leases_->Take(lease_id, index, consumer, end));
+    // Pinned, the lease can neither expire nor end otherwise while its end
+    // is recorded; it ends only once that record is stored.
+    TDOCK_ASSIGN_OR_RETURN(ended, leases_->PinFor(lease_id, index, consumer));
+  }
+  // Called on an RPC thread: wait for the record before answering.
+  std::promise<absl::Status> stored;
+  JournalLeaseEnd(ended, end == LeaseTable::End::kAcked,
+                  [&stored](absl::Status s) { stored.set_value(std::move(s)); });
+  const absl::Status recorded = stored.get_future().get();
+  if (!recorded.ok()) {
+    leases_->Unpin(lease_id);
+    return absl::UnavailableError(absl::StrCat("dock '", name_, "': lease ", lease_id,
+                                               ": not stored (", recorded.message(), ")"));
+  }
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    ended = leases_->TakePinned(lease_id, end);
     if (end == LeaseTable::End::kAcked) {
       SettleLeaseLocked(ended);
     } else {
@@ -95,16 +111,7 @@ absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
     step = ended.step;
     rows = ended.rows;
   }
-  // Called on an RPC thread: wait for the record before answering.
-  std::promise<absl::Status> stored;
-  JournalLeaseEnd(ended, end == LeaseTable::End::kAcked,
-                  [&stored](absl::Status s) { stored.set_value(std::move(s)); });
-  const absl::Status recorded = stored.get_future().get();
   AfterLeaseEnded(index, end == LeaseTable::End::kAcked ? step : -1);
-  if (!recorded.ok()) {
-    return absl::UnavailableError(absl::StrCat("dock '", name_, "': lease ", lease_id,
-                                               ": not stored (", recorded.message(), ")"));
-  }
   return rows;
 }
 
@@ -140,9 +147,9 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
                                     pinned.message(), "; nothing was written")));
     return;
   }
-  input.ack_lease = 0;
-  Put(std::move(input), [this, id, done = std::move(done)](
-                            absl::StatusOr<PutResult> result) mutable {
+  // The Put's record carries the acknowledgement (JournalPut).
+  WritePut(std::move(input), [this, id, done = std::move(done)](
+                                 absl::StatusOr<PutResult> result) mutable {
     if (!result.ok()) {
       leases_->Unpin(id);
       std::move(done)(std::move(result));
@@ -154,14 +161,9 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
       lease = leases_->TakePinned(id);
       SettleLeaseLocked(lease);
     }
-    // id 0: the step was released while the Put ran; nothing to settle. This
-    // may run on the journal's thread: record without waiting there.
-    JournalLeaseEnd(lease, /*acked=*/true,
-                    [this, lease, result = std::move(result),
-                     done = std::move(done)](absl::Status) mutable {
-                      if (lease.id != 0) AfterLeaseEnded(lease.consumer, lease.step);
-                      std::move(done)(std::move(result));
-                    });
+    // id 0: the step was released while the Put ran; nothing to settle.
+    std::move(done)(std::move(result));
+    if (lease.id != 0) AfterLeaseEnded(lease.consumer, lease.step);
   });
 }
 

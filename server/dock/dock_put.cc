@@ -318,6 +318,10 @@ void DockImpl::Put(PutInput input, PutCallback done) {
     PutAndAck(std::move(input), std::move(done));
     return;
   }
+  WritePut(std::move(input), std::move(done));
+}
+
+void DockImpl::WritePut(PutInput input, PutCallback done) {
   absl::Status valid = ValidatePut(input);
   if (!valid.ok()) {
     std::move(done)(valid);

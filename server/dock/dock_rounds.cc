@@ -152,6 +152,10 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                                      static_cast<int64_t>(share.rows.size()));
     batch.lease = plan.lease;
   }
+  if (journal_ != nullptr && !share.rows.empty()) {
+    // acq_rel: counted before the hand-out is visible to auto-release.
+    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
+  }
   batch.round = k;
   batch.micro_batches = share.micro_batches;
   batch.balance = round.stats;

@@ -32,9 +32,13 @@ class DockJournal {
     int64_t row = 0;
     ByteSpan bytes;  // valid while `pin` is held
   };
+  struct LeaseEnd;
   // Cells a Put wrote; `pin` keeps their bytes (the step's arena) alive.
+  // `ack` (may be null): the lease the Put acknowledges, recorded in the same
+  // write, so the cells and the acknowledgement are stored together or not
+  // at all.
   virtual void Cells(int64_t step, const std::vector<Cell>& cells,
-                     std::shared_ptr<const void> pin, Done done) = 0;
+                     std::shared_ptr<const void> pin, const LeaseEnd* ack, Done done) = 0;
 
   // Rows handed to a consumer by one Get (units: rows, or groups for
   // whole-group consumers).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace tdock::internal {
 namespace {
@@ -16,15 +17,20 @@ constexpr size_t kRemembered = size_t{1} << 16;
 LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void()> expire)
     : who_(std::move(who)), expire_(std::move(expire)) {}
 
-LeaseTable::~LeaseTable() {
-  bool started = false;
+LeaseTable::~LeaseTable() { Stop(); }
+
+void LeaseTable::Stop() {
   {
     tdock::MutexLock lock(&mu_);
     stop_ = true;
-    started = started_;
     cv_.SignalAll();
   }
-  if (started) thread_.join();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
 }
 
 void LeaseTable::Run() {
@@ -71,7 +77,7 @@ uint64_t LeaseTable::AddWithId(Lease lease) {
   }
   ++CountsLocked(lease.consumer).in_flight;
   leases_.emplace(id, Entry{std::move(lease), false});
-  if (!started_) {
+  if (!started_ && !stop_) {
     started_ = true;
     thread_ = std::thread([this] { Run(); });
   } else if (earliest) {
@@ -86,7 +92,7 @@ LeaseTable::FindLocked(uint64_t id) {
   if (it != leases_.end()) {
     if (it->second.pinned) {
       return absl::FailedPreconditionError(absl::StrCat(
-          who_, ": lease ", id, " is being acknowledged by a Put"));
+          who_, ": lease ", id, " is being acknowledged or returned"));
     }
     return it;
   }
@@ -174,12 +180,43 @@ void LeaseTable::Unpin(uint64_t id) {
   if (earliest) cv_.SignalAll();
 }
 
-Lease LeaseTable::TakePinned(uint64_t id) {
+absl::StatusOr<Lease> LeaseTable::PinFor(uint64_t id, int consumer,
+                                         absl::string_view consumer_name) {
+  {
+    tdock::MutexLock lock(&mu_);
+    auto found = FindLocked(id);
+    if (!found.ok()) return found.status();
+    if ((*found)->second.lease.consumer != consumer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who_, ": lease ", id, " was not handed to consumer '", consumer_name, "'"));
+    }
+  }
+  TDOCK_RETURN_IF_ERROR(Pin(id));
+  tdock::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return absl::FailedPreconditionError(absl::StrCat(who_, ": lease ", id, " ended"));
+  return it->second.lease;
+}
+
+Lease LeaseTable::TakePinned(uint64_t id, End end) {
   tdock::MutexLock lock(&mu_);
   auto it = leases_.find(id);
   // A pinned lease leaves only through here or DropStep.
   if (it == leases_.end()) return Lease{};
-  return EndLocked(it, "it was already acknowledged by a Put");
+  if (end == End::kNacked) {
+    LeaseCounts& counts = CountsLocked(it->second.lease.consumer);
+    ++counts.nacked;
+    counts.rows_returned += it->second.lease.rows;
+    return EndLocked(it, "it was returned by Nack");
+  }
+  return EndLocked(it, "it was already acknowledged");
+}
+
+std::optional<Lease> LeaseTable::Pinned(uint64_t id) const {
+  tdock::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end() || !it->second.pinned) return std::nullopt;
+  return it->second.lease;
 }
 
 std::vector<Lease> LeaseTable::TakeExpired(absl::Time now) {

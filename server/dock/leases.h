@@ -60,7 +60,10 @@ class LeaseTable final {
  public:
   // `who` names the dock in messages ("dock 'grpo'").
   LeaseTable(std::string who, absl::AnyInvocable<void()> expire);
-  ~LeaseTable();  // stops the thread; `expire` is not called afterwards
+  ~LeaseTable();  // Stop()
+  // Stops the thread; `expire` is not called once this returns (unless
+  // called from `expire` itself). Idempotent.
+  void Stop();
   LeaseTable(const LeaseTable&) = delete;
   LeaseTable& operator=(const LeaseTable&) = delete;
 
@@ -83,8 +86,15 @@ class LeaseTable final {
   // failed) or TakePinned (it succeeded). Same errors as Take, without the
   // consumer check.
   absl::Status Pin(uint64_t id);
+  // Pin for an Ack or Nack of consumer `consumer`: Take's errors; returns the
+  // lease.
+  absl::StatusOr<Lease> PinFor(uint64_t id, int consumer, absl::string_view consumer_name);
   void Unpin(uint64_t id);
-  Lease TakePinned(uint64_t id);
+  // Ends a pinned lease as acknowledged (by a Put or an Ack) or nacked.
+  // Returns an empty lease (id 0) if it is gone (its step was released).
+  Lease TakePinned(uint64_t id, End end = End::kAcked);
+  // The pinned lease `id`, if it is still in flight.
+  std::optional<Lease> Pinned(uint64_t id) const;
 
   // Ends and returns the leases whose deadline is at or before `now`.
   std::vector<Lease> TakeExpired(absl::Time now);

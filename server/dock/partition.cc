@@ -67,6 +67,7 @@ std::shared_ptr<StepArena> Partition::Release() {
   }
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
+  releasing_ = false;
   return std::exchange(arena_, nullptr);
 }
 

@@ -113,6 +113,12 @@ class Partition final {
   // Frees the step: clears all state and returns the arena (which the caller
   // drops outside the dock's lock).
   std::shared_ptr<StepArena> Release();
+  // With a journal: the step's release is being recorded. Meanwhile the step
+  // counts as released (it takes no Put and hands out nothing) but still
+  // holds its partition; it is freed once the record is stored, or is live
+  // again if the record fails (record before effect).
+  bool releasing() const { return releasing_; }
+  void set_releasing(bool releasing) { releasing_ = releasing; }
   void AddConsumer(ConsumerShape shape);
   const std::shared_ptr<StepArena>& arena() const { return arena_; }
 
@@ -125,6 +131,9 @@ class Partition final {
     // acquire: pairs with Publish's release store.
     return columns_[c]->cells[row].load(std::memory_order_acquire);
   }
+  // With a journal: hand-outs claimed in this partition whose record is not
+  // yet stored (whatever the step); auto-release waits for them.
+  std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
   // Serializes commits so a multi-cell Put is all-or-nothing.
   tdock::Mutex& commit_mu() { return commit_mu_; }
   // Stores the cell and, on its first write, sets its ready bit and counts
@@ -152,7 +161,10 @@ class Partition final {
   std::vector<std::unique_ptr<ConsumerState>> consumers_;
   int64_t step_ = -1;
   int64_t last_released_ = -1;
+  bool releasing_ = false;
   std::shared_ptr<StepArena> arena_;
+
+  std::atomic<int64_t> unrecorded_handouts_{0};
 
   tdock::Mutex commit_mu_;
 };

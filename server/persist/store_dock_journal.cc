@@ -30,8 +30,9 @@ class StoreDockJournal final : public DockJournal {
       : journal_(journal), dock_(std::move(dock)), next_handout_(next_handout) {}
 
   void Cells(int64_t step, const std::vector<Cell>& cells, std::shared_ptr<const void> pin,
-             Done done) override {
+             const LeaseEnd* ack, Done done) override {
     StoreBatch batch;
+    if (ack != nullptr) AddLeaseEnd(*ack, batch);
     for (const Cell& cell : cells) {
       // The dock's cells share value-log segments (its own steps only).
       batch.PutBorrowed(CellKey(dock_, step, cell.column, cell.row),
@@ -65,13 +66,7 @@ class StoreDockJournal final : public DockJournal {
 
   void LeaseEnded(const LeaseEnd& end, Done done) override {
     StoreBatch batch;
-    if (end.acked) {
-      batch.Put(AckKey(dock_, end.step, end.lease_id), "");
-    } else if (end.round >= 0) {
-      batch.Delete(DeliveryKey(dock_, end.step, end.consumer, end.round, end.rank));
-    } else {
-      batch.Delete(HandOutKey(dock_, end.step, end.consumer, end.lease_id));
-    }
+    AddLeaseEnd(end, batch);
     journal_->Submit(std::move(batch), std::move(done));
   }
 
@@ -90,6 +85,16 @@ class StoreDockJournal final : public DockJournal {
   }
 
  private:
+  void AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const {
+    if (end.acked) {
+      batch.Put(AckKey(dock_, end.step, end.lease_id), "");
+    } else if (end.round >= 0) {
+      batch.Delete(DeliveryKey(dock_, end.step, end.consumer, end.round, end.rank));
+    } else {
+      batch.Delete(HandOutKey(dock_, end.step, end.consumer, end.lease_id));
+    }
+  }
+
   Journal* const journal_;
   const std::string dock_;
   std::atomic<uint64_t> next_handout_;
