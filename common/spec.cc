@@ -33,7 +33,8 @@ absl::Status NormalizeColumn(const DockSpec& spec, ColumnSpec& column) {
   }
   int64_t item = static_cast<int64_t>(DTypeSize(column.dtype));
   for (int64_t dim : column.inner_shape) {
-    if (dim < 1 || item * dim > kMaxItemBytes) {
+    // Divides instead of multiplying: a product past 2^63 must not wrap.
+    if (dim < 1 || dim > kMaxItemBytes / item) {
       return Invalid(spec.name,
                      absl::StrCat("column '", column.name, "' inner_shape [",
                                   absl::StrJoin(column.inner_shape, ","),

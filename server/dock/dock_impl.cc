@@ -69,7 +69,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   }
   if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
   leases_ = std::make_unique<LeaseTable>(absl::StrCat("dock '", name_, "'"),
-                                         [this] { ExpireLeases(); });
+                                         [this] { ExpireLeases(); }, limits.first_lease_id);
   timer_ = std::thread([this] { TimerLoop(); });
 }
 

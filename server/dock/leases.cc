@@ -14,8 +14,8 @@ constexpr size_t kRemembered = size_t{1} << 16;
 
 }  // namespace
 
-LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void()> expire)
-    : who_(std::move(who)), expire_(std::move(expire)) {}
+LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void()> expire, uint64_t first_id)
+    : who_(std::move(who)), expire_(std::move(expire)), next_id_(std::max<uint64_t>(first_id, 1)) {}
 
 LeaseTable::~LeaseTable() { Stop(); }
 

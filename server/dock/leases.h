@@ -59,7 +59,8 @@ struct LeaseCounts {
 class LeaseTable final {
  public:
   // `who` names the dock in messages ("dock 'grpo'").
-  LeaseTable(std::string who, absl::AnyInvocable<void()> expire);
+  // Ids start at `first_id` (> 0).
+  LeaseTable(std::string who, absl::AnyInvocable<void()> expire, uint64_t first_id = 1);
   ~LeaseTable();  // Stop()
   // Stops the thread; `expire` is not called once this returns (unless
   // called from `expire` itself). Idempotent.
@@ -128,7 +129,7 @@ class LeaseTable final {
   absl::AnyInvocable<void()> expire_;
 
   mutable tdock::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> leases_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(mu_);
   std::map<ShareKey, uint64_t> shares_ ABSL_GUARDED_BY(mu_);

@@ -86,7 +86,9 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
     tdock::MutexLock lock(&mu_);
     if (auto answer = existing()) return *std::move(answer);
   }
-  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, limits_.dock));
+  DockLimits dock_limits = limits_.dock;
+  dock_limits.first_lease_id = first_lease_id_;
+  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, dock_limits));
   if (hooks_ != nullptr) TDOCK_RETURN_IF_ERROR(hooks_->Created(*dock));
   tdock::MutexLock lock(&mu_);
   if (auto answer = existing()) return *std::move(answer);  // lost a race

@@ -56,10 +56,14 @@ class DockRegistry final {
   void Shutdown();
   // Persistence's hooks (borrowed). REQUIRES: before serving.
   void SetHooks(RegistryHooks* hooks) { hooks_ = hooks; }
+  // Where docks created from now on start their lease ids
+  // (DockLimits::first_lease_id). REQUIRES: before serving.
+  void SetFirstLeaseId(uint64_t id) { first_lease_id_ = id; }
 
  private:
   const RegistryLimits limits_;
   RegistryHooks* hooks_ = nullptr;
+  uint64_t first_lease_id_ = 1;
   // Serializes creations, so that a stored spec is the one served.
   tdock::Mutex create_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable tdock::Mutex mu_;

@@ -95,6 +95,11 @@ struct DockLimits {
   // Gets of one consumer that may wait at once; one more fails with
   // RESOURCE_EXHAUSTED. 0: unlimited.
   int64_t max_parked_gets_per_consumer = 0;
+  // The first lease id the dock hands out. With persistence each start of
+  // the server takes a new epoch and starts at epoch << 40, so a lease id is
+  // never handed out twice across restarts (an Ack retried after a restart
+  // cannot acknowledge another worker's lease).
+  uint64_t first_lease_id = 1;
 };
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;

@@ -39,6 +39,7 @@ struct RecoveryStats {
   int64_t bytes = 0;
   int64_t handouts = 0;  // hand-outs, rounds and deliveries restored
   int64_t leases = 0;    // leases in flight again
+  uint64_t epoch = 0;    // this start's (lease ids start at epoch << 40)
   absl::Duration took;
 };
 

@@ -12,6 +12,8 @@
 //                                               rank: <lease:8>
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
 //   T <dock> \0 <step:8>                        the step was released
+//   E                                           the server's epoch: <epoch:8>,
+//                                               raised at every start
 // Releasing a step deletes its D range in one range delete and writes its
 // T key, so a record that lands after the release is ignored at recovery.
 #ifndef TDOCK_SERVER_PERSIST_RECORDS_H_
@@ -65,6 +67,12 @@ class Reader {
  private:
   absl::string_view data_;
 };
+
+inline constexpr char kEpochKey[] = "E";
+// Lease ids of epoch e start at e << kEpochShift (below 2^63: hand-outs
+// without a lease use the upper half of the ids).
+inline constexpr int kEpochShift = 40;
+inline constexpr uint64_t kMaxEpoch = (uint64_t{1} << (63 - kEpochShift)) - 1;
 
 std::string SpecKey(absl::string_view dock);
 // Every record of the dock's steps starts with it; the step's with StepPrefix.

@@ -229,6 +229,31 @@ class DockScan {
 absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
   const absl::Time start = absl::Now();
   RecoveryStats stats;
+  // A new epoch, stored before any dock serves: this start's lease ids are
+  // above every earlier start's.
+  uint64_t epoch = 0;
+  TDOCK_RETURN_IF_ERROR(store_->Scan(records::kEpochKey, [&](absl::string_view key,
+                                                             absl::string_view value) {
+    if (key.size() != 1) return absl::OkStatus();
+    Reader in(value);
+    if (!in.Read(epoch, 8) || !in.done()) {
+      return absl::DataLossError(absl::StrCat("the epoch record in '", options_.data_dir,
+                                              "' does not decode"));
+    }
+    return absl::OkStatus();
+  }));
+  if (epoch >= records::kMaxEpoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", options_.data_dir, "' was started ", epoch, " times, the most lease ids allow"));
+  }
+  ++epoch;
+  StoreBatch batch;
+  std::string value;
+  records::PutBe(value, epoch, 8);
+  batch.Put(records::kEpochKey, value);
+  TDOCK_RETURN_IF_ERROR(Write(std::move(batch)));
+  stats.epoch = epoch;
+  registry.SetFirstLeaseId(epoch << records::kEpochShift);
   std::vector<std::pair<std::string, std::string>> specs;
   TDOCK_RETURN_IF_ERROR(store_->Scan("S", [&](absl::string_view key, absl::string_view value) {
     specs.emplace_back(std::string(key.substr(1)), std::string(value));

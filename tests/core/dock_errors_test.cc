@@ -164,6 +164,9 @@ TEST(DockErrors, InconsistentSpecs) {
        "exceeds memory_limit_bytes"},
       {[](DockSpec& s) { s.chunk_bytes = (64 << 10) + 1; }, "must be a multiple of 64"},
       {[](DockSpec& s) { s.memory_limit_bytes = 1024; }, "is below chunk_bytes"},
+      // 4 bytes x (2^62 + 2) wraps to 8 bytes in 64 bits.
+      {[](DockSpec& s) { s.columns[1].inner_shape = {(int64_t{1} << 62) + 2}; },
+       "items of at most 1 GiB"},
       {[](DockSpec& s) { s.num_prompts = 1 << 22; s.steps_in_flight = 32; },
        "rows per step x columns x steps_in_flight = 536870912 cells, over the limit"},
   };

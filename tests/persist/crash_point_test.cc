@@ -11,6 +11,7 @@
 //     hand-out (without a lease) or acknowledgement (with one) was answered
 //     by k, hands out no row twice, and hands out every row that is ready
 //     and that no consumer's answer may have counted as done.
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -219,6 +220,89 @@ int64_t RunAndCheck(uint64_t seed, int ops, std::vector<std::string>& failures) 
     }
   }
   return writes + 1;
+}
+
+// A server started on the records `store` holds after its writes so far.
+struct Restarted {
+  explicit Restarted(const RecordingStore& store)
+      : persistence(store.Replay(store.writes()), {.data_dir = "restarted"}) {
+    EXPECT_OK(persistence.Recover(registry).status());
+    dock = *registry.Find("crash");
+  }
+  ~Restarted() { registry.Shutdown(); }
+  Persistence persistence;
+  DockRegistry registry;
+  std::shared_ptr<Dock> dock;
+};
+
+// Writes the ids of every row of `step`.
+void WriteIds(Dock& dock, int64_t step) {
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < kRows; ++row) rows.push_back(row);
+  ASSERT_OK(testing::PutSync(dock, step, rows, {ColumnOf("ids", step, rows)}));
+}
+
+// Lease ids are never handed out twice, across restarts too: an Ack of a
+// lease acknowledged before a restart, retried after it, fails instead of
+// acknowledging the lease a new Get got.
+TEST(Restart, LeaseIdsAreNeverReused) {
+  auto owned = std::make_unique<RecordingStore>();
+  RecordingStore* store = owned.get();
+  Persistence persistence(std::move(owned), {.data_dir = "recording"});
+  DockRegistry registry;
+  ASSERT_OK(persistence.Recover(registry).status());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Create(CrashSpec()));
+  WriteIds(*dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer")));
+  ASSERT_OK(dock->Ack("scorer", first.lease_id));
+  registry.Shutdown();
+  ASSERT_OK(persistence.journal().Flush());
+
+  Restarted restarted(*store);
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*restarted.dock, testing::GetOf("scorer")));
+  EXPECT_GT(second.lease_id, first.lease_id);
+  EXPECT_STATUS(restarted.dock->Ack("scorer", first.lease_id),
+                absl::StatusCode::kFailedPrecondition, "is not in flight");
+  EXPECT_OK(restarted.dock->Ack("scorer", second.lease_id));
+  EXPECT_NE(second.rows, first.rows);
+}
+
+// A Put with ack_lease is atomic whichever of its writes fails: answered
+// OK, its acknowledgement survives a restart; failed, its cells are not
+// written and the lease is still in flight, so the retried Put succeeds.
+TEST(Restart, PutWithAckIsAtomic) {
+  for (int after = 0; after < 3; ++after) {
+    SCOPED_TRACE(absl::StrCat("the write after ", after, " fails"));
+    auto owned = std::make_unique<RecordingStore>();
+    RecordingStore* store = owned.get();
+    Persistence persistence(std::move(owned), {.data_dir = "recording"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Create(CrashSpec()));
+    WriteIds(*dock, 0);
+    ASSERT_OK_AND_ASSIGN(Batch leased, GetSync(*dock, testing::GetOf("scorer")));
+    const std::vector<int64_t> rows = leased.rows;
+    store->FailNext(1, absl::UnavailableError("disk full"), after);
+    absl::StatusOr<PutResult> put = testing::PutSync(
+        *dock, 0, rows, {ColumnOf("score", 0, rows)}, absl::ZeroDuration(), leased.lease_id);
+    store->FailNext(0, absl::OkStatus());
+    if (!put.ok()) {
+      EXPECT_STATUS(dock->Read(0, rows, {"score"}), absl::StatusCode::kFailedPrecondition,
+                    "is not written");
+      ASSERT_OK(testing::PutSync(*dock, 0, rows, {ColumnOf("score", 0, rows)},
+                                 absl::ZeroDuration(), leased.lease_id));
+    }
+    registry.Shutdown();
+    ASSERT_OK(persistence.journal().Flush());
+
+    Restarted restarted(*store);
+    EXPECT_STATUS(restarted.dock->Nack("scorer", leased.lease_id),
+                  absl::StatusCode::kFailedPrecondition, "is not in flight");
+    ASSERT_OK_AND_ASSIGN(Batch next, GetSync(*restarted.dock, testing::GetOf("scorer")));
+    for (int64_t row : next.rows) {
+      EXPECT_EQ(std::count(rows.begin(), rows.end(), row), 0) << row;
+    }
+  }
 }
 
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {

@@ -22,10 +22,11 @@ class RecordingStore final : public Store {
  public:
   RecordingStore() : inner_(NewMemoryStore()) {}
 
-  // The next `count` writes fail with `status`, change nothing and are not
-  // recorded.
-  void FailNext(int count, absl::Status status) {
+  // After `after` more successful writes, the next `count` writes fail with
+  // `status`, change nothing and are not recorded.
+  void FailNext(int count, absl::Status status, int after = 0) {
     tdock::MutexLock lock(&mu_);
+    fail_after_ = after;
     fail_count_ = count;
     fail_status_ = std::move(status);
   }
@@ -58,10 +59,11 @@ class RecordingStore final : public Store {
 
   absl::Status Write(const StoreBatch& batch, bool sync) override {
     tdock::MutexLock lock(&mu_);
-    if (fail_count_ > 0) {
+    if (fail_count_ > 0 && fail_after_ == 0) {
       --fail_count_;
       return fail_status_;
     }
+    if (fail_after_ > 0) --fail_after_;
     // Under the lock: the log's order is the order the store applied.
     absl::Status status = inner_->Write(batch, sync);
     if (status.ok()) log_.push_back(Copy(batch));
@@ -101,6 +103,7 @@ class RecordingStore final : public Store {
   mutable tdock::Mutex mu_;
   std::vector<StoreBatch> log_ ABSL_GUARDED_BY(mu_);
   int fail_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int fail_after_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
 };
 
