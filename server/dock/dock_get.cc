@@ -86,7 +86,7 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
   }
   std::vector<Partition*> live;
   for (const auto& part : partitions_) {
-    if (part->live()) live.push_back(part.get());
+    if (part->live() && !part->releasing()) live.push_back(part.get());
   }
   std::sort(live.begin(), live.end(),
             [](const Partition* a, const Partition* b) { return a->step() < b->step(); });

@@ -46,27 +46,33 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
   std::vector<DockJournal::Cell> cells;
   std::shared_ptr<StepArena> arena;
   std::vector<int> written;
+  bool freed = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
     Partition& part = PartitionOf(in.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
-    if (!part.live() || part.step() != in.step) {
-      // Released right after the commit: nothing to record or to ready.
-      std::move(done)(result);
-      return;
-    }
-    arena = part.arena();  // keeps the cells' bytes while they are recorded
-    for (const PackedColumn& column : in.columns) {
-      const int c = ColumnIndex(column.name);
-      written.push_back(c);
-      const int64_t item = columns_[c].item_bytes();
-      for (int64_t row : in.rows) {
-        const CellBlock* block = part.cell(c, row);
-        staged.push_back({c, row, block});
-        cells.push_back({c, row, ByteSpan(block->data, block->length * item)});
+    freed = !part.live() || part.step() != in.step;
+    if (!freed) {
+      arena = part.arena();  // keeps the cells' bytes while they are recorded
+      for (const PackedColumn& column : in.columns) {
+        const int c = ColumnIndex(column.name);
+        written.push_back(c);
+        const int64_t item = columns_[c].item_bytes();
+        for (int64_t row : in.rows) {
+          const CellBlock* block = part.cell(c, row);
+          staged.push_back({c, row, block});
+          cells.push_back({c, row, ByteSpan(block->data, block->length * item)});
+        }
       }
     }
+  }
+  if (freed) {
+    // Released right after the commit: nothing was recorded, so nothing (an
+    // acknowledgement included) may count as done. Answered without locks.
+    std::move(done)(absl::FailedPreconditionError(
+        absl::StrCat(Where(in.step), " was released while the Put was in progress")));
+    return;
   }
   const int64_t step = in.step;
   // A Put that acknowledges a lease records the acknowledgement with its cells.
@@ -137,6 +143,15 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
             NotStored(absl::StrCat(Where(step), " consumer '", name, "'"), stored));
       }
       MaybeAutoRelease(step);
+      // The partition may hold a newer step by now (step was released
+      // explicitly); its auto-release may have waited for this count.
+      int64_t current = -1;
+      {
+        tdock::ReaderMutexLock lock(&mu_);
+        const Partition& part = PartitionOf(step);
+        if (part.live() && part.step() != step) current = part.step();
+      }
+      if (current >= 0) MaybeAutoRelease(current);
     };
     if (round < 0) {
       journal_->HandedOut(handout, KeepAlive(std::move(answer)));

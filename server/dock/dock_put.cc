@@ -203,6 +203,17 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   }
   if (*arena == nullptr) {
     attempt.park_reason = blocked.empty() ? Where(in.step) + " is changing" : blocked;
+    // The step holding the partition may be done and its release record may
+    // have failed: ask again (a no-op unless it is done and not releasing).
+    if (journal_ != nullptr && !blocked.empty()) {
+      int64_t holder = -1;
+      {
+        tdock::ReaderMutexLock lock(&mu_);
+        const Partition& part = PartitionOf(in.step);
+        if (part.live() && part.step() < in.step) holder = part.step();
+      }
+      if (holder >= 0) MaybeAutoRelease(holder);
+    }
     return attempt;
   }
   std::vector<StagedColumn> staged(in.columns.size());

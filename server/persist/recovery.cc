@@ -252,6 +252,7 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
   records::PutBe(value, epoch, 8);
   batch.Put(records::kEpochKey, value);
   TDOCK_RETURN_IF_ERROR(Write(std::move(batch)));
+  TDOCK_RETURN_IF_ERROR(journal_->Flush());  // async acknowledges before storing
   stats.epoch = epoch;
   registry.SetFirstLeaseId(epoch << records::kEpochShift);
   std::vector<std::pair<std::string, std::string>> specs;
@@ -268,6 +269,9 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
     }
     ++stats.docks;
   }
+  // Steps found done are released once their records are stored: before
+  // serving, so the server starts without releases in flight.
+  TDOCK_RETURN_IF_ERROR(journal_->Flush());
   registry.SetHooks(this);
   stats.took = absl::Now() - start;
   return stats;

@@ -45,7 +45,11 @@ class CrashPoint {
       return failures_;
     }
     absl::StatusOr<std::shared_ptr<Dock>> dock = registry.Find("crash");
-    if (dock.ok()) CheckDock(**dock);
+    if (dock.ok()) {
+      CheckDock(**dock);
+    } else if (k_ >= w_.created()) {
+      Fail(absl::StrCat("the dock is gone: ", dock.status().ToString()));
+    }
     registry.Shutdown();
     return failures_;
   }

@@ -78,6 +78,8 @@ class CrashWorkload {
     return done_;
   }
   const std::map<int64_t, int64_t>& releases() const { return release_issued_; }
+  // Journal writes when the dock's creation had been stored.
+  int64_t created() const { return created_; }
   // Every lease id handed out, per consumer.
   const std::map<std::string, std::set<uint64_t>>& leases() const { return leases_; }
 
@@ -108,6 +110,7 @@ class CrashWorkload {
   std::map<int64_t, std::set<int64_t>> scored_;  // rows whose scores are stored
   std::vector<Held> held_;                    // leases not yet ended
   bool late_added_ = false;
+  const int64_t created_ = store_->writes();
 
   std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<Event>> done_;
   std::map<int64_t, int64_t> release_issued_;
