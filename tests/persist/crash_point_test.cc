@@ -239,6 +239,28 @@ struct Restarted {
   std::shared_ptr<Dock> dock;
 };
 
+// A server on a RecordingStore holding the crash dock; Stop shuts it down
+// with every record stored.
+struct Recording {
+  Recording() {
+    auto owned = std::make_unique<RecordingStore>();
+    store = owned.get();
+    persistence = std::make_unique<Persistence>(std::move(owned),
+                                                PersistenceOptions{.data_dir = "recording"});
+    EXPECT_OK(persistence->Recover(registry).status());
+    dock = *registry.Create(CrashSpec());
+  }
+  void Stop() {
+    registry.Shutdown();
+    EXPECT_OK(persistence->journal().Flush());
+  }
+  ~Recording() { registry.Shutdown(); }
+  RecordingStore* store = nullptr;
+  std::unique_ptr<Persistence> persistence;
+  DockRegistry registry;
+  std::shared_ptr<Dock> dock;
+};
+
 // Writes the ids of every row of `step`.
 void WriteIds(Dock& dock, int64_t step) {
   std::vector<int64_t> rows;
@@ -250,17 +272,13 @@ void WriteIds(Dock& dock, int64_t step) {
 // lease acknowledged before a restart, retried after it, fails instead of
 // acknowledging the lease a new Get got.
 TEST(Restart, LeaseIdsAreNeverReused) {
-  auto owned = std::make_unique<RecordingStore>();
-  RecordingStore* store = owned.get();
-  Persistence persistence(std::move(owned), {.data_dir = "recording"});
-  DockRegistry registry;
-  ASSERT_OK(persistence.Recover(registry).status());
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Create(CrashSpec()));
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  RecordingStore* store = recording.store;
   WriteIds(*dock, 0);
   ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer")));
   ASSERT_OK(dock->Ack("scorer", first.lease_id));
-  registry.Shutdown();
-  ASSERT_OK(persistence.journal().Flush());
+  recording.Stop();
 
   Restarted restarted(*store);
   ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*restarted.dock, testing::GetOf("scorer")));
@@ -277,12 +295,9 @@ TEST(Restart, LeaseIdsAreNeverReused) {
 TEST(Restart, PutWithAckIsAtomic) {
   for (int after = 0; after < 3; ++after) {
     SCOPED_TRACE(absl::StrCat("the write after ", after, " fails"));
-    auto owned = std::make_unique<RecordingStore>();
-    RecordingStore* store = owned.get();
-    Persistence persistence(std::move(owned), {.data_dir = "recording"});
-    DockRegistry registry;
-    ASSERT_OK(persistence.Recover(registry).status());
-    ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Create(CrashSpec()));
+    Recording recording;
+    Dock* dock = recording.dock.get();
+    RecordingStore* store = recording.store;
     WriteIds(*dock, 0);
     ASSERT_OK_AND_ASSIGN(Batch leased, GetSync(*dock, testing::GetOf("scorer")));
     const std::vector<int64_t> rows = leased.rows;
@@ -296,8 +311,7 @@ TEST(Restart, PutWithAckIsAtomic) {
       ASSERT_OK(testing::PutSync(*dock, 0, rows, {ColumnOf("score", 0, rows)},
                                  absl::ZeroDuration(), leased.lease_id));
     }
-    registry.Shutdown();
-    ASSERT_OK(persistence.journal().Flush());
+    recording.Stop();
 
     Restarted restarted(*store);
     EXPECT_STATUS(restarted.dock->Nack("scorer", leased.lease_id),
