@@ -1,5 +1,6 @@
 #include "server/dock/dock.h"
 
+#include <future>
 #include <utility>
 
 #include "common/status.h"
@@ -45,20 +46,50 @@ void Dock::FinishRecovery() { impl_->FinishRecovery(); }
 void Dock::AttachJournal(std::shared_ptr<DockJournal> journal) {
   impl_->AttachJournal(std::move(journal));
 }
-absl::StatusOr<int64_t> Dock::Ack(const std::string& consumer, uint64_t lease_id) {
-  return impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kAcked);
+void Dock::Ack(const std::string& consumer, uint64_t lease_id, RowsCallback done) {
+  impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kAcked, std::move(done));
 }
-absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_id) {
-  return impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kNacked);
+void Dock::Nack(const std::string& consumer, uint64_t lease_id, RowsCallback done) {
+  impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kNacked, std::move(done));
 }
 absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
                                  const std::vector<std::string>& columns) {
   return impl_->Read(step, rows, columns);
 }
-absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
-  return impl_->AddConsumer(std::move(consumer));
+void Dock::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
+  impl_->AddConsumer(std::move(consumer), std::move(done));
 }
-absl::Status Dock::ReleaseStep(int64_t step) { return impl_->ReleaseStep(step); }
+void Dock::ReleaseStep(int64_t step, StatusCallback done) {
+  impl_->ReleaseStep(step, std::move(done));
+}
+
+namespace {
+
+// Runs `call(done)` and waits for `done`'s result.
+template <typename R, typename Call>
+R Await(Call call) {
+  std::promise<R> result;
+  call([&result](R r) { result.set_value(std::move(r)); });
+  return result.get_future().get();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Dock::Ack(const std::string& consumer, uint64_t lease_id) {
+  return Await<absl::StatusOr<int64_t>>(
+      [&](RowsCallback done) { Ack(consumer, lease_id, std::move(done)); });
+}
+absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_id) {
+  return Await<absl::StatusOr<int64_t>>(
+      [&](RowsCallback done) { Nack(consumer, lease_id, std::move(done)); });
+}
+absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
+  return Await<absl::StatusOr<ConsumerSpec>>(
+      [&](ConsumerCallback done) { AddConsumer(std::move(consumer), std::move(done)); });
+}
+absl::Status Dock::ReleaseStep(int64_t step) {
+  return Await<absl::Status>([&](StatusCallback done) { ReleaseStep(step, std::move(done)); });
+}
 DockStats Dock::Stats() const { return impl_->Stats(); }
 void Dock::Shutdown() { impl_->Shutdown(); }
 

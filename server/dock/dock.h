@@ -75,19 +75,32 @@ class Dock final {
   // INVALID_ARGUMENT: another consumer's lease; FAILED_PRECONDITION naming
   // the lease and what ended it: expired (its rows were handed back), already
   // acknowledged, nacked, superseded, or its step released.
-  absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
-  absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
+  // With a journal, the lease ends once its end is recorded; a failed record
+  // leaves it in flight (UNAVAILABLE, "not stored").
+  void Ack(const std::string& consumer, uint64_t lease_id, RowsCallback done);
+  void Nack(const std::string& consumer, uint64_t lease_id, RowsCallback done);
 
   // Returns written cells of `rows` without claiming them. `columns` empty
   // means every column. FAILED_PRECONDITION if a cell is not written.
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
 
-  // Adds a consumer; it sees every row of live steps as unconsumed.
-  absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
+  // Adds a consumer; it sees every row of live steps as unconsumed. With a
+  // journal, the consumer exists (takes Gets) only once the new spec is
+  // stored; additions are recorded one at a time, in the order asked.
+  void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
 
   // Frees the step's partition now, consumed or not. FAILED_PRECONDITION if the
-  // step is not live.
+  // step is not live. With a journal the step takes no Put and hands out
+  // nothing from the call on, and is freed once its release is recorded (a
+  // failed record makes it live again: UNAVAILABLE).
+  void ReleaseStep(int64_t step, StatusCallback done);
+
+  // The same four, waiting for the callback: for tests and tools, never on a
+  // thread that runs the dock's or the journal's callbacks.
+  absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
+  absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
+  absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
   absl::Status ReleaseStep(int64_t step);
 
   DockStats Stats() const;

@@ -132,14 +132,70 @@ int64_t DockImpl::BlockingStepLocked(int64_t step) const {
   return part.live() ? part.step() : step - steps_in_flight_;
 }
 
-absl::StatusOr<ConsumerSpec> DockImpl::AddConsumer(ConsumerSpec consumer) {
-  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec added, AddConsumerLocked(std::move(consumer)));
-  TDOCK_RETURN_IF_ERROR(JournalSpec(spec()));
-  return added;
+void DockImpl::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
+  {
+    tdock::MutexLock lock(&mu_);
+    adding_.push_back({std::move(consumer), std::move(done)});
+    if (adding_.size() > 1) return;  // the addition in progress starts it
+  }
+  NextAddition();
 }
 
-absl::StatusOr<ConsumerSpec> DockImpl::AddConsumerLocked(ConsumerSpec consumer) {
-  tdock::MutexLock lock(&mu_);
+void DockImpl::NextAddition() {
+  for (;;) {
+    ConsumerCallback done;
+    absl::StatusOr<ConsumerSpec> answer;
+    DockSpec to_record;
+    {
+      tdock::MutexLock lock(&mu_);
+      if (adding_.empty()) return;
+      answer = CheckConsumerLocked(adding_.front().consumer);
+      if (answer.ok() && journal_ != nullptr) {
+        // Record first: until the spec is stored the consumer takes no Get
+        // (no hand-out can name it), but Puts keep to its budget.
+        recording_consumer_ = *answer;
+        to_record = spec_;
+        to_record.consumers.push_back(*answer);
+      } else {
+        if (answer.ok()) AddConsumerLocked(*answer);
+        done = std::move(adding_.front().done);
+        adding_.pop_front();
+      }
+    }
+    if (done) {
+      std::move(done)(std::move(answer));
+      continue;
+    }
+    journal_->SpecChanged(to_record, KeepAlive([this](absl::Status stored) {
+      FinishAddition(stored);
+    }));
+    return;
+  }
+}
+
+void DockImpl::FinishAddition(const absl::Status& stored) {
+  ConsumerCallback done;
+  absl::StatusOr<ConsumerSpec> answer;
+  {
+    tdock::MutexLock lock(&mu_);
+    ConsumerSpec consumer = *std::move(recording_consumer_);
+    recording_consumer_.reset();
+    done = std::move(adding_.front().done);
+    adding_.pop_front();
+    if (stored.ok()) {
+      AddConsumerLocked(consumer);
+      answer = std::move(consumer);
+    } else {
+      answer = absl::UnavailableError(absl::StrCat("dock '", name_, "': consumer '",
+                                                   consumer.name, "': not stored (",
+                                                   stored.message(), ")"));
+    }
+  }
+  std::move(done)(std::move(answer));
+  NextAddition();
+}
+
+absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer) const {
   TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
@@ -161,12 +217,15 @@ absl::StatusOr<ConsumerSpec> DockImpl::AddConsumerLocked(ConsumerSpec consumer) 
       }
     }
   }
+  return consumer;
+}
+
+void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
   spec_.consumers.push_back(consumer);
   for (auto& part : partitions_) {
     part->AddConsumer({consumer.whole_groups, consumer.dp_size});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
-  return consumer;
 }
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
@@ -185,13 +244,14 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   return part.Release();
 }
 
-absl::Status DockImpl::ReleaseStep(int64_t step) {
+void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
   std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
     if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(Where(step), " is not live (not started or already released)"));
+      std::move(done)(absl::FailedPreconditionError(
+          absl::StrCat(Where(step), " is not live (not started or already released)")));
+      return;
     }
     if (journal_ == nullptr) {
       arena = ReleasePartitionLocked(PartitionOf(step));
@@ -200,20 +260,18 @@ absl::Status DockImpl::ReleaseStep(int64_t step) {
     }
   }
   if (journal_ == nullptr) {
+    std::move(done)(absl::OkStatus());
     AfterRelease(std::move(arena));
-    return absl::OkStatus();
+    return;
   }
-  std::promise<absl::Status> stored;
-  journal_->Released(step, KeepAlive([this, step, &stored](absl::Status status) {
-    FinishRelease(step, status);
-    stored.set_value(std::move(status));
+  journal_->Released(step, KeepAlive([this, step, done = std::move(done)](
+                                         absl::Status stored) mutable {
+    if (!stored.ok()) {
+      stored = absl::UnavailableError(
+          absl::StrCat(Where(step), ": release not stored (", stored.message(), ")"));
+    }
+    FinishRelease(step, stored, std::move(done));
   }));
-  absl::Status status = stored.get_future().get();
-  if (!status.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat(Where(step), ": release not stored (", status.message(), ")"));
-  }
-  return absl::OkStatus();
 }
 
 void DockImpl::MaybeAutoRelease(int64_t step) {
@@ -253,21 +311,25 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
   }));
 }
 
-void DockImpl::FinishRelease(int64_t step, const absl::Status& stored) {
+void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer) {
   std::shared_ptr<StepArena> arena;
+  bool released = false;
   {
     tdock::MutexLock lock(&mu_);
     Partition& part = PartitionOf(step);
-    if (!part.live() || part.step() != step || !part.releasing()) return;
-    if (!stored.ok()) {
-      // Not recorded: the step stays live; a Put waiting for its partition
-      // asks for the release again.
-      part.set_releasing(false);
-      return;
+    if (part.live() && part.step() == step && part.releasing()) {
+      if (stored.ok()) {
+        arena = ReleasePartitionLocked(part);
+        released = true;
+      } else {
+        // Not recorded: the step stays live; a Put waiting for its
+        // partition asks for the release again.
+        part.set_releasing(false);
+      }
     }
-    arena = ReleasePartitionLocked(part);
   }
-  AfterRelease(std::move(arena));
+  if (answer) std::move(answer)(stored);  // before the calls it wakes are served
+  if (released) AfterRelease(std::move(arena));
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {

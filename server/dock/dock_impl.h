@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,12 +80,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void Put(PutInput input, PutCallback done);
   uint64_t Get(GetInput input, GetCallback done);
   void Cancel(uint64_t id);
-  absl::StatusOr<int64_t> EndLease(const std::string& consumer, uint64_t lease_id,
-                                   LeaseTable::End end);
+  void EndLease(const std::string& consumer, uint64_t lease_id, LeaseTable::End end,
+                RowsCallback done);
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
-  absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
-  absl::Status ReleaseStep(int64_t step);
+  void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
+  void ReleaseStep(int64_t step, StatusCallback done);
   DockStats Stats() const;
   void Shutdown();
 
@@ -98,8 +99,19 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void FinishRecovery();
 
  private:
-  // Adds the consumer (takes mu_; AddConsumer then records the spec).
-  absl::StatusOr<ConsumerSpec> AddConsumerLocked(ConsumerSpec consumer);
+  // ---- Adding consumers (dock_impl.cc), one at a time: the first of
+  // adding_ is checked, recorded (with a journal), then added.
+  struct Addition {
+    ConsumerSpec consumer;
+    ConsumerCallback done;
+  };
+  // Checks and adds (or starts recording) additions until one is recorded.
+  void NextAddition();
+  void FinishAddition(const absl::Status& stored);
+  // The normalized consumer, or why it cannot be added.
+  absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ---- Journal (dock_journal.cc); journal_ is null without persistence.
   void JournalPut(const PutInput& in, PutResult result, PutCallback done);
   // Wraps a Get's callback: records the hand-out, then answers (or returns
@@ -110,7 +122,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                                         int64_t round);
   void MarkRoundRecorded(int64_t step, int consumer, int64_t round);
   void ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch);
-  absl::Status JournalSpec(const DockSpec& spec);  // waits for the record
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
   // `done` holding a reference to the dock, for the journal: a record's
   // callback never outlives the dock it calls into.
@@ -203,8 +214,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // the release is recorded).
   void MaybeAutoRelease(int64_t step);
   // The release record of `step` came back: free the partition, or (failed)
-  // make the step live again.
-  void FinishRelease(int64_t step, const absl::Status& stored);
+  // make the step live again; then `answer` (may be empty) gets `stored`,
+  // and the calls the release wakes are served.
+  void FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer = {});
   // Releases a live partition, adding its counts to the released totals.
   std::shared_ptr<StepArena> ReleasePartitionLocked(Partition& part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -259,6 +271,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   mutable tdock::Mutex mu_;
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
   std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
+  std::deque<Addition> adding_ ABSL_GUARDED_BY(mu_);  // AddConsumer calls, in order
+  // The first of adding_ while its spec is recorded (normalized).
+  std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
   // Rows written per column and handed out per consumer in released steps
   // (Stats adds the live steps' counts).
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);

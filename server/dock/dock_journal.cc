@@ -8,7 +8,6 @@
 // BALANCED round once, then each rank's delivery) before it answers; if the
 // record fails, the rows go back to be handed out again and the Get fails
 // with the journal's error.
-#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,13 +16,6 @@
 
 namespace tdock::internal {
 namespace {
-
-// Waits for a journal call made through `call(done)` and returns its status.
-absl::Status Wait(const std::function<void(DockJournal::Done)>& call) {
-  std::promise<absl::Status> stored;
-  call([&stored](absl::Status s) { stored.set_value(std::move(s)); });
-  return stored.get_future().get();
-}
 
 absl::Status NotStored(const std::string& where, const absl::Status& status) {
   return absl::UnavailableError(
@@ -104,8 +96,8 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
       std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
       return;
     }
+    std::move(done)(result);  // before the Gets it wakes are served
     WakeConsumersOf(written);
-    std::move(done)(result);
   }));
 }
 
@@ -235,11 +227,6 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
   std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
   wanted[consumer] = true;
   WakeGets(wanted);
-}
-
-absl::Status DockImpl::JournalSpec(const DockSpec& spec) {
-  if (journal_ == nullptr) return absl::OkStatus();
-  return Wait([&](DockJournal::Done done) { journal_->SpecChanged(spec, std::move(done)); });
 }
 
 void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done) {

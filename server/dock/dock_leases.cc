@@ -12,7 +12,6 @@
 // they come back, so a reader that sees every row consumed and nothing in
 // flight knows the consumer is done with the step; auto-release waits for
 // that.
-#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -68,51 +67,59 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
-absl::StatusOr<int64_t> DockImpl::EndLease(const std::string& consumer,
-                                           uint64_t lease_id, LeaseTable::End end) {
-  int index = -1;
-  int64_t step = -1;
-  int64_t rows = 0;
-  Lease ended;
+void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTable::End end,
+                        RowsCallback done) {
+  Lease pinned;
+  absl::Status refused;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    index = spec_.ConsumerIndex(consumer);
+    const int index = spec_.ConsumerIndex(consumer);
     if (index < 0) {
-      return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '",
-                                              consumer, "' is unknown"));
-    }
-    if (plans_[index].lease == absl::ZeroDuration()) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      refused = absl::NotFoundError(
+          absl::StrCat("dock '", name_, "': consumer '", consumer, "' is unknown"));
+    } else if (plans_[index].lease == absl::ZeroDuration()) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
           "dock '", name_, "': consumer '", consumer,
           "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
-    }
-    // Pinned, the lease can neither expire nor end otherwise while its end
-    // is recorded; it ends only once that record is stored.
-    TDOCK_ASSIGN_OR_RETURN(ended, leases_->PinFor(lease_id, index, consumer));
-  }
-  // Called on an RPC thread: wait for the record before answering.
-  std::promise<absl::Status> stored;
-  JournalLeaseEnd(ended, end == LeaseTable::End::kAcked,
-                  [&stored](absl::Status s) { stored.set_value(std::move(s)); });
-  const absl::Status recorded = stored.get_future().get();
-  if (!recorded.ok()) {
-    leases_->Unpin(lease_id);
-    return absl::UnavailableError(absl::StrCat("dock '", name_, "': lease ", lease_id,
-                                               ": not stored (", recorded.message(), ")"));
-  }
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    ended = leases_->TakePinned(lease_id, end);
-    if (end == LeaseTable::End::kAcked) {
-      SettleLeaseLocked(ended);
     } else {
-      ReturnLeaseLocked(ended);
+      // Pinned, the lease can neither expire nor end otherwise while its end
+      // is recorded; it ends only once that record is stored.
+      absl::StatusOr<Lease> found = leases_->PinFor(lease_id, index, consumer);
+      if (found.ok()) {
+        pinned = *std::move(found);
+      } else {
+        refused = found.status();
+      }
     }
-    step = ended.step;
-    rows = ended.rows;
   }
-  AfterLeaseEnded(index, end == LeaseTable::End::kAcked ? step : -1);
-  return rows;
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
+  }
+  const bool acked = end == LeaseTable::End::kAcked;
+  JournalLeaseEnd(pinned, acked, [this, lease_id, end, acked, rows = pinned.rows,
+                                  done = std::move(done)](absl::Status stored) mutable {
+    if (!stored.ok()) {
+      leases_->Unpin(lease_id);
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "dock '", name_, "': lease ", lease_id, ": not stored (", stored.message(), ")")));
+      return;
+    }
+    Lease ended;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      ended = leases_->TakePinned(lease_id, end);
+      if (ended.id == 0) {
+        // Its step was released while the end was recorded: nothing to settle.
+      } else if (acked) {
+        SettleLeaseLocked(ended);
+      } else {
+        ReturnLeaseLocked(ended);
+      }
+    }
+    std::move(done)(rows);  // before the Gets it wakes are served
+    if (ended.id != 0) AfterLeaseEnded(ended.consumer, acked ? ended.step : -1);
+  });
 }
 
 void DockImpl::AfterLeaseEnded(int consumer, int64_t settled_step) {

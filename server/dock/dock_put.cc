@@ -300,12 +300,14 @@ void DockImpl::FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
     JournalPut(in, *result, std::move(done));  // answers once the cells are stored
     return;
   }
+  std::vector<int> written;
   if (result.ok()) {
-    std::vector<int> written;
     for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
-    WakeConsumersOf(written);
   }
+  // The producer's answer first: it does not wait for the Gets it wakes
+  // (`in` may be gone once it is answered).
   std::move(done)(std::move(result));
+  if (!written.empty()) WakeConsumersOf(written);
 }
 
 void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {

@@ -215,8 +215,7 @@ bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) 
 
 absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
                                           const PutInput& in) const {
-  for (const ConsumerPlan& plan : plans_) {
-    if (!plan.micro_batch.has_value()) continue;
+  auto check = [&](const std::string& consumer, const MicroBatchOptions& budget) {
     for (size_t i = 0; i < in.rows.size(); ++i) {
       int64_t tokens = 0;
       for (int c : length_columns_) {
@@ -227,13 +226,22 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
                   : cell != nullptr         ? cell->length
                                             : 0;
       }
-      if (plan.micro_batch->RowLoad(tokens) > plan.micro_batch->max_tokens) {
+      if (budget.RowLoad(tokens) > budget.max_tokens) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(in.step), ": row ", in.rows[i], " has ", tokens,
-            " tokens, over the micro-batch budget of consumer '", plan.name,
-            "' (max_tokens ", plan.micro_batch->max_tokens, ")"));
+            " tokens, over the micro-batch budget of consumer '", consumer,
+            "' (max_tokens ", budget.max_tokens, ")"));
       }
     }
+    return absl::OkStatus();
+  };
+  for (const ConsumerPlan& plan : plans_) {
+    if (plan.micro_batch.has_value()) TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
+  }
+  // A consumer being added checked the rows written so far; it must fit
+  // the rows written while its record is stored as well.
+  if (recording_consumer_.has_value() && recording_consumer_->micro_batch.has_value()) {
+    TDOCK_RETURN_IF_ERROR(check(recording_consumer_->name, *recording_consumer_->micro_batch));
   }
   return absl::OkStatus();
 }

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/balance/stats.h"
 #include "common/packed.h"
+#include "common/spec.h"
 
 namespace tdock {
 
@@ -104,6 +105,11 @@ struct DockLimits {
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;
 using GetCallback = absl::AnyInvocable<void(absl::StatusOr<Batch>) &&>;
+// Control operations (Ack, Nack, AddConsumer, ReleaseStep) complete the same
+// way: once their record is stored (with persistence), never by waiting.
+using StatusCallback = absl::AnyInvocable<void(absl::Status) &&>;
+using RowsCallback = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
+using ConsumerCallback = absl::AnyInvocable<void(absl::StatusOr<ConsumerSpec>) &&>;
 
 // Snapshot for metrics and status, taken without stopping the data path.
 struct StepStats {

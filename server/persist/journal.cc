@@ -110,8 +110,12 @@ void Journal::Run() {
           if (!status.ok() && failed_.ok()) failed_ = status;
         }
       }
-      for (Done& done : dones) std::move(done)(status);
-      dones.clear();
+      if (!dones.empty()) {
+        completions_.Post([dones = std::move(dones), status]() mutable {
+          for (Done& done : dones) std::move(done)(status);
+        });
+        dones.clear();
+      }
     };
     auto sync_store = [&]() -> absl::Status {
       const absl::Status status = Named(store_->Sync());
@@ -126,7 +130,10 @@ void Journal::Run() {
         write();
         absl::Status status = sync ? absl::OkStatus() : sync_store();
         if (status.ok() && p.task) status = std::move(p.task)();
-        std::move(p.done)(std::move(status));
+        // After the completions of the writes before it.
+        completions_.Post([done = std::move(p.done), status = std::move(status)]() mutable {
+          std::move(done)(std::move(status));
+        });
         continue;
       }
       merged.Append(std::move(p.batch));

@@ -14,8 +14,11 @@
 //          instead of pinning ever more memory.
 //
 // Thread safety: Submit and Flush may be called from any thread. `done`
-// callbacks run on the journal thread (sync) or the caller's (async), with
-// no journal lock held.
+// callbacks run on the journal's completion thread, in the order of the
+// writes (sync, and async batches held back), or on the caller's (async),
+// with no journal lock held: never on the thread that writes, so the next
+// group commit does not wait for what the callbacks do. A `done` must not
+// wait for the journal (Flush, or another batch's `done`).
 #ifndef TDOCK_SERVER_PERSIST_JOURNAL_H_
 #define TDOCK_SERVER_PERSIST_JOURNAL_H_
 
@@ -27,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "common/serial_executor.h"
 #include "server/persist/store.h"
 
 namespace tdock::persist {
@@ -50,7 +54,8 @@ class Journal final {
   Journal& operator=(const Journal&) = delete;
 
   void Submit(StoreBatch batch, Done done);
-  // Returns once everything submitted before the call is durable; the error
+  // Returns once everything submitted before the call is durable and the
+  // `done` of every write before it has run; the error
   // of a failed write if there was one since the last Flush (async).
   absl::Status Flush();
   // Flush, then runs `task` on the journal thread (no write runs meanwhile)
@@ -86,6 +91,7 @@ class Journal final {
   bool unsynced_ ABSL_GUARDED_BY(mu_) = false;  // async writes since the last sync
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet written
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  SerialExecutor completions_;  // runs the `done`s; drained after thread_ stops
   std::thread thread_;
 };
 

@@ -230,22 +230,22 @@ grpc::ServerUnaryReactor* DockService::AddConsumer(
     grpc::CallbackServerContext* context, const v1::AddConsumerRequest* request,
     v1::AddConsumerResponse* response) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-  return FinishNow(context, DoAddConsumer(*request, response));
-}
-
-absl::Status DockService::DoAddConsumer(const v1::AddConsumerRequest& request,
-                                        v1::AddConsumerResponse* response) {
-  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
-      static_cast<int64_t>(request.ByteSizeLong()), limits_.max_spec_bytes,
-      absl::StrCat("AddConsumer on dock '", request.dock(), "': the request's bytes"),
-      "max_spec_bytes"));
-  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
-                         registry_->Find(request.dock()));
-  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, FromProto(request.consumer()));
-  TDOCK_ASSIGN_OR_RETURN(ConsumerSpec added,
-                         dock->AddConsumer(std::move(consumer)));
-  *response->mutable_consumer() = ToProto(added);
-  return absl::OkStatus();
+  absl::Status checked = ServiceLimits::Check(
+      static_cast<int64_t>(request->ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("AddConsumer on dock '", request->dock(), "': the request's bytes"),
+      "max_spec_bytes");
+  if (!checked.ok()) return FinishNow(context, checked);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<ConsumerSpec> consumer = FromProto(request->consumer());
+  if (!consumer.ok()) return FinishNow(context, consumer.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->AddConsumer(*std::move(consumer),
+                       [reactor, response](absl::StatusOr<ConsumerSpec> added) {
+                         if (added.ok()) *response->mutable_consumer() = ToProto(*added);
+                         reactor->Finish(ToGrpcStatus(added.status()));
+                       });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::ReleaseStep(
@@ -254,21 +254,23 @@ grpc::ServerUnaryReactor* DockService::ReleaseStep(
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
-  return FinishNow(context, (*dock)->ReleaseStep(request->step()));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->ReleaseStep(request->step(), [reactor](absl::Status released) {
+    reactor->Finish(ToGrpcStatus(released));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::Ack(grpc::CallbackServerContext* context,
                                            const v1::AckRequest* request,
                                            v1::AckResponse* response) {
-  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-  return FinishNow(context, DoEndLease(*request, /*ack=*/true, response));
+  return EndLease(context, *request, /*ack=*/true, response);
 }
 
 grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context,
                                             const v1::AckRequest* request,
                                             v1::AckResponse* response) {
-  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-  return FinishNow(context, DoEndLease(*request, /*ack=*/false, response));
+  return EndLease(context, *request, /*ack=*/false, response);
 }
 
 grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* context,
@@ -285,15 +287,23 @@ grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* c
   return FinishNow(context, checkpoint_(request->dir()));
 }
 
-absl::Status DockService::DoEndLease(const v1::AckRequest& request, bool ack,
-                                     v1::AckResponse* response) {
-  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
-                         registry_->Find(request.dock()));
-  TDOCK_ASSIGN_OR_RETURN(const int64_t rows,
-                         ack ? dock->Ack(request.consumer(), request.lease_id())
-                             : dock->Nack(request.consumer(), request.lease_id()));
-  response->set_rows(rows);
-  return absl::OkStatus();
+grpc::ServerUnaryReactor* DockService::EndLease(grpc::CallbackServerContext* context,
+                                                const v1::AckRequest& request, bool ack,
+                                                v1::AckResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request.dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RowsCallback done = [reactor, response](absl::StatusOr<int64_t> rows) {
+    if (rows.ok()) response->set_rows(*rows);
+    reactor->Finish(ToGrpcStatus(rows.status()));
+  };
+  if (ack) {
+    (*dock)->Ack(request.consumer(), request.lease_id(), std::move(done));
+  } else {
+    (*dock)->Nack(request.consumer(), request.lease_id(), std::move(done));
+  }
+  return reactor;
 }
 
 // ---- data plane ----

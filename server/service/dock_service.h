@@ -1,7 +1,9 @@
 // DockService: the tdock.v1.Dock gRPC service over a DockRegistry.
 //
-// Control plane calls (CreateDock, DeleteDock, ListDocks, GetDockStatus,
-// AddConsumer, ReleaseStep) are typed unary callbacks that finish inline.
+// Control plane calls are typed unary callbacks: AddConsumer, ReleaseStep,
+// Ack and Nack finish from the dock's callback (once recorded), without a
+// thread waiting; CreateDock, DeleteDock, ListDocks and GetDockStatus
+// finish inline.
 // The data plane avoids copying payload: Put decodes the raw request with
 // the hand-written wire codec and hands the core spans into gRPC's receive
 // slices (the core makes the one copy into its arena); Get and Read encode
@@ -135,10 +137,10 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   absl::Status DoListDocks(v1::ListDocksResponse* response);
   absl::Status DoGetDockStatus(const v1::GetDockStatusRequest& request,
                                v1::GetDockStatusResponse* response);
-  absl::Status DoEndLease(const v1::AckRequest& request, bool ack,
-                          v1::AckResponse* response);
-  absl::Status DoAddConsumer(const v1::AddConsumerRequest& request,
-                             v1::AddConsumerResponse* response);
+  // Ack or Nack, answered once the lease's end is recorded.
+  grpc::ServerUnaryReactor* EndLease(grpc::CallbackServerContext* context,
+                                     const v1::AckRequest& request, bool ack,
+                                     v1::AckResponse* response);
   absl::Status DoRead(const grpc::ByteBuffer& request,
                       grpc::ByteBuffer* response);
 

@@ -136,6 +136,32 @@ TEST(Dock, LongPollWakesOnPut) {
   EXPECT_EQ(dock->Stats().waiters[0], 0);
 }
 
+
+// A Put is answered before the parked Gets it wakes are served: a producer
+// never waits for its consumers' work.
+TEST(Dock, PutIsAnsweredBeforeTheGetsItWakes) {
+  auto dock = MakeDock(SmallSpec());
+  std::atomic<bool> put_answered{false};
+  std::vector<std::promise<bool>> saw(2);
+  for (int i = 0; i < 2; ++i) {
+    dock->Get(GetOf(i == 0 ? "actor" : "reward", 2, absl::Seconds(30)),
+              [&, i](absl::StatusOr<Batch> b) {
+                EXPECT_OK(b);
+                saw[i].set_value(put_answered.load());
+              });
+  }
+  const std::vector<OwnedColumn> columns = {Prompts({0, 1}), Responses({0, 1})};
+  PutInput in;
+  in.step = 0;
+  in.rows = {0, 1};
+  for (const OwnedColumn& c : columns) in.columns.push_back(c.View());
+  dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) {
+    EXPECT_OK(r);
+    put_answered = true;
+  });
+  EXPECT_TRUE(saw[0].get_future().get()) << "actor's Get was served before the Put's answer";
+  EXPECT_TRUE(saw[1].get_future().get()) << "reward's Get was served before the Put's answer";
+}
 // A parked Get returns empty with timed_out at its wait bound; Cancel ends
 // a parked Get with CANCELLED.
 TEST(Dock, ParkedGetTimesOutOrIsCancelled) {

@@ -323,6 +323,34 @@ TEST(Restart, PutWithAckIsAtomic) {
   }
 }
 
+// AddConsumer records the new spec before the consumer exists: when that
+// record fails the call fails and the consumer takes no Get, so no hand-out
+// names a consumer the store does not know and the server comes back; the
+// retried call adds it, and it survives a restart with what it took.
+TEST(Restart, AddConsumerIsRecordedBeforeItServes) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  RecordingStore* store = recording.store;
+  WriteIds(*dock, 0);
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(dock->AddConsumer(LateConsumer()), absl::StatusCode::kUnavailable,
+                "not stored (journal: disk full)");
+  EXPECT_STATUS(GetSync(*dock, testing::GetOf("late")), absl::StatusCode::kNotFound,
+                "consumer 'late' is unknown");
+  ASSERT_OK(dock->AddConsumer(LateConsumer()));
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("late", 4)));
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  ASSERT_OK_AND_ASSIGN(Batch rest, GetSync(*restarted.dock, testing::GetOf("late", kRows)));
+  std::vector<int64_t> all = first.rows;
+  all.insert(all.end(), rest.rows.begin(), rest.rows.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(kRows));
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
+}
+
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   constexpr int kWorkloads = 24;
   constexpr int kOps = 160;
