@@ -55,8 +55,17 @@ absl::Status Persistence::Created(Dock& dock) {
   const std::string tombs = TombPrefix(spec.name);
   batch.DeleteRange(tombs, PrefixEnd(tombs));
   TDOCK_RETURN_IF_ERROR(Write(std::move(batch)));
-  dock.AttachJournal(NewStoreDockJournal(journal_.get(), spec.name, 0));
+  AttachJournal(dock, 0);
   return absl::OkStatus();
+}
+
+void Persistence::AttachJournal(Dock& dock, uint64_t next_handout) {
+  auto journal = std::make_shared<StoreDockJournal>(journal_.get(), dock.name(), next_handout);
+  {
+    tdock::MutexLock lock(&mu_);
+    journals_[dock.name()] = journal;
+  }
+  dock.AttachJournal(std::move(journal));
 }
 
 absl::Status Persistence::Deleted(const std::string& name) {
@@ -65,7 +74,21 @@ absl::Status Persistence::Deleted(const std::string& name) {
   for (const std::string& prefix : {DockPrefix(name), TombPrefix(name)}) {
     batch.DeleteRange(prefix, PrefixEnd(prefix));
   }
-  return Write(std::move(batch));
+  std::shared_ptr<StoreDockJournal> journal;
+  {
+    tdock::MutexLock lock(&mu_);
+    auto it = journals_.find(name);
+    if (it != journals_.end()) {
+      journal = std::move(it->second);
+      journals_.erase(it);
+    }
+  }
+  if (journal == nullptr) return Write(std::move(batch));
+  // The deletion goes after the dock's last record, and none follows it.
+  std::promise<absl::Status> stored;
+  journal->Close(std::move(batch),
+                 [&stored](absl::Status s) { stored.set_value(std::move(s)); });
+  return stored.get_future().get();
 }
 
 absl::Status Persistence::Checkpoint(const std::string& dir) {

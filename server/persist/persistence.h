@@ -14,14 +14,17 @@
 #ifndef TDOCK_SERVER_PERSIST_PERSISTENCE_H_
 #define TDOCK_SERVER_PERSIST_PERSISTENCE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/dock/registry.h"
+#include "common/mutex.h"
 #include "server/persist/journal.h"
 #include "server/persist/store.h"
+#include "server/persist/store_dock_journal.h"
 
 namespace tdock::persist {
 
@@ -71,10 +74,15 @@ class Persistence final : public RegistryHooks {
   absl::Status RecoverDock(DockRegistry& registry, const std::string& spec_bytes,
                            RecoveryStats& stats);
   absl::Status Write(StoreBatch batch);  // through the journal, waited for
+  // Makes `dock` record its changes through a journal of its own, closed
+  // when the dock is deleted.
+  void AttachJournal(Dock& dock, uint64_t next_handout);
 
   const PersistenceOptions options_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Journal> journal_;
+  tdock::Mutex mu_;
+  std::map<std::string, std::shared_ptr<StoreDockJournal>> journals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tdock::persist

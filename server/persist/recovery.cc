@@ -307,7 +307,7 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
   }));
   TDOCK_RETURN_IF_ERROR(scan.Restore());
   // Steps that were done are released (and their records go) from here on.
-  dock->AttachJournal(NewStoreDockJournal(journal_.get(), name, scan.next_handout()));
+  AttachJournal(*dock, scan.next_handout());
   dock->FinishRecovery();
   return absl::OkStatus();
 }

@@ -1,15 +1,20 @@
 // One dock's DockJournal over the journal: each change the dock reports
 // becomes a StoreBatch of the records in records.h, submitted to the
-// journal, whose `done` the dock waits for before acknowledging.
+// journal, whose `done` the dock waits for before acknowledging. A deleted
+// dock's journal is closed (Close), so its late records go nowhere.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef TDOCK_SERVER_PERSIST_STORE_DOCK_JOURNAL_H_
 #define TDOCK_SERVER_PERSIST_STORE_DOCK_JOURNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/mutex.h"
 #include "server/dock/journal_hook.h"
 #include "server/persist/journal.h"
 
@@ -18,8 +23,38 @@ namespace tdock::persist {
 // `journal` is borrowed and must outlive the dock. Hand-outs without a lease
 // are numbered from `next_handout` (recovery passes one past the highest
 // stored).
-std::shared_ptr<DockJournal> NewStoreDockJournal(Journal* journal, std::string dock,
-                                                 uint64_t next_handout);
+class StoreDockJournal final : public DockJournal {
+ public:
+  StoreDockJournal(Journal* journal, std::string dock, uint64_t next_handout)
+      : journal_(journal), dock_(std::move(dock)), next_handout_(next_handout) {}
+
+  void Cells(int64_t step, const std::vector<Cell>& cells, std::shared_ptr<const void> pin,
+             const LeaseEnd* ack, Done done) override;
+  void HandedOut(const HandOut& h, Done done) override;
+  void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank, uint64_t lease_id,
+                      const RoundRecord* formed, Done done) override;
+  void LeaseEnded(const LeaseEnd& end, Done done) override;
+  void Released(int64_t step, Done done) override;
+  void SpecChanged(const DockSpec& spec, Done done) override;
+
+  // The dock is deleted: `last` (the deletion of its records) is submitted
+  // after every record the dock submitted before, and every record it asks
+  // for later fails with FAILED_PRECONDITION naming the deleted dock. So a
+  // dock created again under the same name never receives this one's
+  // records, however long calls on the old one go on.
+  void Close(StoreBatch last, Done done);
+
+ private:
+  void Submit(StoreBatch batch, Done done);
+  void AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const;
+
+  Journal* const journal_;
+  const std::string dock_;
+  std::atomic<uint64_t> next_handout_;
+  // Shared by submissions, exclusive for Close: none is submitted after it.
+  tdock::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 }  // namespace tdock::persist
 

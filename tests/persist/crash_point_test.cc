@@ -351,6 +351,34 @@ TEST(Restart, AddConsumerIsRecordedBeforeItServes) {
   EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
 }
 
+// A deleted dock's late records never reach a dock created again under the
+// same name: the old dock's release, asked for after the delete (as by a
+// call that found the dock just before it), fails instead of deleting the
+// new dock's step 0, which survives a restart whole.
+TEST(Restart, ARecreatedDockGetsNoneOfTheOldOnesRecords) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> old = recording.dock;
+  WriteIds(*old, 0);
+  ASSERT_OK(recording.registry.Delete("crash"));
+  ASSERT_OK_AND_ASSIGN(recording.dock, recording.registry.Create(CrashSpec()));
+  WriteIds(*recording.dock, 0);
+  EXPECT_STATUS(old->ReleaseStep(0), absl::StatusCode::kUnavailable,
+                "dock 'crash' was deleted");
+  EXPECT_STATUS(testing::PutSync(*old, 1, {0}, {ColumnOf("ids", 1, {0})}),
+                absl::StatusCode::kUnavailable, "dock 'crash' was deleted");
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < kRows; ++row) rows.push_back(row);
+  ASSERT_OK_AND_ASSIGN(Batch step0, restarted.dock->Read(0, rows, {"ids"}));
+  EXPECT_EQ(step0.rows, rows);
+  EXPECT_STATUS(restarted.dock->Read(1, {0}, {"ids"}), absl::StatusCode::kFailedPrecondition,
+                "");
+}
+
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   constexpr int kWorkloads = 24;
   constexpr int kOps = 160;
