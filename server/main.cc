@@ -43,6 +43,9 @@ ABSL_FLAG(int64_t, max_message_mb, 1024,
           "Largest message received or sent, in MiB (1..2047).");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "How long a shutdown lets in-flight calls finish.");
+ABSL_FLAG(absl::Duration, handshake_timeout, absl::Seconds(10),
+          "How long a new connection may take to finish its handshake (TLS, "
+          "HTTP/2 preface and settings) before it is closed.");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "host:port of the Prometheus endpoint (/metrics); port 0 picks a "
           "free port; empty disables it. Bind it where only your Prometheus "
@@ -101,6 +104,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
+  options.handshake_timeout = absl::GetFlag(FLAGS_handshake_timeout);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.persistence.data_dir = absl::GetFlag(FLAGS_data_dir);
   const std::string durability = absl::GetFlag(FLAGS_durability);

@@ -62,6 +62,11 @@ absl::Status ServerOptions::Validate() const {
         absl::StrCat("shutdown_grace must be >= 0, got ",
                      absl::FormatDuration(shutdown_grace)));
   }
+  if (handshake_timeout <= absl::ZeroDuration() || handshake_timeout > absl::Hours(24)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handshake_timeout must be in (0, 24h], got ",
+                     absl::FormatDuration(handshake_timeout)));
+  }
   TDOCK_RETURN_IF_ERROR(security.Validate());
   for (const auto& [flag, value] :
        {std::pair{"max_rows_per_request", limits.max_rows_per_request},
@@ -235,6 +240,8 @@ std::unique_ptr<grpc::Server> Server::Impl::BuildServer(
   // Two servers sharing a port would split a job's calls between two sets of
   // docks: make a taken port an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(options_.handshake_timeout)));
   builder.RegisterService(service_.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;

@@ -32,6 +32,10 @@ struct ServerOptions {
   int64_t max_message_mb = 1024;
   // How long Shutdown lets in-flight calls finish. Default: 10 s.
   absl::Duration shutdown_grace = absl::Seconds(10);
+  // How long a new connection may take to finish its handshake (TLS, then
+  // the HTTP/2 preface and settings) before the server closes it, so
+  // half-open connections do not pile up. Default: 10 s.
+  absl::Duration handshake_timeout = absl::Seconds(10);
   // host:port of the Prometheus endpoint (/metrics); port 0 picks a free
   // port; empty: no endpoint (metrics are still kept; see Server::metrics).
   // Default: empty (tdock-server's --metrics_listen defaults to

@@ -1,6 +1,13 @@
 #include "server/metrics/server_metrics.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,7 +35,51 @@ ServerMetrics::ServerMetrics(DockRegistry* registry, const std::string& version)
       process_(std::make_shared<ProcessCollector>(
           version.empty() ? TDOCK_VERSION : version)) {}
 
-ServerMetrics::~ServerMetrics() = default;
+namespace {
+
+// Opens and closes a TCP connection to `address` (host:port; a wildcard host
+// means this host). Errors are ignored.
+void Knock(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return;
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  const std::string port = address.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
+}  // namespace
+
+ServerMetrics::~ServerMetrics() {
+  if (exposer_ == nullptr) return;
+  // civetweb's listener notices a stop only when its poll of the listening
+  // socket returns, which takes up to two seconds on an idle server: a
+  // connection now and then makes it return at once, so SIGTERM stops the
+  // server promptly.
+  std::atomic<bool> stopped{false};
+  std::thread knocker([this, &stopped] {
+    while (!stopped.load(std::memory_order_acquire)) {
+      Knock(address_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true, std::memory_order_release);
+  knocker.join();
+}
 
 absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Create(
     DockRegistry* registry, MetricsOptions options) {

@@ -3,6 +3,7 @@ graceful SIGTERM (a parked Get ends with UNAVAILABLE, the server exits 0)."""
 
 import re
 import signal
+import socket
 import threading
 import time
 import urllib.request
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 import tdock
-from conftest import drain, grpo_spec, start_server
+from conftest import drain, grpo_spec, start_server, stop_server
 
 
 def test_metrics_endpoint_counts_rows_and_calls():
@@ -64,3 +65,33 @@ def test_sigterm_ends_parked_get_with_unavailable_and_exits_0():
     assert outcome["seconds"] < 20
     assert proc.wait(timeout=30) == 0
     client.close()
+
+
+def test_half_open_connection_is_closed_at_the_handshake_timeout():
+    """A client that sends half of the HTTP/2 preface and nothing more is
+    disconnected once --handshake_timeout passes, instead of holding its
+    socket (and the server's shutdown) indefinitely."""
+    proc, address = start_server("--handshake_timeout=300ms")
+    drain(proc)
+    try:
+        host, port = address.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n")  # the preface is 24 bytes
+            s.settimeout(20)
+            while s.recv(4096):  # the server's settings, then the close
+                pass
+    finally:
+        stop_server(proc)
+
+
+def test_idle_server_stops_promptly_on_sigterm():
+    """SIGTERM on an idle server (metrics endpoint on) ends the process at
+    once: nothing waits out a poll interval. Five starts, each stop well
+    under a second."""
+    for _ in range(5):
+        proc, _ = start_server()
+        drain(proc)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - started < 1.0
