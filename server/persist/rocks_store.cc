@@ -2,7 +2,9 @@
 // log beside it (value_log.h).
 //
 // Every RocksDB value starts with a tag: kInline, then the value's bytes, or
-// kInLog, then a ValueRef. Puts of at least kMinLogValue bytes go to the log
+// kInLogGroup, then the length of the key's group (2 bytes, big-endian) and
+// a ValueRef (kInLog: only the ValueRef, as written before groups were
+// kept). Puts of at least kMinLogValue bytes go to the log
 // (written and synced before the batch that points at them), smaller ones
 // inline. An index of the keys that point into the log, kept in memory
 // (built when the store opens), tells the log which values a Put, Delete or
@@ -30,6 +32,21 @@ namespace {
 
 constexpr char kInline = 0;
 constexpr char kInLog = 1;
+constexpr char kInLogGroup = 2;
+constexpr size_t kPointerBytes = 1 + 2 + ValueRef::kEncodedBytes;
+
+// A pointer's bytes after its tag: the ref and the length of its key's
+// group (0: not known). False if they do not decode.
+bool DecodePointer(char tag, absl::string_view bytes, ValueRef& ref, size_t& group_len) {
+  group_len = 0;
+  if (tag == kInLogGroup) {
+    if (bytes.size() < 2) return false;
+    group_len = static_cast<size_t>(static_cast<unsigned char>(bytes[0])) << 8 |
+                static_cast<unsigned char>(bytes[1]);
+    bytes.remove_prefix(2);
+  }
+  return ValueRef::Decode(bytes, ref);
+}
 // Values this large go to the value log: each is a cell of at least 256
 // int32 tokens, and the index entry (~100 bytes) is small beside it.
 constexpr size_t kMinLogValue = 1024;
@@ -57,16 +74,19 @@ class RocksStore final : public Store {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       const rocksdb::Slice value = it->value();
-      if (value.size() == 0 || value[0] != kInLog) continue;
+      if (value.size() == 0 || (value[0] != kInLog && value[0] != kInLogGroup)) continue;
       ValueRef ref;
-      if (!ValueRef::Decode(absl::string_view(value.data() + 1, value.size() - 1), ref)) {
+      size_t group_len = 0;
+      if (!DecodePointer(value[0], absl::string_view(value.data() + 1, value.size() - 1), ref,
+                         group_len) ||
+          group_len > it->key().size()) {
         // Not knowing where it points, no segment could be reused safely.
         return absl::DataLossError(absl::StrCat(
             "store '", dir_, "': a pointer into the value log does not decode (",
             value.size() - 1, " bytes)"));
       }
       index_.emplace(it->key().ToString(), ref);
-      log_->Live(ref);
+      log_->Live(ref, absl::string_view(it->key().data(), group_len));
     }
     TDOCK_RETURN_IF_ERROR(FromRocks(it->status(), absl::StrCat("store '", dir_, "': index")));
     // What RocksDB replayed from its log at open must be on disk before a
@@ -99,11 +119,15 @@ class RocksStore final : public Store {
       switch (op.kind) {
         case StoreBatch::Op::Kind::kPut: {
           const absl::string_view value = op.put_value();
-          char encoded[1 + ValueRef::kEncodedBytes];
+          char encoded[kPointerBytes];
           rocksdb::Slice parts[2];
           if (InLog(op)) {
-            encoded[0] = kInLog;
-            refs[next_ref++].EncodeTo(encoded + 1);
+            // A group too long to note (never a dock's) is not known later.
+            const size_t group_len = op.group_len <= 0xffff ? op.group_len : 0;
+            encoded[0] = kInLogGroup;
+            encoded[1] = static_cast<char>(group_len >> 8);
+            encoded[2] = static_cast<char>(group_len & 0xff);
+            refs[next_ref++].EncodeTo(encoded + 3);
             parts[0] = rocksdb::Slice(encoded, sizeof encoded);
           } else {
             encoded[0] = kInline;
@@ -192,9 +216,10 @@ class RocksStore final : public Store {
       }
       const char tag = value[0];
       value.remove_prefix(1);
-      if (tag == kInLog) {
+      if (tag == kInLog || tag == kInLogGroup) {
         ValueRef ref;
-        if (!ValueRef::Decode(value, ref)) {
+        size_t group_len = 0;
+        if (!DecodePointer(tag, value, ref, group_len)) {
           return absl::DataLossError(
               absl::StrCat("store '", dir_, "': a pointer into the value log does not decode"));
         }

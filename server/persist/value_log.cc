@@ -264,14 +264,21 @@ absl::Status ValueLog::Read(const ValueRef& ref, std::string& out) const {
   return absl::OkStatus();
 }
 
-void ValueLog::Live(const ValueRef& ref) {
+void ValueLog::Live(const ValueRef& ref, absl::string_view group) {
   // A pointer into a missing segment (Read reports it) keeps its id from
   // being given to a new segment.
   next_id_ = std::max(next_id_, ref.segment + 1);
   const auto it = segments_.find(ref.segment);
   if (it == segments_.end()) return;  // Read reports it
-  it->second.live_bytes += static_cast<int64_t>(ref.length);
-  ++it->second.live_values;
+  Segment& segment = it->second;
+  segment.live_bytes += static_cast<int64_t>(ref.length);
+  ++segment.live_values;
+  if (!recovering_) return;
+  segment.tail = std::max(segment.tail, static_cast<int64_t>(ref.offset + ref.length));
+  if (group.empty() || (segment.live_values > 1 && segment.recovered_group != group)) {
+    segment.mixed = true;
+  }
+  segment.recovered_group = std::string(group);
 }
 
 void ValueLog::Dead(const ValueRef& ref) {
@@ -312,7 +319,21 @@ void ValueLog::DropGroups(absl::string_view begin, absl::string_view end) {
 void ValueLog::FinishRecovery() {
   recovering_ = false;
   std::vector<uint64_t> ids;
-  for (const auto& [id, segment] : segments_) ids.push_back(id);
+  for (auto& [id, segment] : segments_) {
+    ids.push_back(id);
+    // Ids ascend: a group's newest segment comes last and wins.
+    if (segment.live_values > 0 && !segment.mixed && segment.tail < segment.size) {
+      if (const auto it = groups_.find(segment.recovered_group); it != groups_.end()) {
+        Segment& older = segments_.at(it->second.segment);
+        older.active = false;
+        older.group.clear();
+      }
+      segment.active = true;
+      segment.group = segment.recovered_group;
+      groups_[segment.group] = {id, segment.tail};
+    }
+    segment.recovered_group.clear();
+  }
   for (uint64_t id : ids) MaybeRetire(id);
 }
 

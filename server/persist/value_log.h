@@ -82,7 +82,9 @@ class ValueLog {
   // their checksum.
   absl::Status Read(const ValueRef& ref, std::string& out) const;
 
-  void Live(const ValueRef& ref);
+  // `group`: the value's group, when known (the recovery scan). After
+  // FinishRecovery each group appends after its last live value again.
+  void Live(const ValueRef& ref, absl::string_view group = {});
   void Dead(const ValueRef& ref);
   // The deletions reported so far are durable: segments without a live
   // value become spare, and a group with no live value starts its segment
@@ -92,7 +94,11 @@ class ValueLog {
   // give up their segments (reused once nothing live is left in them).
   void DropGroups(absl::string_view begin, absl::string_view end);
   // After a recovery scan reported every live value: all other segments
-  // become spare, and every group appends to a new segment.
+  // become spare, and each group whose live values the scan named appends
+  // right after the last of them, in the newest segment holding its values
+  // and no other group's (bytes after the last live value belong to no
+  // stored pointer), so restarts do not leave a segment each behind. Other
+  // groups append to a new segment.
   void FinishRecovery();
 
   // Copies every segment holding a live value into `dir` (created).
@@ -115,6 +121,11 @@ class ValueLog {
     bool spare = false;
     bool active = false;  // a group appends to it
     std::string group;    // which, while active
+    // Recovery: the end of its last live value, and the group of its live
+    // values ("" if not known or several).
+    int64_t tail = 0;
+    std::string recovered_group;
+    bool mixed = false;
   };
   struct Active {
     uint64_t segment = 0;

@@ -114,6 +114,29 @@ TEST_F(RocksValueLogTest, SlowDockDoesNotPinAFastDocksSegments) {
   EXPECT_TRUE(contents.at(absl::StrCat(fast, 5, 9, "c", 7)) == Value(64 << 10, 59 + 7));
 }
 
+// Restarts go on in the dock's segment: 20 openings of the store, each
+// adding one live 1.2 KB cell of one dock, leave one segment file (not one
+// per start), and every cell reads back whole.
+TEST_F(RocksValueLogTest, RestartsAppendAfterTheDocksLastValue) {
+  const std::string dock("Dd\0", 3);
+  auto keep = std::make_shared<std::deque<std::string>>();
+  for (int start = 0; start < 20; ++start) {
+    Open(dir_ + "/db");
+    keep->push_back(Value(1200, start));
+    StoreBatch batch;
+    batch.PutBorrowed(absl::StrCat(dock, start / 10, start % 10), keep->back(), keep, 3);
+    ASSERT_OK(store_->Write(batch, /*sync=*/true));
+  }
+  EXPECT_EQ(SegmentFiles(dir_ + "/db/values").size(), 1u);
+  Open(dir_ + "/db");
+  const std::map<std::string, std::string> contents = Contents();
+  ASSERT_EQ(contents.size(), 20u);
+  for (int start = 0; start < 20; ++start) {
+    EXPECT_TRUE(contents.at(absl::StrCat(dock, start / 10, start % 10)) == Value(1200, start))
+        << start;
+  }
+}
+
 // Overwriting a key (a rewritable column) or replacing a large value with a
 // small one frees the old value: 200 overwrites of 256 KiB (50 MiB) leave a
 // handful of 1 MiB files.
