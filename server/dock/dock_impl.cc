@@ -136,7 +136,8 @@ void DockImpl::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
   {
     tdock::MutexLock lock(&mu_);
     adding_.push_back({std::move(consumer), std::move(done)});
-    if (adding_.size() > 1) return;  // the addition in progress starts it
+    if (adding_busy_) return;  // the addition in progress goes on to it
+    adding_busy_ = true;
   }
   NextAddition();
 }
@@ -148,7 +149,10 @@ void DockImpl::NextAddition() {
     DockSpec to_record;
     {
       tdock::MutexLock lock(&mu_);
-      if (adding_.empty()) return;
+      if (adding_.empty()) {
+        adding_busy_ = false;
+        return;
+      }
       answer = CheckConsumerLocked(adding_.front().consumer);
       if (answer.ok() && journal_ != nullptr) {
         // Record first: until the spec is stored the consumer takes no Get

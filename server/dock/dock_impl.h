@@ -272,6 +272,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
   std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
   std::deque<Addition> adding_ ABSL_GUARDED_BY(mu_);  // AddConsumer calls, in order
+  // A thread (or a record in flight) is working through adding_: only it
+  // takes additions off it.
+  bool adding_busy_ ABSL_GUARDED_BY(mu_) = false;
   // The first of adding_ while its spec is recorded (normalized).
   std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
   // Rows written per column and handed out per consumer in released steps

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -377,6 +378,37 @@ TEST(Restart, ARecreatedDockGetsNoneOfTheOldOnesRecords) {
   EXPECT_EQ(step0.rows, rows);
   EXPECT_STATUS(restarted.dock->Read(1, {0}, {"ids"}), absl::StatusCode::kFailedPrecondition,
                 "");
+}
+
+// Concurrent AddConsumer calls on a journaled dock are recorded one at a
+// time, each exactly once: every call succeeds, and the restarted dock has
+// the consumers in the order the running one gave them.
+TEST(Restart, ConcurrentAddConsumersAreEachRecordedOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 8;
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        ConsumerSpec consumer = LateConsumer();
+        consumer.name = absl::StrCat("late", t, "_", i);
+        EXPECT_OK(recording.dock->AddConsumer(consumer).status());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const DockSpec running = recording.dock->spec();
+  ASSERT_EQ(running.consumers.size(), CrashSpec().consumers.size() + kThreads * kEach);
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  std::vector<std::string> before, after;
+  for (const ConsumerSpec& c : running.consumers) before.push_back(c.name);
+  for (const ConsumerSpec& c : restarted.dock->spec().consumers) after.push_back(c.name);
+  EXPECT_EQ(after, before);
 }
 
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
