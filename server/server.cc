@@ -111,7 +111,8 @@ class Server::Impl {
         registry_(RegistryLimits{
             .max_docks = options_.limits.max_docks,
             .max_columns_per_dock = options_.limits.max_columns_per_dock,
-            .dock = {.max_parked_gets_per_consumer =
+            .dock = {.max_batch_bytes = options_.max_message_mb << 20,
+                     .max_parked_gets_per_consumer =
                          options_.limits.max_parked_gets_per_consumer}}) {}
 
   absl::Status Start();

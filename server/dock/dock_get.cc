@@ -151,6 +151,22 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       if (!claimed.empty()) attempt.wake_consumer = true;
       continue;  // others won some rows; look again
     }
+    // No more than one response carries: the rest goes back at once.
+    if (const size_t fit = FittingUnitsLocked(part, plan, claimed); fit < claimed.size()) {
+      const std::vector<int64_t> rest(claimed.begin() + static_cast<ptrdiff_t>(fit),
+                                      claimed.end());
+      claimed.resize(fit);
+      Unclaim(part, plan, rest);
+      attempt.wake_consumer = true;
+      if (claimed.empty()) {  // only a row that predates the limit's check
+        attempt.done = absl::ResourceExhaustedError(absl::StrCat(
+            Where(part.step()), " consumer '", plan.name, "': ",
+            plan.whole_groups ? "group " : "row ", rest.front(),
+            " alone is larger than one response carries (", limits_.max_batch_bytes,
+            " bytes)"));
+        return attempt;
+      }
+    }
     std::vector<int64_t> rows = UnitsToRows(claimed, plan.whole_groups, group_size_);
     Batch planned;
     if (plan.micro_batch.has_value()) {

@@ -186,6 +186,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   GetAttempt ServeRoundLocked(Partition& part, const GetInput& in,
                               const ConsumerPlan& plan, bool explicit_step)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // FormRoundLocked over the rows of `claimed` (filled into `rows`), with
+  // fewer units (the rest unclaimed) until every share fits one response.
+  absl::StatusOr<Round> FormFittingRoundLocked(Partition& part, const ConsumerPlan& plan,
+                                               std::vector<int64_t>& claimed,
+                                               std::vector<int64_t>& rows)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Round> FormRoundLocked(Partition& part, const ConsumerPlan& plan,
                                         std::vector<int64_t> rows) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -202,8 +208,26 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int64_t TokenCountLocked(const Partition& part, int64_t row) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A Put must not make any row exceed a consumer's micro-batch budget.
+  // A Put must not make any row exceed a consumer's micro-batch budget, nor
+  // what one response carries (CheckResponseSizesLocked).
   absl::Status CheckBudgetsLocked(const Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // ---- Response sizes (dock_sizes.cc)
+  // A row's share of a response to the consumer, at most.
+  int64_t RowResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
+                                 int64_t row) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A response carrying `rows`, at most.
+  int64_t ResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
+                              const std::vector<int64_t>& rows) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // How many of `units`, from the first, one response carries.
+  size_t FittingUnitsLocked(const Partition& part, const ConsumerPlan& plan,
+                            const std::vector<int64_t>& units) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // INVALID_ARGUMENT if the Put makes a row (a group, for whole-group
+  // consumers) larger than one response to some consumer carries.
+  absl::Status CheckResponseSizesLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   Batch MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,

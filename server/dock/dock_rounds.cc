@@ -82,6 +82,40 @@ absl::StatusOr<Round> DockImpl::FormRoundLocked(Partition& part,
   return round;
 }
 
+absl::StatusOr<Round> DockImpl::FormFittingRoundLocked(Partition& part,
+                                                       const ConsumerPlan& plan,
+                                                       std::vector<int64_t>& claimed,
+                                                       std::vector<int64_t>& rows) {
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  for (;;) {
+    rows.clear();
+    for (int64_t unit : claimed) {
+      for (int32_t i = 0; i < unit_rows; ++i) rows.push_back(unit * unit_rows + i);
+    }
+    absl::StatusOr<Round> round = FormRoundLocked(part, plan, rows);
+    if (!round.ok() || limits_.max_batch_bytes <= 0) return round;
+    int64_t largest = 0;
+    for (const RoundShare& share : round->ranks) {
+      largest = std::max(largest, ResponseBytesLocked(part, plan, share.rows));
+    }
+    if (largest <= limits_.max_batch_bytes) return round;
+    // A share would not fit one response: a smaller round, in proportion
+    // (the units left over go back, for the next round).
+    const int64_t units = static_cast<int64_t>(claimed.size());
+    const int64_t keep = std::min(units - 1, units * limits_.max_batch_bytes / largest);
+    if (keep < 1) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          Where(part.step()), " consumer '", plan.name, "': ",
+          plan.whole_groups ? "group " : "row ", claimed.front(),
+          " alone is larger than one response carries (", limits_.max_batch_bytes,
+          " bytes)"));
+    }
+    const std::vector<int64_t> rest(claimed.begin() + keep, claimed.end());
+    claimed.resize(static_cast<size_t>(keep));
+    Unclaim(part, plan, rest);
+  }
+}
+
 DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
                                                 const ConsumerPlan& plan,
                                                 bool explicit_step) {
@@ -125,10 +159,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       return attempt;
     }
     std::vector<int64_t> rows;
-    for (int64_t unit : claimed) {
-      for (int32_t i = 0; i < unit_rows; ++i) rows.push_back(unit * unit_rows + i);
-    }
-    absl::StatusOr<Round> round = FormRoundLocked(part, plan, rows);
+    absl::StatusOr<Round> round = FormFittingRoundLocked(part, plan, claimed, rows);
     if (!round.ok()) {
       Unclaim(part, plan, claimed);
       attempt.wake_consumer = true;
@@ -243,7 +274,7 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
   if (recording_consumer_.has_value() && recording_consumer_->micro_batch.has_value()) {
     TDOCK_RETURN_IF_ERROR(check(recording_consumer_->name, *recording_consumer_->micro_batch));
   }
-  return absl::OkStatus();
+  return CheckResponseSizesLocked(part, in);
 }
 
 }  // namespace tdock::internal

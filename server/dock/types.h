@@ -93,6 +93,10 @@ struct Batch {
 
 // Server-wide limits a dock enforces (flags of tdock-server).
 struct DockLimits {
+  // Bytes one Get's response may carry (the server's message limit): a Get
+  // claims no more rows than fit, and a Put of a row (or group) that would
+  // not fit alone is INVALID_ARGUMENT. 0: unlimited.
+  int64_t max_batch_bytes = 0;
   // Gets of one consumer that may wait at once; one more fails with
   // RESOURCE_EXHAUSTED. 0: unlimited.
   int64_t max_parked_gets_per_consumer = 0;

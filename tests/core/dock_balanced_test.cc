@@ -184,3 +184,37 @@ TEST(DockBalanced, FifoBatchComesWithMicroBatches) {
 
 }  // namespace
 }  // namespace tdock
+
+namespace tdock {
+namespace {
+
+// With a response limit, a round is formed smaller until each rank's share
+// fits one response: 8 rows of 40 KB over 2 ranks under a limit that
+// carries two rows at most gives rounds of 2 rows per rank; every row is
+// delivered once, and every share's payload is within the limit.
+TEST(DockBalanced, SharesFitOneResponse) {
+  constexpr int64_t kItems = 10'000;  // int32: 40 KB a row
+  DockSpec spec = BalancedSpec();
+  spec.consumers[0].micro_batch.reset();
+  DockLimits limits;
+  limits.max_batch_bytes = (64 << 10) + 2 * (kItems * 4 + 100);
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec, limits));
+  std::vector<int64_t> rows(kLengths.size());
+  std::iota(rows.begin(), rows.end(), 0);
+  ASSERT_OK(PutSync(*dock, 0, rows,
+                    {TokenRows(std::vector<int64_t>(kLengths.size(), kItems))}));
+  std::vector<int64_t> seen;
+  for (int round = 0; round < 8 && seen.size() < kLengths.size(); ++round) {
+    for (int rank = 0; rank < 2; ++rank) {
+      ASSERT_OK_AND_ASSIGN(Batch share, GetSync(*dock, RankGet(rank)));
+      EXPECT_LE(share.payload_bytes(), limits.max_batch_bytes);
+      EXPECT_LE(share.rows.size(), 2u);
+      seen.insert(seen.end(), share.rows.begin(), share.rows.end());
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, rows);
+}
+
+}  // namespace
+}  // namespace tdock
