@@ -69,7 +69,11 @@ struct DockSpec {
   std::vector<ColumnSpec> columns;
   std::vector<ConsumerSpec> consumers;
   int64_t preallocate_bytes = 0;
-  int64_t memory_limit_bytes = 0;  // 0: unlimited
+  // Cell memory of the dock's steps at most (0: unlimited). Puts to newer
+  // steps wait for memory under it; the oldest live step is never held back
+  // (its Puts may take the dock past the limit by what that step still
+  // needs), so a newer step that took the memory cannot stall the ring.
+  int64_t memory_limit_bytes = 0;
   int64_t chunk_bytes = 0;         // 0: kDefaultChunkBytes
 
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;

@@ -23,7 +23,7 @@ ChunkPool::~ChunkPool() {
 }
 
 Chunk ChunkPool::AllocateLocked(int64_t size) {
-  if (limit_bytes_ > 0 && reserved_bytes_ + size > limit_bytes_) return {};
+  // The callers keep to the limit (AcquireBatch may go past it on request).
   void* data = std::aligned_alloc(kAlign, static_cast<size_t>(size));
   if (data == nullptr) return {};
   reserved_bytes_ += size;
@@ -34,7 +34,8 @@ void ChunkPool::Preallocate(int64_t bytes) {
   std::vector<Chunk> fresh;
   {
     tdock::MutexLock lock(&mu_);
-    while (reserved_bytes_ + chunk_bytes_ <= bytes) {
+    while (reserved_bytes_ + chunk_bytes_ <= bytes &&
+           (limit_bytes_ == 0 || reserved_bytes_ + chunk_bytes_ <= limit_bytes_)) {
       Chunk chunk = AllocateLocked(chunk_bytes_);
       if (chunk.data == nullptr) break;
       fresh.push_back(chunk);
@@ -52,7 +53,8 @@ void ChunkPool::FreeLocked(const Chunk& chunk) {
 }
 
 std::vector<Chunk> ChunkPool::AcquireBatch(int64_t standard,
-                                           const std::vector<int64_t>& oversized) {
+                                           const std::vector<int64_t>& oversized,
+                                           bool past_limit) {
   tdock::MutexLock lock(&mu_);
   const int64_t reused = std::min<int64_t>(standard, static_cast<int64_t>(free_.size()));
   int64_t fresh = (standard - reused) * chunk_bytes_;
@@ -64,7 +66,7 @@ std::vector<Chunk> ChunkPool::AcquireBatch(int64_t standard,
       FreeLocked(free_.back());
       free_.pop_back();
     }
-    if (reserved_bytes_ + fresh > limit_bytes_) return {};
+    if (reserved_bytes_ + fresh > limit_bytes_ && !past_limit) return {};
   }
   std::vector<Chunk> out;
   for (int64_t i = 0; i < reused; ++i) {
@@ -121,8 +123,8 @@ StepArena::~StepArena() {
   pool_->Release(std::move(chunks));
 }
 
-bool StepArena::AllocateBatch(const std::vector<int64_t>& sizes,
-                              std::vector<char*>& out) {
+bool StepArena::AllocateBatch(const std::vector<int64_t>& sizes, std::vector<char*>& out,
+                              bool past_limit) {
   const int64_t chunk_bytes = pool_->chunk_bytes();
   tdock::MutexLock lock(&mu_);
   // Plan the bump allocation first, to take every chunk it needs at once.
@@ -143,7 +145,7 @@ bool StepArena::AllocateBatch(const std::vector<int64_t>& sizes,
   }
   std::vector<Chunk> fresh;
   if (standard > 0 || !oversized.empty()) {
-    fresh = pool_->AcquireBatch(standard, oversized);
+    fresh = pool_->AcquireBatch(standard, oversized, past_limit);
     if (fresh.empty()) return false;
   }
   // Oversized chunks go in front so the bump chunk stays at the back.

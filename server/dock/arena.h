@@ -38,9 +38,10 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
   void Preallocate(int64_t bytes);
   // `standard` chunks of chunk_bytes plus one dedicated chunk per entry of
   // `oversized` (sizes past chunk_bytes), all or none: empty when the memory
-  // limit does not allow them all now.
-  std::vector<Chunk> AcquireBatch(int64_t standard,
-                                  const std::vector<int64_t>& oversized);
+  // limit does not allow them all now (unless `past_limit`), or the host has
+  // no memory.
+  std::vector<Chunk> AcquireBatch(int64_t standard, const std::vector<int64_t>& oversized,
+                                  bool past_limit = false);
   // Returns chunks; standard ones are kept for reuse, oversized ones freed.
   void Release(std::vector<Chunk> chunks);
 
@@ -73,8 +74,9 @@ class StepArena final {
 
   // 64-byte-aligned regions of sizes[i] bytes into out[i], all or none:
   // false (and nothing taken) when the pool's memory limit does not allow
-  // them all, so a Put that cannot fit wastes no space.
-  bool AllocateBatch(const std::vector<int64_t>& sizes, std::vector<char*>& out);
+  // them all (unless `past_limit`), so a Put that cannot fit wastes no space.
+  bool AllocateBatch(const std::vector<int64_t>& sizes, std::vector<char*>& out,
+                     bool past_limit = false);
   int64_t used_bytes() const {
     // relaxed: statistics only.
     return used_bytes_.load(std::memory_order_relaxed);

@@ -164,6 +164,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool CanPutNow(const PutInput& in) const;
   std::string MemoryReason(int64_t step) const;
+  // No live step is older: the memory limit does not hold its Puts back.
+  bool IsOldestLiveStep(int64_t step) const;
   void FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
                  PutCallback done);
   // Put after its ack_lease (if any) is pinned.

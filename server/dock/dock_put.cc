@@ -225,7 +225,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   }
   const std::vector<int64_t> sizes = PlanRegions(in, staged, pool_->chunk_bytes());
   std::vector<char*> regions;
-  if (!(*arena)->AllocateBatch(sizes, regions)) {
+  if (!(*arena)->AllocateBatch(sizes, regions, /*past_limit=*/IsOldestLiveStep(in.step))) {
     if (activated) DeactivateIfUnused(in.step, *arena);
     attempt.park_reason = MemoryReason(in.step);
     attempt.memory_limited = true;
@@ -281,6 +281,14 @@ int DockImpl::ColumnIndex(absl::string_view name) const {
     if (columns_[c].name == name) return static_cast<int>(c);
   }
   return -1;
+}
+
+bool DockImpl::IsOldestLiveStep(int64_t step) const {
+  tdock::ReaderMutexLock lock(&mu_);
+  for (const auto& part : partitions_) {
+    if (part->live() && part->step() < step) return false;
+  }
+  return true;
 }
 
 std::string DockImpl::MemoryReason(int64_t step) const {

@@ -384,12 +384,41 @@ TEST(DockSteps, PutRefusedForMemoryLeavesNoTrace) {
   OwnedColumn wide = OwnedColumn::Of<int32_t>("response", DType::kInt32, big);
   EXPECT_STATUS(PutSync(*dock, 1, {0, 1}, {wide}), absl::StatusCode::kResourceExhausted,
                 "memory limit");
-  EXPECT_STATUS(PutSync(*dock, 0, {1, 2}, {wide}), absl::StatusCode::kResourceExhausted,
-                "memory limit");
   DockStats stats = dock->Stats();
   ASSERT_EQ(stats.steps.size(), 1u);  // step 1 was not started
   EXPECT_EQ(stats.arena_bytes_used, used);
   ASSERT_OK(PutSync(*dock, 0, {1}, {small}));
+}
+
+// The memory limit never stalls the ring: a newer step that took the
+// memory does not keep the oldest live step from being written in full (its
+// Puts may go past the limit); once the oldest is consumed and released, the
+// newer step gets the memory back and goes on.
+TEST(DockSteps, MemoryLimitNeverStarvesTheOldestStep) {
+  DockSpec spec = SmallSpec(2);
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 192 << 10;
+  auto dock = MakeDock(spec);
+  auto responses = [](int n) {
+    return OwnedColumn::Of<int32_t>(
+        "response", DType::kInt32,
+        std::vector<std::vector<int32_t>>(n, std::vector<int32_t>(10000, 3)));  // 40 KB
+  };
+  ASSERT_OK(PutSync(*dock, 0, {0, 1}, {responses(2)}));  // two chunks
+  ASSERT_OK(PutSync(*dock, 1, {0}, {responses(1)}));     // the third: at the limit
+  EXPECT_STATUS(PutSync(*dock, 1, {1}, {responses(1)}), absl::StatusCode::kResourceExhausted,
+                "memory limit");  // a newer step waits for memory
+  ASSERT_OK(PutSync(*dock, 0, {2, 3}, {responses(2)}));  // the oldest does not
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3})}));
+  EXPECT_GT(dock->Stats().arena_bytes_reserved, spec.memory_limit_bytes);
+  GetInput actor = GetOf("actor", 4);
+  actor.step = 0;
+  GetInput reward = GetOf("reward", 4);
+  reward.step = 0;
+  ASSERT_OK(GetSync(*dock, actor));
+  ASSERT_OK(GetSync(*dock, reward));  // step 0 is done and released
+  ASSERT_OK(PutSync(*dock, 1, {1, 2, 3}, {responses(3)}, absl::Seconds(30)));
+  ASSERT_OK(PutSync(*dock, 1, {0, 1, 2, 3}, {Prompts({0, 1, 2, 3})}));
 }
 
 }  // namespace
