@@ -42,6 +42,7 @@ absl::Status Dock::RecoverDelivery(int64_t step, int consumer, int64_t round, in
                                    uint64_t lease_id) {
   return impl_->RecoverDelivery(step, consumer, round, rank, lease_id);
 }
+void Dock::RecoverAcknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(lease_id); }
 void Dock::FinishRecovery() { impl_->FinishRecovery(); }
 void Dock::AttachJournal(std::shared_ptr<DockJournal> journal) {
   impl_->AttachJournal(std::move(journal));

@@ -117,6 +117,9 @@ class Dock final {
   absl::Status RecoverRound(const DockJournal::RoundRecord& record);
   absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
                                uint64_t lease_id);
+  // Lease `lease_id` was acknowledged: an Ack of it retried after the
+  // restart fails saying so.
+  void RecoverAcknowledged(uint64_t lease_id);
   void FinishRecovery();
   void AttachJournal(std::shared_ptr<DockJournal> journal);
 

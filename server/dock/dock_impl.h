@@ -96,6 +96,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status RecoverRound(const DockJournal::RoundRecord& record);
   absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
                                uint64_t lease_id);
+  void RecoverAcknowledged(uint64_t lease_id) { leases_->RecoverAcknowledged(lease_id); }
   void FinishRecovery();
 
  private:
@@ -112,8 +113,17 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A cell a committed Put wrote.
+  struct WrittenCell {
+    int column = 0;
+    int64_t row = 0;
+    const CellBlock* block = nullptr;
+  };
   // ---- Journal (dock_journal.cc); journal_ is null without persistence.
-  void JournalPut(const PutInput& in, PutResult result, PutCallback done);
+  // Records the cells a Put wrote, then makes them ready (or, if the record
+  // failed, undoes them) and answers.
+  void JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> cells,
+                  PutCallback done);
   // Wraps a Get's callback: records the hand-out, then answers (or returns
   // the rows and fails), then lets the step auto-release.
   GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done);
@@ -144,6 +154,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::optional<absl::StatusOr<PutResult>> done;  // unset: park
     std::string park_reason;
     bool memory_limited = false;  // parked for memory, not for a partition
+    std::vector<WrittenCell> cells;  // committed with a journal: to record
   };
   absl::Status ValidatePut(const PutInput& in) const;
   PutAttempt TryPut(const PutInput& in);
@@ -155,10 +166,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                                             bool* activated);
   // Undoes an activation by a Put that then could not stage anything.
   void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepArena>& arena);
+  // With a journal, a first write of a cell is staged (written, not ready)
+  // and a rewrite stays invisible (the old cell is served) until recorded;
+  // `cells` receives every cell written.
   absl::StatusOr<PutResult> CommitPut(const PutInput& in,
                                       const std::shared_ptr<StepArena>& arena,
                                       const std::vector<StagedColumn>& staged,
-                                      PutResult result);
+                                      PutResult result, std::vector<WrittenCell>* cells);
   int ColumnIndex(absl::string_view name) const;
   absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -166,8 +180,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::string MemoryReason(int64_t step) const;
   // No live step is older: the memory limit does not hold its Puts back.
   bool IsOldestLiveStep(int64_t step) const;
-  void FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
-                 PutCallback done);
+  // Answers a Put whose attempt is done (with a journal: once its cells
+  // are recorded).
+  void FinishPut(const PutInput& in, PutAttempt attempt, PutCallback done);
   // Put after its ack_lease (if any) is pinned.
   void WritePut(PutInput input, PutCallback done);
 

@@ -28,13 +28,8 @@ void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
   journal_ = std::move(journal);
 }
 
-void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done) {
-  struct Staged {
-    int column;
-    int64_t row;
-    const CellBlock* block;
-  };
-  std::vector<Staged> staged;
+void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> staged,
+                          PutCallback done) {
   std::vector<DockJournal::Cell> cells;
   std::shared_ptr<StepArena> arena;
   std::vector<int> written;
@@ -47,15 +42,12 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
     freed = !part.live() || part.step() != in.step;
     if (!freed) {
       arena = part.arena();  // keeps the cells' bytes while they are recorded
-      for (const PackedColumn& column : in.columns) {
-        const int c = ColumnIndex(column.name);
-        written.push_back(c);
-        const int64_t item = columns_[c].item_bytes();
-        for (int64_t row : in.rows) {
-          const CellBlock* block = part.cell(c, row);
-          staged.push_back({c, row, block});
-          cells.push_back({c, row, ByteSpan(block->data, block->length * item)});
-        }
+      for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
+      cells.reserve(staged.size());
+      for (const WrittenCell& cell : staged) {
+        cells.push_back({cell.column, cell.row,
+                         ByteSpan(cell.block->data,
+                                  cell.block->length * columns_[cell.column].item_bytes())});
       }
     }
   }
@@ -83,11 +75,15 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, PutCallback done
       if (PartitionOf(step).live() && PartitionOf(step).arena() == arena) {
         Partition& part = PartitionOf(step);
         tdock::MutexLock commit(&part.commit_mu());
-        for (const Staged& s : staged) {
-          if (stored.ok()) {
-            part.MakeReady(s.column, s.row);
+        // Records complete in the order they were submitted, so the last
+        // rewrite of a cell stored is the one left visible.
+        for (const WrittenCell& cell : staged) {
+          if (columns_[cell.column].rewritable) {
+            if (stored.ok()) part.Publish(cell.column, cell.row, cell.block);
+          } else if (stored.ok()) {
+            part.MakeReady(cell.column, cell.row);
           } else {
-            part.Unstage(s.column, s.row, s.block);
+            part.Unstage(cell.column, cell.row, cell.block);
           }
         }
       }

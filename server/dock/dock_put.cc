@@ -236,7 +236,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   for (size_t i = 0; i < in.columns.size(); ++i) {
     CopyColumn(in.columns[i], staged[i], regions);
   }
-  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result);
+  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result, &attempt.cells);
   if (absl::IsAborted(committed.status())) {
     // The step was started and undone by a concurrent Put: try again.
     attempt.park_reason = std::string(committed.status().message());
@@ -249,7 +249,8 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
 absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
                                               const std::shared_ptr<StepArena>& arena,
                                               const std::vector<StagedColumn>& staged,
-                                              PutResult result) {
+                                              PutResult result,
+                                              std::vector<WrittenCell>* cells) {
   tdock::ReaderMutexLock lock(&mu_);
   Partition& part = PartitionOf(in.step);
   const StepState state = ClassifyLocked(in.step);
@@ -265,12 +266,16 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
   for (const StagedColumn& column : staged) {
+    const bool rewritable = columns_[column.column].rewritable;
     for (size_t i = 0; i < in.rows.size(); ++i) {
-      if (journal_ != nullptr) {
-        part.Stage(column.column, in.rows[i], &column.blocks[i]);  // ready once stored
-      } else {
+      if (journal_ == nullptr) {
         part.Publish(column.column, in.rows[i], &column.blocks[i]);
+        continue;
       }
+      // Ready once stored; a rewrite is not even seen until then (the cell
+      // it replaces is served meanwhile, and stays if the record fails).
+      if (!rewritable) part.Stage(column.column, in.rows[i], &column.blocks[i]);
+      cells->push_back({column.column, in.rows[i], &column.blocks[i]});
     }
   }
   return result;
@@ -302,10 +307,11 @@ bool DockImpl::CanPutNow(const PutInput& in) const {
   return state != StepState::kBlocked;
 }
 
-void DockImpl::FinishPut(const PutInput& in, absl::StatusOr<PutResult> result,
-                         PutCallback done) {
+void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback done) {
+  absl::StatusOr<PutResult> result = *std::move(attempt.done);
   if (result.ok() && journal_ != nullptr) {
-    JournalPut(in, *result, std::move(done));  // answers once the cells are stored
+    // Answers once the cells are stored.
+    JournalPut(in, *result, std::move(attempt.cells), std::move(done));
     return;
   }
   std::vector<int> written;
@@ -350,7 +356,7 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
   }
   PutAttempt attempt = TryPut(input);
   if (attempt.done.has_value()) {
-    FinishPut(input, std::move(*attempt.done), std::move(done));
+    FinishPut(input, std::move(attempt), std::move(done));
     return;
   }
   if (input.wait <= absl::ZeroDuration()) {

@@ -132,7 +132,7 @@ void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
     }
     attempt = TryPut(in);
     if (attempt.done.has_value()) {
-      FinishPut(in, std::move(*attempt.done), std::move(done));
+      FinishPut(in, std::move(attempt), std::move(done));
       return;
     }
   }
@@ -221,7 +221,7 @@ void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
     break;
   }
   if (attempt.done.has_value()) {
-    FinishPut(w->put, std::move(*attempt.done), std::move(w->put_done));
+    FinishPut(w->put, std::move(attempt), std::move(w->put_done));
   } else {
     EndWaiter(std::move(w), end);
   }

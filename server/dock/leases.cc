@@ -125,13 +125,22 @@ Lease LeaseTable::EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
     if (share != shares_.end() && share->second == lease.id) shares_.erase(share);
   }
   --CountsLocked(lease.consumer).in_flight;
-  ended_.emplace(lease.id, std::move(why));
-  ended_order_.push_back(lease.id);
+  RememberEndLocked(lease.id, std::move(why));
+  return lease;
+}
+
+void LeaseTable::RememberEndLocked(uint64_t id, std::string why) {
+  if (!ended_.emplace(id, std::move(why)).second) return;
+  ended_order_.push_back(id);
   if (ended_order_.size() > kRemembered) {
     ended_.erase(ended_order_.front());
     ended_order_.pop_front();
   }
-  return lease;
+}
+
+void LeaseTable::RecoverAcknowledged(uint64_t id) {
+  tdock::MutexLock lock(&mu_);
+  RememberEndLocked(id, "it was already acknowledged");
 }
 
 absl::StatusOr<Lease> LeaseTable::Take(uint64_t id, int consumer,

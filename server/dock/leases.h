@@ -73,6 +73,9 @@ class LeaseTable final {
   // Recovery: records a lease in flight with the id it had; later ids are
   // higher.
   void AddRecovered(Lease lease);
+  // Recovery: lease `id` was acknowledged before the restart; a retried Ack
+  // is told so.
+  void RecoverAcknowledged(uint64_t id);
 
   // Ends lease `id` of consumer `consumer` (named `consumer_name`) as
   // acknowledged or nacked and returns it. NOT_FOUND for an id never handed
@@ -121,6 +124,7 @@ class LeaseTable final {
   // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
   Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
                   std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberEndLocked(uint64_t id, std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<absl::flat_hash_map<uint64_t, Entry>::iterator> FindLocked(
       uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LeaseCounts& CountsLocked(int consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

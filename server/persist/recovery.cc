@@ -136,6 +136,7 @@ class DockScan {
       ++stats_.handouts;
       stats_.leases += h.lease_id != 0;
     }
+    for (const auto& [step, lease] : acked_) dock_.RecoverAcknowledged(lease);
     return absl::OkStatus();
   }
 

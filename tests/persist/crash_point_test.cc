@@ -270,8 +270,8 @@ void WriteIds(Dock& dock, int64_t step) {
 }
 
 // Lease ids are never handed out twice, across restarts too: an Ack of a
-// lease acknowledged before a restart, retried after it, fails instead of
-// acknowledging the lease a new Get got.
+// lease acknowledged before a restart, retried after it, fails saying it was
+// acknowledged, instead of acknowledging the lease a new Get got.
 TEST(Restart, LeaseIdsAreNeverReused) {
   Recording recording;
   Dock* dock = recording.dock.get();
@@ -284,8 +284,10 @@ TEST(Restart, LeaseIdsAreNeverReused) {
   Restarted restarted(*store);
   ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*restarted.dock, testing::GetOf("scorer")));
   EXPECT_GT(second.lease_id, first.lease_id);
+  // A worker retrying an Ack whose answer it lost learns that it was stored.
   EXPECT_STATUS(restarted.dock->Ack("scorer", first.lease_id),
-                absl::StatusCode::kFailedPrecondition, "is not in flight");
+                absl::StatusCode::kFailedPrecondition,
+                "is not in flight: it was already acknowledged");
   EXPECT_OK(restarted.dock->Ack("scorer", second.lease_id));
   EXPECT_NE(second.rows, first.rows);
 }
@@ -409,6 +411,35 @@ TEST(Restart, ConcurrentAddConsumersAreEachRecordedOnce) {
   for (const ConsumerSpec& c : running.consumers) before.push_back(c.name);
   for (const ConsumerSpec& c : restarted.dock->spec().consumers) after.push_back(c.name);
   EXPECT_EQ(after, before);
+}
+
+// A rewrite of a rewritable column is seen only once it is stored: while
+// its record fails, readers keep the cell it would replace; the rewrite that
+// is stored is the one served, before and after a restart.
+TEST(Restart, RewriteIsSeenOnlyOnceStored) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  DockSpec spec = CrashSpec();
+  spec.name = "rewrites";
+  spec.columns[1].rewritable = true;  // score
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, recording.registry.Create(spec));
+  auto score = [](Dock& d) -> float {
+    absl::StatusOr<Batch> read = d.Read(0, {0}, {"score"});
+    EXPECT_OK(read.status());
+    return read.ok() ? testing::RowValues<float>(read->columns[0], 0)[0] : -1;
+  };
+  ASSERT_OK(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 0, {0})}));
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 1, {0})}),
+                absl::StatusCode::kUnavailable, "disk full");
+  EXPECT_EQ(score(*dock), ScoreOf(0, 0));
+  ASSERT_OK(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 2, {0})}));
+  EXPECT_EQ(score(*dock), ScoreOf(2, 0));
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> recovered, restarted.registry.Find("rewrites"));
+  EXPECT_EQ(score(*recovered), ScoreOf(2, 0));
 }
 
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {

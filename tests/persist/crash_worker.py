@@ -1,11 +1,12 @@
 #!/usr/bin/python3
-"""A producer or consumer process for tests/persist/test_crash.py: it keeps
-working against a tdock-server that is killed and restarted under it, and
-logs what the server acknowledged.
+"""A worker process for tests/persist/test_crash.py: it keeps working
+against a tdock-server that is killed and restarted under it, and logs what
+the server acknowledged.
 
     crash_worker.py producer ADDRESS DOCK LOG STEPS
     crash_worker.py consumer ADDRESS DOCK LOG
     crash_worker.py churn ADDRESS DOCK LOG
+    crash_worker.py trainer ADDRESS DOCK LOG RANK STEPS
 
 producer: for each step, 8 Puts of 8 rows of column x; logs "try S P" before
 a Put, "ack S P" once the server acknowledged it, "retry S P" when the server
@@ -17,6 +18,16 @@ churn: writes steps 0, 1, 2, ... of 8 rows (column x: 6-8 KiB cells, in the
 store's value log; column y: small cells, in RocksDB) and releases each step
 once the next is written, so the value log keeps reusing its segments; logs
 "try S", "ack S" (or "exists S") and "released S". Runs until killed.
+trainer: rank RANK of consumer "trainer" (BALANCED, dp_size 2, leased): for
+steps 0..STEPS-1, Gets its share of each round, naming the step, then Acks
+the share's lease, retrying the same Ack after the server died. Logs "got S
+K L R R ..." (step, round, lease, rows) once a Get returned rows; "acking S K
+L R ..." right before the Ack goes out (the test aims kills at it); "ack S K
+L R ..." once it was answered, "reack S K L R ..." once a retry was, "acked S
+K L R ..." when a retry found the lease already acknowledged (the Ack was
+stored before the crash); "lost S K" when a Get failed for the server's
+death (the next Get names round K: the lost answer may have handed it out);
+"fail ..." and exit 1 on any other answer; "done" after the last step.
 """
 
 import itertools
@@ -138,10 +149,89 @@ def churn(address: str, dock_name: str, log_path: str) -> int:
     return 0
 
 
+def connect(address: str, client=None):
+    """A new client (closing `client`): its channel connects at once instead
+    of waiting out the reconnect backoff of one that saw the server die."""
+    if client is not None:
+        client.close()
+    return tdock.Client(address, timeout=5.0)
+
+
+class Refused(Exception):
+    """An answer the server's promises rule out."""
+
+
+def ack_share(address: str, client, dock_name: str, b):
+    """Acks `b`'s lease, retrying the same Ack across restarts. Returns
+    (client, kind): "ack" if the first Ack was answered, "reack" if a retry
+    was, "acked" if a retry found the lease acknowledged (by the Ack whose
+    answer the crash lost). Raises Refused on any other answer."""
+    retried = False
+    while True:
+        try:
+            client.dock(dock_name).ack(b)
+            return client, "reack" if retried else "ack"
+        except RETRY:
+            retried = True
+            time.sleep(0.05)  # the server is down: a new connection, the same Ack
+            client = connect(address, client)
+        except tdock.errors.TdockError as e:
+            if (retried and isinstance(e, tdock.errors.FailedPrecondition)
+                    and "already acknowledged" in e.message):
+                return client, "acked"
+            raise Refused(f"{'retried ' if retried else ''}Ack: {e}") from None
+
+
+def trainer(address: str, dock_name: str, log_path: str, rank: int, steps: int) -> int:
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = connect(address)
+        step, k = 0, 0  # the round this rank asks for next
+        lost = False  # the last Get failed: it may have been served all the same
+        while step < steps:
+            try:
+                # After a lost answer the rank names the round: served before,
+                # it comes again under a new lease (the old one is replaced);
+                # otherwise it is served now. Naming it always would hide
+                # whether a plain Get resumes at the right round.
+                b = client.dock(dock_name).get("trainer", rank=rank, step=step, wait=1.0,
+                                               round=k if lost else None)
+            except RETRY:
+                if not lost:
+                    log_line(log, f"lost {step} {k}")
+                lost = True
+                time.sleep(0.05)
+                client = connect(address, client)
+                continue
+            except tdock.errors.TdockError as e:
+                log_line(log, f"fail Get of step {step} round {k}: {e}")
+                return 1
+            lost = False
+            if b.timed_out or not len(b):
+                continue
+            head = f"{b.step} {b.round} {b.lease} " + " ".join(map(str, b.rows.tolist()))
+            log_line(log, f"got {head}")
+            if (b.step, b.round) != (step, k) or b.lease is None:
+                log_line(log, f"fail expected step {step} round {k} under a lease")
+                return 1
+            log_line(log, f"acking {head}")
+            try:
+                client, kind = ack_share(address, client, dock_name, b)
+            except Refused as e:
+                log_line(log, f"fail {head}: {e}")
+                return 1
+            log_line(log, f"{kind} {head}")
+            step, k = (step + 1, 0) if b.end_of_step else (step, k + 1)
+        log_line(log, "done")
+    return 0
+
+
 if __name__ == "__main__":
     role = sys.argv[1]
     if role == "producer":
         sys.exit(producer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     if role == "churn":
         sys.exit(churn(sys.argv[2], sys.argv[3], sys.argv[4]))
+    if role == "trainer":
+        sys.exit(trainer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
+                         int(sys.argv[6])))
     sys.exit(consumer(sys.argv[2], sys.argv[3], sys.argv[4]))

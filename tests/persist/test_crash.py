@@ -8,8 +8,15 @@ never partial. Meanwhile a churn process writes large cells (the store's
 value log, in 1 MiB segments here) into a second dock and releases each step
 once the next is written: its latest acknowledged step reads back intact
 after every restart, its interrupted Put is all or nothing, and the value
-log reuses its segment files instead of growing. Loopback only, bounded in
-time."""
+log reuses its segment files instead of growing. And two trainer processes,
+ranks 0 and 1 of a BALANCED consumer of the first dock with leases (long
+enough never to expire here), Get their shares and Ack each lease, retrying
+the same Ack after a kill: a retried Ack is answered, or refused as already
+acknowledged (stored before the kill), nothing else; a Get whose answer the
+kill lost is asked again by its round. Checked: every row of every step is
+acknowledged exactly once, by the one rank it was handed to; no row is
+handed out again once acknowledged; each step's rows are split evenly over
+both ranks; no lease is left in flight. Loopback only, bounded in time."""
 
 import os
 import pathlib
@@ -20,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 
@@ -35,6 +43,9 @@ SEED = 20261123
 
 sys.path.insert(0, str(HERE))
 from crash_worker import CHURN_ROWS, PUTS_PER_STEP, ROWS_PER_PUT, cell, churn_cells  # noqa: E402
+
+ROWS = PUTS_PER_STEP * ROWS_PER_PUT  # of a step of the first dock
+RANKS = 2  # of its trainer
 
 
 def free_port():
@@ -96,20 +107,81 @@ def churn_state(dock, step):
     return state
 
 
+def await_ack(paths, timeout=2.0):
+    """Returns once a trainer rank logs "acking" (it is sending an Ack), or
+    after `timeout` seconds. Killed then, the server has stored the Ack or
+    not, and answered it or not: random moments seldom fall into an Ack."""
+    logs = [open(p, "rb") for p in paths]
+    try:
+        for f in logs:
+            f.seek(0, os.SEEK_END)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(b"acking" in f.read() for f in logs):
+                return
+            time.sleep(0.0005)
+    finally:
+        for f in logs:
+            f.close()
+
+
+def trainer_failures(paths):
+    """The trainer ranks' "fail" lines, for a failed assertion's message."""
+    return [" ".join(l) for p in paths if p.exists() for l in lines(p) if l[0] == "fail"]
+
+
+def check_trainer(paths):
+    """Checks the trainer ranks' logs (see the module comment); returns how
+    often each line kind occurred."""
+    kinds = Counter()
+    handed = {}  # (step, row) -> the rank it was handed to
+    acked = {}  # (step, row) -> the rank whose Ack (or retried Ack) covered it
+    for rank, path in enumerate(paths):
+        done = set()  # this rank's acknowledged rows, so far in its log
+        for l in lines(path):
+            kinds[l[0]] += 1
+            if l[0] not in ("got", "ack", "reack", "acked"):
+                continue
+            rows = {(int(l[1]), int(r)) for r in l[4:]}
+            if l[0] == "got":
+                assert not rows & done, f"rank {rank}: {sorted(rows & done)} handed out again"
+                for row in rows:
+                    assert handed.setdefault(row, rank) == rank, f"{row} handed to both ranks"
+                continue
+            for row in rows:
+                assert row not in acked, f"{row} acknowledged twice"
+                acked[row] = rank
+            done |= rows
+    every = {(s, r) for s in range(STEPS) for r in range(ROWS)}
+    assert set(acked) == every, f"never acknowledged: {sorted(every - set(acked))[:10]}"
+    for s in range(STEPS):  # a balanced round gives each rank as many rows
+        per_rank = Counter(rank for (step, _), rank in acked.items() if step == s)
+        assert [per_rank[r] for r in range(RANKS)] == [ROWS // RANKS] * RANKS, (s, per_rank)
+    return kinds
+
+
 def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     rng = random.Random(SEED)
     data_dir, port = tmp_path / "db", free_port()
     produced, consumed = tmp_path / "producer.log", tmp_path / "consumer.log"
     churned = tmp_path / "churn.log"
+    trained = [tmp_path / f"trainer{r}.log" for r in range(RANKS)]
     proc, address = start(data_dir, port)
     with tdock.Client(address) as c:
         c.create_dock({
-            "name": "crash", "num_prompts": 64, "steps_in_flight": 16,
+            "name": "crash", "num_prompts": ROWS, "steps_in_flight": 16,
             "columns": {"x": {"dtype": "int32"}},
+            "length_columns": ["x"],  # the trainer's rounds balance tokens
             # "auditor" never reads, so no step is ever released and every
             # acknowledged cell stays readable to the final check.
             "consumers": {"eater": {"columns": ["x"], "dispatch_size": 8},
-                          "auditor": {"columns": ["x"]}}})
+                          "auditor": {"columns": ["x"]},
+                          # Rounds of 4 rows: many Gets and Acks for the kills
+                          # to interrupt. Its leases never expire here: a row
+                          # comes back only when its round is asked for again.
+                          "trainer": {"columns": ["x"], "policy": "balanced",
+                                      "dp_size": RANKS, "dispatch_size": 2,
+                                      "lease_ms": 600000}}})
         c.create_dock({
             "name": "churn", "num_prompts": CHURN_ROWS, "steps_in_flight": 2,
             "columns": {"x": {"dtype": "int32"}, "y": {"dtype": "int32"}},
@@ -118,10 +190,20 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     producer = worker("producer", address, "crash", str(produced), str(STEPS), log=workers_log)
     consumer = worker("consumer", address, "crash", str(consumed), log=workers_log)
     churner = worker("churn", address, "churn", str(churned), log=workers_log)
+    trainers = [worker("trainer", address, "crash", str(trained[r]), str(r), str(STEPS),
+                       log=workers_log) for r in range(RANKS)]
     partial = []
     try:
+        # The kills start once every worker is running (has opened its log):
+        # six Python processes take a while to start on two cores.
+        deadline = time.monotonic() + 60
+        while not all(p.exists() for p in (produced, consumed, churned, *trained)):
+            assert time.monotonic() < deadline, (tmp_path / "workers.out").read_text()
+            time.sleep(0.05)
         for kill in range(KILLS):
             time.sleep(rng.uniform(0.2, 0.8))
+            if kill % 2:  # every other kill lands in a trainer's Ack
+                await_ack(trained)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             # The churn waits while the restarted server is checked, so its
@@ -153,8 +235,10 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                     assert all(state) or not any(state), f"kill {kill}: churn put partial"
             churner.send_signal(signal.SIGCONT)
         assert producer.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
+        for t in trainers:  # they finish the last step once it is written
+            assert t.wait(timeout=60) == 0, trainer_failures(trained)
     finally:
-        for w in (producer, consumer, churner):
+        for w in (producer, consumer, churner, *trainers):
             if w.poll() is None:
                 w.kill()
                 w.wait()
@@ -168,7 +252,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
         with tdock.Client(address, timeout=10) as c:
             dock = c.dock("crash")
             for s in range(STEPS):
-                assert all(rows_state(dock, s, range(PUTS_PER_STEP * ROWS_PER_PUT))), s
+                assert all(rows_state(dock, s, range(ROWS))), s
             status = dock.status()
         assert len(status.steps) == STEPS
         # No row was handed to the eater twice, across every restart.
@@ -191,6 +275,17 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
         segments = list((data_dir / "values").glob("*.vlog"))
         assert churn_mib >= 10, f"the churn wrote only {churn_mib:.1f} MiB"
         assert len(segments) <= 8, f"{len(segments)} segment files for {churn_mib:.1f} MiB"
+        # The trainer took every row of every step, and acknowledged them all:
+        # nothing is left in flight after the restart.
+        assert all(st.consumed["trainer"] == ROWS for st in status.steps)
+        assert status.leases["trainer"].in_flight == 0, status.leases["trainer"]
+        assert status.leases["trainer"].rows_in_flight == 0, status.leases["trainer"]
+        kinds = check_trainer(trained)
+        puts = Counter(l[0] for l in lines(produced))
+        print(f"\n{KILLS} kills; producer: {puts['ack'] + puts['exists']} Puts, "
+              f"{puts['retry']} retries; trainer: {kinds['got']} shares, Acks answered "
+              f"{kinds['ack']} at once, {kinds['reack']} on a retry, {kinds['acked']} "
+              f"retries found them already acknowledged; {kinds['lost']} Gets lost")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
