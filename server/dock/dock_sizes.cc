@@ -60,16 +60,17 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
   // The Put's cells by column and row (they replace what the row holds).
   std::vector<const PackedColumn*> given(columns_.size(), nullptr);
   for (const PackedColumn& column : in.columns) given[ColumnIndex(column.name)] = &column;
+  // Rows of a group other than the Put's own are looked up by row (only for
+  // whole-group consumers).
   absl::flat_hash_map<int64_t, int64_t> position;
-  for (size_t i = 0; i < in.rows.size(); ++i) position[in.rows[i]] = static_cast<int64_t>(i);
-  auto row_bytes = [&](const ConsumerPlan& plan, int64_t row) {
-    const auto at = position.find(row);
+  // The row at position `at` of the Put (-1: not in it).
+  auto row_bytes = [&](const ConsumerPlan& plan, int64_t row, int64_t at) {
     int64_t bytes = kRowResponseBytes;
     for (int c : plan.columns) {
       bytes += kOffsetResponseBytes;
       const int64_t item = columns_[c].item_bytes();
-      if (given[c] != nullptr && at != position.end()) {
-        bytes += given[c]->length(at->second) * item;
+      if (given[c] != nullptr && at >= 0) {
+        bytes += given[c]->length(at) * item;
       } else if (const CellBlock* cell = part.cell(c, row); cell != nullptr) {
         bytes += cell->length * item;
       }
@@ -77,11 +78,21 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
     return bytes;
   };
   for (const ConsumerPlan& plan : plans_) {
-    const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
-    for (int64_t row : in.rows) {
-      const int64_t first = row / unit_rows * unit_rows;
+    if (plan.whole_groups && position.empty()) {
+      for (size_t i = 0; i < in.rows.size(); ++i) position[in.rows[i]] = static_cast<int64_t>(i);
+    }
+    for (size_t i = 0; i < in.rows.size(); ++i) {
+      const int64_t row = in.rows[i];
       int64_t bytes = kFixedResponseBytes;
-      for (int64_t r = first; r < first + unit_rows; ++r) bytes += row_bytes(plan, r);
+      if (!plan.whole_groups) {
+        bytes += row_bytes(plan, row, static_cast<int64_t>(i));
+      } else {
+        const int64_t first = row / group_size_ * group_size_;
+        for (int64_t r = first; r < first + group_size_; ++r) {
+          const auto at = position.find(r);
+          bytes += row_bytes(plan, r, at == position.end() ? -1 : at->second);
+        }
+      }
       if (bytes > limits_.max_batch_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(in.step), ": ", plan.whole_groups ? "the group of row " : "row ", row,
