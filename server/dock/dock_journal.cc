@@ -100,7 +100,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
 GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done) {
   // The plan's fields are copied: AddConsumer may grow plans_ meanwhile.
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
-          done = std::move(done)](absl::StatusOr<Batch> got) mutable {
+          lease = plan.lease, done = std::move(done)](absl::StatusOr<Batch> got) mutable {
     if (!got.ok() || got->rows.empty()) {
       std::move(done)(std::move(got));
       return;
@@ -117,10 +117,15 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
         }
       }
     }
-    auto answer = [this, consumer, name, rank, batch = std::move(batch),
+    auto answer = [this, consumer, name, rank, lease, batch = std::move(batch),
                    done = std::move(done)](absl::Status stored) mutable {
       const int64_t step = batch.step;
-      if (!stored.ok()) ReturnUnrecorded(consumer, rank, batch);
+      if (!stored.ok()) {
+        ReturnUnrecorded(consumer, rank, batch);
+      } else if (batch.lease_id != 0) {
+        // The lease runs from now: its hand-out is stored.
+        leases_->Unpin(batch.lease_id, absl::Now() + lease);
+      }
       // release: the rows' return (or their record) happens before an
       // auto-release that sees the count drop.
       PartitionOf(step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
@@ -199,10 +204,9 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
     tdock::ReaderMutexLock lock(&mu_);
     Lease rows;
     if (batch.lease_id != 0) {
-      // The lease goes with the hand-out it covered.
-      absl::StatusOr<Lease> lease = leases_->Take(batch.lease_id, consumer, plans_[consumer].name,
-                                                  LeaseTable::End::kNacked);
-      if (lease.ok()) ReturnLeaseLocked(*lease);
+      // The lease goes with the hand-out it covered (pinned until stored).
+      const Lease lease = leases_->TakePinned(batch.lease_id, LeaseTable::End::kUnrecorded);
+      if (lease.id != 0) ReturnLeaseLocked(lease);
     } else if (ClassifyLocked(batch.step) == StepState::kLive) {
       rows.consumer = consumer;
       rows.rank = rank;

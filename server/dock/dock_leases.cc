@@ -19,6 +19,12 @@
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
+namespace {
+
+// How soon an expiry whose record failed is recorded again.
+constexpr absl::Duration kExpiryRetry = absl::Seconds(1);
+
+}  // namespace
 
 uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
                                    int32_t rank, std::vector<int64_t> units,
@@ -30,7 +36,9 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   lease.round = round;
   lease.units = std::move(units);
   lease.rows = rows;
-  lease.deadline = absl::Now() + plan.lease;
+  // With a journal the clock starts once the hand-out is stored
+  // (JournalingGet), so no expiry is recorded before the hand-out it ends.
+  lease.deadline = journal_ != nullptr ? absl::InfiniteFuture() : absl::Now() + plan.lease;
   ConsumerState& state = part.consumer(plan.index);
   if (round >= 0) {
     // The rank asked for a round it holds a lease on: one lease per share.
@@ -39,7 +47,7 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   }
   // release: ordered before the caller's consumed_rows increment.
   state.in_flight_rows.fetch_add(lease.rows, std::memory_order_release);
-  return leases_->Add(std::move(lease));
+  return leases_->Add(std::move(lease), /*pinned=*/journal_ != nullptr);
 }
 
 void DockImpl::SettleLeaseLocked(const Lease& lease) {
@@ -131,19 +139,23 @@ void DockImpl::AfterLeaseEnded(int consumer, int64_t settled_step) {
 }
 
 void DockImpl::ExpireLeases() {
-  std::vector<bool> wanted;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    for (const Lease& lease : leases_->TakeExpired(absl::Now())) {
-      ReturnLeaseLocked(lease);
-      JournalLeaseEnd(lease, /*acked=*/false, [](absl::Status) {});
-      if (wanted.size() <= static_cast<size_t>(lease.consumer)) {
-        wanted.resize(lease.consumer + 1, false);
+  // Each expiry is recorded before its rows go back; one whose record
+  // fails is tried again a second later.
+  for (const Lease& expired : leases_->PinExpired(absl::Now())) {
+    JournalLeaseEnd(expired, /*acked=*/false, [this, id = expired.id](absl::Status stored) {
+      if (!stored.ok()) {
+        leases_->Unpin(id, absl::Now() + kExpiryRetry);
+        return;
       }
-      wanted[lease.consumer] = true;
-    }
+      Lease ended;
+      {
+        tdock::ReaderMutexLock lock(&mu_);
+        ended = leases_->TakePinned(id, LeaseTable::End::kExpired);
+        if (ended.id != 0) ReturnLeaseLocked(ended);
+      }
+      if (ended.id != 0) AfterLeaseEnded(ended.consumer, -1);
+    });
   }
-  if (!wanted.empty()) WakeGets(wanted);
 }
 
 void DockImpl::PutAndAck(PutInput input, PutCallback done) {

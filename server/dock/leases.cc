@@ -39,7 +39,7 @@ void LeaseTable::Run() {
     const absl::Time target =
         deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
     if (target <= absl::Now()) {
-      // The dock takes its own lock first, then ours (TakeExpired).
+      // Called without our lock: the dock's calls take it.
       mu_.Unlock();
       expire_();
       mu_.Lock();
@@ -55,14 +55,14 @@ LeaseCounts& LeaseTable::CountsLocked(int consumer) {
   return counts_[consumer];
 }
 
-uint64_t LeaseTable::Add(Lease lease) {
+uint64_t LeaseTable::Add(Lease lease, bool pinned) {
   lease.id = 0;
-  return AddWithId(std::move(lease));
+  return AddWithId(std::move(lease), pinned);
 }
 
-void LeaseTable::AddRecovered(Lease lease) { AddWithId(std::move(lease)); }
+void LeaseTable::AddRecovered(Lease lease) { AddWithId(std::move(lease), false); }
 
-uint64_t LeaseTable::AddWithId(Lease lease) {
+uint64_t LeaseTable::AddWithId(Lease lease, bool pinned) {
   tdock::MutexLock lock(&mu_);
   if (lease.id == 0) {
     lease.id = next_id_++;
@@ -70,13 +70,14 @@ uint64_t LeaseTable::AddWithId(Lease lease) {
     next_id_ = std::max(next_id_, lease.id + 1);
   }
   const uint64_t id = lease.id;
-  const bool earliest = deadlines_.empty() || lease.deadline < deadlines_.begin()->first;
-  deadlines_.emplace(lease.deadline, id);
+  const bool earliest =
+      !pinned && (deadlines_.empty() || lease.deadline < deadlines_.begin()->first);
+  if (!pinned) deadlines_.emplace(lease.deadline, id);
   if (lease.round >= 0) {
     shares_[{lease.consumer, lease.step, lease.round, lease.rank}] = id;
   }
   ++CountsLocked(lease.consumer).in_flight;
-  leases_.emplace(id, Entry{std::move(lease), false});
+  leases_.emplace(id, Entry{std::move(lease), pinned});
   if (!started_ && !stop_) {
     started_ = true;
     thread_ = std::thread([this] { Run(); });
@@ -143,25 +144,6 @@ void LeaseTable::RecoverAcknowledged(uint64_t id) {
   RememberEndLocked(id, "it was already acknowledged");
 }
 
-absl::StatusOr<Lease> LeaseTable::Take(uint64_t id, int consumer,
-                                       absl::string_view consumer_name, End end) {
-  tdock::MutexLock lock(&mu_);
-  auto found = FindLocked(id);
-  if (!found.ok()) return found.status();
-  auto it = *found;
-  if (it->second.lease.consumer != consumer) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who_, ": lease ", id, " was not handed to consumer '", consumer_name, "'"));
-  }
-  LeaseCounts& counts = CountsLocked(consumer);
-  if (end == End::kNacked) {
-    ++counts.nacked;
-    counts.rows_returned += it->second.lease.rows;
-  }
-  return EndLocked(it, end == End::kAcked ? "it was already acknowledged"
-                                          : "it was returned by Nack");
-}
-
 absl::Status LeaseTable::Pin(uint64_t id) {
   tdock::MutexLock lock(&mu_);
   auto found = FindLocked(id);
@@ -178,11 +160,12 @@ absl::Status LeaseTable::Pin(uint64_t id) {
   return absl::OkStatus();
 }
 
-void LeaseTable::Unpin(uint64_t id) {
+void LeaseTable::Unpin(uint64_t id, std::optional<absl::Time> deadline) {
   tdock::MutexLock lock(&mu_);
   auto it = leases_.find(id);
   if (it == leases_.end() || !it->second.pinned) return;
   it->second.pinned = false;
+  if (deadline.has_value()) it->second.lease.deadline = *deadline;
   const bool earliest = deadlines_.empty() ||
                         it->second.lease.deadline < deadlines_.begin()->first;
   deadlines_.emplace(it->second.lease.deadline, id);
@@ -212,13 +195,25 @@ Lease LeaseTable::TakePinned(uint64_t id, End end) {
   auto it = leases_.find(id);
   // A pinned lease leaves only through here or DropStep.
   if (it == leases_.end()) return Lease{};
-  if (end == End::kNacked) {
-    LeaseCounts& counts = CountsLocked(it->second.lease.consumer);
-    ++counts.nacked;
-    counts.rows_returned += it->second.lease.rows;
-    return EndLocked(it, "it was returned by Nack");
+  LeaseCounts& counts = CountsLocked(it->second.lease.consumer);
+  switch (end) {
+    case End::kAcked:
+      return EndLocked(it, "it was already acknowledged");
+    case End::kNacked:
+      ++counts.nacked;
+      counts.rows_returned += it->second.lease.rows;
+      return EndLocked(it, "it was returned by Nack");
+    case End::kExpired:
+      ++counts.expired;
+      counts.rows_returned += it->second.lease.rows;
+      return EndLocked(
+          it, absl::StrCat("it expired at ", absl::FormatTime(it->second.lease.deadline),
+                           " and its rows were handed back to be handed out again"));
+    case End::kUnrecorded:
+      counts.rows_returned += it->second.lease.rows;
+      return EndLocked(it, "its hand-out could not be stored, so its rows were handed back");
   }
-  return EndLocked(it, "it was already acknowledged");
+  return Lease{};
 }
 
 std::optional<Lease> LeaseTable::Pinned(uint64_t id) const {
@@ -228,17 +223,14 @@ std::optional<Lease> LeaseTable::Pinned(uint64_t id) const {
   return it->second.lease;
 }
 
-std::vector<Lease> LeaseTable::TakeExpired(absl::Time now) {
+std::vector<Lease> LeaseTable::PinExpired(absl::Time now) {
   tdock::MutexLock lock(&mu_);
   std::vector<Lease> out;
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    auto it = leases_.find(deadlines_.begin()->second);
-    LeaseCounts& counts = CountsLocked(it->second.lease.consumer);
-    ++counts.expired;
-    counts.rows_returned += it->second.lease.rows;
-    out.push_back(EndLocked(
-        it, absl::StrCat("it expired at ", absl::FormatTime(it->second.lease.deadline),
-                         " and its rows were handed back to be handed out again")));
+    Entry& entry = leases_.at(deadlines_.begin()->second);
+    deadlines_.erase(deadlines_.begin());
+    entry.pinned = true;
+    out.push_back(entry.lease);
   }
   return out;
 }

@@ -11,7 +11,8 @@
 // The table only keeps the records; the dock moves the rows (consumed bits,
 // in-flight counts, balanced redeliveries) under its own lock. The table's
 // thread sleeps until the earliest deadline and then calls `expire`, which
-// takes the dock's lock and then TakeExpired.
+// pins the expired leases (PinExpired), records their ends and only then
+// ends them (TakePinned): an expiry, like every end, is recorded first.
 //
 // Thread safety: every method may be called from any thread; mu_ is a leaf
 // lock (taken under the dock's mutex, never the other way round). `expire`
@@ -68,8 +69,10 @@ class LeaseTable final {
   LeaseTable(const LeaseTable&) = delete;
   LeaseTable& operator=(const LeaseTable&) = delete;
 
-  // Records a lease (its id is assigned) and returns the id.
-  uint64_t Add(Lease lease);
+  // Records a lease (its id is assigned) and returns the id. `pinned`: its
+  // clock does not run until Unpin gives it a deadline (with a journal, a
+  // lease runs from when its hand-out is stored).
+  uint64_t Add(Lease lease, bool pinned = false);
   // Recovery: records a lease in flight with the id it had; later ids are
   // higher.
   void AddRecovered(Lease lease);
@@ -77,31 +80,30 @@ class LeaseTable final {
   // is told so.
   void RecoverAcknowledged(uint64_t id);
 
-  // Ends lease `id` of consumer `consumer` (named `consumer_name`) as
-  // acknowledged or nacked and returns it. NOT_FOUND for an id never handed
-  // out; INVALID_ARGUMENT if it is another consumer's; FAILED_PRECONDITION
-  // naming the lease and what ended it if it is no longer in flight, or if a
-  // Put is acknowledging it.
-  enum class End { kAcked, kNacked };
-  absl::StatusOr<Lease> Take(uint64_t id, int consumer,
-                             absl::string_view consumer_name, End end);
+  // How a lease ends (kUnrecorded: its hand-out's record failed, so it
+  // never was).
+  enum class End { kAcked, kNacked, kExpired, kUnrecorded };
 
   // A Put carrying `id`: the lease cannot expire until Unpin (the Put
-  // failed) or TakePinned (it succeeded). Same errors as Take, without the
-  // consumer check.
+  // failed) or TakePinned (it succeeded). NOT_FOUND for an id never handed
+  // out; FAILED_PRECONDITION naming the lease and what ended it if it is no
+  // longer in flight, or if it is pinned already.
   absl::Status Pin(uint64_t id);
-  // Pin for an Ack or Nack of consumer `consumer`: Take's errors; returns the
-  // lease.
+  // Pin for an Ack or Nack of consumer `consumer`: Pin's errors, and
+  // INVALID_ARGUMENT if it is another consumer's; returns the lease.
   absl::StatusOr<Lease> PinFor(uint64_t id, int consumer, absl::string_view consumer_name);
-  void Unpin(uint64_t id);
-  // Ends a pinned lease as acknowledged (by a Put or an Ack) or nacked.
+  // Lets the lease's clock run again, from `deadline` when given.
+  void Unpin(uint64_t id, std::optional<absl::Time> deadline = std::nullopt);
+  // Ends a pinned lease as `end` says.
   // Returns an empty lease (id 0) if it is gone (its step was released).
   Lease TakePinned(uint64_t id, End end = End::kAcked);
   // The pinned lease `id`, if it is still in flight.
   std::optional<Lease> Pinned(uint64_t id) const;
 
-  // Ends and returns the leases whose deadline is at or before `now`.
-  std::vector<Lease> TakeExpired(absl::Time now);
+  // Pins and returns the leases whose deadline is at or before `now`: each
+  // ends with TakePinned(kExpired) once its end is recorded (or Unpin with a
+  // later deadline, to try again).
+  std::vector<Lease> PinExpired(absl::Time now);
   // Ends and returns the in-flight lease of a BALANCED share, if any: the
   // rank asked for the round again and gets a new lease (`by`).
   std::optional<Lease> TakeShare(int consumer, int64_t step, int64_t round,
@@ -120,7 +122,7 @@ class LeaseTable final {
   using ShareKey = std::tuple<int, int64_t, int64_t, int32_t>;
 
   void Run();
-  uint64_t AddWithId(Lease lease);  // id 0: the next one
+  uint64_t AddWithId(Lease lease, bool pinned);  // id 0: the next one
   // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
   Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
                   std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -13,6 +13,7 @@
 //     and that no consumer's answer may have counted as done.
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -440,6 +441,60 @@ TEST(Restart, RewriteIsSeenOnlyOnceStored) {
   Restarted restarted(*store);
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> recovered, restarted.registry.Find("rewrites"));
   EXPECT_EQ(score(*recovered), ScoreOf(2, 0));
+}
+
+// The crash dock with a short lease for "scorer", created on `recording`,
+// with the ids of step 0 written.
+std::shared_ptr<Dock> ShortLeaseDock(Recording& recording, int64_t lease_ms) {
+  DockSpec spec = CrashSpec();
+  spec.name = "short";
+  spec.consumers[1].lease_ms = lease_ms;
+  absl::StatusOr<std::shared_ptr<Dock>> dock = recording.registry.Create(spec);
+  EXPECT_OK(dock.status());
+  if (!dock.ok()) return nullptr;
+  WriteIds(**dock, 0);
+  return *dock;
+}
+
+// A lease's expiry is recorded before its rows go back: while that record
+// fails, the rows stay with the lease (a Get finds nothing); once it is
+// stored (tried again a second later) they are handed out again.
+TEST(Restart, ExpiryIsRecordedBeforeTheRowsGoBack) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> dock = ShortLeaseDock(recording, 300);
+  ASSERT_NE(dock, nullptr);
+  // After the two hand-outs and the Ack, the first expiry's record fails.
+  store->FailNext(1, absl::UnavailableError("disk full"), /*after=*/3);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer", 2)));
+  ASSERT_OK_AND_ASSIGN(Batch rest, GetSync(*dock, testing::GetOf("scorer", kRows - 2)));
+  ASSERT_OK(dock->Ack("scorer", rest.lease_id));
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (store->failed() == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(store->failed(), 1);
+  ASSERT_OK_AND_ASSIGN(Batch during, GetSync(*dock, testing::GetOf("scorer", 2)));
+  EXPECT_TRUE(during.rows.empty()) << "rows went back before their expiry was stored";
+  ASSERT_OK_AND_ASSIGN(Batch again,
+                       GetSync(*dock, testing::GetOf("scorer", 2, absl::Seconds(30))));
+  EXPECT_EQ(again.rows, first.rows);
+}
+
+// A lease runs from when its hand-out is stored: a hand-out whose record
+// took longer than the lease (a slow disk) is still in flight when the Get
+// is answered, and its Ack succeeds.
+TEST(Restart, LeaseRunsFromItsRecord) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> dock = ShortLeaseDock(recording, 500);
+  ASSERT_NE(dock, nullptr);
+  store->Hold(true);
+  std::promise<absl::StatusOr<Batch>> got;
+  dock->Get(testing::GetOf("scorer", 2),
+            [&got](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  absl::SleepFor(absl::Seconds(1));  // the slow record: longer than the lease
+  store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(Batch leased, got.get_future().get());
+  EXPECT_OK(dock->Ack("scorer", leased.lease_id));
 }
 
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {

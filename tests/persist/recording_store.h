@@ -31,6 +31,19 @@ class RecordingStore final : public Store {
     fail_status_ = std::move(status);
   }
 
+  // Writes that failed on request so far.
+  int64_t failed() const {
+    tdock::MutexLock lock(&mu_);
+    return failed_;
+  }
+
+  // While held, writes wait (a slow disk); Hold(false) lets them go.
+  void Hold(bool held) {
+    tdock::MutexLock lock(&mu_);
+    held_ = held;
+    released_.SignalAll();
+  }
+
   // Successful writes so far: a crash point is a number in [0, writes()].
   int64_t writes() const {
     tdock::MutexLock lock(&mu_);
@@ -59,8 +72,10 @@ class RecordingStore final : public Store {
 
   absl::Status Write(const StoreBatch& batch, bool sync) override {
     tdock::MutexLock lock(&mu_);
+    while (held_) released_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
     if (fail_count_ > 0 && fail_after_ == 0) {
       --fail_count_;
+      ++failed_;
       return fail_status_;
     }
     if (fail_after_ > 0) --fail_after_;
@@ -105,6 +120,9 @@ class RecordingStore final : public Store {
   int fail_count_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_after_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  CondVar released_;
 };
 
 }  // namespace tdock::persist
