@@ -154,10 +154,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::optional<absl::StatusOr<PutResult>> done;  // unset: park
     std::string park_reason;
     bool memory_limited = false;  // parked for memory, not for a partition
+    bool raced = false;  // lost a race with a concurrent start of the step
     std::vector<WrittenCell> cells;  // committed with a journal: to record
   };
   absl::Status ValidatePut(const PutInput& in) const;
   PutAttempt TryPut(const PutInput& in);
+  PutAttempt TryPutOnce(const PutInput& in);
   // The live step's arena for a Put, starting the step if its partition is
   // free (*activated). nullptr with *blocked set: an older step holds the
   // partition. Checks the cells and budgets the Put would touch first.

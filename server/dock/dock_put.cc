@@ -11,6 +11,9 @@
 namespace tdock::internal {
 namespace {
 
+// Attempts of a Put that lose a race with a concurrent start of its step.
+constexpr int kMaxPutRaces = 64;
+
 int64_t PayloadBytes(const PackedColumn& column, int64_t item_bytes) {
   return column.offsets.back() * item_bytes;
 }
@@ -192,6 +195,18 @@ void CopyColumn(const PackedColumn& in, StagedColumn& out,
 }  // namespace
 
 DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
+  // A concurrent Put that started the step and then undid it (it could not
+  // get memory) is no reason to wait: look again at once.
+  PutAttempt attempt;
+  for (int race = 0; race < kMaxPutRaces; ++race) {
+    attempt = TryPutOnce(in);
+    if (!attempt.raced) break;
+  }
+  attempt.raced = false;
+  return attempt;
+}
+
+DockImpl::PutAttempt DockImpl::TryPutOnce(const PutInput& in) {
   PutAttempt attempt;
   std::string blocked;
   bool activated = false;
@@ -202,6 +217,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
     return attempt;
   }
   if (*arena == nullptr) {
+    attempt.raced = blocked.empty();
     attempt.park_reason = blocked.empty() ? Where(in.step) + " is changing" : blocked;
     // The step holding the partition may be done and its release record may
     // have failed: ask again (a no-op unless it is done and not releasing).
@@ -239,6 +255,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result, &attempt.cells);
   if (absl::IsAborted(committed.status())) {
     // The step was started and undone by a concurrent Put: try again.
+    attempt.raced = true;
     attempt.park_reason = std::string(committed.status().message());
     return attempt;
   }
@@ -254,10 +271,12 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   tdock::ReaderMutexLock lock(&mu_);
   Partition& part = PartitionOf(in.step);
   const StepState state = ClassifyLocked(in.step);
-  if (state == StepState::kFree) {
+  // Our start of the step was undone by a concurrent Put (and maybe made
+  // again): the caller tries again. A released step never becomes live.
+  if (state == StepState::kFree || (state == StepState::kLive && part.arena() != arena)) {
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
-  if (state != StepState::kLive || part.arena() != arena) {
+  if (state != StepState::kLive) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " was released while the Put was in progress"));
   }

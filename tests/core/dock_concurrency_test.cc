@@ -8,8 +8,10 @@
 // the producer wrote. Run at several thread counts, and under ThreadSanitizer
 // in the test command.
 #include <atomic>
+#include <latch>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
@@ -158,6 +160,55 @@ TEST_P(DockConcurrency, EveryRowReachesEveryConsumerOnceWithItsBytes) {
 INSTANTIATE_TEST_SUITE_P(ThreadCounts, DockConcurrency,
                          ::testing::Values(std::make_pair(1, 1), std::make_pair(4, 2),
                                            std::make_pair(8, 4)));
+
+// A Put that does not wait is refused only for a reason of its own: when a
+// concurrent Put starts the step and undoes the start (it could not get
+// memory), the others go in rather than failing with "is starting". Each
+// round, two Puts too large for the memory left and four small ones race to
+// start a step that is not the oldest (the limit holds it back); the small
+// ones always succeed, the large ones are always refused for memory.
+TEST(DockConcurrencyRaces, PutNeverFailsForAConcurrentStartThatWasUndone) {
+  constexpr int kSmall = 4;
+  constexpr int kLarge = 2;
+  DockSpec spec;
+  spec.name = "races";
+  spec.num_prompts = kSmall + 2 * kLarge;
+  spec.steps_in_flight = 2;
+  spec.columns = {{"x", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"c", {"x"}, 4, 1, false, Policy::kFifo, 0}};
+  // Room for the oldest step's chunk, the new step's, and one more that a
+  // start undone for a moment may still hold; never for the large Puts.
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 192 << 10;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec));
+  const OwnedColumn small = OwnedColumn::Of<int32_t>("x", DType::kInt32, {{1, 2, 3}});
+  const OwnedColumn large = OwnedColumn::Of<int32_t>(
+      "x", DType::kInt32, {std::vector<int32_t>(20000, 4), std::vector<int32_t>(20000, 5)});
+  ASSERT_OK(PutSync(*dock, 0, {0}, {small}));  // the oldest step holds a chunk
+  for (int64_t step = 1; step < 300; ++step) {
+    std::latch start(kSmall + kLarge);
+    std::vector<absl::Status> small_puts(kSmall), large_puts(kLarge);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kSmall + kLarge; ++i) {
+      threads.emplace_back([&, i] {
+        start.arrive_and_wait();
+        if (i < kSmall) {
+          small_puts[i] = PutSync(*dock, step, {i}, {small}).status();
+        } else {
+          const int64_t row = kSmall + 2 * (i - kSmall);
+          large_puts[i - kSmall] = PutSync(*dock, step, {row, row + 1}, {large}).status();
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    SCOPED_TRACE(absl::StrCat("step ", step));
+    for (const absl::Status& put : small_puts) EXPECT_OK(put);
+    for (const absl::Status& put : large_puts) {
+      EXPECT_STATUS(put, absl::StatusCode::kResourceExhausted, "memory limit");
+    }
+    ASSERT_OK(dock->ReleaseStep(step - 1));
+  }
+}
 
 }  // namespace
 }  // namespace tdock
