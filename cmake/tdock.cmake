@@ -24,5 +24,6 @@ function(tdock_cc_test NAME)
     set(_env ENVIRONMENT
         "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/scripts/tsan.supp")
   endif()
-  gtest_discover_tests(${NAME} DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 300 ${_env})
+  # Labelled by binary, so a lane can run some binaries' tests (ctest -L).
+  gtest_discover_tests(${NAME} DISCOVERY_TIMEOUT 120 PROPERTIES TIMEOUT 300 LABELS ${NAME} ${_env})
 endfunction()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds everything (RelWithDebInfo) into build/,
-# builds the transport-free core with ThreadSanitizer into build-tsan/ and runs
-# its tests, builds the libFuzzer target with clang (ASan, UBSan) into
+# builds the core and persistence tests with ThreadSanitizer into build-tsan/
+# and runs them, builds the libFuzzer target with clang (ASan, UBSan) into
 # build-fuzz/ and runs it for FUZZ_SECONDS over tests/fuzz/corpus, then runs
 # every test of build/ with ctest. Exits non-zero if any build or test fails
 # (or the fuzzer finds a crash, leak or sanitizer report); the last lines are
@@ -34,14 +34,15 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 if [[ "${TDOCK_SKIP_TSAN:-0}" != 1 ]]; then
-  echo "test: building the core with ThreadSanitizer in $TSAN_BUILD_DIR/"
+  echo "test: building the core and persistence tests with ThreadSanitizer in $TSAN_BUILD_DIR/"
   cmake -S . -B "$TSAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTDOCK_CORE_ONLY=ON -DTDOCK_TSAN=ON >/dev/null
-  cmake --build "$TSAN_BUILD_DIR" -j "$JOBS" --target tdock_core_tests
-  echo "test: core tests under ThreadSanitizer"
+    -DTDOCK_CORE_ONLY=OFF -DTDOCK_TSAN=ON >/dev/null
+  cmake --build "$TSAN_BUILD_DIR" -j "$JOBS" --target tdock_core_tests tdock_persistence_tests
+  echo "test: core and persistence tests under ThreadSanitizer"
   # scripts/tsan.supp: false positives from Debian's uninstrumented Abseil.
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp ${TSAN_OPTIONS:-}" \
-    ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j "$JOBS"
+    ctest --test-dir "$TSAN_BUILD_DIR" --output-on-failure -j "$JOBS" \
+      -L '^(tdock_core_tests|tdock_persistence_tests)$'
 fi
 
 if [[ "${TDOCK_SKIP_FUZZ:-0}" != 1 ]]; then
