@@ -42,7 +42,14 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
 absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
                                                           DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  return std::shared_ptr<DockImpl>(new DockImpl(std::move(spec), limits));
+  std::shared_ptr<DockImpl> dock(new DockImpl(std::move(spec), limits));
+  if (dock->limits_.timers == nullptr) dock->own_timers_ = std::make_unique<TimerService>();
+  TimerService& timers =
+      dock->limits_.timers != nullptr ? *dock->limits_.timers : *dock->own_timers_;
+  dock->alarm_ = timers.NewAlarm([weak = std::weak_ptr<DockImpl>(dock)] {
+    if (std::shared_ptr<DockImpl> self = weak.lock()) self->OnAlarm();
+  });
+  return dock;
 }
 
 DockImpl::DockImpl(DockSpec spec, DockLimits limits)
@@ -68,28 +75,17 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
   }
   if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
-  leases_ = std::make_unique<LeaseTable>(absl::StrCat("dock '", name_, "'"),
-                                         [this] { ExpireLeases(); }, limits.first_lease_id);
-  timer_ = std::thread([this] { TimerLoop(); });
+  // Leases are added once Create has set the alarm.
+  leases_ = std::make_unique<LeaseTable>(
+      absl::StrCat("dock '", name_, "'"), [this](absl::Time when) { alarm_->RingAt(when); },
+      limits.first_lease_id);
 }
 
 DockImpl::~DockImpl() { Stop(); }
 
 void DockImpl::Stop() {
-  leases_->Stop();  // its thread calls into the dock
+  alarm_->Stop();  // waits for a ring in progress (unless this is it)
   Shutdown();
-  {
-    tdock::MutexLock lock(&waiters_mu_);
-    if (timer_stop_) return;
-    timer_stop_ = true;
-    timer_cv_.SignalAll();
-  }
-  // The last reference may go on the timer thread itself (a callback it ran).
-  if (timer_.get_id() == std::this_thread::get_id()) {
-    timer_.detach();
-  } else {
-    timer_.join();
-  }
 }
 
 DockJournal::Done DockImpl::KeepAlive(DockJournal::Done done) {

@@ -27,13 +27,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "common/spec.h"
+#include "common/timer_service.h"
 #include "server/dock/arena.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/leases.h"
@@ -68,9 +68,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   static absl::StatusOr<std::shared_ptr<DockImpl>> Create(DockSpec spec,
                                                           DockLimits limits);
   ~DockImpl();
-  // Stops the lease and wait timers (their threads call into the dock) and
-  // ends every parked call. Later journal callbacks still run; they find
-  // the dock stopped. Idempotent; the destructor calls it too.
+  // Stops the dock's alarm (wait bounds, leases) and ends every parked
+  // call. Later journal callbacks still run; they find the dock stopped.
+  // Idempotent; the destructor calls it too.
   void Stop();
   DockImpl(const DockImpl&) = delete;
   DockImpl& operator=(const DockImpl&) = delete;
@@ -297,8 +297,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end);
   void RemoveWaiterLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
   int64_t ParkedGetsLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
-  void TimerLoop();
-  bool TimerShouldWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
+  // The dock's alarm rang: ends parked calls past their wait bound, expires
+  // leases, retries parked Puts, and sets the alarm for what comes next.
+  void OnAlarm();
 
   // Constant after construction.
   const std::string name_;
@@ -330,13 +331,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_GUARDED_BY(waiters_mu_);
   std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
   bool shutting_down_ ABSL_GUARDED_BY(waiters_mu_) = false;
-  bool timer_stop_ ABSL_GUARDED_BY(waiters_mu_) = false;
-  absl::Time timer_target_ ABSL_GUARDED_BY(waiters_mu_);
-  CondVar timer_cv_;  // signalled when a deadline is parked or on stop
 
   std::atomic<uint64_t> random_calls_{0};  // per-Get seed diversifier
-  std::thread timer_;
-  // Declared last: destroyed first, stopping its thread before the rest.
+  // On the server's timer service (DockLimits::timers). Set in Create, then
+  // constant; rings through a weak reference, so it never keeps the dock
+  // alive, and Stop stops it before the dock goes.
+  std::unique_ptr<TimerService::Alarm> alarm_;
+  std::unique_ptr<TimerService> own_timers_;  // without DockLimits::timers
   std::unique_ptr<LeaseTable> leases_;
   // Set before serving, then constant.
   std::shared_ptr<DockJournal> journal_;

@@ -98,7 +98,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
         w->get_done = std::move(done);
         waiters_.emplace(w->id, w);
         deadlines_.emplace(w->deadline, w->id);
-        timer_cv_.SignalAll();
+        alarm_->RingAt(w->deadline);
       }
     }
   }
@@ -126,7 +126,9 @@ void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
         w->put_reason = std::move(attempt.park_reason);
         waiters_.emplace(w->id, w);
         deadlines_.emplace(w->deadline, w->id);
-        timer_cv_.SignalAll();
+        // Memory that comes back when a batch pinning a released step goes
+        // away wakes nobody: parked Puts also retry on a tick.
+        alarm_->RingAt(std::min(w->deadline, absl::Now() + kPutRetryInterval));
         return;
       }
     }
@@ -243,48 +245,33 @@ void DockImpl::Cancel(uint64_t id) {
   EndWaiter(std::move(w), Waiter::End::kCancelled);
 }
 
-bool DockImpl::TimerShouldWake() const {
-  return timer_stop_ ||
-         (!deadlines_.empty() && deadlines_.begin()->first < timer_target_);
-}
-
-void DockImpl::TimerLoop() {
-  for (;;) {
-    std::vector<std::shared_ptr<Waiter>> expired;
-    bool retry_puts = false;
-    {
-      tdock::MutexLock lock(&waiters_mu_);
-      timer_target_ = absl::InfiniteFuture();
-      for (const auto& [id, w] : waiters_) {
-        if (w->is_put) timer_target_ = absl::Now() + kPutRetryInterval;
+void DockImpl::OnAlarm() {
+  ExpireLeases();
+  std::vector<std::shared_ptr<Waiter>> expired;
+  bool retry_puts = false;
+  absl::Time next = leases_->NextDeadline();
+  {
+    tdock::MutexLock lock(&waiters_mu_);
+    const absl::Time now = absl::Now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      auto it = waiters_.find(deadlines_.begin()->second);
+      deadlines_.erase(deadlines_.begin());
+      if (it == waiters_.end()) continue;
+      std::shared_ptr<Waiter> w = it->second;
+      if (w->in_retry) {
+        w->end = Waiter::End::kExpired;
+        continue;
       }
-      if (!deadlines_.empty() && deadlines_.begin()->first < timer_target_) {
-        timer_target_ = deadlines_.begin()->first;
-      }
-      // Wakes at the target, or when an earlier deadline is parked (parking
-      // signals timer_cv_).
-      while (!TimerShouldWake()) {
-        if (timer_cv_.WaitWithDeadline(&waiters_mu_, timer_target_)) break;
-      }
-      if (timer_stop_) return;
-      const absl::Time now = absl::Now();
-      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-        auto it = waiters_.find(deadlines_.begin()->second);
-        deadlines_.erase(deadlines_.begin());
-        if (it == waiters_.end()) continue;
-        std::shared_ptr<Waiter> w = it->second;
-        if (w->in_retry) {
-          w->end = Waiter::End::kExpired;
-          continue;
-        }
-        waiters_.erase(it);
-        expired.push_back(std::move(w));
-      }
-      for (const auto& [id, w] : waiters_) retry_puts |= w->is_put;
+      waiters_.erase(it);
+      expired.push_back(std::move(w));
     }
-    for (auto& w : expired) EndWaiter(std::move(w), Waiter::End::kExpired);
-    if (retry_puts) WakePuts();
+    for (const auto& [id, w] : waiters_) retry_puts |= w->is_put;
+    if (!deadlines_.empty()) next = std::min(next, deadlines_.begin()->first);
+    if (retry_puts) next = std::min(next, now + kPutRetryInterval);
   }
+  if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
+  for (auto& w : expired) EndWaiter(std::move(w), Waiter::End::kExpired);
+  if (retry_puts) WakePuts();
 }
 
 }  // namespace tdock::internal

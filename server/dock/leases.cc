@@ -14,40 +14,14 @@ constexpr size_t kRemembered = size_t{1} << 16;
 
 }  // namespace
 
-LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void()> expire, uint64_t first_id)
-    : who_(std::move(who)), expire_(std::move(expire)), next_id_(std::max<uint64_t>(first_id, 1)) {}
+LeaseTable::LeaseTable(std::string who, absl::AnyInvocable<void(absl::Time)> wake_at,
+                       uint64_t first_id)
+    : who_(std::move(who)), wake_at_(std::move(wake_at)),
+      next_id_(std::max<uint64_t>(first_id, 1)) {}
 
-LeaseTable::~LeaseTable() { Stop(); }
-
-void LeaseTable::Stop() {
-  {
-    tdock::MutexLock lock(&mu_);
-    stop_ = true;
-    cv_.SignalAll();
-  }
-  if (!thread_.joinable()) return;
-  if (thread_.get_id() == std::this_thread::get_id()) {
-    thread_.detach();
-  } else {
-    thread_.join();
-  }
-}
-
-void LeaseTable::Run() {
-  mu_.Lock();
-  while (!stop_) {
-    const absl::Time target =
-        deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
-    if (target <= absl::Now()) {
-      // Called without our lock: the dock's calls take it.
-      mu_.Unlock();
-      expire_();
-      mu_.Lock();
-      continue;
-    }
-    cv_.WaitWithDeadline(&mu_, target);
-  }
-  mu_.Unlock();
+absl::Time LeaseTable::NextDeadline() const {
+  tdock::MutexLock lock(&mu_);
+  return deadlines_.empty() ? absl::InfiniteFuture() : deadlines_.begin()->first;
 }
 
 LeaseCounts& LeaseTable::CountsLocked(int consumer) {
@@ -70,20 +44,15 @@ uint64_t LeaseTable::AddWithId(Lease lease, bool pinned) {
     next_id_ = std::max(next_id_, lease.id + 1);
   }
   const uint64_t id = lease.id;
-  const bool earliest =
-      !pinned && (deadlines_.empty() || lease.deadline < deadlines_.begin()->first);
-  if (!pinned) deadlines_.emplace(lease.deadline, id);
+  if (!pinned) {
+    deadlines_.emplace(lease.deadline, id);
+    wake_at_(lease.deadline);
+  }
   if (lease.round >= 0) {
     shares_[{lease.consumer, lease.step, lease.round, lease.rank}] = id;
   }
   ++CountsLocked(lease.consumer).in_flight;
   leases_.emplace(id, Entry{std::move(lease), pinned});
-  if (!started_ && !stop_) {
-    started_ = true;
-    thread_ = std::thread([this] { Run(); });
-  } else if (earliest) {
-    cv_.SignalAll();
-  }
   return id;
 }
 
@@ -166,10 +135,8 @@ void LeaseTable::Unpin(uint64_t id, std::optional<absl::Time> deadline) {
   if (it == leases_.end() || !it->second.pinned) return;
   it->second.pinned = false;
   if (deadline.has_value()) it->second.lease.deadline = *deadline;
-  const bool earliest = deadlines_.empty() ||
-                        it->second.lease.deadline < deadlines_.begin()->first;
   deadlines_.emplace(it->second.lease.deadline, id);
-  if (earliest) cv_.SignalAll();
+  wake_at_(it->second.lease.deadline);
 }
 
 absl::StatusOr<Lease> LeaseTable::PinFor(uint64_t id, int consumer,

@@ -9,14 +9,14 @@
 // while, so a late Ack is told which of these happened.
 //
 // The table only keeps the records; the dock moves the rows (consumed bits,
-// in-flight counts, balanced redeliveries) under its own lock. The table's
-// thread sleeps until the earliest deadline and then calls `expire`, which
-// pins the expired leases (PinExpired), records their ends and only then
-// ends them (TakePinned): an expiry, like every end, is recorded first.
+// in-flight counts, balanced redeliveries) under its own lock. The table
+// tells the dock when a lease gets a deadline (`wake_at`); at that time the
+// dock pins the expired leases (PinExpired), records their ends and only
+// then ends them (TakePinned): an expiry, like every end, is recorded first.
 //
-// Thread safety: every method may be called from any thread; mu_ is a leaf
-// lock (taken under the dock's mutex, never the other way round). `expire`
-// runs on the table's thread without mu_ held.
+// Thread safety: every method may be called from any thread; mu_ is taken
+// under the dock's mutexes, never the other way round. `wake_at` is called
+// with mu_ held and must not call back into the table.
 #ifndef TDOCK_SERVER_DOCK_LEASES_H_
 #define TDOCK_SERVER_DOCK_LEASES_H_
 
@@ -25,7 +25,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -59,13 +58,11 @@ struct LeaseCounts {
 
 class LeaseTable final {
  public:
-  // `who` names the dock in messages ("dock 'grpo'").
-  // Ids start at `first_id` (> 0).
-  LeaseTable(std::string who, absl::AnyInvocable<void()> expire, uint64_t first_id = 1);
-  ~LeaseTable();  // Stop()
-  // Stops the thread; `expire` is not called once this returns (unless
-  // called from `expire` itself). Idempotent.
-  void Stop();
+  // `who` names the dock in messages ("dock 'grpo'"). `wake_at(t)`: a lease
+  // now expires at t (PinExpired then finds it). Ids start at `first_id`
+  // (> 0).
+  LeaseTable(std::string who, absl::AnyInvocable<void(absl::Time)> wake_at,
+             uint64_t first_id = 1);
   LeaseTable(const LeaseTable&) = delete;
   LeaseTable& operator=(const LeaseTable&) = delete;
 
@@ -104,6 +101,8 @@ class LeaseTable final {
   // ends with TakePinned(kExpired) once its end is recorded (or Unpin with a
   // later deadline, to try again).
   std::vector<Lease> PinExpired(absl::Time now);
+  // The earliest deadline of a lease whose clock runs (InfiniteFuture: none).
+  absl::Time NextDeadline() const;
   // Ends and returns the in-flight lease of a BALANCED share, if any: the
   // rank asked for the round again and gets a new lease (`by`).
   std::optional<Lease> TakeShare(int consumer, int64_t step, int64_t round,
@@ -121,7 +120,6 @@ class LeaseTable final {
   };
   using ShareKey = std::tuple<int, int64_t, int64_t, int32_t>;
 
-  void Run();
   uint64_t AddWithId(Lease lease, bool pinned);  // id 0: the next one
   // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
   Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
@@ -132,7 +130,7 @@ class LeaseTable final {
   LeaseCounts& CountsLocked(int consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string who_;
-  absl::AnyInvocable<void()> expire_;
+  absl::AnyInvocable<void(absl::Time)> wake_at_ ABSL_GUARDED_BY(mu_);
 
   mutable tdock::Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_);
@@ -143,10 +141,6 @@ class LeaseTable final {
   absl::flat_hash_map<uint64_t, std::string> ended_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> ended_order_ ABSL_GUARDED_BY(mu_);
   std::vector<LeaseCounts> counts_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
-  CondVar cv_;  // a new earliest deadline, or stop
-  std::thread thread_;
 };
 
 }  // namespace tdock::internal

@@ -88,6 +88,7 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
   }
   DockLimits dock_limits = limits_.dock;
   dock_limits.first_lease_id = first_lease_id_;
+  if (dock_limits.timers == nullptr) dock_limits.timers = timers_;
   TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, dock_limits));
   if (hooks_ != nullptr) TDOCK_RETURN_IF_ERROR(hooks_->Created(*dock));
   tdock::MutexLock lock(&mu_);

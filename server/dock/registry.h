@@ -2,7 +2,7 @@
 //
 // Thread safety: all methods are safe to call concurrently. Docks are handed
 // out as shared_ptr so a call in progress keeps its dock alive across a
-// concurrent Delete.
+// concurrent Delete. Every dock's timers run on one TimerService thread.
 #ifndef TDOCK_SERVER_DOCK_REGISTRY_H_
 #define TDOCK_SERVER_DOCK_REGISTRY_H_
 
@@ -37,7 +37,8 @@ class RegistryHooks {
 
 class DockRegistry final {
  public:
-  explicit DockRegistry(RegistryLimits limits = {}) : limits_(limits) {}
+  explicit DockRegistry(RegistryLimits limits = {})
+      : limits_(limits), timers_(std::make_shared<TimerService>()) {}
   DockRegistry(const DockRegistry&) = delete;
   DockRegistry& operator=(const DockRegistry&) = delete;
 
@@ -62,6 +63,8 @@ class DockRegistry final {
 
  private:
   const RegistryLimits limits_;
+  // One thread for every dock's wait bounds and leases.
+  const std::shared_ptr<TimerService> timers_;
   RegistryHooks* hooks_ = nullptr;
   uint64_t first_lease_id_ = 1;
   // Serializes creations, so that a stored spec is the one served.

@@ -16,6 +16,7 @@
 #include "common/balance/stats.h"
 #include "common/packed.h"
 #include "common/spec.h"
+#include "common/timer_service.h"
 
 namespace tdock {
 
@@ -105,6 +106,9 @@ struct DockLimits {
   // never handed out twice across restarts (an Ack retried after a restart
   // cannot acknowledge another worker's lease).
   uint64_t first_lease_id = 1;
+  // The timer service the dock's wait bounds and leases run on (a server
+  // shares one among its docks). Null: the dock starts one of its own.
+  std::shared_ptr<TimerService> timers;
 };
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;
