@@ -210,7 +210,9 @@ absl::Status Server::Impl::StartLocked() {
                     .max_wait_ms = options_.limits.max_wait_ms});
   if (persistence_ != nullptr) {
     service_->SetCheckpoint(
-        [this](const std::string& dir) { return persistence_->Checkpoint(dir); });
+        [this](const std::string& dir, StatusCallback done) {
+          persistence_->Checkpoint(dir, std::move(done));
+        });
   }
   int selected_port = 0;
   server_ = BuildServer(std::move(credentials), &selected_port);

@@ -1,5 +1,7 @@
 #include "server/dock/registry.h"
 
+#include <future>
+
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -107,20 +109,31 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name
   return it->second.dock;
 }
 
-absl::Status DockRegistry::Delete(const std::string& name) {
+void DockRegistry::Delete(const std::string& name, StatusCallback done) {
   std::shared_ptr<Dock> dock;
   {
     tdock::MutexLock lock(&mu_);
     auto it = docks_.find(name);
     if (it == docks_.end()) {
-      return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
+      std::move(done)(absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist")));
+      return;
     }
     dock = std::move(it->second.dock);
     docks_.erase(it);
   }
   // Parked calls end now; calls in progress keep the dock alive until done.
   dock->Shutdown();
-  return hooks_ != nullptr ? hooks_->Deleted(name) : absl::OkStatus();
+  if (hooks_ == nullptr) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  hooks_->Deleted(name, std::move(done));
+}
+
+absl::Status DockRegistry::Delete(const std::string& name) {
+  std::promise<absl::Status> deleted;
+  Delete(name, [&deleted](absl::Status s) { deleted.set_value(std::move(s)); });
+  return deleted.get_future().get();
 }
 
 std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {

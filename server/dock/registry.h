@@ -32,7 +32,8 @@ class RegistryHooks {
   virtual ~RegistryHooks() = default;
   // A new dock, before it is served; an error refuses the creation.
   virtual absl::Status Created(Dock& dock) = 0;
-  virtual absl::Status Deleted(const std::string& name) = 0;
+  // A deleted dock; `done` once its records are gone.
+  virtual void Deleted(const std::string& name, StatusCallback done) = 0;
 };
 
 class DockRegistry final {
@@ -50,6 +51,9 @@ class DockRegistry final {
   absl::StatusOr<std::shared_ptr<Dock>> Create(DockSpec spec);
   // NOT_FOUND naming the dock.
   absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
+  // Ends the dock's parked calls, then `done` once its records are gone.
+  void Delete(const std::string& name, StatusCallback done);
+  // The same, waiting (tests, tools): never on a journal's thread.
   absl::Status Delete(const std::string& name);
   // Docks in name order.
   std::vector<std::shared_ptr<Dock>> List() const;

@@ -56,14 +56,14 @@ absl::Status Journal::Flush() { return RunWhenFlushed(nullptr); }
 
 absl::Status Journal::RunWhenFlushed(absl::AnyInvocable<absl::Status() &&> task) {
   std::promise<absl::Status> flushed;
-  {
-    tdock::MutexLock lock(&mu_);
-    queue_.push_back({StoreBatch(),
-                      [&flushed](absl::Status s) { flushed.set_value(std::move(s)); }, true,
-                      std::move(task)});
-    cv_.SignalAll();
-  }
+  WhenFlushed(std::move(task), [&flushed](absl::Status s) { flushed.set_value(std::move(s)); });
   return flushed.get_future().get();
+}
+
+void Journal::WhenFlushed(absl::AnyInvocable<absl::Status() &&> task, Done done) {
+  tdock::MutexLock lock(&mu_);
+  queue_.push_back({StoreBatch(), std::move(done), true, std::move(task)});
+  cv_.SignalAll();
 }
 
 Journal::Stats Journal::stats() const {

@@ -62,6 +62,9 @@ class Journal final {
   // and returns its status: for what reads the store as of now, such as a
   // checkpoint, without a Store call on the caller's thread.
   absl::Status RunWhenFlushed(absl::AnyInvocable<absl::Status() &&> task);
+  // The same without waiting: `done` gets the task's status (or the flush's
+  // error), on the completion thread.
+  void WhenFlushed(absl::AnyInvocable<absl::Status() &&> task, Done done);
 
   struct Stats {
     int64_t batches = 0;  // submitted

@@ -68,7 +68,7 @@ void Persistence::AttachJournal(Dock& dock, uint64_t next_handout) {
   dock.AttachJournal(std::move(journal));
 }
 
-absl::Status Persistence::Deleted(const std::string& name) {
+void Persistence::Deleted(const std::string& name, StatusCallback done) {
   StoreBatch batch;
   batch.Delete(SpecKey(name));
   for (const std::string& prefix : {DockPrefix(name), TombPrefix(name)}) {
@@ -83,16 +83,20 @@ absl::Status Persistence::Deleted(const std::string& name) {
       journals_.erase(it);
     }
   }
-  if (journal == nullptr) return Write(std::move(batch));
+  if (journal == nullptr) {
+    journal_->Submit(std::move(batch), std::move(done));
+    return;
+  }
   // The deletion goes after the dock's last record, and none follows it.
-  std::promise<absl::Status> stored;
-  journal->Close(std::move(batch),
-                 [&stored](absl::Status s) { stored.set_value(std::move(s)); });
-  return stored.get_future().get();
+  journal->Close(std::move(batch), std::move(done));
 }
 
 absl::Status Persistence::Checkpoint(const std::string& dir) {
   return journal_->RunWhenFlushed([&] { return store_->Checkpoint(dir); });
+}
+
+void Persistence::Checkpoint(const std::string& dir, StatusCallback done) {
+  journal_->WhenFlushed([this, dir] { return store_->Checkpoint(dir); }, std::move(done));
 }
 
 }  // namespace tdock::persist

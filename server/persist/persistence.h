@@ -61,11 +61,13 @@ class Persistence final : public RegistryHooks {
   // RegistryHooks: a new dock's spec is stored (waited for) before it is
   // served; a deleted dock's records go.
   absl::Status Created(Dock& dock) override;
-  absl::Status Deleted(const std::string& name) override;
+  void Deleted(const std::string& name, StatusCallback done) override;
 
   // An atomic copy of the store in `dir`, after everything acknowledged so
   // far is stored; a server started with --data_dir=dir serves it.
   absl::Status Checkpoint(const std::string& dir);
+  // The same, answering through `done` (on the journal's completion thread).
+  void Checkpoint(const std::string& dir, StatusCallback done);
 
   Journal& journal() { return *journal_; }
   Store& store() { return *store_; }

@@ -166,7 +166,11 @@ grpc::ServerUnaryReactor* DockService::DeleteDock(
     grpc::CallbackServerContext* context, const v1::DeleteDockRequest* request,
     v1::DeleteDockResponse* /*response*/) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-  return FinishNow(context, registry_->Delete(request->dock()));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  registry_->Delete(request->dock(), [reactor](absl::Status deleted) {
+    reactor->Finish(ToGrpcStatus(deleted));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::ListDocks(
@@ -284,7 +288,11 @@ grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* c
   if (request->dir().empty()) {
     return FinishNow(context, absl::InvalidArgumentError("Checkpoint: dir is empty"));
   }
-  return FinishNow(context, checkpoint_(request->dir()));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  checkpoint_(request->dir(), [reactor](absl::Status copied) {
+    reactor->Finish(ToGrpcStatus(copied));
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::EndLease(grpc::CallbackServerContext* context,

@@ -1,9 +1,10 @@
 // DockService: the tdock.v1.Dock gRPC service over a DockRegistry.
 //
 // Control plane calls are typed unary callbacks: AddConsumer, ReleaseStep,
-// Ack and Nack finish from the dock's callback (once recorded), without a
-// thread waiting; CreateDock, DeleteDock, ListDocks and GetDockStatus
-// finish inline.
+// Ack, Nack, DeleteDock and Checkpoint finish from a callback (once
+// recorded), without a thread waiting; ListDocks and GetDockStatus finish
+// inline, and CreateDock waits for its spec's record (creations are
+// serialized, so a stored spec is the one served).
 // The data plane avoids copying payload: Put decodes the raw request with
 // the hand-written wire codec and hands the core spans into gRPC's receive
 // slices (the core makes the one copy into its arena); Get and Read encode
@@ -99,7 +100,7 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
                                        const v1::CheckpointRequest* request,
                                        v1::CheckpointResponse* response) override;
   // What Checkpoint does; unset: FAILED_PRECONDITION. REQUIRES: before serving.
-  void SetCheckpoint(std::function<absl::Status(const std::string& dir)> checkpoint) {
+  void SetCheckpoint(std::function<void(const std::string& dir, StatusCallback done)> checkpoint) {
     checkpoint_ = std::move(checkpoint);
   }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
@@ -148,7 +149,7 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   ServiceObserver* const observer_;
   const BearerToken* const token_;
   const ServiceLimits limits_;
-  std::function<absl::Status(const std::string& dir)> checkpoint_;
+  std::function<void(const std::string& dir, StatusCallback done)> checkpoint_;
 };
 
 }  // namespace tdock
