@@ -277,6 +277,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void ReturnLeaseLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Drops the in-flight rows of an ended lease (acknowledged or superseded).
   void SettleLeaseLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Lets a pinned lease run again (from `deadline` if given) and wakes the
+  // consumer's parked Gets, which may wait for the lease's share.
+  void UnpinLease(uint64_t id, int consumer, std::optional<absl::Time> deadline);
   // Wakes the consumer's parked Gets; auto-releases `settled_step` (>= 0) if
   // it is now done.
   void AfterLeaseEnded(int consumer, int64_t settled_step);

@@ -124,7 +124,11 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
         ReturnUnrecorded(consumer, rank, batch);
       } else if (batch.lease_id != 0) {
         // The lease runs from now: its hand-out is stored.
-        leases_->Unpin(batch.lease_id, absl::Now() + lease);
+        if (batch.round >= 0) {
+          UnpinLease(batch.lease_id, consumer, absl::Now() + lease);
+        } else {
+          leases_->Unpin(batch.lease_id, absl::Now() + lease);
+        }
       }
       // release: the rows' return (or their record) happens before an
       // auto-release that sees the count drop.

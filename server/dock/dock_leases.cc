@@ -106,9 +106,10 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
   }
   const bool acked = end == LeaseTable::End::kAcked;
   JournalLeaseEnd(pinned, acked, [this, lease_id, end, acked, rows = pinned.rows,
+                                  consumer = pinned.consumer,
                                   done = std::move(done)](absl::Status stored) mutable {
     if (!stored.ok()) {
-      leases_->Unpin(lease_id);
+      UnpinLease(lease_id, consumer, std::nullopt);
       std::move(done)(absl::UnavailableError(absl::StrCat(
           "dock '", name_, "': lease ", lease_id, ": not stored (", stored.message(), ")")));
       return;
@@ -130,6 +131,14 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
   });
 }
 
+void DockImpl::UnpinLease(uint64_t id, int consumer, std::optional<absl::Time> deadline) {
+  leases_->Unpin(id, deadline);
+  // A balanced rank may wait to ask for the share again (ServeRoundLocked).
+  std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
+  wanted[consumer] = true;
+  WakeGets(wanted);
+}
+
 void DockImpl::AfterLeaseEnded(int consumer, int64_t settled_step) {
   // Parked Gets of the consumer: rows came back, or the step may be over.
   std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
@@ -142,9 +151,10 @@ void DockImpl::ExpireLeases() {
   // Each expiry is recorded before its rows go back; one whose record
   // fails is tried again a second later.
   for (const Lease& expired : leases_->PinExpired(absl::Now())) {
-    JournalLeaseEnd(expired, /*acked=*/false, [this, id = expired.id](absl::Status stored) {
+    JournalLeaseEnd(expired, /*acked=*/false, [this, id = expired.id,
+                                               consumer = expired.consumer](absl::Status stored) {
       if (!stored.ok()) {
-        leases_->Unpin(id, absl::Now() + kExpiryRetry);
+        UnpinLease(id, consumer, absl::Now() + kExpiryRetry);
         return;
       }
       Lease ended;
@@ -170,7 +180,9 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
   WritePut(std::move(input), [this, id, done = std::move(done)](
                                  absl::StatusOr<PutResult> result) mutable {
     if (!result.ok()) {
-      leases_->Unpin(id);
+      if (std::optional<Lease> lease = leases_->Pinned(id)) {
+        UnpinLease(id, lease->consumer, std::nullopt);
+      }
       std::move(done)(std::move(result));
       return;
     }

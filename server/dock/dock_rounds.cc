@@ -175,6 +175,13 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   }
   const Round& round = state.rounds[k];
   const RoundShare& share = round.ranks[in.rank];
+  // The share's lease is changing hands (its hand-out or its end being
+  // recorded): wait for that, so one share never has two leases (UnpinLease
+  // and the lease's end wake this Get).
+  if (plan.lease > absl::ZeroDuration() &&
+      leases_->SharePinned(plan.index, part.step(), k, in.rank)) {
+    return attempt;
+  }
   state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
   pending.erase(k);
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);

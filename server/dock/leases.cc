@@ -202,6 +202,14 @@ std::vector<Lease> LeaseTable::PinExpired(absl::Time now) {
   return out;
 }
 
+bool LeaseTable::SharePinned(int consumer, int64_t step, int64_t round, int32_t rank) const {
+  tdock::MutexLock lock(&mu_);
+  auto share = shares_.find({consumer, step, round, rank});
+  if (share == shares_.end()) return false;
+  auto it = leases_.find(share->second);
+  return it != leases_.end() && it->second.pinned;
+}
+
 std::optional<Lease> LeaseTable::TakeShare(int consumer, int64_t step,
                                            int64_t round, int32_t rank) {
   tdock::MutexLock lock(&mu_);

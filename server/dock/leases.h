@@ -103,6 +103,8 @@ class LeaseTable final {
   std::vector<Lease> PinExpired(absl::Time now);
   // The earliest deadline of a lease whose clock runs (InfiniteFuture: none).
   absl::Time NextDeadline() const;
+  // A BALANCED share's lease is pinned (its hand-out or end being recorded).
+  bool SharePinned(int consumer, int64_t step, int64_t round, int32_t rank) const;
   // Ends and returns the in-flight lease of a BALANCED share, if any: the
   // rank asked for the round again and gets a new lease (`by`).
   std::optional<Lease> TakeShare(int consumer, int64_t step, int64_t round,

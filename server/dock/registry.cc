@@ -110,6 +110,10 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name
 }
 
 void DockRegistry::Delete(const std::string& name, StatusCallback done) {
+  // Serialized with creations: a dock of the same name created meanwhile
+  // can neither lose its records to this deletion nor keep the old dock's
+  // journal open (hooks only queue their records, so this is brief).
+  tdock::MutexLock deleting(&create_mu_);
   std::shared_ptr<Dock> dock;
   {
     tdock::MutexLock lock(&mu_);

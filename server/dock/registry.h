@@ -71,7 +71,8 @@ class DockRegistry final {
   const std::shared_ptr<TimerService> timers_;
   RegistryHooks* hooks_ = nullptr;
   uint64_t first_lease_id_ = 1;
-  // Serializes creations, so that a stored spec is the one served.
+  // Serializes creations and deletions, so that a stored spec is the one
+  // served and a deletion's records never meet a new dock's.
   tdock::Mutex create_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable tdock::Mutex mu_;
   struct Entry {

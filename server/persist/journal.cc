@@ -30,6 +30,11 @@ Journal::~Journal() {
 }
 
 void Journal::Submit(StoreBatch batch, Done done) {
+  absl::AnyInvocable<void() &&> now = Enqueue(std::move(batch), std::move(done));
+  if (now) std::move(now)();
+}
+
+absl::AnyInvocable<void() &&> Journal::Enqueue(StoreBatch batch, Done done) {
   const bool sync = options_.durability == Durability::kSync;
   bool now = !sync;  // async: acknowledged here, unless refused or held back
   absl::Status refused;
@@ -39,9 +44,12 @@ void Journal::Submit(StoreBatch batch, Done done) {
     if (!sync && !failed_.ok()) {
       refused = failed_;
     } else {
-      if (!sync && queued_bytes_ + batch.bytes() > options_.async_queue_bytes &&
-          queued_bytes_ > 0) {
+      // Once one batch is held back, later ones are too until its `done`
+      // has run: completions keep the order of the batches.
+      if (!sync && (held_ > 0 || (queued_bytes_ + batch.bytes() > options_.async_queue_bytes &&
+                                  queued_bytes_ > 0))) {
         now = false;
+        ++held_;
         ++stats_.held;
       }
       queued_bytes_ += batch.bytes();
@@ -49,7 +57,10 @@ void Journal::Submit(StoreBatch batch, Done done) {
       cv_.SignalAll();
     }
   }
-  if (now) std::move(done)(refused);
+  if (!now) return {};
+  return [done = std::move(done), refused = std::move(refused)]() mutable {
+    std::move(done)(std::move(refused));
+  };
 }
 
 absl::Status Journal::Flush() { return RunWhenFlushed(nullptr); }
@@ -111,8 +122,13 @@ void Journal::Run() {
         }
       }
       if (!dones.empty()) {
-        completions_.Post([dones = std::move(dones), status]() mutable {
+        // async: only held batches have a `done` here.
+        const int64_t held = sync ? 0 : static_cast<int64_t>(dones.size());
+        completions_.Post([this, dones = std::move(dones), status, held]() mutable {
           for (Done& done : dones) std::move(done)(status);
+          if (held == 0) return;
+          tdock::MutexLock lock(&mu_);
+          held_ -= held;
         });
         dones.clear();
       }

@@ -54,6 +54,10 @@ class Journal final {
   Journal& operator=(const Journal&) = delete;
 
   void Submit(StoreBatch batch, Done done);
+  // Submit for a caller that holds a lock of its own: queues the batch and
+  // returns what to run once that lock is released (`done`, when it is
+  // answered at once), or nothing.
+  absl::AnyInvocable<void() &&> Enqueue(StoreBatch batch, Done done);
   // Returns once everything submitted before the call is durable and the
   // `done` of every write before it has run; the error
   // of a failed write if there was one since the last Flush (async).
@@ -93,6 +97,7 @@ class Journal final {
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // async: the first failed write
   bool unsynced_ ABSL_GUARDED_BY(mu_) = false;  // async writes since the last sync
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // submitted, not yet written
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;  // async batches held whose `done` has not run
   Stats stats_ ABSL_GUARDED_BY(mu_);
   SerialExecutor completions_;  // runs the `done`s; drained after thread_ stops
   std::thread thread_;

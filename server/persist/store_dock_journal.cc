@@ -82,18 +82,28 @@ void StoreDockJournal::SpecChanged(const DockSpec& spec, Done done) {
 }
 
 void StoreDockJournal::Close(StoreBatch last, Done done) {
-  tdock::MutexLock lock(&mu_);
-  closed_ = true;
-  journal_->Submit(std::move(last), std::move(done));  // only enqueues
+  absl::AnyInvocable<void() &&> now;
+  {
+    tdock::MutexLock lock(&mu_);
+    closed_ = true;
+    now = journal_->Enqueue(std::move(last), std::move(done));
+  }
+  if (now) std::move(now)();
 }
 
 void StoreDockJournal::Submit(StoreBatch batch, Done done) {
+  // Queued under the lock, so that none follows Close; answered (async)
+  // after it, as the answer may record more.
+  bool closed = false;
+  absl::AnyInvocable<void() &&> now;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    if (!closed_) {
-      journal_->Submit(std::move(batch), std::move(done));  // only enqueues
-      return;
-    }
+    closed = closed_;
+    if (!closed) now = journal_->Enqueue(std::move(batch), std::move(done));
+  }
+  if (!closed) {
+    if (now) std::move(now)();
+    return;
   }
   std::move(done)(absl::FailedPreconditionError(
       absl::StrCat("dock '", dock_, "' was deleted; its records are gone")));

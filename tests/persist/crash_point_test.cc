@@ -497,6 +497,34 @@ TEST(Restart, LeaseRunsFromItsRecord) {
   EXPECT_OK(dock->Ack("scorer", leased.lease_id));
 }
 
+// A balanced share has one lease at a time: a rank that asks for its round
+// again while the first hand-out is still being stored waits for that
+// record, then gets a new lease that supersedes the first (whose Ack then
+// fails), instead of a second live lease on the same rows.
+TEST(Restart, ABalancedShareHasOneLeaseAtATime) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  ASSERT_OK(testing::PutSync(*dock, 0, {0, 1, 2, 3, 4, 5, 6, 7},
+                             {ColumnOf("score", 0, {0, 1, 2, 3, 4, 5, 6, 7})}));
+  GetInput ask = testing::GetOf("bal", 0, absl::Seconds(30));
+  ask.step = 0;
+  ask.round = 0;
+  store->Hold(true);
+  std::promise<absl::StatusOr<Batch>> first, again;
+  dock->Get(ask, [&first](absl::StatusOr<Batch> b) { first.set_value(std::move(b)); });
+  dock->Get(ask, [&again](absl::StatusOr<Batch> b) { again.set_value(std::move(b)); });
+  store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(Batch a, first.get_future().get());
+  ASSERT_OK_AND_ASSIGN(Batch b, again.get_future().get());
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_NE(a.lease_id, b.lease_id);
+  EXPECT_STATUS(dock->Ack("bal", a.lease_id), absl::StatusCode::kFailedPrecondition,
+                "asked for round 0");
+  EXPECT_OK(dock->Ack("bal", b.lease_id));
+}
+
 TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   constexpr int kWorkloads = 24;
   constexpr int kOps = 160;
