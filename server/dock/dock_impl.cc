@@ -156,6 +156,7 @@ void DockImpl::NextAddition() {
         recording_consumer_ = *answer;
         to_record = spec_;
         to_record.consumers.push_back(*answer);
+        recording_plan_ = MakePlan(to_record, static_cast<int>(to_record.consumers.size()) - 1);
       } else {
         if (answer.ok()) AddConsumerLocked(*answer);
         done = std::move(adding_.front().done);
@@ -180,6 +181,7 @@ void DockImpl::FinishAddition(const absl::Status& stored) {
     tdock::MutexLock lock(&mu_);
     ConsumerSpec consumer = *std::move(recording_consumer_);
     recording_consumer_.reset();
+    recording_plan_.reset();
     done = std::move(adding_.front().done);
     adding_.pop_front();
     if (stored.ok()) {
@@ -200,6 +202,14 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
+  }
+  {
+    // Rows already written must fit one response to it, or it could never
+    // be served.
+    DockSpec with = spec_;
+    with.consumers.push_back(consumer);
+    TDOCK_RETURN_IF_ERROR(
+        CheckWrittenFitLocked(MakePlan(with, static_cast<int>(with.consumers.size()) - 1)));
   }
   if (consumer.micro_batch.has_value()) {
     // Rows already written must fit the new consumer's budget, or it could

@@ -248,6 +248,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // consumers) larger than one response to some consumer carries.
   absl::Status CheckResponseSizesLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // INVALID_ARGUMENT if a row (a group) of a live step is already larger
+  // than one response to `plan`'s consumer carries (AddConsumer).
+  absl::Status CheckWrittenFitLocked(const ConsumerPlan& plan) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   Batch MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
                         const std::vector<int>& columns, bool with_payload) const
@@ -324,6 +328,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   bool adding_busy_ ABSL_GUARDED_BY(mu_) = false;
   // The first of adding_ while its spec is recorded (normalized).
   std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
+  std::optional<ConsumerPlan> recording_plan_ ABSL_GUARDED_BY(mu_);  // its plan
   // Rows written per column and handed out per consumer in released steps
   // (Stats adds the live steps' counts).
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);

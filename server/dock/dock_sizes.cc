@@ -77,7 +77,13 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
     }
     return bytes;
   };
-  for (const ConsumerPlan& plan : plans_) {
+  std::vector<const ConsumerPlan*> plans;
+  for (const ConsumerPlan& plan : plans_) plans.push_back(&plan);
+  // A consumer being added checked the rows written so far; it must fit
+  // the rows written while its record is stored as well.
+  if (recording_plan_.has_value()) plans.push_back(&*recording_plan_);
+  for (const ConsumerPlan* each : plans) {
+    const ConsumerPlan& plan = *each;
     if (plan.whole_groups && position.empty()) {
       for (size_t i = 0; i < in.rows.size(); ++i) position[in.rows[i]] = static_cast<int64_t>(i);
     }
@@ -96,6 +102,28 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
       if (bytes > limits_.max_batch_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(in.step), ": ", plan.whole_groups ? "the group of row " : "row ", row,
+            " would take ", bytes, " bytes in a response to consumer '", plan.name,
+            "', more than one response carries (", limits_.max_batch_bytes,
+            " bytes: the server's max_message_mb)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::CheckWrittenFitLocked(const ConsumerPlan& plan) const {
+  if (limits_.max_batch_bytes <= 0) return absl::OkStatus();
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  for (const auto& part : partitions_) {
+    if (!part->live()) continue;
+    for (int64_t first = 0; first < rows_per_step_; first += unit_rows) {
+      int64_t bytes = kFixedResponseBytes;
+      for (int64_t row = first; row < first + unit_rows; ++row) {
+        bytes += RowResponseBytesLocked(*part, plan, row);
+      }
+      if (bytes > limits_.max_batch_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Where(part->step()), ": ", plan.whole_groups ? "the group of row " : "row ", first,
             " would take ", bytes, " bytes in a response to consumer '", plan.name,
             "', more than one response carries (", limits_.max_batch_bytes,
             " bytes: the server's max_message_mb)"));

@@ -80,5 +80,29 @@ TEST_F(MessageLimitTest, PutOfARowNoResponseCarriesIsRefused) {
   EXPECT_OK(Put(responses));
 }
 
+// A consumer that could never be served is refused: after rows of 500 KB,
+// a whole-group consumer (a group of two is over the 1 MiB limit) cannot be
+// added, and nothing changes.
+TEST_F(MessageLimitTest, AddConsumerThatNoResponseCouldServeIsRefused) {
+  ASSERT_OK(CreateDock(GrpoSpec()));
+  for (int64_t row : {0, 1}) {
+    v1::PutRequest put;
+    put.set_dock("grpo");
+    put.add_rows(row);
+    *put.add_columns() = Int32Column("response_ids", {std::vector<int32_t>(125'000, 1)});
+    ASSERT_OK(Put(put));
+  }
+  v1::AddConsumerRequest request;
+  request.set_dock("grpo");
+  request.mutable_consumer()->set_name("groups");
+  request.mutable_consumer()->add_columns("response_ids");
+  request.mutable_consumer()->set_whole_groups(true);
+  v1::AddConsumerResponse response;
+  EXPECT_STATUS(FromGrpcStatus(stub_->AddConsumer(Context().get(), request, &response)),
+                absl::StatusCode::kInvalidArgument, "the group of row 0 would take");
+  ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse status, Status("grpo"));
+  EXPECT_EQ(status.spec().consumers_size(), 2);
+}
+
 }  // namespace
 }  // namespace tdock::service_testing
