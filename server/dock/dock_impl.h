@@ -63,6 +63,9 @@ struct Waiter {
   End end = End::kNone;   // an end decided while in_retry
 };
 
+// A consumer's resolved spec: the index, the column indexes, the policy.
+ConsumerPlan MakePlan(const DockSpec& spec, int index);
+
 class DockImpl final : public std::enable_shared_from_this<DockImpl> {
  public:
   static absl::StatusOr<std::shared_ptr<DockImpl>> Create(DockSpec spec,
@@ -100,7 +103,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void FinishRecovery();
 
  private:
-  // ---- Adding consumers (dock_impl.cc), one at a time: the first of
+  // ---- Adding consumers (dock_consumers.cc), one at a time: the first of
   // adding_ is checked, recorded (with a journal), then added.
   struct Addition {
     ConsumerSpec consumer;

@@ -1,0 +1,278 @@
+// What survives a restart, scenario by scenario (record before effect,
+// DESIGN.md §4): lease ids and acknowledgements, Puts that acknowledge a
+// lease, AddConsumer, a dock deleted and created again, rewrites, lease
+// clocks and expiries, balanced shares. Each runs a server on a
+// RecordingStore, makes chosen writes fail or wait, and restarts a server on
+// what the store holds.
+#include <algorithm>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/persist/recording_server.h"
+
+namespace tdock::persist::crash {
+namespace {
+
+using testing::GetSync;
+
+// Lease ids are never handed out twice, across restarts too: an Ack of a
+// lease acknowledged before a restart, retried after it, fails saying it was
+// acknowledged, instead of acknowledging the lease a new Get got.
+TEST(Restart, LeaseIdsAreNeverReused) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  RecordingStore* store = recording.store;
+  WriteIds(*dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer")));
+  ASSERT_OK(dock->Ack("scorer", first.lease_id));
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*restarted.dock, testing::GetOf("scorer")));
+  EXPECT_GT(second.lease_id, first.lease_id);
+  // A worker retrying an Ack whose answer it lost learns that it was stored.
+  EXPECT_STATUS(restarted.dock->Ack("scorer", first.lease_id),
+                absl::StatusCode::kFailedPrecondition,
+                "is not in flight: it was already acknowledged");
+  EXPECT_OK(restarted.dock->Ack("scorer", second.lease_id));
+  EXPECT_NE(second.rows, first.rows);
+}
+
+// A Put with ack_lease is atomic whichever of its writes fails: answered
+// OK, its acknowledgement survives a restart; failed, its cells are not
+// written and the lease is still in flight, so the retried Put succeeds.
+TEST(Restart, PutWithAckIsAtomic) {
+  for (int after = 0; after < 3; ++after) {
+    SCOPED_TRACE(absl::StrCat("the write after ", after, " fails"));
+    Recording recording;
+    Dock* dock = recording.dock.get();
+    RecordingStore* store = recording.store;
+    WriteIds(*dock, 0);
+    ASSERT_OK_AND_ASSIGN(Batch leased, GetSync(*dock, testing::GetOf("scorer")));
+    const std::vector<int64_t> rows = leased.rows;
+    store->FailNext(1, absl::UnavailableError("disk full"), after);
+    absl::StatusOr<PutResult> put = testing::PutSync(
+        *dock, 0, rows, {ColumnOf("score", 0, rows)}, absl::ZeroDuration(), leased.lease_id);
+    store->FailNext(0, absl::OkStatus());
+    if (!put.ok()) {
+      EXPECT_STATUS(dock->Read(0, rows, {"score"}), absl::StatusCode::kFailedPrecondition,
+                    "is not written");
+      ASSERT_OK(testing::PutSync(*dock, 0, rows, {ColumnOf("score", 0, rows)},
+                                 absl::ZeroDuration(), leased.lease_id));
+    }
+    recording.Stop();
+
+    Restarted restarted(*store);
+    EXPECT_STATUS(restarted.dock->Nack("scorer", leased.lease_id),
+                  absl::StatusCode::kFailedPrecondition, "is not in flight");
+    ASSERT_OK_AND_ASSIGN(Batch next, GetSync(*restarted.dock, testing::GetOf("scorer")));
+    for (int64_t row : next.rows) {
+      EXPECT_EQ(std::count(rows.begin(), rows.end(), row), 0) << row;
+    }
+  }
+}
+
+// AddConsumer records the new spec before the consumer exists: when that
+// record fails the call fails and the consumer takes no Get, so no hand-out
+// names a consumer the store does not know and the server comes back; the
+// retried call adds it, and it survives a restart with what it took.
+TEST(Restart, AddConsumerIsRecordedBeforeItServes) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  RecordingStore* store = recording.store;
+  WriteIds(*dock, 0);
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(dock->AddConsumer(LateConsumer()), absl::StatusCode::kUnavailable,
+                "not stored (journal: disk full)");
+  EXPECT_STATUS(GetSync(*dock, testing::GetOf("late")), absl::StatusCode::kNotFound,
+                "consumer 'late' is unknown");
+  ASSERT_OK(dock->AddConsumer(LateConsumer()));
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("late", 4)));
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  ASSERT_OK_AND_ASSIGN(Batch rest, GetSync(*restarted.dock, testing::GetOf("late", kRows)));
+  std::vector<int64_t> all = first.rows;
+  all.insert(all.end(), rest.rows.begin(), rest.rows.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all.size(), static_cast<size_t>(kRows));
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end());
+}
+
+// A deleted dock's late records never reach a dock created again under the
+// same name: the old dock's release, asked for after the delete (as by a
+// call that found the dock just before it), fails instead of deleting the
+// new dock's step 0, which survives a restart whole.
+TEST(Restart, ARecreatedDockGetsNoneOfTheOldOnesRecords) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> old = recording.dock;
+  WriteIds(*old, 0);
+  ASSERT_OK(recording.registry.Delete("crash"));
+  ASSERT_OK_AND_ASSIGN(recording.dock, recording.registry.Create(CrashSpec()));
+  WriteIds(*recording.dock, 0);
+  EXPECT_STATUS(old->ReleaseStep(0), absl::StatusCode::kUnavailable,
+                "dock 'crash' was deleted");
+  EXPECT_STATUS(testing::PutSync(*old, 1, {0}, {ColumnOf("ids", 1, {0})}),
+                absl::StatusCode::kUnavailable, "dock 'crash' was deleted");
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < kRows; ++row) rows.push_back(row);
+  ASSERT_OK_AND_ASSIGN(Batch step0, restarted.dock->Read(0, rows, {"ids"}));
+  EXPECT_EQ(step0.rows, rows);
+  EXPECT_STATUS(restarted.dock->Read(1, {0}, {"ids"}), absl::StatusCode::kFailedPrecondition,
+                "");
+}
+
+// Concurrent AddConsumer calls on a journaled dock are recorded one at a
+// time, each exactly once: every call succeeds, and the restarted dock has
+// the consumers in the order the running one gave them.
+TEST(Restart, ConcurrentAddConsumersAreEachRecordedOnce) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 8;
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        ConsumerSpec consumer = LateConsumer();
+        consumer.name = absl::StrCat("late", t, "_", i);
+        EXPECT_OK(recording.dock->AddConsumer(consumer).status());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const DockSpec running = recording.dock->spec();
+  ASSERT_EQ(running.consumers.size(), CrashSpec().consumers.size() + kThreads * kEach);
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_NE(restarted.dock, nullptr);
+  std::vector<std::string> before, after;
+  for (const ConsumerSpec& c : running.consumers) before.push_back(c.name);
+  for (const ConsumerSpec& c : restarted.dock->spec().consumers) after.push_back(c.name);
+  EXPECT_EQ(after, before);
+}
+
+// A rewrite of a rewritable column is seen only once it is stored: while
+// its record fails, readers keep the cell it would replace; the rewrite that
+// is stored is the one served, before and after a restart.
+TEST(Restart, RewriteIsSeenOnlyOnceStored) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  DockSpec spec = CrashSpec();
+  spec.name = "rewrites";
+  spec.columns[1].rewritable = true;  // score
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, recording.registry.Create(spec));
+  auto score = [](Dock& d) -> float {
+    absl::StatusOr<Batch> read = d.Read(0, {0}, {"score"});
+    EXPECT_OK(read.status());
+    return read.ok() ? testing::RowValues<float>(read->columns[0], 0)[0] : -1;
+  };
+  ASSERT_OK(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 0, {0})}));
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 1, {0})}),
+                absl::StatusCode::kUnavailable, "disk full");
+  EXPECT_EQ(score(*dock), ScoreOf(0, 0));
+  ASSERT_OK(testing::PutSync(*dock, 0, {0}, {ColumnOf("score", 2, {0})}));
+  EXPECT_EQ(score(*dock), ScoreOf(2, 0));
+  recording.Stop();
+
+  Restarted restarted(*store);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> recovered, restarted.registry.Find("rewrites"));
+  EXPECT_EQ(score(*recovered), ScoreOf(2, 0));
+}
+
+// The crash dock with a short lease for "scorer", created on `recording`,
+// with the ids of step 0 written.
+std::shared_ptr<Dock> ShortLeaseDock(Recording& recording, int64_t lease_ms) {
+  DockSpec spec = CrashSpec();
+  spec.name = "short";
+  spec.consumers[1].lease_ms = lease_ms;
+  absl::StatusOr<std::shared_ptr<Dock>> dock = recording.registry.Create(spec);
+  EXPECT_OK(dock.status());
+  if (!dock.ok()) return nullptr;
+  WriteIds(**dock, 0);
+  return *dock;
+}
+
+// A lease's expiry is recorded before its rows go back: while that record
+// fails, the rows stay with the lease (a Get finds nothing); once it is
+// stored (tried again a second later) they are handed out again.
+TEST(Restart, ExpiryIsRecordedBeforeTheRowsGoBack) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> dock = ShortLeaseDock(recording, 300);
+  ASSERT_NE(dock, nullptr);
+  // After the two hand-outs and the Ack, the first expiry's record fails.
+  store->FailNext(1, absl::UnavailableError("disk full"), /*after=*/3);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer", 2)));
+  ASSERT_OK_AND_ASSIGN(Batch rest, GetSync(*dock, testing::GetOf("scorer", kRows - 2)));
+  ASSERT_OK(dock->Ack("scorer", rest.lease_id));
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (store->failed() == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(store->failed(), 1);
+  ASSERT_OK_AND_ASSIGN(Batch during, GetSync(*dock, testing::GetOf("scorer", 2)));
+  EXPECT_TRUE(during.rows.empty()) << "rows went back before their expiry was stored";
+  ASSERT_OK_AND_ASSIGN(Batch again,
+                       GetSync(*dock, testing::GetOf("scorer", 2, absl::Seconds(30))));
+  EXPECT_EQ(again.rows, first.rows);
+}
+
+// A lease runs from when its hand-out is stored: a hand-out whose record
+// took longer than the lease (a slow disk) is still in flight when the Get
+// is answered, and its Ack succeeds.
+TEST(Restart, LeaseRunsFromItsRecord) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  std::shared_ptr<Dock> dock = ShortLeaseDock(recording, 500);
+  ASSERT_NE(dock, nullptr);
+  store->Hold(true);
+  std::promise<absl::StatusOr<Batch>> got;
+  dock->Get(testing::GetOf("scorer", 2),
+            [&got](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  absl::SleepFor(absl::Seconds(1));  // the slow record: longer than the lease
+  store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(Batch leased, got.get_future().get());
+  EXPECT_OK(dock->Ack("scorer", leased.lease_id));
+}
+
+// A balanced share has one lease at a time: a rank that asks for its round
+// again while the first hand-out is still being stored waits for that
+// record, then gets a new lease that supersedes the first (whose Ack then
+// fails), instead of a second live lease on the same rows.
+TEST(Restart, ABalancedShareHasOneLeaseAtATime) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  ASSERT_OK(testing::PutSync(*dock, 0, {0, 1, 2, 3, 4, 5, 6, 7},
+                             {ColumnOf("score", 0, {0, 1, 2, 3, 4, 5, 6, 7})}));
+  GetInput ask = testing::GetOf("bal", 0, absl::Seconds(30));
+  ask.step = 0;
+  ask.round = 0;
+  store->Hold(true);
+  std::promise<absl::StatusOr<Batch>> first, again;
+  dock->Get(ask, [&first](absl::StatusOr<Batch> b) { first.set_value(std::move(b)); });
+  dock->Get(ask, [&again](absl::StatusOr<Batch> b) { again.set_value(std::move(b)); });
+  store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(Batch a, first.get_future().get());
+  ASSERT_OK_AND_ASSIGN(Batch b, again.get_future().get());
+  EXPECT_EQ(a.rows, b.rows);
+  EXPECT_NE(a.lease_id, b.lease_id);
+  EXPECT_STATUS(dock->Ack("bal", a.lease_id), absl::StatusCode::kFailedPrecondition,
+                "asked for round 0");
+  EXPECT_OK(dock->Ack("bal", b.lease_id));
+}
+
+}  // namespace
+}  // namespace tdock::persist::crash
