@@ -123,6 +123,11 @@ DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
              : StepState::kBlocked;
 }
 
+bool DockImpl::HoldsLocked(int64_t step) const {
+  const Partition& part = PartitionOf(step);
+  return part.live() && part.step() == step;
+}
+
 int64_t DockImpl::BlockingStepLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
   return part.live() ? part.step() : step - steps_in_flight_;

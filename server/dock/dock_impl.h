@@ -147,6 +147,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // How a step relates to its partition.
   enum class StepState { kLive, kFree, kBlocked, kReleased };
   StepState ClassifyLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The partition holds `step`, live or being released. Completions that
+  // undo or account for a hand-out use this, not kLive: a release being
+  // recorded may fail and leave the step live, with every row as it was.
+  bool HoldsLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The step a blocked step waits for. REQUIRES: ClassifyLocked is kBlocked.
   int64_t BlockingStepLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Partition& PartitionOf(int64_t step) const;

@@ -170,7 +170,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
 std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, int consumer,
                                                                 int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
+  if (!HoldsLocked(step)) return std::nullopt;
   ConsumerState& state = PartitionOf(step).consumer(consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
@@ -194,7 +194,7 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
 
 void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive) return;
+  if (!HoldsLocked(step)) return;
   ConsumerState& state = PartitionOf(step).consumer(consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
@@ -211,7 +211,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
       // The lease goes with the hand-out it covered (pinned until stored).
       const Lease lease = leases_->TakePinned(batch.lease_id, LeaseTable::End::kUnrecorded);
       if (lease.id != 0) ReturnLeaseLocked(lease);
-    } else if (ClassifyLocked(batch.step) == StepState::kLive) {
+    } else if (HoldsLocked(batch.step)) {
       rows.consumer = consumer;
       rows.rank = rank;
       rows.step = batch.step;

@@ -51,7 +51,7 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
 }
 
 void DockImpl::SettleLeaseLocked(const Lease& lease) {
-  if (lease.id == 0 || ClassifyLocked(lease.step) != StepState::kLive) return;
+  if (lease.id == 0 || !HoldsLocked(lease.step)) return;
   // acq_rel: the auto-release check that sees zero sees the rest settled.
   PartitionOf(lease.step)
       .consumer(lease.consumer)
@@ -59,7 +59,7 @@ void DockImpl::SettleLeaseLocked(const Lease& lease) {
 }
 
 void DockImpl::ReturnLeaseLocked(const Lease& lease) {
-  if (ClassifyLocked(lease.step) != StepState::kLive) return;
+  if (!HoldsLocked(lease.step)) return;
   Partition& part = PartitionOf(lease.step);
   ConsumerState& state = part.consumer(lease.consumer);
   if (lease.round >= 0) {

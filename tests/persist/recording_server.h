@@ -55,7 +55,7 @@ struct Recording {
 inline void WriteIds(Dock& dock, int64_t step) {
   std::vector<int64_t> rows;
   for (int64_t row = 0; row < kRows; ++row) rows.push_back(row);
-  ASSERT_OK(testing::PutSync(dock, step, rows, {ColumnOf("ids", step, rows)}));
+  ASSERT_OK(testing::PutSync(dock, step, rows, {ColumnOf("ids", 0, step, rows)}));
 }
 
 }  // namespace tdock::persist::crash

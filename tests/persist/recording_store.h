@@ -44,6 +44,12 @@ class RecordingStore final : public Store {
     released_.SignalAll();
   }
 
+  // Writes waiting while held.
+  int64_t waiting() const {
+    tdock::MutexLock lock(&mu_);
+    return waiting_;
+  }
+
   // Successful writes so far: a crash point is a number in [0, writes()].
   int64_t writes() const {
     tdock::MutexLock lock(&mu_);
@@ -72,7 +78,9 @@ class RecordingStore final : public Store {
 
   absl::Status Write(const StoreBatch& batch, bool sync) override {
     tdock::MutexLock lock(&mu_);
+    ++waiting_;
     while (held_) released_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
+    --waiting_;
     if (fail_count_ > 0 && fail_after_ == 0) {
       --fail_count_;
       ++failed_;
@@ -122,6 +130,7 @@ class RecordingStore final : public Store {
   absl::Status fail_status_ ABSL_GUARDED_BY(mu_);
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar released_;
 };
 
