@@ -14,8 +14,50 @@ int64_t Batch::payload_bytes() const {
   return bytes;
 }
 
-absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec, DockLimits limits) {
+absl::StatusOr<std::unique_ptr<Dock>> Dock::Create(DockSpec spec, DockLimits limits,
+                                                   std::shared_ptr<DockJournal> journal) {
+  TDOCK_ASSIGN_OR_RETURN(DockRecovery empty, DockRecovery::Start(std::move(spec), limits));
+  return std::move(empty).Finish(std::move(journal));
+}
+
+absl::StatusOr<DockRecovery> DockRecovery::Start(DockSpec spec, DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(auto impl, internal::DockImpl::Create(std::move(spec), limits));
+  return DockRecovery(std::move(impl));
+}
+
+DockRecovery::DockRecovery(std::shared_ptr<internal::DockImpl> impl) : impl_(std::move(impl)) {}
+DockRecovery::DockRecovery(DockRecovery&&) noexcept = default;
+DockRecovery& DockRecovery::operator=(DockRecovery&&) noexcept = default;
+DockRecovery::~DockRecovery() {
+  if (impl_ != nullptr) impl_->Stop();
+}
+
+DockSpec DockRecovery::spec() const { return impl_->spec(); }
+absl::Status DockRecovery::Released(int64_t step) { return impl_->RecoverReleased(step); }
+
+absl::Status DockRecovery::Put(PutInput input) {
+  input.wait = absl::ZeroDuration();
+  std::promise<absl::Status> done;
+  impl_->Put(std::move(input), [&done](absl::StatusOr<PutResult> r) { done.set_value(r.status()); });
+  return done.get_future().get();
+}
+
+absl::Status DockRecovery::Round(const DockJournal::RoundRecord& record) {
+  return impl_->RecoverRound(record);
+}
+absl::Status DockRecovery::Delivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                                    uint64_t lease_id) {
+  return impl_->RecoverDelivery(step, consumer, round, rank, lease_id);
+}
+absl::Status DockRecovery::HandOut(const DockJournal::HandOut& handout) {
+  return impl_->RecoverHandOut(handout);
+}
+void DockRecovery::Acknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(lease_id); }
+
+std::unique_ptr<Dock> DockRecovery::Finish(std::shared_ptr<DockJournal> journal) && {
+  std::shared_ptr<internal::DockImpl> impl = std::move(impl_);
+  impl->AttachJournal(std::move(journal));
+  impl->FinishRecovery();
   return std::unique_ptr<Dock>(new Dock(std::move(impl)));
 }
 
@@ -31,22 +73,6 @@ uint64_t Dock::Get(GetInput input, GetCallback done) {
   return impl_->Get(std::move(input), std::move(done));
 }
 void Dock::Cancel(uint64_t id) { impl_->Cancel(id); }
-absl::Status Dock::RecoverReleased(int64_t step) { return impl_->RecoverReleased(step); }
-absl::Status Dock::RecoverHandOut(const DockJournal::HandOut& handout) {
-  return impl_->RecoverHandOut(handout);
-}
-absl::Status Dock::RecoverRound(const DockJournal::RoundRecord& record) {
-  return impl_->RecoverRound(record);
-}
-absl::Status Dock::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
-                                   uint64_t lease_id) {
-  return impl_->RecoverDelivery(step, consumer, round, rank, lease_id);
-}
-void Dock::RecoverAcknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(lease_id); }
-void Dock::FinishRecovery() { impl_->FinishRecovery(); }
-void Dock::AttachJournal(std::shared_ptr<DockJournal> journal) {
-  impl_->AttachJournal(std::move(journal));
-}
 void Dock::Ack(const std::string& consumer, uint64_t lease_id, RowsCallback done) {
   impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kAcked, std::move(done));
 }

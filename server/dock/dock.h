@@ -38,9 +38,12 @@ class DockImpl;
 
 class Dock final {
  public:
-  // Validates and normalizes `spec`; INVALID_ARGUMENT naming the field at fault.
-  static absl::StatusOr<std::unique_ptr<Dock>> Create(DockSpec spec,
-                                                      DockLimits limits = {});
+  // Validates and normalizes `spec`; INVALID_ARGUMENT naming the field at
+  // fault. With a journal, every change is recorded before it is
+  // acknowledged (see journal_hook.h). A new dock is a recovery from no
+  // records (DockRecovery::Start, then Finish).
+  static absl::StatusOr<std::unique_ptr<Dock>> Create(
+      DockSpec spec, DockLimits limits = {}, std::shared_ptr<DockJournal> journal = nullptr);
   ~Dock();
   Dock(const Dock&) = delete;
   Dock& operator=(const Dock&) = delete;
@@ -105,33 +108,53 @@ class Dock final {
 
   DockStats Stats() const;
 
-  // Persistence. Recovery rebuilds a dock from its records (before serving,
-  // without a journal): the cells go in with Put, then these restore what
-  // was handed out; FinishRecovery releases steps that were done. Then
-  // AttachJournal makes every later change recorded before it is
-  // acknowledged (see journal_hook.h). REQUIRES for all: before serving.
-  // RecoverReleased comes first: `step` was released (so later steps of its
-  // partition may start).
-  absl::Status RecoverReleased(int64_t step);
-  absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
-  absl::Status RecoverRound(const DockJournal::RoundRecord& record);
-  absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
-                               uint64_t lease_id);
-  // Lease `lease_id` was acknowledged: an Ack of it retried after the
-  // restart fails saying so.
-  void RecoverAcknowledged(uint64_t lease_id);
-  void FinishRecovery();
-  void AttachJournal(std::shared_ptr<DockJournal> journal);
-
   // Completes every parked Get and Put with UNAVAILABLE ("shutting down") and
   // makes later calls that would park fail the same way. For server shutdown.
   void Shutdown();
 
  private:
+  friend class DockRecovery;
   explicit Dock(std::shared_ptr<internal::DockImpl> impl);
   // Shared with the dock's journal callbacks in flight, which keep it alive
   // until they have run; ~Dock stops its threads and parked calls first.
   std::shared_ptr<internal::DockImpl> impl_;
+};
+
+// DockRecovery: the one way a Dock is built, from its records (none for a new
+// dock). Before the dock serves anything: the cells go in with Put, then
+// what was handed out is restored; Finish releases the steps that were done
+// and returns the dock, recording through its journal from then on.
+//
+// Thread safety: one thread at a time; the dock it returns, any.
+class DockRecovery final {
+ public:
+  static absl::StatusOr<DockRecovery> Start(DockSpec spec, DockLimits limits = {});
+  DockRecovery(DockRecovery&&) noexcept;
+  DockRecovery& operator=(DockRecovery&&) noexcept;
+  ~DockRecovery();
+
+  // The normalized spec.
+  DockSpec spec() const;
+  // `step` was released (so later steps of its partition may start). Comes
+  // before any cell of the step's partition.
+  absl::Status Released(int64_t step);
+  // Writes recovered cells (waits for nothing: a Put that would wait fails).
+  absl::Status Put(PutInput input);
+  // What was handed out, after every cell: rounds, then deliveries, then
+  // hand-outs. Records of released steps are ignored.
+  absl::Status Round(const DockJournal::RoundRecord& record);
+  absl::Status Delivery(int64_t step, int consumer, int64_t round, int32_t rank,
+                        uint64_t lease_id);
+  absl::Status HandOut(const DockJournal::HandOut& handout);
+  // Lease `lease_id` was acknowledged: an Ack of it retried after the
+  // restart fails saying so.
+  void Acknowledged(uint64_t lease_id);
+  // The dock; with a journal, the releases of steps found done are recorded.
+  std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
+
+ private:
+  explicit DockRecovery(std::shared_ptr<internal::DockImpl> impl);
+  std::shared_ptr<internal::DockImpl> impl_;  // null once finished or moved from
 };
 
 }  // namespace tdock

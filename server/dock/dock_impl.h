@@ -92,7 +92,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   DockStats Stats() const;
   void Shutdown();
 
-  // Persistence (dock_journal.cc). REQUIRES for all: before serving.
+  // Recovery (dock_journal.cc), for DockRecovery: before serving.
   void AttachJournal(std::shared_ptr<DockJournal> journal);
   absl::Status RecoverReleased(int64_t step);
   absl::Status RecoverHandOut(const DockJournal::HandOut& handout);

@@ -1,7 +1,6 @@
 #include "server/dock/registry.h"
 
 #include <future>
-
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -57,47 +56,152 @@ bool SameSpec(const DockSpec& a, const DockSpec& b) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
+DockRegistry::~DockRegistry() {
+  // A creation in flight answers through this registry: wait for it.
+  tdock::MutexLock lock(&mu_);
+  while (!creating_.empty()) created_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
+}
+
+DockLimits DockRegistry::dock_limits() const {
+  DockLimits limits = limits_.dock;
+  limits.first_lease_id = first_lease_id_;
+  if (limits.timers == nullptr) limits.timers = timers_;
+  return limits;
+}
+
+DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallback& done,
+                                                 absl::StatusOr<std::shared_ptr<Dock>>& answer) {
+  if (shut_down_) {
+    answer = absl::UnavailableError("server is shutting down");
+    return Found::kAnswer;
+  }
+  if (auto it = docks_.find(spec.name); it != docks_.end()) {
+    if (SameSpec(it->second.spec, spec)) {
+      answer = it->second.dock;
+    } else {
+      answer = absl::AlreadyExistsError(
+          absl::StrCat("dock '", spec.name, "' already exists with a different spec"));
+    }
+    return Found::kAnswer;
+  }
+  if (auto it = creating_.find(spec.name); it != creating_.end()) {
+    if (SameSpec(it->second.spec, spec)) {
+      it->second.waiting.push_back(std::move(done));
+      return Found::kJoined;
+    }
+    answer = absl::AlreadyExistsError(
+        absl::StrCat("dock '", spec.name, "' is being created with a different spec"));
+    return Found::kAnswer;
+  }
+  const int64_t held = static_cast<int64_t>(docks_.size() + creating_.size());
+  if (limits_.max_docks > 0 && held >= limits_.max_docks) {
+    answer = absl::ResourceExhaustedError(absl::StrCat(
+        "cannot create dock '", spec.name, "': the server holds ", held,
+        " docks, its limit (--max_docks); delete one first"));
+    return Found::kAnswer;
+  }
+  return Found::kFree;
+}
+
+void DockRegistry::Create(DockSpec spec, DockCallback done) {
   if (limits_.max_columns_per_dock > 0 &&
       static_cast<int64_t>(spec.columns.size()) > limits_.max_columns_per_dock) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    std::move(done)(absl::InvalidArgumentError(absl::StrCat(
         "dock '", spec.name, "' has ", spec.columns.size(),
         " columns, over the server's limit of ", limits_.max_columns_per_dock,
-        " (--max_columns_per_dock)"));
+        " (--max_columns_per_dock)")));
+    return;
   }
-  TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
-  tdock::MutexLock creating(&create_mu_);
-  // Answers from the existing entry, if any; nullopt: the name is free.
-  auto existing = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
-      -> std::optional<absl::StatusOr<std::shared_ptr<Dock>>> {
-    if (shut_down_) return absl::UnavailableError("server is shutting down");
-    auto it = docks_.find(spec.name);
-    if (it == docks_.end()) {
-      if (limits_.max_docks > 0 && static_cast<int64_t>(docks_.size()) >= limits_.max_docks) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "cannot create dock '", spec.name, "': the server holds ", docks_.size(),
-            " docks, its limit (--max_docks); delete one first"));
-      }
-      return std::nullopt;
+  absl::StatusOr<DockSpec> normalized = NormalizeSpec(std::move(spec));
+  if (!normalized.ok()) {
+    std::move(done)(normalized.status());
+    return;
+  }
+  spec = *std::move(normalized);
+  absl::StatusOr<std::shared_ptr<Dock>> answer;
+  {
+    // Creations and deletions one at a time: the records of a name stay in
+    // the order asked (hooks only queue them, so this is brief but for
+    // building the dock).
+    tdock::MutexLock creating(&create_mu_);
+    Found found = Found::kFree;
+    {
+      tdock::MutexLock lock(&mu_);
+      found = ExistingLocked(spec, done, answer);
     }
-    if (SameSpec(it->second.spec, spec)) return it->second.dock;
-    return absl::AlreadyExistsError(absl::StrCat(
-        "dock '", spec.name, "' already exists with a different spec"));
-  };
+    if (found == Found::kJoined) return;
+    if (found == Found::kFree) {
+      std::shared_ptr<DockJournal> journal =
+          hooks_ != nullptr ? hooks_->NewJournal(spec.name) : nullptr;
+      absl::StatusOr<std::unique_ptr<Dock>> built = Dock::Create(spec, dock_limits(), journal);
+      if (!built.ok()) {
+        answer = built.status();
+      } else if (hooks_ == nullptr) {
+        answer = std::shared_ptr<Dock>(*std::move(built));
+        tdock::MutexLock lock(&mu_);
+        docks_.emplace(spec.name, Entry{spec, *answer});
+      } else {
+        {
+          tdock::MutexLock lock(&mu_);
+          Creating& entry = creating_[spec.name];
+          entry.spec = spec;
+          entry.dock = *std::move(built);
+          entry.waiting.push_back(std::move(done));
+        }
+        hooks_->Created(spec, [this, name = spec.name](absl::Status stored) {
+          FinishCreate(name, stored);
+        });
+        return;
+      }
+    }
+  }
+  std::move(done)(std::move(answer));
+}
+
+void DockRegistry::FinishCreate(const std::string& name, const absl::Status& stored) {
+  std::vector<DockCallback> waiting;
+  std::shared_ptr<Dock> dock;
+  bool shut_down = false;
   {
     tdock::MutexLock lock(&mu_);
-    if (auto answer = existing()) return *std::move(answer);
+    auto it = creating_.find(name);
+    waiting = std::move(it->second.waiting);
+    dock = std::move(it->second.dock);
+    if (stored.ok()) docks_.emplace(name, Entry{std::move(it->second.spec), dock});
+    creating_.erase(it);
+    shut_down = shut_down_;
   }
-  DockLimits dock_limits = limits_.dock;
-  dock_limits.first_lease_id = first_lease_id_;
-  if (dock_limits.timers == nullptr) dock_limits.timers = timers_;
-  TDOCK_ASSIGN_OR_RETURN(std::unique_ptr<Dock> dock, Dock::Create(spec, dock_limits));
-  if (hooks_ != nullptr) TDOCK_RETURN_IF_ERROR(hooks_->Created(*dock));
+  if (!stored.ok() || shut_down) dock->Shutdown();
+  for (DockCallback& done : waiting) {
+    if (stored.ok()) {
+      std::move(done)(dock);
+    } else {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "dock '", name, "' was not created: its spec was not stored (", stored.message(), ")")));
+    }
+  }
+  // Last: the destructor may go on once creating_ is empty.
   tdock::MutexLock lock(&mu_);
-  if (auto answer = existing()) return *std::move(answer);  // lost a race
-  std::shared_ptr<Dock> shared = std::move(dock);
-  docks_.emplace(spec.name, Entry{spec, shared});
-  return shared;
+  created_.SignalAll();
+}
+
+absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Create(DockSpec spec) {
+  std::promise<absl::StatusOr<std::shared_ptr<Dock>>> created;
+  Create(std::move(spec), [&created](absl::StatusOr<std::shared_ptr<Dock>> dock) {
+    created.set_value(std::move(dock));
+  });
+  return created.get_future().get();
+}
+
+absl::Status DockRegistry::AddRecovered(std::shared_ptr<Dock> dock) {
+  tdock::MutexLock lock(&mu_);
+  const std::string& name = dock->name();
+  if (docks_.count(name) != 0 || creating_.count(name) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("dock '", name, "' exists already"));
+  }
+  DockSpec spec = dock->spec();
+  docks_.emplace(name, Entry{std::move(spec), std::move(dock)});
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name) const {
@@ -115,15 +219,23 @@ void DockRegistry::Delete(const std::string& name, StatusCallback done) {
   // journal open (hooks only queue their records, so this is brief).
   tdock::MutexLock deleting(&create_mu_);
   std::shared_ptr<Dock> dock;
+  absl::Status refused;
   {
     tdock::MutexLock lock(&mu_);
     auto it = docks_.find(name);
-    if (it == docks_.end()) {
-      std::move(done)(absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist")));
-      return;
+    if (creating_.count(name) != 0) {
+      refused = absl::AbortedError(absl::StrCat(
+          "dock '", name, "' is being created; delete it once its CreateDock is answered"));
+    } else if (it == docks_.end()) {
+      refused = absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
+    } else {
+      dock = std::move(it->second.dock);
+      docks_.erase(it);
     }
-    dock = std::move(it->second.dock);
-    docks_.erase(it);
+  }
+  if (!refused.ok()) {
+    std::move(done)(std::move(refused));
+    return;
   }
   // Parked calls end now; calls in progress keep the dock alive until done.
   dock->Shutdown();

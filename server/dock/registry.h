@@ -7,6 +7,7 @@
 #define TDOCK_SERVER_DOCK_REGISTRY_H_
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,28 +31,48 @@ struct RegistryLimits {
 class RegistryHooks {
  public:
   virtual ~RegistryHooks() = default;
-  // A new dock, before it is served; an error refuses the creation.
-  virtual absl::Status Created(Dock& dock) = 0;
+  // The journal a new dock records through from its start (nothing is
+  // written yet).
+  virtual std::shared_ptr<DockJournal> NewJournal(const std::string& name) = 0;
+  // Records a new dock's spec (normalized); `done` once stored. An error
+  // refuses the creation: the dock never serves, and its journal is closed.
+  virtual void Created(const DockSpec& spec, StatusCallback done) = 0;
   // A deleted dock; `done` once its records are gone.
   virtual void Deleted(const std::string& name, StatusCallback done) = 0;
 };
+
+using DockCallback = absl::AnyInvocable<void(absl::StatusOr<std::shared_ptr<Dock>>) &&>;
 
 class DockRegistry final {
  public:
   explicit DockRegistry(RegistryLimits limits = {})
       : limits_(limits), timers_(std::make_shared<TimerService>()) {}
+  // Waits for creations whose spec is being stored.
+  ~DockRegistry();
   DockRegistry(const DockRegistry&) = delete;
   DockRegistry& operator=(const DockRegistry&) = delete;
 
-  // Creates a dock. ALREADY_EXISTS if a dock of that name exists with another
-  // spec; returns the existing dock if it was created with the same spec
-  // (idempotent). INVALID_ARGUMENT over max_columns_per_dock,
-  // RESOURCE_EXHAUSTED at max_docks. The dock is built (and its memory warmed) outside the
-  // registry's lock, so other docks' calls never wait for it.
+  // Creates a dock; `done` gets it once its spec is stored (with
+  // persistence), and only then does it serve. ALREADY_EXISTS if a dock of
+  // that name exists, or is being created, with another spec; the existing
+  // dock if it was created with the same spec (idempotent: a creation of the
+  // same spec in progress answers both calls, with one dock built).
+  // INVALID_ARGUMENT over max_columns_per_dock, RESOURCE_EXHAUSTED at
+  // max_docks. The dock is built (and its memory warmed) on the calling
+  // thread, outside the registry's lock, so other docks' calls never wait
+  // for it; nothing waits on the journal.
+  void Create(DockSpec spec, DockCallback done);
+  // The same, waiting (tests, tools): never on a journal's thread.
   absl::StatusOr<std::shared_ptr<Dock>> Create(DockSpec spec);
+  // A dock rebuilt from its records (server/persist), before serving;
+  // ALREADY_EXISTS if its name is taken.
+  absl::Status AddRecovered(std::shared_ptr<Dock> dock);
+  // The limits a dock of this registry is built with.
+  DockLimits dock_limits() const;
   // NOT_FOUND naming the dock.
   absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
   // Ends the dock's parked calls, then `done` once its records are gone.
+  // NOT_FOUND naming the dock; ABORTED while it is being created.
   void Delete(const std::string& name, StatusCallback done);
   // The same, waiting (tests, tools): never on a journal's thread.
   absl::Status Delete(const std::string& name);
@@ -79,7 +100,24 @@ class DockRegistry final {
     DockSpec spec;  // as created (normalized), before any AddConsumer
     std::shared_ptr<Dock> dock;
   };
+  // A dock whose spec is being stored: not served yet.
+  struct Creating {
+    DockSpec spec;
+    std::shared_ptr<Dock> dock;
+    std::vector<DockCallback> waiting;  // every Create of it, answered together
+  };
+  // How a Create finds its name: free, answered (`answer` is set), or
+  // joined to a creation of the same spec in progress (`done` moved there).
+  enum class Found { kFree, kAnswer, kJoined };
+  Found ExistingLocked(const DockSpec& spec, DockCallback& done,
+                       absl::StatusOr<std::shared_ptr<Dock>>& answer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The spec record of `name` came back: the dock serves (or, not stored, is
+  // dropped), and every Create waiting for it is answered.
+  void FinishCreate(const std::string& name, const absl::Status& stored);
   std::map<std::string, Entry> docks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Creating> creating_ ABSL_GUARDED_BY(mu_);
+  CondVar created_;  // a creation finished
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

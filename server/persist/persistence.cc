@@ -38,34 +38,42 @@ Persistence::Persistence(std::unique_ptr<Store> store, PersistenceOptions option
 
 Persistence::~Persistence() = default;
 
-// Control-plane calls on RPC threads: submitted through the journal, waited for.
+// Recovery, before serving: submitted through the journal, waited for.
 absl::Status Persistence::Write(StoreBatch batch) {
   std::promise<absl::Status> stored;
   journal_->Submit(std::move(batch), [&stored](absl::Status s) { stored.set_value(std::move(s)); });
   return stored.get_future().get();
 }
 
-absl::Status Persistence::Created(Dock& dock) {
+std::shared_ptr<DockJournal> Persistence::NewJournal(const std::string& name) {
+  return NewJournal(name, 0);
+}
+
+std::shared_ptr<StoreDockJournal> Persistence::NewJournal(const std::string& name,
+                                                          uint64_t next_handout) {
+  auto journal = std::make_shared<StoreDockJournal>(journal_.get(), name, next_handout);
+  tdock::MutexLock lock(&mu_);
+  journals_[name] = journal;
+  return journal;
+}
+
+void Persistence::Created(const DockSpec& spec, StatusCallback done) {
   StoreBatch batch;
-  const DockSpec spec = dock.spec();
   batch.Put(SpecKey(spec.name), ToProto(spec).SerializeAsString());
   // A dock of the same name may have been deleted: start from nothing.
   const std::string prefix = DockPrefix(spec.name);
   batch.DeleteRange(prefix, PrefixEnd(prefix));
   const std::string tombs = TombPrefix(spec.name);
   batch.DeleteRange(tombs, PrefixEnd(tombs));
-  TDOCK_RETURN_IF_ERROR(Write(std::move(batch)));
-  AttachJournal(dock, 0);
-  return absl::OkStatus();
-}
-
-void Persistence::AttachJournal(Dock& dock, uint64_t next_handout) {
-  auto journal = std::make_shared<StoreDockJournal>(journal_.get(), dock.name(), next_handout);
-  {
-    tdock::MutexLock lock(&mu_);
-    journals_[dock.name()] = journal;
-  }
-  dock.AttachJournal(std::move(journal));
+  journal_->Submit(std::move(batch), [this, name = spec.name,
+                                      done = std::move(done)](absl::Status stored) mutable {
+    if (!stored.ok()) {
+      // The dock never serves: its journal goes (it recorded nothing).
+      tdock::MutexLock lock(&mu_);
+      journals_.erase(name);
+    }
+    std::move(done)(std::move(stored));
+  });
 }
 
 void Persistence::Deleted(const std::string& name, StatusCallback done) {

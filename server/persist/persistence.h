@@ -58,9 +58,11 @@ class Persistence final : public RegistryHooks {
   // makes it record its changes from now on.
   absl::StatusOr<RecoveryStats> Recover(DockRegistry& registry);
 
-  // RegistryHooks: a new dock's spec is stored (waited for) before it is
-  // served; a deleted dock's records go.
-  absl::Status Created(Dock& dock) override;
+  // RegistryHooks: a new dock records through a journal of its own (closed
+  // when the dock is deleted); its spec is stored before it serves; a
+  // deleted dock's records go.
+  std::shared_ptr<DockJournal> NewJournal(const std::string& name) override;
+  void Created(const DockSpec& spec, StatusCallback done) override;
   void Deleted(const std::string& name, StatusCallback done) override;
 
   // An atomic copy of the store in `dir`, after everything acknowledged so
@@ -76,9 +78,9 @@ class Persistence final : public RegistryHooks {
   absl::Status RecoverDock(DockRegistry& registry, const std::string& spec_bytes,
                            RecoveryStats& stats);
   absl::Status Write(StoreBatch batch);  // through the journal, waited for
-  // Makes `dock` record its changes through a journal of its own, closed
-  // when the dock is deleted.
-  void AttachJournal(Dock& dock, uint64_t next_handout);
+  // The journal of dock `name`, whose hand-outs without a lease are
+  // numbered from `next_handout`.
+  std::shared_ptr<StoreDockJournal> NewJournal(const std::string& name, uint64_t next_handout);
 
   const PersistenceOptions options_;
   std::unique_ptr<Store> store_;

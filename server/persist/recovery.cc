@@ -1,5 +1,4 @@
 // Recovery: rebuilding a dock from its records (persistence.h).
-#include <future>
 #include <set>
 #include <utility>
 #include <vector>
@@ -22,7 +21,7 @@ using records::Reader;
 // without a second copy of every cell in memory.
 class CellWriter {
  public:
-  CellWriter(Dock& dock, const DockSpec& spec, RecoveryStats& stats)
+  CellWriter(DockRecovery& dock, const DockSpec& spec, RecoveryStats& stats)
       : dock_(dock), spec_(spec), stats_(stats) {}
 
   absl::Status Add(int64_t step, int column, int64_t row, absl::string_view value) {
@@ -48,7 +47,7 @@ class CellWriter {
   // Puts what was added since the last Flush.
   absl::Status Flush() {
     if (rows_.empty()) return absl::OkStatus();
-    PutInput put;  // wait 0: a Put that would park fails recovery instead
+    PutInput put;  // a Put that would wait fails recovery instead
     put.step = step_;
     put.rows = rows_;
     PackedColumn packed;
@@ -57,9 +56,7 @@ class CellWriter {
     packed.offsets = offsets_;
     if (!bytes_.empty()) packed.segments.emplace_back(bytes_.data(), bytes_.size());
     put.columns.push_back(std::move(packed));
-    std::promise<absl::Status> done;
-    dock_.Put(std::move(put), [&done](absl::StatusOr<PutResult> r) { done.set_value(r.status()); });
-    if (absl::Status status = done.get_future().get(); !status.ok()) {
+    if (absl::Status status = dock_.Put(std::move(put)); !status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat("re-writing step ", step_, " column '",
                                        spec_.columns[column_].name, "': ", status.message()));
@@ -76,7 +73,7 @@ class CellWriter {
  private:
   static constexpr size_t kPutBytes = size_t{64} << 20;
 
-  Dock& dock_;
+  DockRecovery& dock_;
   const DockSpec& spec_;
   RecoveryStats& stats_;
   int64_t step_ = -1;
@@ -92,7 +89,7 @@ class CellWriter {
 // afterwards (Restore), when every cell is there.
 class DockScan {
  public:
-  DockScan(Dock& dock, const DockSpec& spec, std::set<int64_t> released, RecoveryStats& stats)
+  DockScan(DockRecovery& dock, const DockSpec& spec, std::set<int64_t> released, RecoveryStats& stats)
       : dock_(dock), spec_(spec), released_(std::move(released)), stats_(stats),
         cells_(dock, spec, stats) {}
 
@@ -121,22 +118,22 @@ class DockScan {
     TDOCK_RETURN_IF_ERROR(cells_.Flush());
     stats_.steps += cells_.steps();
     for (const DockJournal::RoundRecord& r : rounds_) {
-      TDOCK_RETURN_IF_ERROR(dock_.RecoverRound(r));
+      TDOCK_RETURN_IF_ERROR(dock_.Round(r));
       ++stats_.handouts;
     }
     for (const DeliveryRecord& d : deliveries_) {
       const uint64_t lease = LiveLease(d.step, d.lease);
-      TDOCK_RETURN_IF_ERROR(dock_.RecoverDelivery(d.step, d.consumer, d.round, d.rank, lease));
+      TDOCK_RETURN_IF_ERROR(dock_.Delivery(d.step, d.consumer, d.round, d.rank, lease));
       ++stats_.handouts;
       stats_.leases += lease != 0;
     }
     for (DockJournal::HandOut& h : handouts_) {
       h.lease_id = LiveLease(h.step, h.lease_id);
-      TDOCK_RETURN_IF_ERROR(dock_.RecoverHandOut(h));
+      TDOCK_RETURN_IF_ERROR(dock_.HandOut(h));
       ++stats_.handouts;
       stats_.leases += h.lease_id != 0;
     }
-    for (const auto& [step, lease] : acked_) dock_.RecoverAcknowledged(lease);
+    for (const auto& [step, lease] : acked_) dock_.Acknowledged(lease);
     return absl::OkStatus();
   }
 
@@ -213,7 +210,7 @@ class DockScan {
     return lease != 0 && acked_.count({step, lease}) == 0 ? lease : 0;
   }
 
-  Dock& dock_;
+  DockRecovery& dock_;
   const DockSpec& spec_;
   const std::set<int64_t> released_;
   RecoveryStats& stats_;
@@ -285,9 +282,9 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
     return absl::DataLossError("its stored spec does not parse");
   }
   TDOCK_ASSIGN_OR_RETURN(DockSpec spec, FromProto(proto));
-  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock, registry.Create(spec));
+  TDOCK_ASSIGN_OR_RETURN(DockRecovery dock, DockRecovery::Start(spec, registry.dock_limits()));
   const std::string& name = spec.name;
-  const DockSpec normalized = dock->spec();
+  const DockSpec normalized = dock.spec();
 
   // Releases first: later steps of a partition may start only after them.
   std::set<int64_t> released;
@@ -299,18 +296,16 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
     released.insert(step);
     return absl::OkStatus();
   }));
-  for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock->RecoverReleased(step));
+  for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock.Released(step));
 
-  DockScan scan(*dock, normalized, std::move(released), stats);
+  DockScan scan(dock, normalized, std::move(released), stats);
   const std::string prefix = records::DockPrefix(name);
   TDOCK_RETURN_IF_ERROR(store_->Scan(prefix, [&](absl::string_view key, absl::string_view value) {
     return scan.Record(key.substr(prefix.size()), value);
   }));
   TDOCK_RETURN_IF_ERROR(scan.Restore());
   // Steps that were done are released (and their records go) from here on.
-  AttachJournal(*dock, scan.next_handout());
-  dock->FinishRecovery();
-  return absl::OkStatus();
+  return registry.AddRecovered(std::move(dock).Finish(NewJournal(name, scan.next_handout())));
 }
 
 }  // namespace tdock::persist

@@ -146,20 +146,24 @@ grpc::ServerUnaryReactor* DockService::CreateDock(
     grpc::CallbackServerContext* context, const v1::CreateDockRequest* request,
     v1::CreateDockResponse* response) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
-  return FinishNow(context, DoCreateDock(*request, response));
+  absl::StatusOr<DockSpec> spec = CreateDockSpec(*request);
+  if (!spec.ok()) return FinishNow(context, spec.status());
+  // Answered once the spec is stored: no RPC thread waits on the journal.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  registry_->Create(*std::move(spec),
+                    [reactor, response](absl::StatusOr<std::shared_ptr<Dock>> dock) {
+                      if (dock.ok()) *response->mutable_spec() = ToProto((*dock)->spec());
+                      reactor->Finish(ToGrpcStatus(dock.status()));
+                    });
+  return reactor;
 }
 
-absl::Status DockService::DoCreateDock(const v1::CreateDockRequest& request,
-                                       v1::CreateDockResponse* response) {
+absl::StatusOr<DockSpec> DockService::CreateDockSpec(const v1::CreateDockRequest& request) const {
   TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
       static_cast<int64_t>(request.ByteSizeLong()), limits_.max_spec_bytes,
       absl::StrCat("CreateDock of '", request.spec().name(), "': the spec's bytes"),
       "max_spec_bytes"));
-  TDOCK_ASSIGN_OR_RETURN(DockSpec spec, FromProto(request.spec()));
-  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
-                         registry_->Create(std::move(spec)));
-  *response->mutable_spec() = ToProto(dock->spec());
-  return absl::OkStatus();
+  return FromProto(request.spec());
 }
 
 grpc::ServerUnaryReactor* DockService::DeleteDock(

@@ -133,8 +133,8 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   absl::Status Authorize(const grpc::CallbackServerContext& context) const {
     return token_ == nullptr ? absl::OkStatus() : token_->Check(context.client_metadata());
   }
-  absl::Status DoCreateDock(const v1::CreateDockRequest& request,
-                            v1::CreateDockResponse* response);
+  // The spec of a CreateDock, checked against the service's limits.
+  absl::StatusOr<DockSpec> CreateDockSpec(const v1::CreateDockRequest& request) const;
   absl::Status DoListDocks(v1::ListDocksResponse* response);
   absl::Status DoGetDockStatus(const v1::GetDockStatusRequest& request,
                                v1::GetDockStatusResponse* response);

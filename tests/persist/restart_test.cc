@@ -1,6 +1,6 @@
 // What survives a restart, scenario by scenario (record before effect,
 // DESIGN.md §4): lease ids and acknowledgements, Puts that acknowledge a
-// lease, AddConsumer, a dock deleted and created again, rewrites, lease
+// lease, CreateDock and AddConsumer, a dock deleted and created again, rewrites, lease
 // clocks and expiries, balanced shares. Each runs a server on a
 // RecordingStore, makes chosen writes fail or wait, and restarts a server on
 // what the store holds.
@@ -258,6 +258,59 @@ TEST(Restart, AHandOutFailedDuringAFailedReleaseGivesItsRowsBack) {
   }
   std::sort(drained.begin(), drained.end());
   EXPECT_EQ(drained, std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+// CreateDock completes through its callback once the spec is stored: the
+// caller does not wait on the journal, the dock serves nothing before (it is
+// not found, and a Delete of it is refused), a second Create of the same
+// spec joins the first (one dock is built), another spec is refused at once.
+TEST(CreateDock, AnsweredOnceItsSpecIsStored) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  DockSpec spec = CrashSpec();
+  spec.name = "other";
+  store->Hold(true);
+  std::promise<absl::StatusOr<std::shared_ptr<Dock>>> first, second;
+  recording.registry.Create(spec, [&first](absl::StatusOr<std::shared_ptr<Dock>> d) {
+    first.set_value(std::move(d));
+  });
+  recording.registry.Create(spec, [&second](absl::StatusOr<std::shared_ptr<Dock>> d) {
+    second.set_value(std::move(d));
+  });
+  EXPECT_STATUS(recording.registry.Find("other").status(), absl::StatusCode::kNotFound,
+                "does not exist");
+  DockSpec different = spec;
+  different.steps_in_flight = 3;
+  EXPECT_STATUS(recording.registry.Create(different).status(), absl::StatusCode::kAlreadyExists,
+                "is being created with a different spec");
+  EXPECT_STATUS(recording.registry.Delete("other"), absl::StatusCode::kAborted,
+                "is being created");
+  store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> a, first.get_future().get());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> b, second.get_future().get());
+  EXPECT_EQ(a, b);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> found, recording.registry.Find("other"));
+  EXPECT_EQ(found, a);
+}
+
+// A creation whose spec is not stored fails, and leaves nothing: the name
+// is free, a retry creates the dock, and that one survives a restart.
+TEST(CreateDock, NotStoredLeavesNothing) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  DockSpec spec = CrashSpec();
+  spec.name = "other";
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(recording.registry.Create(spec).status(), absl::StatusCode::kUnavailable,
+                "was not created: its spec was not stored (journal: disk full)");
+  EXPECT_STATUS(recording.registry.Find("other").status(), absl::StatusCode::kNotFound,
+                "does not exist");
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, recording.registry.Create(spec));
+  WriteIds(*dock, 0);
+  recording.Stop();
+  Restarted restarted(*store);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> recovered, restarted.registry.Find("other"));
+  EXPECT_OK(recovered->Read(0, {0}, {"ids"}).status());
 }
 
 // A lease runs from when its hand-out is stored: a hand-out whose record
