@@ -306,16 +306,7 @@ DockStats DockImpl::Stats() const {
   std::sort(stats.steps.begin(), stats.steps.end(),
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
   stats.waiters.assign(stats.consumers.size(), 0);
-  {
-    tdock::MutexLock lock(&waiters_mu_);
-    for (const auto& [id, w] : waiters_) {
-      if (w->is_put) {
-        ++stats.parked_puts;
-      } else if (w->consumer < static_cast<int>(stats.waiters.size())) {
-        ++stats.waiters[w->consumer];
-      }
-    }
-  }
+  stats.parked_puts = waiters_.Count(stats.waiters);
   stats.arena_bytes_reserved = pool_->reserved_bytes();
   stats.memory_limit_bytes = pool_->limit_bytes();
   return stats;
@@ -362,20 +353,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
 }
 
 void DockImpl::Shutdown() {
-  std::vector<std::shared_ptr<Waiter>> parked;
-  {
-    tdock::MutexLock lock(&waiters_mu_);
-    shutting_down_ = true;
-    for (auto& [id, w] : waiters_) {
-      if (w->in_retry) {
-        w->end = Waiter::End::kShutdown;
-      } else {
-        parked.push_back(w);
-      }
-    }
-    for (const auto& w : parked) RemoveWaiterLocked(w->id);
-  }
-  for (auto& w : parked) EndWaiter(std::move(w), Waiter::End::kShutdown);
+  for (auto& w : waiters_.Shutdown()) EndWaiter(std::move(w), Waiter::End::kShutdown);
 }
 
 }  // namespace tdock::internal

@@ -1,20 +1,22 @@
 // DockImpl: the implementation behind tdock::Dock (see dock.h for the
 // contract). Split over dock_impl.cc (creation, status, release), dock_put.cc,
-// dock_get.cc and dock_waiters.cc.
+// dock_get.cc, dock_rounds.cc, dock_leases.cc (over the LeaseTable,
+// leases.h), dock_waiters.cc (over the WaiterTable, waiter_table.h),
+// dock_consumers.cc, dock_sizes.cc and dock_journal.cc.
 //
 // Synchronization:
 // - mu_ guards structure: which step each partition holds, the consumer list.
 //   Structural changes (activating or releasing a step, adding a consumer)
 //   take it exclusively; Put commits and Get claims take it shared and run
 //   concurrently, synchronized by the partitions' atomics.
-// - waiters_mu_ guards parked calls. Lock order: waiters_mu_ before mu_ (a
-//   parking call re-checks its condition under waiters_mu_). Nothing takes
-//   waiters_mu_ while holding mu_.
+// - The waiter table's lock guards parked calls. Lock order: it comes before
+//   mu_ (a parking call re-checks its condition under it). Nothing takes it
+//   while holding mu_.
 // - No callback runs with either lock held.
 //
-// Wake-ups without loss: a Put publishes its cells, then takes waiters_mu_ to
-// collect the waiters of the consumers it may serve; a Get re-checks under
-// waiters_mu_ before parking. Either the Get's re-check sees the cells, or the
+// Wake-ups without loss: a Put publishes its cells, then takes the waiter
+// table's lock to collect the waiters of the consumers it may serve; a Get
+// re-checks under that lock before parking. Either the Get's re-check sees the cells, or the
 // Put's collection sees the parked Get. Claims that fall short are undone and
 // wake the consumer's waiters, as a Put would.
 #ifndef TDOCK_SERVER_DOCK_DOCK_IMPL_H_
@@ -40,28 +42,11 @@
 #include "server/dock/partition.h"
 #include "server/dock/sampler.h"
 #include "server/dock/types.h"
+#include "server/dock/waiter_table.h"
 
 namespace tdock::internal {
 
 struct StagedColumn;  // dock_put.cc
-
-// A parked Get or Put.
-struct Waiter {
-  enum class End { kNone, kCancelled, kExpired, kShutdown };
-  uint64_t id = 0;
-  absl::Time deadline;
-  bool is_put = false;
-  int consumer = -1;  // Get: consumer index
-  GetInput get;
-  GetCallback get_done;
-  PutInput put;
-  PutCallback put_done;
-  std::string put_reason;  // why the Put waits
-  // Guarded by DockImpl::waiters_mu_.
-  bool in_retry = false;  // taken out by a wake-up, being retried
-  bool woken_in_retry = false;  // a wake-up came during the retry
-  End end = End::kNone;   // an end decided while in_retry
-};
 
 // A consumer's resolved spec: the index, the column indexes, the policy.
 ConsumerPlan MakePlan(const DockSpec& spec, int index);
@@ -309,8 +294,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void RetryGet(std::shared_ptr<Waiter> w);
   void RetryPut(std::shared_ptr<Waiter> w);
   void EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end);
-  void RemoveWaiterLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
-  int64_t ParkedGetsLocked(int consumer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_);
+  absl::Status ShuttingDown() const;
   // The dock's alarm rang: ends parked calls past their wait bound, expires
   // leases, retries parked Puts, and sets the alarm for what comes next.
   void OnAlarm();
@@ -341,11 +325,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
 
-  mutable tdock::Mutex waiters_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_
-      ABSL_GUARDED_BY(waiters_mu_);
-  std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(waiters_mu_);
-  bool shutting_down_ ABSL_GUARDED_BY(waiters_mu_) = false;
+  // Parked calls; its lock comes before mu_ (a parking call re-checks its
+  // condition under it).
+  WaiterTable waiters_;
 
   std::atomic<uint64_t> random_calls_{0};  // per-Get seed diversifier
   // On the server's timer service (DockLimits::timers). Set in Create, then
