@@ -251,6 +251,7 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
 }
 
 void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {
+  if (attempt.draft.has_value()) FormAndCommitRound(*std::exchange(attempt.draft, {}));
   if (attempt.wake_consumer) {
     std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
     wanted[consumer] = true;
@@ -267,7 +268,14 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
   }
   if (journal_ != nullptr) done = JournalingGet(*plan, input.rank, std::move(done));
   GetAttempt attempt = TryGet(input, *plan);
+  bool formed = attempt.draft.has_value();
   AfterGet(attempt, plan->index);
+  while (formed && !attempt.done.has_value()) {
+    // This Get formed a round: it asks again, for its share of it.
+    attempt = TryGet(input, *plan);
+    formed = attempt.draft.has_value();
+    AfterGet(attempt, plan->index);
+  }
   if (attempt.done.has_value()) {
     std::move(done)(std::move(*attempt.done));
     return 0;

@@ -40,6 +40,7 @@
 #include "server/dock/journal_hook.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
+#include "server/dock/round_dispatcher.h"
 #include "server/dock/sampler.h"
 #include "server/dock/types.h"
 #include "server/dock/waiter_table.h"
@@ -185,6 +186,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::optional<absl::StatusOr<Batch>> done;  // unset: park
     bool wake_consumer = false;  // a claim was undone: others may now serve
     std::optional<int64_t> maybe_release;  // step that may be fully consumed
+    // BALANCED: a round this Get began to form, to plan and commit once
+    // the locks are released (AfterGet).
+    std::optional<RoundDraft> draft;
   };
   absl::StatusOr<ConsumerPlan> PlanFor(const GetInput& in) const;
   GetAttempt TryGet(const GetInput& in, const ConsumerPlan& plan);
@@ -197,15 +201,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   GetAttempt ServeRoundLocked(Partition& part, const GetInput& in,
                               const ConsumerPlan& plan, bool explicit_step)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // FormRoundLocked over the rows of `claimed` (filled into `rows`), with
-  // fewer units (the rest unclaimed) until every share fits one response.
-  absl::StatusOr<Round> FormFittingRoundLocked(Partition& part, const ConsumerPlan& plan,
-                                               std::vector<int64_t>& claimed,
-                                               std::vector<int64_t>& rows)
+  // What planning a round over the claimed `units` reads (round_dispatcher.h).
+  RoundDraft DraftRoundLocked(const Partition& part, const ConsumerPlan& plan,
+                              std::vector<int64_t> units) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Round> FormRoundLocked(Partition& part, const ConsumerPlan& plan,
-                                        std::vector<int64_t> rows) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Plans the draft's round with no lock held, then keeps it (or notes why
+  // it failed) if its step is still held, and wakes the consumer's Gets.
+  void FormAndCommitRound(const RoundDraft& draft) ABSL_LOCKS_EXCLUDED(mu_);
   // Orders claimed rows micro-batch after micro-batch and fills the batch's
   // plan (consumers with a micro_batch plan that are not BALANCED).
   absl::Status PlanRowsLocked(const Partition& part, const ConsumerPlan& plan,
@@ -228,10 +230,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A row's share of a response to the consumer, at most.
   int64_t RowResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
                                  int64_t row) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A response carrying `rows`, at most.
-  int64_t ResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
-                              const std::vector<int64_t>& rows) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A response's bytes besides its rows, at most.
+  static int64_t FixedResponseBytes();
   // How many of `units`, from the first, one response carries.
   size_t FittingUnitsLocked(const Partition& part, const ConsumerPlan& plan,
                             const std::vector<int64_t>& units) const

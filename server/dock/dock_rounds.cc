@@ -1,5 +1,6 @@
-// DockImpl's balanced dispatch: rounds of BALANCED consumers (DESIGN.md §5)
-// and micro-batch plans.
+// DockImpl's balanced dispatch: rounds of BALANCED consumers (DESIGN.md §5),
+// formed through the round dispatcher (round_dispatcher.h), and micro-batch
+// plans.
 //
 // A BALANCED consumer with dp_size D is served in rounds. The k-th Get of
 // rank r (in a step) belongs to round k. The first rank to ask for round k
@@ -7,8 +8,9 @@
 // available, splits them into D parts of equal row counts (equal whole
 // groups) and balanced cost, and plans each part's micro-batches; rank r gets
 // part r. Rounds are kept until the step is released, so asking again for a
-// round returns the same rows. Round formation holds the consumer's
-// round_mu (per partition); claims inside it still use the lock-free bitmap.
+// round returns the same rows. Drafting and committing a round hold the
+// consumer's round_mu (per partition); claims inside it still use the
+// lock-free bitmap; planning holds no lock.
 #include <algorithm>
 #include <utility>
 
@@ -18,28 +20,6 @@
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
-namespace {
-
-// Micro-batches of a plan as contiguous ranges of `order`, which receives
-// the plan's positions micro-batch after micro-batch.
-std::vector<MicroBatchInfo> Ranges(const std::vector<MicroBatch>& micro_batches,
-                                   std::vector<int>& order) {
-  std::vector<MicroBatchInfo> out;
-  order.clear();
-  for (const MicroBatch& mb : micro_batches) {
-    MicroBatchInfo info;
-    info.begin = static_cast<int64_t>(order.size());
-    order.insert(order.end(), mb.rows.begin(), mb.rows.end());
-    info.end = static_cast<int64_t>(order.size());
-    info.padded_len = mb.padded_len;
-    info.tokens = mb.tokens;
-    info.padded_tokens = mb.padded_tokens;
-    out.push_back(info);
-  }
-  return out;
-}
-
-}  // namespace
 
 int64_t DockImpl::TokenCountLocked(const Partition& part, int64_t row) const {
   int64_t tokens = 0;
@@ -50,70 +30,67 @@ int64_t DockImpl::TokenCountLocked(const Partition& part, int64_t row) const {
   return tokens;
 }
 
-absl::StatusOr<Round> DockImpl::FormRoundLocked(Partition& part,
-                                                const ConsumerPlan& plan,
-                                                std::vector<int64_t> rows) const {
-  std::vector<int64_t> lengths;
-  lengths.reserve(rows.size());
-  for (int64_t row : rows) lengths.push_back(TokenCountLocked(part, row));
-  RoundOptions options;
-  options.dp_size = plan.dp_size;
-  options.group_size = plan.whole_groups ? group_size_ : 1;
-  options.cost = plan.cost;
-  options.micro_batch = plan.micro_batch;
-  options.same_count_across_ranks = plan.same_count_across_ranks;
-  absl::StatusOr<RoundPlan> planned = PlanRound(lengths, options);
-  if (!planned.ok()) {
-    return absl::Status(planned.status().code(),
-                        absl::StrCat(Where(part.step()), " consumer '", plan.name,
-                                     "': ", planned.status().message()));
-  }
-  Round round;
-  round.stats = planned->stats;
-  for (const RankPlan& rank : planned->ranks) {
-    RoundShare share;
-    std::vector<int> order = rank.rows;
-    if (!rank.micro_batches.empty()) {
-      share.micro_batches = Ranges(rank.micro_batches, order);
+RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan& plan,
+                                      std::vector<int64_t> units) const {
+  RoundDraft draft;
+  draft.step = part.step();
+  draft.consumer = plan.index;
+  draft.who = absl::StrCat(Where(part.step()), " consumer '", plan.name, "'");
+  draft.unit_rows = plan.whole_groups ? group_size_ : 1;
+  draft.units = std::move(units);
+  draft.lengths.reserve(draft.units.size() * draft.unit_rows);
+  for (int64_t unit : draft.units) {
+    for (int32_t i = 0; i < draft.unit_rows; ++i) {
+      const int64_t row = unit * draft.unit_rows + i;
+      draft.lengths.push_back(TokenCountLocked(part, row));
+      if (limits_.max_batch_bytes > 0) {
+        draft.row_bytes.push_back(RowResponseBytesLocked(part, plan, row));
+      }
     }
-    for (int position : order) share.rows.push_back(rows[position]);
-    round.ranks.push_back(std::move(share));
   }
-  return round;
+  draft.options.dp_size = plan.dp_size;
+  draft.options.group_size = draft.unit_rows;
+  draft.options.cost = plan.cost;
+  draft.options.micro_batch = plan.micro_batch;
+  draft.options.same_count_across_ranks = plan.same_count_across_ranks;
+  draft.max_batch_bytes = limits_.max_batch_bytes;
+  draft.fixed_bytes = FixedResponseBytes();
+  return draft;
 }
 
-absl::StatusOr<Round> DockImpl::FormFittingRoundLocked(Partition& part,
-                                                       const ConsumerPlan& plan,
-                                                       std::vector<int64_t>& claimed,
-                                                       std::vector<int64_t>& rows) {
-  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
-  for (;;) {
-    rows.clear();
-    for (int64_t unit : claimed) {
-      for (int32_t i = 0; i < unit_rows; ++i) rows.push_back(unit * unit_rows + i);
+void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
+  if (limits_.before_round_planned) limits_.before_round_planned(draft.step, draft.consumer);
+  FormedRound formed = FormRound(draft);  // no lock held
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    // A step released meanwhile took the claims with it (a release being
+    // recorded may still fail and leave the step as it was: keep the round).
+    if (!HoldsLocked(draft.step)) return;
+    Partition& part = PartitionOf(draft.step);
+    const ConsumerPlan& plan = plans_[draft.consumer];
+    ConsumerState& state = part.consumer(draft.consumer);
+    tdock::MutexLock round_lock(&state.round_mu);
+    state.forming = false;
+    if (!formed.round.ok()) {
+      Unclaim(part, plan, draft.units);
+      state.formation_failed = formed.round.status();
+    } else {
+      if (formed.kept < draft.units.size()) {
+        Unclaim(part, plan, std::vector<int64_t>(draft.units.begin() + formed.kept,
+                                                 draft.units.end()));
+      }
+      const int64_t rows = static_cast<int64_t>(formed.kept) * draft.unit_rows;
+      // acq_rel: exactly one round sees the total reach the step's rows.
+      formed.round->last =
+          state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel) + rows ==
+          rows_per_step_;
+      state.rounds.push_back(*std::move(formed.round));
     }
-    absl::StatusOr<Round> round = FormRoundLocked(part, plan, rows);
-    if (!round.ok() || limits_.max_batch_bytes <= 0) return round;
-    int64_t largest = 0;
-    for (const RoundShare& share : round->ranks) {
-      largest = std::max(largest, ResponseBytesLocked(part, plan, share.rows));
-    }
-    if (largest <= limits_.max_batch_bytes) return round;
-    // A share would not fit one response: a smaller round, in proportion
-    // (the units left over go back, for the next round).
-    const int64_t units = static_cast<int64_t>(claimed.size());
-    const int64_t keep = std::min(units - 1, units * limits_.max_batch_bytes / largest);
-    if (keep < 1) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          Where(part.step()), " consumer '", plan.name, "': ",
-          plan.whole_groups ? "group " : "row ", claimed.front(),
-          " alone is larger than one response carries (", limits_.max_batch_bytes,
-          " bytes)"));
-    }
-    const std::vector<int64_t> rest(claimed.begin() + keep, claimed.end());
-    claimed.resize(static_cast<size_t>(keep));
-    Unclaim(part, plan, rest);
   }
+  // The ranks waiting for the round (and, for rows given back, any Get).
+  std::vector<bool> wanted(static_cast<size_t>(draft.consumer) + 1, false);
+  wanted[draft.consumer] = true;
+  WakeGets(wanted);
 }
 
 DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
@@ -132,6 +109,13 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     attempt.done = absl::InvalidArgumentError(absl::StrCat(
         Where(part.step()), " consumer '", plan.name, "': round ", k,
         " is not formed; the next round is ", formed));
+    return attempt;
+  }
+  if (k == formed && state.forming) return attempt;  // its commit wakes this Get
+  if (k == formed && !state.formation_failed.ok()) {
+    // The last formation of this round failed: one Get learns why, the next
+    // tries again.
+    attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
     return attempt;
   }
   if (k == formed) {
@@ -158,20 +142,11 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       Unclaim(part, plan, claimed);
       return attempt;
     }
-    std::vector<int64_t> rows;
-    absl::StatusOr<Round> round = FormFittingRoundLocked(part, plan, claimed, rows);
-    if (!round.ok()) {
-      Unclaim(part, plan, claimed);
-      attempt.wake_consumer = true;
-      attempt.done = round.status();
-      return attempt;
-    }
-    // acq_rel: exactly one round sees the total reach the step's rows.
-    round->last = part.consumer(plan.index).consumed_rows.fetch_add(
-                      static_cast<int64_t>(rows.size()), std::memory_order_acq_rel) +
-                      static_cast<int64_t>(rows.size()) ==
-                  rows_per_step_;
-    state.rounds.push_back(*std::move(round));
+    // Planned outside the locks (round_dispatcher.h); this Get parks until
+    // the round is kept, unless it forms it itself (DockImpl::Get).
+    state.forming = true;
+    attempt.draft = DraftRoundLocked(part, plan, std::move(claimed));
+    return attempt;
   }
   const Round& round = state.rounds[k];
   const RoundShare& share = round.ranks[in.rank];
@@ -218,7 +193,7 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
                                      "': ", planned.status().message()));
   }
   std::vector<int> order;
-  batch.micro_batches = Ranges(planned->micro_batches, order);
+  batch.micro_batches = MicroBatchRanges(planned->micro_batches, order);
   batch.balance = PlanStats(*planned);
   std::vector<int64_t> ordered;
   ordered.reserve(rows.size());

@@ -21,6 +21,8 @@ constexpr int64_t kOffsetResponseBytes = 10;  // a row's offset in one column
 
 }  // namespace
 
+int64_t DockImpl::FixedResponseBytes() { return kFixedResponseBytes; }
+
 int64_t DockImpl::RowResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
                                          int64_t row) const {
   int64_t bytes = kRowResponseBytes;
@@ -45,13 +47,6 @@ size_t DockImpl::FittingUnitsLocked(const Partition& part, const ConsumerPlan& p
     if (bytes > limits_.max_batch_bytes) return i;
   }
   return units.size();
-}
-
-int64_t DockImpl::ResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
-                                      const std::vector<int64_t>& rows) const {
-  int64_t bytes = kFixedResponseBytes;
-  for (int64_t row : rows) bytes += RowResponseBytesLocked(part, plan, row);
-  return bytes;
 }
 
 absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,

@@ -64,6 +64,8 @@ std::shared_ptr<StepArena> Partition::Release() {
     std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
     for (auto& rounds : consumer->redeliver) rounds.clear();
     consumer->rounds_recorded.clear();
+    consumer->forming = false;  // a formation in flight finds the step gone
+    consumer->formation_failed = absl::OkStatus();
   }
   last_released_ = std::max(last_released_, step_);
   step_ = -1;

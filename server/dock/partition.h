@@ -26,6 +26,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/mutex.h"
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
@@ -84,6 +85,12 @@ struct ConsumerState {
   std::vector<std::set<int64_t>> redeliver ABSL_GUARDED_BY(round_mu);
   // With a journal: which rounds have been recorded.
   std::vector<bool> rounds_recorded ABSL_GUARDED_BY(round_mu);
+  // The next round is being planned outside the dock's locks
+  // (round_dispatcher.h): its rows are claimed, and Gets for it park.
+  bool forming ABSL_GUARDED_BY(round_mu) = false;
+  // Why the last formation of the next round failed (OK: it did not), for
+  // the next Get that asks for that round.
+  absl::Status formation_failed ABSL_GUARDED_BY(round_mu);
 };
 
 class Partition final {

@@ -5,6 +5,7 @@
 #define TDOCK_SERVER_DOCK_TYPES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -109,6 +110,10 @@ struct DockLimits {
   // The timer service the dock's wait bounds and leases run on (a server
   // shares one among its docks). Null: the dock starts one of its own.
   std::shared_ptr<TimerService> timers;
+  // Called with a BALANCED round's step and consumer index on the thread
+  // that forms it, with no lock of the dock held, before the round is
+  // planned (tests hold a formation with it). Default: none.
+  std::function<void(int64_t step, int consumer)> before_round_planned;
 };
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;
