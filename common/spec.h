@@ -34,6 +34,9 @@ struct ColumnSpec {
 
   // Bytes of one item: DTypeSize(dtype) * product(inner_shape).
   int64_t item_bytes() const;
+
+  // Every field: specs that normalize alike describe the same column.
+  bool operator==(const ColumnSpec&) const = default;
 };
 
 struct ConsumerSpec {
@@ -58,6 +61,8 @@ struct ConsumerSpec {
   int64_t lease_ms = 0;
 
   static constexpr int64_t kMaxLeaseMs = int64_t{24} * 3600 * 1000;
+
+  bool operator==(const ConsumerSpec&) const = default;
 };
 
 struct DockSpec {
@@ -88,6 +93,10 @@ struct DockSpec {
   // Index into columns, or -1.
   int ColumnIndex(absl::string_view column) const;
   int ConsumerIndex(absl::string_view consumer) const;
+
+  // Every field: a CreateDock of an existing name is the same dock only if
+  // the normalized specs are equal.
+  bool operator==(const DockSpec&) const = default;
 };
 
 // Checks a name of a dock, column or consumer: 1..128 characters from

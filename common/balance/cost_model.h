@@ -35,6 +35,8 @@ struct CostModel {
   }
   // Cost of every row. REQUIRES: Validate() is OK.
   std::vector<double> Costs(absl::Span<const int64_t> lengths) const;
+
+  bool operator==(const CostModel&) const = default;
 };
 
 // OK when every length is >= 0; the message names the first row at fault.

@@ -87,6 +87,8 @@ struct MicroBatchOptions {
   int64_t Load(int64_t rows, int64_t max_length, int64_t tokens) const;
   // Budget load of one row of `length` tokens alone.
   int64_t RowLoad(int64_t length) const { return Load(1, length, length); }
+
+  bool operator==(const MicroBatchOptions&) const = default;
 };
 
 struct MicroBatch {

@@ -2,59 +2,12 @@
 
 #include <future>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
 namespace tdock {
-namespace {
-
-bool SameMicroBatch(const std::optional<MicroBatchOptions>& a,
-                    const std::optional<MicroBatchOptions>& b) {
-  if (a.has_value() != b.has_value()) return false;
-  if (!a.has_value()) return true;
-  return std::make_tuple(a->max_tokens, a->max_rows, a->round_to, a->count_multiple,
-                         a->min_count, a->padded, a->planner, a->order) ==
-         std::make_tuple(b->max_tokens, b->max_rows, b->round_to, b->count_multiple,
-                         b->min_count, b->padded, b->planner, b->order);
-}
-
-bool SameConsumer(const ConsumerSpec& a, const ConsumerSpec& b) {
-  return std::make_tuple(a.name, a.columns, a.dispatch_size, a.dp_size,
-                         a.whole_groups, a.policy, a.seed, a.cost.a, a.cost.b,
-                         a.same_count_across_ranks) ==
-             std::make_tuple(b.name, b.columns, b.dispatch_size, b.dp_size,
-                             b.whole_groups, b.policy, b.seed, b.cost.a, b.cost.b,
-                             b.same_count_across_ranks) &&
-         SameMicroBatch(a.micro_batch, b.micro_batch);
-}
-
-// Specs compare equal when they normalize to the same fields.
-bool SameSpec(const DockSpec& a, const DockSpec& b) {
-  auto column_key = [](const ColumnSpec& c) {
-    return std::make_tuple(c.name, c.dtype, c.inner_shape, c.max_len, c.rewritable);
-  };
-  if (a.columns.size() != b.columns.size() ||
-      a.consumers.size() != b.consumers.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.columns.size(); ++i) {
-    if (column_key(a.columns[i]) != column_key(b.columns[i])) return false;
-  }
-  for (size_t i = 0; i < a.consumers.size(); ++i) {
-    if (!SameConsumer(a.consumers[i], b.consumers[i])) return false;
-  }
-  return std::make_tuple(a.name, a.num_prompts, a.n_samples_per_prompt,
-                         a.steps_in_flight, a.length_columns, a.preallocate_bytes,
-                         a.memory_limit_bytes, a.chunk_bytes) ==
-         std::make_tuple(b.name, b.num_prompts, b.n_samples_per_prompt,
-                         b.steps_in_flight, b.length_columns, b.preallocate_bytes,
-                         b.memory_limit_bytes, b.chunk_bytes);
-}
-
-}  // namespace
 
 DockRegistry::~DockRegistry() {
   // A creation in flight answers through this registry: wait for it.
@@ -76,7 +29,7 @@ DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallb
     return Found::kAnswer;
   }
   if (auto it = docks_.find(spec.name); it != docks_.end()) {
-    if (SameSpec(it->second.spec, spec)) {
+    if (it->second.spec == spec) {
       answer = it->second.dock;
     } else {
       answer = absl::AlreadyExistsError(
@@ -85,7 +38,7 @@ DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallb
     return Found::kAnswer;
   }
   if (auto it = creating_.find(spec.name); it != creating_.end()) {
-    if (SameSpec(it->second.spec, spec)) {
+    if (it->second.spec == spec) {
       it->second.waiting.push_back(std::move(done));
       return Found::kJoined;
     }

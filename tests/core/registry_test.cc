@@ -1,6 +1,10 @@
 // DockRegistry: idempotent creation by spec, lookup and deletion.
 #include "server/dock/registry.h"
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -40,6 +44,103 @@ TEST(DockRegistry, AddedConsumerDoesNotBreakIdempotence) {
   ASSERT_OK(dock->AddConsumer({"critic", {"tokens"}, 0, 1, false, Policy::kFifo, 0}));
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> again, registry.Create(Spec()));
   EXPECT_EQ(dock, again);
+}
+
+// One change to a spec, named for the test's output.
+struct SpecChange {
+  std::string field;
+  std::function<void(DockSpec&)> change;
+};
+
+// Two columns, two consumers (one BALANCED with a micro-batch plan and a
+// lease, one FIFO) and every dock field set, so each field can be changed.
+DockSpec FullSpec() {
+  DockSpec spec;
+  spec.name = "full";
+  spec.num_prompts = 4;
+  spec.n_samples_per_prompt = 2;
+  spec.steps_in_flight = 2;
+  spec.length_columns = {"tokens"};
+  spec.columns = {{"tokens", DType::kInt32, {}, 0, false},
+                  {"score", DType::kFloat32, {2}, 0, false}};
+  ConsumerSpec actor{"actor", {"tokens"}, 0, 2, false, Policy::kBalanced, 0};
+  actor.micro_batch = MicroBatchOptions{.max_tokens = 64};
+  actor.lease_ms = 1000;
+  spec.consumers = {actor, {"critic", {"tokens"}, 0, 1, false, Policy::kFifo, 0}};
+  spec.preallocate_bytes = 1 << 20;
+  spec.memory_limit_bytes = 64 << 20;
+  return spec;
+}
+
+// Every field of a spec, changed in turn (to another valid value).
+std::vector<SpecChange> EveryFieldChanged() {
+  auto actor = [](DockSpec& s) -> ConsumerSpec& { return s.consumers[0]; };
+  auto budget = [](DockSpec& s) -> MicroBatchOptions& { return *s.consumers[0].micro_batch; };
+  return {
+      {"num_prompts", [](DockSpec& s) { s.num_prompts = 8; }},
+      {"n_samples_per_prompt", [](DockSpec& s) { s.n_samples_per_prompt = 1; }},
+      {"steps_in_flight", [](DockSpec& s) { s.steps_in_flight = 3; }},
+      {"length_columns", [](DockSpec& s) { s.length_columns = {"tokens", "score"}; }},
+      {"preallocate_bytes", [](DockSpec& s) { s.preallocate_bytes = 2 << 20; }},
+      {"memory_limit_bytes", [](DockSpec& s) { s.memory_limit_bytes = 32 << 20; }},
+      {"chunk_bytes", [](DockSpec& s) { s.chunk_bytes = 1 << 20; }},
+      {"columns (one more)",
+       [](DockSpec& s) { s.columns.push_back({"extra", DType::kInt64, {}, 0, false}); }},
+      {"column name", [](DockSpec& s) { s.columns[1].name = "reward"; }},
+      {"column dtype", [](DockSpec& s) { s.columns[1].dtype = DType::kFloat64; }},
+      {"column inner_shape", [](DockSpec& s) { s.columns[1].inner_shape = {3}; }},
+      {"column max_len", [](DockSpec& s) { s.columns[1].max_len = 16; }},
+      {"column rewritable", [](DockSpec& s) { s.columns[1].rewritable = true; }},
+      {"consumers (one more)",
+       [](DockSpec& s) { s.consumers.push_back({"ref", {"tokens"}, 0, 1, false, Policy::kFifo, 0}); }},
+      {"consumer name", [](DockSpec& s) { s.consumers[1].name = "value"; }},
+      {"consumer columns", [](DockSpec& s) { s.consumers[1].columns = {"tokens", "score"}; }},
+      {"dispatch_size", [=](DockSpec& s) { actor(s).dispatch_size = 2; }},
+      {"dp_size", [=](DockSpec& s) { actor(s).dp_size = 4; }},
+      {"whole_groups", [=](DockSpec& s) { actor(s).whole_groups = true; }},
+      {"policy", [=](DockSpec& s) { actor(s).policy = Policy::kRandom; }},
+      {"seed", [=](DockSpec& s) { actor(s).seed = 7; }},
+      {"cost.a", [=](DockSpec& s) { actor(s).cost.a = 2; }},
+      {"cost.b", [=](DockSpec& s) { actor(s).cost.b = 0.5; }},
+      {"micro_batch (unset)", [=](DockSpec& s) { actor(s).micro_batch.reset(); }},
+      {"micro_batch.max_tokens", [=](DockSpec& s) { budget(s).max_tokens = 128; }},
+      {"micro_batch.max_rows", [=](DockSpec& s) { budget(s).max_rows = 3; }},
+      {"micro_batch.round_to", [=](DockSpec& s) { budget(s).round_to = 2; }},
+      {"micro_batch.count_multiple", [=](DockSpec& s) { budget(s).count_multiple = 2; }},
+      {"micro_batch.min_count", [=](DockSpec& s) { budget(s).min_count = 1; }},
+      {"micro_batch.padded", [=](DockSpec& s) { budget(s).padded = true; }},
+      {"micro_batch.planner",
+       [=](DockSpec& s) { budget(s).planner = MicroBatchPlanner::kPacked; }},
+      {"micro_batch.order",
+       [=](DockSpec& s) { budget(s).order = MicroBatchOrder::kSmallestAtEnds; }},
+      {"same_count_across_ranks",
+       [=](DockSpec& s) { actor(s).same_count_across_ranks = false; }},
+      {"lease_ms", [=](DockSpec& s) { actor(s).lease_ms = 2000; }},
+  };
+}
+
+// CreateDock of an existing name is the existing dock only for an equal
+// spec: each field changed in turn (every one valid on its own, as a
+// creation under another name shows) is ALREADY_EXISTS. Spelling a default
+// out (dispatch_size, chunk_bytes) is the same spec.
+TEST(DockRegistry, EveryFieldOfTheSpecCounts) {
+  DockRegistry registry;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Create(FullSpec()));
+  DockSpec spelled = FullSpec();
+  spelled.consumers[0].dispatch_size = 4;
+  spelled.chunk_bytes = DockSpec::kDefaultChunkBytes;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> same, registry.Create(spelled));
+  EXPECT_EQ(same, dock);
+  for (const SpecChange& change : EveryFieldChanged()) {
+    SCOPED_TRACE(change.field);
+    DockSpec changed = FullSpec();
+    change.change(changed);
+    EXPECT_STATUS(registry.Create(changed), absl::StatusCode::kAlreadyExists,
+                  "dock 'full' already exists with a different spec");
+    changed.name = "other";
+    EXPECT_OK(registry.Create(changed));
+    ASSERT_OK(registry.Delete("other"));
+  }
 }
 
 // Find and Delete name the dock when it does not exist; List is by name.
