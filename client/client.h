@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/batch_meta.h"
 #include "common/dtype.h"
 #include "common/packed.h"
 #include "common/spec.h"
@@ -110,56 +111,12 @@ struct ClientGet {
   std::optional<int64_t> round;
 };
 
-// One micro-batch of a batch: rows [begin, end) of ClientBatch::rows.
-struct ClientMicroBatch {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t padded_len = 0;     // longest row rounded up to round_to
-  int64_t tokens = 0;         // real tokens
-  int64_t padded_tokens = 0;  // tokens as the budget counts them
-};
-
-// Balance statistics of a round (BALANCED) or of a batch's micro-batches:
-// min / max / mean of the cost and tokens per rank and of the tokens per
-// micro-batch, and the padding the plan carries.
-struct ClientBalanceStats {
-  double rank_cost_min = 0;
-  double rank_cost_max = 0;
-  double rank_cost_mean = 0;
-  double rank_tokens_min = 0;
-  double rank_tokens_max = 0;
-  double rank_tokens_mean = 0;
-  double micro_batch_tokens_min = 0;
-  double micro_batch_tokens_max = 0;
-  double micro_batch_tokens_mean = 0;
-  int64_t micro_batches = 0;
-  int64_t tokens = 0;
-  int64_t padded_tokens = 0;
-  double padding_ratio = 0;  // padded_tokens / tokens
-};
-
 // A batch as received. Each column's data is one contiguous, 64-byte aligned
 // segment (columns[i].segments.size() == 1) inside `buffer`, which the batch
 // owns; copies of a batch share it, so spans stay valid while any copy lives.
-struct ClientBatch {
-  int64_t step = -1;
-  std::vector<int64_t> rows;
-  std::vector<int64_t> token_counts;
-  bool end_of_step = false;
-  bool timed_out = false;
-  // BALANCED consumers: the round this batch is this rank's share of; -1
-  // otherwise.
-  int64_t round = -1;
-  // Consumers with a micro_batch plan: the micro-batches in order (each a
-  // contiguous run of rows); empty otherwise.
-  std::vector<ClientMicroBatch> micro_batches;
-  // nullopt when the server had nothing to report.
-  std::optional<ClientBalanceStats> balance;
-  // Consumers with leases: the lease over these rows (0: none) and its
-  // length. Acknowledge with Client::Ack or ClientPut::ack_lease in time, or
-  // the rows are handed out again.
-  uint64_t lease_id = 0;
-  absl::Duration lease = absl::ZeroDuration();
+// Its metadata (common/batch_meta.h: rows, token counts, round, micro-batch
+// plan, balance statistics, lease) and its columns.
+struct ClientBatch : BatchMeta {
   std::vector<PackedColumn> columns;
   std::shared_ptr<const char> buffer;
 

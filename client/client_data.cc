@@ -144,45 +144,26 @@ void CopyColumnsOut(std::vector<PackedColumn> columns, internal::BufferPool& poo
   batch->buffer = std::move(buffer);
 }
 
-ClientBalanceStats ToClientBalance(const wire::BalanceMessage& in) {
-  return {.rank_cost_min = in.rank_cost_min,
-          .rank_cost_max = in.rank_cost_max,
-          .rank_cost_mean = in.rank_cost_mean,
-          .rank_tokens_min = in.rank_tokens_min,
-          .rank_tokens_max = in.rank_tokens_max,
-          .rank_tokens_mean = in.rank_tokens_mean,
-          .micro_batch_tokens_min = in.micro_batch_tokens_min,
-          .micro_batch_tokens_max = in.micro_batch_tokens_max,
-          .micro_batch_tokens_mean = in.micro_batch_tokens_mean,
-          .micro_batches = in.micro_batches,
-          .tokens = in.tokens,
-          .padded_tokens = in.padded_tokens,
-          .padding_ratio = in.padding_ratio};
-}
-
-ClientBalanceStats ToClientBalance(const v1::BalanceStats& in) {
-  return {.rank_cost_min = in.rank_cost_min(),
-          .rank_cost_max = in.rank_cost_max(),
-          .rank_cost_mean = in.rank_cost_mean(),
-          .rank_tokens_min = in.rank_tokens_min(),
-          .rank_tokens_max = in.rank_tokens_max(),
-          .rank_tokens_mean = in.rank_tokens_mean(),
-          .micro_batch_tokens_min = in.micro_batch_tokens_min(),
-          .micro_batch_tokens_max = in.micro_batch_tokens_max(),
-          .micro_batch_tokens_mean = in.micro_batch_tokens_mean(),
-          .micro_batches = in.micro_batches(),
-          .tokens = in.tokens(),
-          .padded_tokens = in.padded_tokens(),
-          .padding_ratio = in.padding_ratio()};
+BalanceStats ToBalanceStats(const wire::BalanceMessage& in) {
+  BalanceStats out;
+  out.rank_cost = {in.rank_cost_min, in.rank_cost_max, in.rank_cost_mean};
+  out.rank_tokens = {in.rank_tokens_min, in.rank_tokens_max, in.rank_tokens_mean};
+  out.micro_batch_tokens = {in.micro_batch_tokens_min, in.micro_batch_tokens_max,
+                            in.micro_batch_tokens_mean};
+  out.micro_batches = in.micro_batches;
+  out.tokens = in.tokens;
+  out.padded_tokens = in.padded_tokens;
+  out.padding_ratio = in.padding_ratio;
+  return out;
 }
 
 // Checks that the micro-batches tile the batch's rows in order: each starts
 // where the one before ended, none is reversed, the last ends at the rows.
-absl::Status CheckMicroBatches(const std::vector<ClientMicroBatch>& micro_batches,
+absl::Status CheckMicroBatches(const std::vector<MicroBatchInfo>& micro_batches,
                                size_t rows, const std::string& what) {
   int64_t next = 0;
   for (size_t i = 0; i < micro_batches.size(); ++i) {
-    const ClientMicroBatch& mb = micro_batches[i];
+    const MicroBatchInfo& mb = micro_batches[i];
     if (mb.begin != next || mb.end < mb.begin) {
       return absl::InternalError(absl::StrCat(
           "malformed response to ", what, ": micro-batch ", i, " covers rows [", mb.begin,
@@ -213,7 +194,7 @@ absl::Status TakePlan(const wire::BatchMessage& message, const std::string& what
                                     .padded_tokens = mb.padded_tokens});
   }
   TDOCK_RETURN_IF_ERROR(CheckMicroBatches(batch->micro_batches, batch->rows.size(), what));
-  if (message.balance.has_value()) batch->balance = ToClientBalance(*message.balance);
+  if (message.balance.has_value()) batch->balance = ToBalanceStats(*message.balance);
   return absl::OkStatus();
 }
 
@@ -315,26 +296,10 @@ absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
   TDOCK_RETURN_IF_ERROR(
       FromGrpcStatus(impl_->stub->Sample(&context, request, &response)));
   ClientBatch batch;
-  batch.step = response.step();
-  batch.rows.assign(response.rows().begin(), response.rows().end());
-  batch.token_counts.assign(response.token_counts().begin(),
-                            response.token_counts().end());
-  batch.end_of_step = response.end_of_step();
-  batch.timed_out = response.timed_out();
-  batch.round = response.round();
-  batch.lease_id = response.lease_id();
-  batch.lease = absl::Milliseconds(response.lease_ms());
-  for (const v1::MicroBatch& mb : response.micro_batches()) {
-    batch.micro_batches.push_back({.begin = mb.begin(),
-                                   .end = mb.end(),
-                                   .padded_len = mb.padded_len(),
-                                   .tokens = mb.tokens(),
-                                   .padded_tokens = mb.padded_tokens()});
-  }
+  static_cast<BatchMeta&>(batch) = FromProto(response);
   TDOCK_RETURN_IF_ERROR(CheckMicroBatches(
       batch.micro_batches, batch.rows.size(),
       absl::StrCat("Sample of consumer '", get.consumer, "' on dock '", get.dock, "'")));
-  if (response.has_balance()) batch.balance = ToClientBalance(response.balance());
   return batch;
 }
 

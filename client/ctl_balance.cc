@@ -227,24 +227,6 @@ Json MicroBatchesJson(const std::vector<MicroBatch>& micro_batches) {
   return out;
 }
 
-Json SpreadJson(const Spread& spread) {
-  return {{"min", spread.min},
-          {"max", spread.max},
-          {"mean", spread.mean},
-          {"max_over_mean", spread.max_over_mean()}};
-}
-
-Json StatsJson(const BalanceStats& stats) {
-  return {{"rank_cost", SpreadJson(stats.rank_cost)},
-          {"rank_tokens", SpreadJson(stats.rank_tokens)},
-          {"micro_batch_cost", SpreadJson(stats.micro_batch_cost)},
-          {"micro_batch_tokens", SpreadJson(stats.micro_batch_tokens)},
-          {"micro_batches", stats.micro_batches},
-          {"tokens", stats.tokens},
-          {"padded_tokens", stats.padded_tokens},
-          {"padding_ratio", stats.padding_ratio}};
-}
-
 // ---- the ops ----
 
 absl::StatusOr<Json> RunPartition(const Fields& request) {
@@ -329,7 +311,7 @@ absl::StatusOr<Json> RunDispatch(const Fields& request) {
                      {"micro_batches", MicroBatchesJson(rank.micro_batches)}});
   }
   return Json{{"ranks", std::move(ranks)},
-              {"stats", StatsJson(round.stats)},
+              {"stats", BalanceToJson(round.stats)},
               {"time_us", Microseconds(elapsed)}};
 }
 

@@ -86,7 +86,7 @@ std::string BalanceSpecToText(const ConsumerSpec& consumer) {
 }
 
 // Row ids of micro-batch `mb` of `batch` (clamped to the rows received).
-std::vector<int64_t> MicroBatchRows(const ClientBatch& batch, const ClientMicroBatch& mb) {
+std::vector<int64_t> MicroBatchRows(const ClientBatch& batch, const MicroBatchInfo& mb) {
   const int64_t n = static_cast<int64_t>(batch.rows.size());
   const int64_t begin = std::clamp<int64_t>(mb.begin, 0, n);
   const int64_t end = std::clamp<int64_t>(mb.end, begin, n);
@@ -95,7 +95,7 @@ std::vector<int64_t> MicroBatchRows(const ClientBatch& batch, const ClientMicroB
 
 Json MicroBatchesToJson(const ClientBatch& batch) {
   Json out = Json::array();
-  for (const ClientMicroBatch& mb : batch.micro_batches) {
+  for (const MicroBatchInfo& mb : batch.micro_batches) {
     out.push_back({{"begin", mb.begin},
                    {"end", mb.end},
                    {"rows", MicroBatchRows(batch, mb)},
@@ -106,24 +106,6 @@ Json MicroBatchesToJson(const ClientBatch& batch) {
   return out;
 }
 
-Json BalanceToJson(const std::optional<ClientBalanceStats>& balance) {
-  if (!balance.has_value()) return nullptr;
-  const ClientBalanceStats& b = *balance;
-  return {{"rank_cost", {{"min", b.rank_cost_min}, {"max", b.rank_cost_max},
-                         {"mean", b.rank_cost_mean}}},
-          {"rank_tokens", {{"min", b.rank_tokens_min}, {"max", b.rank_tokens_max},
-                           {"mean", b.rank_tokens_mean}}},
-          {"micro_batch_tokens", {{"min", b.micro_batch_tokens_min},
-                                  {"max", b.micro_batch_tokens_max},
-                                  {"mean", b.micro_batch_tokens_mean}}},
-          {"micro_batches", b.micro_batches},
-          {"tokens", b.tokens},
-          {"padded_tokens", b.padded_tokens},
-          {"padding_ratio", b.padding_ratio}};
-}
-
-double MaxOverMean(double max, double mean) { return mean > 0 ? max / mean : 1.0; }
-
 // The plan lines of `get`'s text: round, micro-batches, balance.
 std::string PlanToText(const ClientBatch& batch) {
   std::string text;
@@ -132,30 +114,48 @@ std::string PlanToText(const ClientBatch& batch) {
     absl::StrAppend(&text, "  micro-batches: ", batch.micro_batches.size(), "\n");
   }
   for (size_t i = 0; i < batch.micro_batches.size(); ++i) {
-    const ClientMicroBatch& mb = batch.micro_batches[i];
+    const MicroBatchInfo& mb = batch.micro_batches[i];
     absl::StrAppendFormat(&text, "    %d: rows %s; %d tokens, padded_len %d, %d padded tokens\n",
                           i, absl::StrJoin(MicroBatchRows(batch, mb), " "), mb.tokens,
                           mb.padded_len, mb.padded_tokens);
   }
   if (!batch.balance.has_value()) return text;
-  const ClientBalanceStats& b = *batch.balance;
+  const BalanceStats& b = *batch.balance;
   absl::StrAppendFormat(
       &text,
       "  balance: rank tokens min %g max %g mean %g (max/mean %.3f); "
       "rank cost min %g max %g mean %g (max/mean %.3f)\n",
-      b.rank_tokens_min, b.rank_tokens_max, b.rank_tokens_mean,
-      MaxOverMean(b.rank_tokens_max, b.rank_tokens_mean), b.rank_cost_min, b.rank_cost_max,
-      b.rank_cost_mean, MaxOverMean(b.rank_cost_max, b.rank_cost_mean));
+      b.rank_tokens.min, b.rank_tokens.max, b.rank_tokens.mean,
+      b.rank_tokens.max_over_mean(), b.rank_cost.min, b.rank_cost.max, b.rank_cost.mean,
+      b.rank_cost.max_over_mean());
   absl::StrAppendFormat(
       &text,
       "           %d micro-batches, tokens min %g max %g mean %g; "
       "%d tokens, %d padded (padding ratio %.3f)\n",
-      b.micro_batches, b.micro_batch_tokens_min, b.micro_batch_tokens_max,
-      b.micro_batch_tokens_mean, b.tokens, b.padded_tokens, b.padding_ratio);
+      b.micro_batches, b.micro_batch_tokens.min, b.micro_batch_tokens.max,
+      b.micro_batch_tokens.mean, b.tokens, b.padded_tokens, b.padding_ratio);
   return text;
 }
 
+Json SpreadToJson(const Spread& spread) {
+  return {{"min", spread.min},
+          {"max", spread.max},
+          {"mean", spread.mean},
+          {"max_over_mean", spread.max_over_mean()}};
+}
+
 }  // namespace
+
+Json BalanceToJson(const BalanceStats& stats) {
+  return {{"rank_cost", SpreadToJson(stats.rank_cost)},
+          {"rank_tokens", SpreadToJson(stats.rank_tokens)},
+          {"micro_batch_cost", SpreadToJson(stats.micro_batch_cost)},
+          {"micro_batch_tokens", SpreadToJson(stats.micro_batch_tokens)},
+          {"micro_batches", stats.micro_batches},
+          {"tokens", stats.tokens},
+          {"padded_tokens", stats.padded_tokens},
+          {"padding_ratio", stats.padding_ratio}};
+}
 
 Json SpecToJson(const DockSpec& spec) {
   Json columns = Json::object();
@@ -246,7 +246,7 @@ Json BatchToJson(const ClientBatch& batch) {
           {"lease_id", batch.lease_id},
           {"lease_ms", absl::ToInt64Milliseconds(batch.lease)},
           {"micro_batches", MicroBatchesToJson(batch)},
-          {"balance", BalanceToJson(batch.balance)},
+          {"balance", batch.balance.has_value() ? BalanceToJson(*batch.balance) : Json(nullptr)},
           {"columns", std::move(columns)}};
 }
 

@@ -20,6 +20,9 @@ Json StatusToJson(const DockStatusInfo& status);
 // [{begin, end, rows, padded_len, tokens, padded_tokens}], balance (null when
 // absent), columns: {name: rows}}.
 Json BatchToJson(const ClientBatch& batch);
+// {rank_cost, rank_tokens, micro_batch_cost, micro_batch_tokens: {min, max,
+// mean, max_over_mean}, micro_batches, tokens, padded_tokens, padding_ratio}.
+Json BalanceToJson(const BalanceStats& stats);
 
 std::string SpecToText(const DockSpec& spec);
 std::string DocksToText(const std::vector<DockSummaryInfo>& docks);

@@ -27,6 +27,8 @@ struct Spread {
 
   // max / mean; 1 when the mean is 0 (nothing to balance).
   double max_over_mean() const { return mean > 0 ? max / mean : 1.0; }
+
+  bool operator==(const Spread&) const = default;
 };
 
 Spread Summarize(absl::Span<const double> values);
@@ -48,6 +50,8 @@ struct BalanceStats {
   int64_t padded_tokens = 0;
   // padded_tokens / tokens; 1 when there are no tokens.
   double padding_ratio = 1;
+
+  bool operator==(const BalanceStats&) const = default;
 };
 
 // Accumulates a round rank by rank. Thread-compatible value type.

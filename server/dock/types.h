@@ -14,7 +14,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/balance/stats.h"
+#include "common/batch_meta.h"
 #include "common/packed.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
@@ -53,42 +53,16 @@ struct GetInput {
   std::optional<int64_t> round;
 };
 
-// One micro-batch of a batch: rows [begin, end) of Batch::rows.
-struct MicroBatchInfo {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t padded_len = 0;     // longest row rounded up to round_to
-  int64_t tokens = 0;         // real tokens
-  int64_t padded_tokens = 0;  // tokens as the budget counts them
-};
-
 // One column of a batch: segments are views into the dock's arena, valid
 // while Batch::pin is held; rows in batch order.
 using ColumnView = PackedColumn;
 
-struct Batch {
-  int64_t step = -1;
-  std::vector<int64_t> rows;
-  std::vector<int64_t> token_counts;  // per row: sum of length_columns' lengths
-  bool end_of_step = false;           // the consumer has now taken every row
-  bool timed_out = false;             // nothing could be served in time
+// A batch handed out: its metadata (common/batch_meta.h) and its columns.
+struct Batch : BatchMeta {
   std::vector<ColumnView> columns;
-  // BALANCED consumers: the round this batch is this rank's share of; -1
-  // otherwise.
-  int64_t round = -1;
-  // Consumers with a micro_batch plan: the micro-batches, in order; rows are
-  // ordered so each micro-batch is contiguous. Empty otherwise.
-  std::vector<MicroBatchInfo> micro_batches;
-  // Balance statistics of the round (BALANCED) or of this batch's
-  // micro-batches; nullopt when there is nothing to report.
-  std::optional<BalanceStats> balance;
   // Keeps the step's arena alive while segments are referenced, even after
   // the step is released. Copy it to extend the lifetime.
   std::shared_ptr<const void> pin;
-  // Consumers with leases: the lease over these rows (0: none) and how long
-  // it runs from the hand-out.
-  uint64_t lease_id = 0;
-  absl::Duration lease = absl::ZeroDuration();
 
   int64_t payload_bytes() const;
 };

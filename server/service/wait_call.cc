@@ -77,46 +77,8 @@ absl::Status GetCall::WriteResponse(Batch batch) {
   return absl::OkStatus();
 }
 
-namespace {
-
-void FillBalance(const BalanceStats& stats, v1::BalanceStats* out) {
-  const wire::BalanceMessage fields = ToBalanceMessage(stats);
-  out->set_rank_cost_min(fields.rank_cost_min);
-  out->set_rank_cost_max(fields.rank_cost_max);
-  out->set_rank_cost_mean(fields.rank_cost_mean);
-  out->set_rank_tokens_min(fields.rank_tokens_min);
-  out->set_rank_tokens_max(fields.rank_tokens_max);
-  out->set_rank_tokens_mean(fields.rank_tokens_mean);
-  out->set_micro_batch_tokens_min(fields.micro_batch_tokens_min);
-  out->set_micro_batch_tokens_max(fields.micro_batch_tokens_max);
-  out->set_micro_batch_tokens_mean(fields.micro_batch_tokens_mean);
-  out->set_micro_batches(fields.micro_batches);
-  out->set_tokens(fields.tokens);
-  out->set_padded_tokens(fields.padded_tokens);
-  out->set_padding_ratio(fields.padding_ratio);
-}
-
-}  // namespace
-
 absl::Status SampleCall::WriteResponse(Batch batch) {
-  response_->set_step(batch.step);
-  response_->mutable_rows()->Assign(batch.rows.begin(), batch.rows.end());
-  response_->mutable_token_counts()->Assign(batch.token_counts.begin(),
-                                            batch.token_counts.end());
-  response_->set_end_of_step(batch.end_of_step);
-  response_->set_timed_out(batch.timed_out);
-  response_->set_round(batch.round);
-  response_->set_lease_id(batch.lease_id);
-  response_->set_lease_ms(absl::ToInt64Milliseconds(batch.lease));
-  for (const MicroBatchInfo& mb : batch.micro_batches) {
-    v1::MicroBatch* out = response_->add_micro_batches();
-    out->set_begin(mb.begin);
-    out->set_end(mb.end);
-    out->set_padded_len(mb.padded_len);
-    out->set_tokens(mb.tokens);
-    out->set_padded_tokens(mb.padded_tokens);
-  }
-  if (batch.balance.has_value()) FillBalance(*batch.balance, response_->mutable_balance());
+  ToProto(batch, response_);
   return absl::OkStatus();
 }
 

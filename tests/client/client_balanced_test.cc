@@ -77,7 +77,7 @@ void ExpectValidShare(const ClientBatch& share) {
   EXPECT_EQ(std::accumulate(share.token_counts.begin(), share.token_counts.end(), int64_t{0}),
             22);
   int64_t next = 0;
-  for (const ClientMicroBatch& mb : share.micro_batches) {
+  for (const MicroBatchInfo& mb : share.micro_batches) {
     EXPECT_EQ(mb.begin, next);
     ASSERT_LE(mb.end, static_cast<int64_t>(share.rows.size()));
     int64_t tokens = 0;
@@ -89,8 +89,8 @@ void ExpectValidShare(const ClientBatch& share) {
   }
   EXPECT_EQ(next, 4);
   ASSERT_TRUE(share.balance.has_value());
-  EXPECT_EQ(share.balance->rank_tokens_min, 22);
-  EXPECT_EQ(share.balance->rank_tokens_max, 22);
+  EXPECT_EQ(share.balance->rank_tokens.min, 22);
+  EXPECT_EQ(share.balance->rank_tokens.max, 22);
   EXPECT_EQ(share.balance->tokens, 44);
   EXPECT_EQ(share.balance->padded_tokens, 44);
   EXPECT_EQ(share.balance->padding_ratio, 1.0);

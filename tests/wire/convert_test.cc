@@ -195,6 +195,50 @@ TEST(Convert, UnknownMicroBatchEnumsRejected) {
 }
 
 // Status codes and messages are kept in both directions.
+// Every field of a batch's metadata set to a value of its own, so a field
+// left out of either direction shows.
+BatchMeta SampleMeta() {
+  BatchMeta meta;
+  meta.step = 7;
+  meta.rows = {5, 1, 9};
+  meta.token_counts = {300, 20, 4000};
+  meta.end_of_step = true;
+  meta.timed_out = true;
+  meta.round = 3;
+  meta.micro_batches = {{.begin = 0, .end = 2, .padded_len = 384, .tokens = 320, .padded_tokens = 768},
+                        {.begin = 2, .end = 3, .padded_len = 4096, .tokens = 4000, .padded_tokens = 4096}};
+  BalanceStats stats;
+  stats.rank_cost = {1.5, 2.5, 2.0};
+  stats.rank_tokens = {10, 30, 20};
+  stats.micro_batch_cost = {0.25, 0.75, 0.5};
+  stats.micro_batch_tokens = {4, 12, 8};
+  stats.micro_batches = 11;
+  stats.tokens = 4320;
+  stats.padded_tokens = 4864;
+  stats.padding_ratio = 1.125;
+  meta.balance = stats;
+  meta.lease_id = (uint64_t{9} << 40) + 17;
+  meta.lease = absl::Milliseconds(2500);
+  return meta;
+}
+
+TEST(Convert, BatchMetaRoundTripsThroughGetAndSampleResponses) {
+  const BatchMeta meta = SampleMeta();
+  v1::GetResponse get;
+  ToProto(meta, &get);
+  EXPECT_EQ(FromProto(get), meta);
+  v1::SampleResponse sample;
+  ToProto(meta, &sample);
+  EXPECT_EQ(FromProto(sample), meta);
+
+  BatchMeta bare = meta;  // written over a full one: nothing of it stays
+  bare.balance.reset();
+  bare.micro_batches.pop_back();
+  ToProto(bare, &get);
+  EXPECT_FALSE(get.has_balance());
+  EXPECT_EQ(FromProto(get), bare);
+}
+
 TEST(Convert, StatusRoundTrip) {
   for (int code = 1; code <= 16; ++code) {
     const absl::Status status(static_cast<absl::StatusCode>(code), "msg here");

@@ -46,6 +46,9 @@ class BalanceStats:
     tokens: int
     padded_tokens: int
     padding_ratio: float
+    micro_batch_cost_min: float
+    micro_batch_cost_max: float
+    micro_batch_cost_mean: float
 
     @property
     def rank_imbalance(self) -> float:

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/batch_meta.h"
 #include "common/spec.h"
 #include "grpcpp/support/status.h"
 #include "tdock/v1/dock.pb.h"
@@ -18,6 +19,16 @@ v1::ColumnSpec ToProto(const ColumnSpec& column);
 absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec);
 absl::StatusOr<ConsumerSpec> FromProto(const v1::ConsumerSpec& consumer);
 absl::StatusOr<ColumnSpec> FromProto(const v1::ColumnSpec& column);
+
+// Batch metadata (convert_batch.cc). A GetResponse (also Read's) and a
+// SampleResponse carry the same fields; ToProto sets them and leaves the
+// columns alone.
+void ToProto(const BatchMeta& meta, v1::GetResponse* out);
+void ToProto(const BatchMeta& meta, v1::SampleResponse* out);
+BatchMeta FromProto(const v1::GetResponse& in);
+BatchMeta FromProto(const v1::SampleResponse& in);
+void ToProto(const BalanceStats& stats, v1::BalanceStats* out);
+BalanceStats FromProto(const v1::BalanceStats& in);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
