@@ -24,12 +24,9 @@ Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel
       channel(std::move(channel)),
       stub(v1::Dock::NewStub(this->channel)),
       health(grpc::health::v1::Health::NewStub(this->channel)),
-      put_method("/tdock.v1.Dock/Put", grpc::internal::RpcMethod::NORMAL_RPC,
-                 this->channel),
-      get_method("/tdock.v1.Dock/Get", grpc::internal::RpcMethod::NORMAL_RPC,
-                 this->channel),
-      read_method("/tdock.v1.Dock/Read", grpc::internal::RpcMethod::NORMAL_RPC,
-                  this->channel) {}
+      put_stub(this->channel),
+      get_stub(this->channel),
+      read_stub(this->channel) {}
 
 void Client::Impl::SetDeadline(grpc::ClientContext* context,
                                absl::Duration wait) const {

@@ -1,10 +1,10 @@
-// tdock::Client's data plane. Put, Get and Read are raw unary calls
-// (grpc::internal::BlockingUnaryCall with ByteBuffer bodies, the path the
-// generated stubs take) so that payload never passes through a protobuf
-// `bytes` field: a Put is sent as slices borrowed from the caller next to
-// small header slices encoded by common/wire; a Get's or Read's response is
-// decoded over the received slices and its column data copied once into a
-// buffer the batch owns. Sample carries no payload and uses the typed stub.
+// tdock::Client's data plane. Put, Get and Read are unary calls on gRPC's
+// generic stubs with ByteBuffer bodies framed by proto/tdock/v1/bulk.h, so
+// that payload never passes through a protobuf `bytes` field: a Put is sent
+// as slices borrowed from the caller next to small header slices; a Get's or
+// Read's response is decoded over the received slices and its column data
+// copied once into a buffer the batch owns. Sample carries no payload and
+// uses the typed stub.
 #include <cstdint>
 #include <new>
 #include <utility>
@@ -14,8 +14,8 @@
 #include "client/client.h"
 #include "client/client_impl.h"
 #include "common/status.h"
-#include "common/wire.h"
-#include "grpcpp/impl/client_unary_call.h"
+#include "absl/synchronization/notification.h"
+#include "proto/tdock/v1/bulk.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/tdock/v1/convert.h"
@@ -70,39 +70,50 @@ class BorrowTracker final {
 
 // The encoded message as slices: runs of owned pieces are copied into one
 // slice (they are small headers), borrowed pieces are referenced in place.
-grpc::ByteBuffer ToByteBuffer(const wire::Encoded& encoded,
-                              BorrowTracker* tracker) {
+grpc::ByteBuffer ToByteBuffer(const bulk::Encoded& encoded, BorrowTracker* tracker) {
   std::vector<grpc::Slice> slices;
-  std::string run;
-  for (const wire::Encoded::Piece& piece : encoded.pieces) {
-    if (!piece.borrowed) {
-      run.append(piece.bytes.data(), piece.bytes.size());
-      continue;
+  slices.reserve(encoded.pieces.size());
+  for (const bulk::Encoded::Piece& piece : encoded.pieces) {
+    if (piece.borrowed) {
+      slices.push_back(tracker->Borrow(piece.bytes));
+    } else {
+      slices.emplace_back(piece.bytes.data(), piece.bytes.size());  // copies
     }
-    if (piece.bytes.empty()) continue;
-    if (!run.empty()) slices.emplace_back(run.data(), run.size());
-    run.clear();
-    slices.push_back(tracker->Borrow(piece.bytes));
   }
-  if (!run.empty()) slices.emplace_back(run.data(), run.size());
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-wire::PutMessage ToPutMessage(const ClientPut& put) {
-  wire::PutMessage message;
-  message.dock = put.dock;
-  message.step = put.step;
-  message.rows = put.rows;
-  message.wait_ms = absl::ToInt64Milliseconds(put.wait);
-  message.ack_lease = put.ack_lease;
-  message.columns.reserve(put.columns.size());
+// A unary call on a generic stub, waited for.
+template <typename Request, typename Response>
+grpc::Status Call(grpc::TemplatedGenericStub<Request, Response>& stub, const char* method,
+                  grpc::ClientContext* context, const Request& request, Response* response) {
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(context, method, grpc::StubOptions(), &request, response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  return status;
+}
+
+bulk::Encoded EncodePut(const ClientPut& put) {
+  v1::PutRequest header;
+  header.set_dock(put.dock);
+  header.set_step(put.step);
+  header.mutable_rows()->Assign(put.rows.begin(), put.rows.end());
+  header.set_wait_ms(absl::ToInt64Milliseconds(put.wait));
+  header.set_ack_lease(put.ack_lease);
+  std::vector<PackedColumn> columns;
+  columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {
-    message.columns.push_back({.name = column.name,
-                               .dtype = column.dtype,
-                               .offsets = column.offsets,
-                               .segments = {column.bytes()}});
+    columns.push_back({.name = column.name,
+                       .dtype = column.dtype,
+                       .offsets = column.offsets,
+                       .segments = {column.bytes()}});
   }
-  return message;
+  return bulk::EncodePut(header, columns);
 }
 
 // Checks what the batch's accessors rely on: offsets start at 0, never
@@ -144,19 +155,6 @@ void CopyColumnsOut(std::vector<PackedColumn> columns, internal::BufferPool& poo
   batch->buffer = std::move(buffer);
 }
 
-BalanceStats ToBalanceStats(const wire::BalanceMessage& in) {
-  BalanceStats out;
-  out.rank_cost = {in.rank_cost_min, in.rank_cost_max, in.rank_cost_mean};
-  out.rank_tokens = {in.rank_tokens_min, in.rank_tokens_max, in.rank_tokens_mean};
-  out.micro_batch_tokens = {in.micro_batch_tokens_min, in.micro_batch_tokens_max,
-                            in.micro_batch_tokens_mean};
-  out.micro_batches = in.micro_batches;
-  out.tokens = in.tokens;
-  out.padded_tokens = in.padded_tokens;
-  out.padding_ratio = in.padding_ratio;
-  return out;
-}
-
 // Checks that the micro-batches tile the batch's rows in order: each starts
 // where the one before ended, none is reversed, the last ends at the rows.
 absl::Status CheckMicroBatches(const std::vector<MicroBatchInfo>& micro_batches,
@@ -179,25 +177,6 @@ absl::Status CheckMicroBatches(const std::vector<MicroBatchInfo>& micro_batches,
   return absl::OkStatus();
 }
 
-// The round, micro-batch plan and balance statistics of a decoded
-// GetResponse, into `batch` (whose rows are set).
-absl::Status TakePlan(const wire::BatchMessage& message, const std::string& what,
-                      ClientBatch* batch) {
-  batch->round = message.round;
-  batch->lease_id = message.lease_id;
-  batch->lease = absl::Milliseconds(message.lease_ms);
-  for (const wire::MicroBatchMessage& mb : message.micro_batches) {
-    batch->micro_batches.push_back({.begin = mb.begin,
-                                    .end = mb.end,
-                                    .padded_len = mb.padded_len,
-                                    .tokens = mb.tokens,
-                                    .padded_tokens = mb.padded_tokens});
-  }
-  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(batch->micro_batches, batch->rows.size(), what));
-  if (message.balance.has_value()) batch->balance = ToBalanceStats(*message.balance);
-  return absl::OkStatus();
-}
-
 // Decodes a GetResponse received as `response`. `what` names the call for
 // messages ("Get of consumer 'actor' on dock 'grpo'").
 absl::StatusOr<ClientBatch> DecodeBatchResponse(
@@ -211,18 +190,14 @@ absl::StatusOr<ClientBatch> DecodeBatchResponse(
     segments.emplace_back(reinterpret_cast<const char*>(slice.begin()),
                           slice.size());
   }
-  absl::StatusOr<wire::BatchMessage> message = wire::DecodeBatch(segments);
+  absl::StatusOr<bulk::Decoded<v1::GetResponse>> message = bulk::DecodeBatch(segments);
   if (!message.ok()) {
     return absl::InternalError(absl::StrCat("malformed response to ", what,
                                             ": ", message.status().message()));
   }
   ClientBatch batch;
-  batch.step = message->step;
-  batch.rows = std::move(message->rows);
-  batch.token_counts = std::move(message->token_counts);
-  batch.end_of_step = message->end_of_step;
-  batch.timed_out = message->timed_out;
-  TDOCK_RETURN_IF_ERROR(TakePlan(*message, what, &batch));
+  static_cast<BatchMeta&>(batch) = FromProto(message->header);
+  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(batch.micro_batches, batch.rows.size(), what));
   for (const PackedColumn& column : message->columns) {
     absl::Status checked = CheckReceivedColumn(column, batch.rows.size());
     if (!checked.ok()) {
@@ -249,7 +224,7 @@ v1::GetRequest ToGetRequest(const ClientGet& get) {
 }  // namespace
 
 absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
-  const wire::Encoded encoded = wire::EncodePut(ToPutMessage(put));
+  const bulk::Encoded encoded = EncodePut(put);
   if (encoded.size() > impl_->options.max_message_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "put into dock '", put.dock, "' step ", put.step, ": message of ",
@@ -265,8 +240,7 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
     grpc::ClientContext context;
     impl_->SetDeadline(&context, put.wait);
     const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
-    status = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, v1::PutResponse>(
-        impl_->channel.get(), impl_->put_method, &context, request, &response);
+    status = Call(impl_->put_stub, "/tdock.v1.Dock/Put", &context, request, &response);
   }
   tracker.AwaitReleased();
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
@@ -279,9 +253,7 @@ absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
   impl_->SetDeadline(&context, get.wait);
   grpc::ByteBuffer response;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
-      grpc::internal::BlockingUnaryCall<v1::GetRequest, grpc::ByteBuffer>(
-          impl_->channel.get(), impl_->get_method, &context, request,
-          &response)));
+      Call(impl_->get_stub, "/tdock.v1.Dock/Get", &context, request, &response)));
   return DecodeBatchResponse(
       response, absl::StrCat("Get of consumer '", get.consumer, "' on dock '",
                              get.dock, "'"),
@@ -315,9 +287,7 @@ absl::StatusOr<ClientBatch> Client::Read(const std::string& dock, int64_t step,
   impl_->SetDeadline(&context);
   grpc::ByteBuffer response;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
-      grpc::internal::BlockingUnaryCall<v1::ReadRequest, grpc::ByteBuffer>(
-          impl_->channel.get(), impl_->read_method, &context, request,
-          &response)));
+      Call(impl_->read_stub, "/tdock.v1.Dock/Read", &context, request, &response)));
   return DecodeBatchResponse(
       response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"),
       impl_->buffers);

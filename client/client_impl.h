@@ -14,7 +14,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "tdock/v1/dock.grpc.pb.h"
 
 namespace tdock {
@@ -41,10 +42,11 @@ class Client::Impl final {
   const std::shared_ptr<grpc::Channel> channel;
   const std::unique_ptr<v1::Dock::Stub> stub;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health;
-  // The raw (ByteBuffer) data-plane methods: bodies bypass protobuf classes.
-  const grpc::internal::RpcMethod put_method;
-  const grpc::internal::RpcMethod get_method;
-  const grpc::internal::RpcMethod read_method;
+  // The data-plane methods whose bodies are framed by proto/tdock/v1/bulk.h:
+  // Put sends a ByteBuffer, Get and Read receive one (gRPC's generic stubs).
+  grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse> put_stub;
+  grpc::TemplatedGenericStub<v1::GetRequest, grpc::ByteBuffer> get_stub;
+  grpc::TemplatedGenericStub<v1::ReadRequest, grpc::ByteBuffer> read_stub;
   // Receive buffers of Get and Read, reused once their batches are gone.
   internal::BufferPool buffers;
 };

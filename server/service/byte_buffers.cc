@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/tdock/v1/convert.h"
 
 namespace tdock::internal {
 namespace {
@@ -24,24 +25,6 @@ grpc::Slice PinnedSlice(ByteSpan bytes,
 
 }  // namespace
 
-wire::BalanceMessage ToBalanceMessage(const BalanceStats& stats) {
-  wire::BalanceMessage out;
-  out.rank_cost_min = stats.rank_cost.min;
-  out.rank_cost_max = stats.rank_cost.max;
-  out.rank_cost_mean = stats.rank_cost.mean;
-  out.rank_tokens_min = stats.rank_tokens.min;
-  out.rank_tokens_max = stats.rank_tokens.max;
-  out.rank_tokens_mean = stats.rank_tokens.mean;
-  out.micro_batch_tokens_min = stats.micro_batch_tokens.min;
-  out.micro_batch_tokens_max = stats.micro_batch_tokens.max;
-  out.micro_batch_tokens_mean = stats.micro_batch_tokens.mean;
-  out.micro_batches = stats.micro_batches;
-  out.tokens = stats.tokens;
-  out.padded_tokens = stats.padded_tokens;
-  out.padding_ratio = stats.padding_ratio;
-  return out;
-}
-
 absl::StatusOr<RequestBytes> RequestBytes::From(
     const grpc::ByteBuffer& buffer) {
   RequestBytes bytes;
@@ -59,11 +42,11 @@ absl::StatusOr<RequestBytes> RequestBytes::From(
   return bytes;
 }
 
-grpc::ByteBuffer EncodedToByteBuffer(const wire::Encoded& encoded,
+grpc::ByteBuffer EncodedToByteBuffer(const bulk::Encoded& encoded,
                                      const std::shared_ptr<const void>& pin) {
   std::vector<grpc::Slice> slices;
   slices.reserve(encoded.pieces.size());
-  for (const wire::Encoded::Piece& piece : encoded.pieces) {
+  for (const bulk::Encoded::Piece& piece : encoded.pieces) {
     if (piece.bytes.empty()) continue;
     if (piece.borrowed && pin != nullptr) {
       slices.push_back(PinnedSlice(piece.bytes, pin));
@@ -75,26 +58,9 @@ grpc::ByteBuffer EncodedToByteBuffer(const wire::Encoded& encoded,
 }
 
 grpc::ByteBuffer BatchToByteBuffer(Batch batch) {
-  wire::BatchMessage message;
-  message.step = batch.step;
-  message.rows = std::move(batch.rows);
-  message.token_counts = std::move(batch.token_counts);
-  message.end_of_step = batch.end_of_step;
-  message.timed_out = batch.timed_out;
-  message.round = batch.round;
-  message.lease_id = batch.lease_id;
-  message.lease_ms = absl::ToInt64Milliseconds(batch.lease);
-  message.micro_batches.reserve(batch.micro_batches.size());
-  for (const MicroBatchInfo& mb : batch.micro_batches) {
-    message.micro_batches.push_back({.begin = mb.begin,
-                                     .end = mb.end,
-                                     .padded_len = mb.padded_len,
-                                     .tokens = mb.tokens,
-                                     .padded_tokens = mb.padded_tokens});
-  }
-  if (batch.balance.has_value()) message.balance = ToBalanceMessage(*batch.balance);
-  message.columns = std::move(batch.columns);
-  const wire::Encoded encoded = wire::EncodeBatch(message);
+  v1::GetResponse header;
+  ToProto(batch, &header);
+  const bulk::Encoded encoded = bulk::EncodeBatch(header, batch.columns);
   return EncodedToByteBuffer(encoded, batch.pin);
 }
 

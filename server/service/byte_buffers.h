@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/packed.h"
-#include "common/wire.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
+#include "proto/tdock/v1/bulk.h"
 #include "server/dock/types.h"
 
 namespace tdock::internal {
@@ -48,11 +48,8 @@ class RequestBytes final {
 // are copied into slices; borrowed pieces become slices over the original
 // memory that each hold a reference to `pin` until gRPC releases them. With a
 // null `pin` borrowed pieces are copied too, since nothing keeps them alive.
-grpc::ByteBuffer EncodedToByteBuffer(const wire::Encoded& encoded,
+grpc::ByteBuffer EncodedToByteBuffer(const bulk::Encoded& encoded,
                                      const std::shared_ptr<const void>& pin);
-
-// tdock.v1.BalanceStats fields of a round's statistics.
-wire::BalanceMessage ToBalanceMessage(const BalanceStats& stats);
 
 // Encodes `batch` as a tdock.v1.GetResponse without copying column payload;
 // the round, micro-batch plan and balance statistics go along.

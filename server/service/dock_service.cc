@@ -12,7 +12,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/status.h"
-#include "common/wire.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/tdock/v1/convert.h"
 #include "server/service/byte_buffers.h"
@@ -327,26 +326,26 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<internal::RequestBytes> bytes =
       internal::RequestBytes::From(*request);
   if (!bytes.ok()) return FinishNow(context, bytes.status());
-  absl::StatusOr<wire::PutMessage> message = wire::DecodePut(bytes->spans());
+  absl::StatusOr<bulk::Decoded<v1::PutRequest>> message = bulk::DecodePut(bytes->spans());
   if (!message.ok()) return FinishNow(context, message.status());
-  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(message->dock);
+  v1::PutRequest& header = message->header;
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(header.dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
-  absl::StatusOr<absl::Duration> wait =
-      WaitBound(message->dock, "Put", message->wait_ms, limits_);
+  absl::StatusOr<absl::Duration> wait = WaitBound(header.dock(), "Put", header.wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
   if (absl::Status rows = ServiceLimits::Check(
-          static_cast<int64_t>(message->rows.size()), limits_.max_rows_per_request,
-          absl::StrCat("Put on dock '", message->dock, "': rows"), "max_rows_per_request");
+          header.rows_size(), limits_.max_rows_per_request,
+          absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
       !rows.ok()) {
     return FinishNow(context, rows);
   }
 
   PutInput input;
-  input.step = message->step;
-  input.rows = std::move(message->rows);
+  input.step = header.step();
+  input.rows.assign(header.rows().begin(), header.rows().end());
   input.columns = std::move(message->columns);  // spans into *bytes
   input.wait = ClampToDeadline(*wait, *context);
-  input.ack_lease = message->ack_lease;
+  input.ack_lease = header.ack_lease();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

@@ -6,9 +6,10 @@
 // inline, and CreateDock waits for its spec's record (creations are
 // serialized, so a stored spec is the one served).
 // The data plane avoids copying payload: Put decodes the raw request with
-// the hand-written wire codec and hands the core spans into gRPC's receive
-// slices (the core makes the one copy into its arena); Get and Read encode
-// the batch by hand and send column payload as slices that pin the arena.
+// the bulk framing (proto/tdock/v1/bulk.h: metadata through protobuf's
+// generated classes, column bodies left in place) and hands the core spans
+// into gRPC's receive slices (the core makes the one copy into its arena);
+// Get and Read send column payload as slices that pin the arena.
 // Get and Sample may park in the dock without holding a thread; a client
 // cancel or deadline cancels the parked waiter. Errors from the core are
 // absl::Status, converted to grpc::Status once, here.

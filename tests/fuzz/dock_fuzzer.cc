@@ -1,5 +1,6 @@
 // libFuzzer target over the request decoding and validation path: bytes of a
-// PutRequest through the hand-written wire decoder into a Dock (then a Get and
+// PutRequest through the bulk framing (proto/tdock/v1/bulk.h), split in two
+// segments, into a Dock (then a Get and
 // a Read of what it holds), and bytes of a CreateDockRequest or a YAML spec
 // through the spec conversions and validation into Dock::Create. The first
 // byte picks the path. Built with -fsanitize=fuzzer,address,undefined by
@@ -14,7 +15,7 @@
 
 #include "absl/types/span.h"
 #include "common/spec_yaml.h"
-#include "common/wire.h"
+#include "proto/tdock/v1/bulk.h"
 #include "proto/tdock/v1/convert.h"
 #include "server/dock/dock.h"
 #include "tdock/v1/dock.pb.h"
@@ -54,15 +55,16 @@ consumers:
 }
 
 void PutBytes(const uint8_t* data, size_t size) {
-  const ByteSpan segment(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<wire::PutMessage> message = wire::DecodePut(absl::MakeConstSpan(&segment, 1));
+  const ByteSpan bytes(reinterpret_cast<const char*>(data), size);
+  const ByteSpan segments[] = {bytes.first(size / 3), bytes.subspan(size / 3)};
+  absl::StatusOr<bulk::Decoded<v1::PutRequest>> message = bulk::DecodePut(segments);
   if (!message.ok()) return;
   Dock& dock = TargetDock();
   PutInput input;
-  input.step = message->step % 4;  // keep to a few steps so they get released
-  input.rows = std::move(message->rows);
+  input.step = message->header.step() % 4;  // keep to a few steps so they get released
+  input.rows.assign(message->header.rows().begin(), message->header.rows().end());
   input.columns = std::move(message->columns);
-  input.ack_lease = message->ack_lease;
+  input.ack_lease = message->header.ack_lease();
   std::promise<void> put_done;
   dock.Put(std::move(input), [&](absl::StatusOr<PutResult>) { put_done.set_value(); });
   put_done.get_future().wait();

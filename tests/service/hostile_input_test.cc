@@ -120,11 +120,11 @@ class HostileInputTest : public ServiceTest {
 TEST_F(HostileInputTest, EveryMalformedRequestIsRefusedAndChangesNothing) {
   const std::string good = GoodPut().SerializeAsString();
   std::vector<Case> cases = {
-      // ---- raw Put bytes (the hand-written decoder)
+      // ---- raw Put bytes (the bulk framing)
       {"truncated buffer", [&] { return RawPut(good.substr(0, good.size() - 3)); },
-       absl::StatusCode::kInvalidArgument, {"PutRequest", "exceeds"}},
+       absl::StatusCode::kInvalidArgument, {"PutRequest.columns[0]", "exceeds"}},
       {"truncated tag", [&] { return RawPut(good + "\x80"); },
-       absl::StatusCode::kInvalidArgument, {"PutRequest", "truncated"}},
+       absl::StatusCode::kInvalidArgument, {"PutRequest", "truncated tag"}},
       {"length past the end", [&] { return RawPut(Tag(1, 2) + Varint(1000) + "grpo"); },
        absl::StatusCode::kInvalidArgument, {"PutRequest.dock", "length 1000"}},
       {"huge length", [&] { return RawPut(Tag(15, 2) + Varint(uint64_t{1} << 62)); },

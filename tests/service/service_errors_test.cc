@@ -159,7 +159,7 @@ TEST_F(ServiceErrorsTest, PutNegativeWait) {
 }
 
 // Raw Put bytes that are not a valid PutRequest: INVALID_ARGUMENT from the
-// wire codec, naming the field at fault.
+// bulk framing, naming the field at fault.
 TEST_F(ServiceErrorsTest, MalformedRawPut) {
   // Field 1 (dock), length-delimited, claiming 100 bytes of which 3 follow.
   ExpectRejected([&] { return RawPut(std::string("\x0a\x64grp", 5)); },
