@@ -12,7 +12,9 @@ namespace tdock {
 DockRegistry::~DockRegistry() {
   // A creation in flight answers through this registry: wait for it.
   tdock::MutexLock lock(&mu_);
-  while (!creating_.empty()) created_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
+  while (!creating_.empty() || finishing_ > 0) {
+    created_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
+  }
 }
 
 DockLimits DockRegistry::dock_limits() const {
@@ -122,6 +124,7 @@ void DockRegistry::FinishCreate(const std::string& name, const absl::Status& sto
     dock = std::move(it->second.dock);
     if (stored.ok()) docks_.emplace(name, Entry{std::move(it->second.spec), dock});
     creating_.erase(it);
+    ++finishing_;
     shut_down = shut_down_;
   }
   if (!stored.ok() || shut_down) dock->Shutdown();
@@ -133,8 +136,10 @@ void DockRegistry::FinishCreate(const std::string& name, const absl::Status& sto
           "dock '", name, "' was not created: its spec was not stored (", stored.message(), ")")));
     }
   }
-  // Last: the destructor may go on once creating_ is empty.
+  // Last, signalled under the lock: the destructor may go on once this
+  // creation is finished, and not before this call is done with mu_.
   tdock::MutexLock lock(&mu_);
+  --finishing_;
   created_.SignalAll();
 }
 

@@ -117,6 +117,9 @@ class DockRegistry final {
   void FinishCreate(const std::string& name, const absl::Status& stored);
   std::map<std::string, Entry> docks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Creating> creating_ ABSL_GUARDED_BY(mu_);
+  // Creations taken out of creating_ whose answers are still running: the
+  // registry must outlive them too.
+  int finishing_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar created_;  // a creation finished
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -5,12 +5,15 @@
 // RecordingStore, makes chosen writes fail or wait, and restarts a server on
 // what the store holds.
 #include <algorithm>
+#include <atomic>
 #include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/persist/recording_server.h"
 
@@ -291,6 +294,33 @@ TEST(CreateDock, AnsweredOnceItsSpecIsStored) {
   EXPECT_EQ(a, b);
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> found, recording.registry.Find("other"));
   EXPECT_EQ(found, a);
+}
+
+// The registry outlives the answers of its creations: destroying it while a
+// creation's callback still runs (on the journal's completion thread) waits
+// for that callback to return and for the creation to finish. (It did not:
+// the destructor saw no creation in flight once the dock was registered and
+// freed the registry under FinishCreate, a use-after-free.)
+TEST(CreateDock, RegistryWaitsForAnAnswerInProgress) {
+  auto owned = std::make_unique<RecordingStore>();
+  RecordingStore* store = owned.get();
+  Persistence persistence(std::move(owned), PersistenceOptions{.data_dir = "recording"});
+  auto registry = std::make_unique<DockRegistry>();
+  ASSERT_OK(persistence.Recover(*registry).status());
+  store->Hold(true);
+  std::promise<void> answering;
+  std::atomic<bool> returned{false};
+  registry->Create(CrashSpec(), [&](absl::StatusOr<std::shared_ptr<Dock>> dock) {
+    answering.set_value();
+    // Long enough for the destructor below to run past a creation it did
+    // not wait for.
+    absl::SleepFor(absl::Milliseconds(100));
+    returned = dock.ok();
+  });
+  store->Hold(false);
+  answering.get_future().wait();
+  registry.reset();
+  EXPECT_TRUE(returned);
 }
 
 // A creation whose spec is not stored fails, and leaves nothing: the name
