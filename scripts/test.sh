@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds everything (RelWithDebInfo) into build/,
-# builds the core and persistence tests with ThreadSanitizer into build-tsan/
-# and runs them, builds the libFuzzer target with clang (ASan, UBSan) into
+# Installs the dependencies, builds everything (RelWithDebInfo, gcc, -Werror)
+# into build/, builds the core and persistence tests with clang and
+# ThreadSanitizer into build-tsan/ (-Wthread-safety -Werror: a lock
+# annotation the code breaks fails the build) and runs them, builds the libFuzzer target with clang (ASan, UBSan) into
 # build-fuzz/ and runs it for FUZZ_SECONDS over tests/fuzz/corpus, then runs
 # every test of build/ with ctest. Exits non-zero if any build or test fails
 # (or the fuzzer finds a crash, leak or sanitizer report); the last lines are
@@ -34,9 +35,9 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 if [[ "${TDOCK_SKIP_TSAN:-0}" != 1 ]]; then
-  echo "test: building the core and persistence tests with ThreadSanitizer in $TSAN_BUILD_DIR/"
-  cmake -S . -B "$TSAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DTDOCK_CORE_ONLY=OFF -DTDOCK_TSAN=ON >/dev/null
+  echo "test: building the core and persistence tests with clang (-Wthread-safety -Werror) and ThreadSanitizer in $TSAN_BUILD_DIR/"
+  CC=clang CXX=clang++ cmake -S . -B "$TSAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTDOCK_CORE_ONLY=OFF -DTDOCK_TSAN=ON -DTDOCK_WERROR=ON >/dev/null
   cmake --build "$TSAN_BUILD_DIR" -j "$JOBS" --target tdock_core_tests tdock_persistence_tests
   echo "test: core and persistence tests under ThreadSanitizer"
   # scripts/tsan.supp: false positives from Debian's uninstrumented Abseil.

@@ -64,8 +64,8 @@ class RocksStore final : public Store {
  public:
   RocksStore(std::string dir, std::unique_ptr<rocksdb::DB> db, std::unique_ptr<ValueLog> log,
              int64_t max_log_value)
-      : dir_(std::move(dir)), db_(std::move(db)), log_(std::move(log)),
-        max_log_value_(max_log_value) {}
+      : dir_(std::move(dir)), db_(std::move(db)), max_log_value_(max_log_value),
+        log_(std::move(log)) {}
 
   // Reads every pointer into the value log into the index; then the log
   // reuses segments nothing points into.

@@ -83,7 +83,9 @@ TEST(DockBalanced, RoundSplitsTokensEvenlyAcrossRanks) {
     for (size_t i = 0; i < b->micro_batches.size(); ++i) {
       const MicroBatchInfo& mb = b->micro_batches[i];
       EXPECT_LE(mb.padded_tokens, 12);
-      if (i > 0) EXPECT_EQ(mb.begin, b->micro_batches[i - 1].end);
+      if (i > 0) {
+        EXPECT_EQ(mb.begin, b->micro_batches[i - 1].end);
+      }
       int64_t longest = 0;
       for (int64_t p = mb.begin; p < mb.end; ++p) {
         longest = std::max(longest, b->token_counts[p]);
