@@ -14,7 +14,8 @@
 #include "client/client.h"
 #include "client/client_impl.h"
 #include "common/status.h"
-#include "absl/synchronization/notification.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/async_unary_call.h"
 #include "proto/tdock/v1/bulk.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -83,18 +84,25 @@ grpc::ByteBuffer ToByteBuffer(const bulk::Encoded& encoded, BorrowTracker* track
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-// A unary call on a generic stub, waited for.
+// A unary call on a generic stub, driven to its end by the calling thread
+// on a completion queue of its own (as a blocking stub call is: the caller's
+// thread reads the response off the transport, with no hand-off to gRPC's
+// callback threads).
 template <typename Request, typename Response>
 grpc::Status Call(grpc::TemplatedGenericStub<Request, Response>& stub, const char* method,
                   grpc::ClientContext* context, const Request& request, Response* response) {
-  absl::Notification done;
+  grpc::CompletionQueue cq;
   grpc::Status status;
-  stub.UnaryCall(context, method, grpc::StubOptions(), &request, response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
-  done.WaitForNotification();
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> call =
+      stub.PrepareUnaryCall(context, method, request, &cq);
+  call->StartCall();
+  call->Finish(response, &status, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);  // the one event: Finish
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
   return status;
 }
 
