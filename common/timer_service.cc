@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
 
 namespace tdock {
 
@@ -17,8 +16,10 @@ struct TimerService::Alarm::State {
 
 // What the thread reads: shared by the service, its alarms and the thread.
 struct TimerService::Core {
+  explicit Core(std::shared_ptr<Clock> c) : clock(std::move(c)) {}
   void Run();
 
+  const std::shared_ptr<Clock> clock;
   tdock::Mutex mu;
   CondVar wake;  // an earlier time, or stop
   CondVar rang;  // a callback returned
@@ -28,7 +29,14 @@ struct TimerService::Core {
   std::thread::id thread;  // set before the thread starts reading
 };
 
-TimerService::TimerService() : core_(std::make_shared<Core>()) {
+TimerService::TimerService(std::shared_ptr<Clock> clock)
+    : core_(std::make_shared<Core>(std::move(clock))) {
+  core_->clock->OnAdvance([weak = std::weak_ptr<Core>(core_)] {
+    if (std::shared_ptr<Core> core = weak.lock()) {
+      tdock::MutexLock lock(&core->mu);
+      core->wake.SignalAll();
+    }
+  });
   std::thread thread([core = core_] { core->Run(); });
   {
     tdock::MutexLock lock(&core_->mu);
@@ -72,8 +80,8 @@ void TimerService::Core::Run() {
       continue;
     }
     const absl::Time when = queue.begin()->first;
-    if (when > absl::Now()) {
-      wake.WaitWithDeadline(&mu, when);
+    if (when > clock->Now()) {
+      wake.WaitWithDeadline(&mu, clock->RealDeadline(when));
       continue;
     }
     std::shared_ptr<Alarm::State> state = std::move(queue.begin()->second);

@@ -6,6 +6,9 @@
 //   std::unique_ptr<TimerService::Alarm> alarm = timers.NewAlarm([] { ... });
 //   alarm->RingAt(absl::Now() + absl::Seconds(1));
 //
+// Times are on the service's clock (common/clock.h): the real one, or a
+// ManualClock whose Advance rings what came due.
+//
 // An alarm rings once at the earliest time asked for since it last rang;
 // its callback asks again for the next time it needs.
 //
@@ -26,13 +29,14 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 
 namespace tdock {
 
 class TimerService final {
  public:
-  TimerService();
+  explicit TimerService(std::shared_ptr<Clock> clock = Clock::Real());
   ~TimerService();
   TimerService(const TimerService&) = delete;
   TimerService& operator=(const TimerService&) = delete;

@@ -43,7 +43,9 @@ absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
                                                           DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
   std::shared_ptr<DockImpl> dock(new DockImpl(std::move(spec), limits));
-  if (dock->limits_.timers == nullptr) dock->own_timers_ = std::make_unique<TimerService>();
+  if (dock->limits_.timers == nullptr) {
+    dock->own_timers_ = std::make_unique<TimerService>(dock->limits_.clock);
+  }
   TimerService& timers =
       dock->limits_.timers != nullptr ? *dock->limits_.timers : *dock->own_timers_;
   dock->alarm_ = timers.NewAlarm([weak = std::weak_ptr<DockImpl>(dock)] {

@@ -125,9 +125,9 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
       } else if (batch.lease_id != 0) {
         // The lease runs from now: its hand-out is stored.
         if (batch.round >= 0) {
-          UnpinLease(batch.lease_id, consumer, absl::Now() + lease);
+          UnpinLease(batch.lease_id, consumer, limits_.clock->Now() + lease);
         } else {
-          leases_->Unpin(batch.lease_id, absl::Now() + lease);
+          leases_->Unpin(batch.lease_id, limits_.clock->Now() + lease);
         }
       }
       // release: the rows' return (or their record) happens before an
@@ -289,7 +289,7 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
     lease.step = handout.step;
     lease.units = std::move(claimed);
     lease.rows = rows;
-    lease.deadline = absl::Now() + plan.lease;
+    lease.deadline = limits_.clock->Now() + plan.lease;
     state.in_flight_rows.fetch_add(rows, std::memory_order_acq_rel);
     leases_->AddRecovered(std::move(lease));
   }
@@ -364,7 +364,7 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
     lease.step = step;
     lease.round = round;
     lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
-    lease.deadline = absl::Now() + plan.lease;
+    lease.deadline = limits_.clock->Now() + plan.lease;
     state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);
     leases_->AddRecovered(std::move(lease));
   }

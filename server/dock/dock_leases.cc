@@ -38,7 +38,7 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   lease.rows = rows;
   // With a journal the clock starts once the hand-out is stored
   // (JournalingGet), so no expiry is recorded before the hand-out it ends.
-  lease.deadline = journal_ != nullptr ? absl::InfiniteFuture() : absl::Now() + plan.lease;
+  lease.deadline = journal_ != nullptr ? absl::InfiniteFuture() : limits_.clock->Now() + plan.lease;
   ConsumerState& state = part.consumer(plan.index);
   if (round >= 0) {
     // The rank asked for a round it holds a lease on: one lease per share.
@@ -150,11 +150,11 @@ void DockImpl::AfterLeaseEnded(int consumer, int64_t settled_step) {
 void DockImpl::ExpireLeases() {
   // Each expiry is recorded before its rows go back; one whose record
   // fails is tried again a second later.
-  for (const Lease& expired : leases_->PinExpired(absl::Now())) {
+  for (const Lease& expired : leases_->PinExpired(limits_.clock->Now())) {
     JournalLeaseEnd(expired, /*acked=*/false, [this, id = expired.id,
                                                consumer = expired.consumer](absl::Status stored) {
       if (!stored.ok()) {
-        UnpinLease(id, consumer, absl::Now() + kExpiryRetry);
+        UnpinLease(id, consumer, limits_.clock->Now() + kExpiryRetry);
         return;
       }
       Lease ended;

@@ -49,7 +49,7 @@ absl::Status DockImpl::ShuttingDown() const {
 }
 
 uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done) {
-  std::shared_ptr<Waiter> w = WaiterTable::New(in.wait);
+  std::shared_ptr<Waiter> w = WaiterTable::New(limits_.clock->Now() + in.wait);
   w->consumer = plan.index;
   w->get = std::move(in);
   w->get_done = std::move(done);
@@ -83,7 +83,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
 
 void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
   for (;;) {
-    std::shared_ptr<Waiter> w = WaiterTable::New(in.wait);
+    std::shared_ptr<Waiter> w = WaiterTable::New(limits_.clock->Now() + in.wait);
     w->is_put = true;
     w->put = std::move(in);
     w->put_done = std::move(done);
@@ -98,7 +98,7 @@ void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
     if (parking == WaiterTable::Parking::kParked) {
       // Memory that comes back when a batch pinning a released step goes
       // away wakes nobody: parked Puts also retry on a tick.
-      alarm_->RingAt(std::min(w->deadline, absl::Now() + kPutRetryInterval));
+      alarm_->RingAt(std::min(w->deadline, limits_.clock->Now() + kPutRetryInterval));
       return;
     }
     in = std::move(w->put);
@@ -165,7 +165,7 @@ void DockImpl::Cancel(uint64_t id) {
 
 void DockImpl::OnAlarm() {
   ExpireLeases();
-  const absl::Time now = absl::Now();
+  const absl::Time now = limits_.clock->Now();
   WaiterTable::Expiry expiry = waiters_.Expire(now);
   absl::Time next = std::min(leases_->NextDeadline(), expiry.next);
   if (expiry.puts_parked) next = std::min(next, now + kPutRetryInterval);

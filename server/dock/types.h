@@ -84,6 +84,9 @@ struct DockLimits {
   // The timer service the dock's wait bounds and leases run on (a server
   // shares one among its docks). Null: the dock starts one of its own.
   std::shared_ptr<TimerService> timers;
+  // Where the dock reads the time (lease deadlines, wait bounds); `timers`
+  // must run on the same clock. Default: the real clock.
+  std::shared_ptr<Clock> clock = Clock::Real();
   // Called with a BALANCED round's step and consumer index on the thread
   // that forms it, with no lock of the dock held, before the round is
   // planned (tests hold a formation with it). Default: none.

@@ -10,11 +10,11 @@ std::atomic<uint64_t> g_next_waiter_id{1};
 
 }  // namespace
 
-std::shared_ptr<Waiter> WaiterTable::New(absl::Duration wait) {
+std::shared_ptr<Waiter> WaiterTable::New(absl::Time deadline) {
   auto w = std::make_shared<Waiter>();
   // relaxed: uniqueness only.
   w->id = g_next_waiter_id.fetch_add(1, std::memory_order_relaxed);
-  w->deadline = absl::Now() + wait;
+  w->deadline = deadline;
   return w;
 }
 

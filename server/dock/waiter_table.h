@@ -51,8 +51,8 @@ struct Waiter {
 
 class WaiterTable final {
  public:
-  // A new waiter with a fresh id.
-  static std::shared_ptr<Waiter> New(absl::Duration wait);
+  // A new waiter with a fresh id, whose wait ends at `deadline`.
+  static std::shared_ptr<Waiter> New(absl::Time deadline);
 
   enum class Parking { kParked, kServed, kShuttingDown, kTooMany };
   // Parks `w` unless the table is shutting down, `max_gets` (> 0) Gets of

@@ -66,6 +66,32 @@ std::unique_ptr<Dock> Filled(DockSpec spec, int64_t rows) {
   return std::move(dock).value();
 }
 
+// A filled dock on a manual clock: its leases expire when the test advances
+// the clock, never by themselves.
+struct Clocked {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  std::shared_ptr<TimerService> timers = std::make_shared<TimerService>(clock);
+  std::unique_ptr<Dock> dock;
+};
+Clocked FilledOnClock(DockSpec spec, int64_t rows) {
+  Clocked c;
+  auto dock = Dock::Create(std::move(spec), DockLimits{.timers = c.timers, .clock = c.clock});
+  EXPECT_OK(dock);
+  EXPECT_OK(PutSync(**dock, 0, Iota(rows), {Prompts(rows)}));
+  c.dock = std::move(dock).value();
+  return c;
+}
+
+// Whether the dock has counted `n` expiries of consumer 0 (they are
+// processed on the timer thread once the clock has passed the deadline).
+bool AwaitExpiries(const Dock& dock, int64_t n) {
+  for (int i = 0; i < 1000; ++i) {
+    if (dock.Stats().lease_expiries_total[0] >= n) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 std::vector<int64_t> Sorted(std::vector<int64_t> rows) {
   std::sort(rows.begin(), rows.end());
   return rows;
@@ -74,7 +100,8 @@ std::vector<int64_t> Sorted(std::vector<int64_t> rows) {
 // A Get hands out a lease; unacknowledged, the rows come back after it
 // expires and go out again under a new lease; the counters say so.
 TEST(DockLease, ExpiredRowsAreHandedOutAgain) {
-  auto dock = Filled(LeaseSpec(4, 30, 4), 4);
+  Clocked c = FilledOnClock(LeaseSpec(4, 30, 4), 4);
+  Dock* dock = c.dock.get();
   ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("reader")));
   EXPECT_EQ(first.rows.size(), 4u);
   EXPECT_NE(first.lease_id, 0u);
@@ -86,7 +113,12 @@ TEST(DockLease, ExpiredRowsAreHandedOutAgain) {
   DockStats stats = dock->Stats();
   EXPECT_EQ(stats.leases_in_flight, std::vector<int64_t>{1});
   EXPECT_EQ(stats.rows_in_flight, std::vector<int64_t>{4});
-  // Parks until the lease expires and the rows come back.
+  // Not a moment before its deadline...
+  c.clock->Advance(absl::Milliseconds(29));
+  ASSERT_OK_AND_ASSIGN(Batch early, GetSync(*dock, GetOf("reader")));
+  EXPECT_TRUE(early.rows.empty());
+  // ...but at it: a parked Get gets the rows once they come back.
+  c.clock->Advance(absl::Milliseconds(1));
   ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, GetOf("reader", 0, kLongWait)));
   EXPECT_EQ(Sorted(again.rows), Iota(4));
   EXPECT_NE(again.lease_id, first.lease_id);
@@ -241,7 +273,8 @@ TEST(DockLease, BalancedShareReturnsToTheSameRank) {
   DockSpec spec = LeaseSpec(8, 30, 2);
   spec.consumers[0].dp_size = 2;
   spec.consumers[0].policy = Policy::kBalanced;
-  auto dock = Filled(spec, 8);
+  Clocked c = FilledOnClock(spec, 8);
+  Dock* dock = c.dock.get();
   GetInput rank0 = GetOf("reader");
   GetInput rank1 = GetOf("reader");
   rank1.rank = 1;
@@ -254,7 +287,8 @@ TEST(DockLease, BalancedShareReturnsToTheSameRank) {
   EXPECT_EQ(r1_next.round, 1);
   ASSERT_OK(dock->Ack("reader", r1_next.lease_id));
   // Rank 0's lease expires: its next Get (rank 0 restarted) is round 0 again.
-  absl::SleepFor(absl::Milliseconds(60));
+  c.clock->Advance(absl::Milliseconds(30));
+  ASSERT_TRUE(AwaitExpiries(*dock, 1));
   ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, rank0));
   EXPECT_EQ(again.round, 0);
   EXPECT_EQ(again.rows, r0.rows);

@@ -20,6 +20,25 @@
 namespace tdock {
 namespace {
 
+// On a manual clock an alarm rings when an advance passes its time, however
+// long the real wait, and not before.
+TEST(TimerService, ManualClockRingsOnlyWhenAdvancedPastTheTime) {
+  auto clock = std::make_shared<ManualClock>();
+  TimerService timers(clock);
+  std::atomic<int> rings{0};
+  std::promise<void> rang;
+  auto alarm = timers.NewAlarm([&] {
+    if (++rings == 1) rang.set_value();
+  });
+  alarm->RingAt(clock->Now() + absl::Hours(1));
+  std::future<void> done = rang.get_future();
+  clock->Advance(absl::Minutes(59));
+  EXPECT_EQ(done.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  clock->Advance(absl::Minutes(1));
+  done.get();
+  EXPECT_EQ(rings, 1);
+}
+
 TEST(TimerService, RingsAtTheEarliestTimeAskedInOrder) {
   TimerService timers;
   tdock::Mutex mu;

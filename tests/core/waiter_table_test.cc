@@ -14,13 +14,13 @@ namespace tdock::internal {
 namespace {
 
 std::shared_ptr<Waiter> GetWaiter(int consumer, absl::Duration wait = absl::Seconds(10)) {
-  std::shared_ptr<Waiter> w = WaiterTable::New(wait);
+  std::shared_ptr<Waiter> w = WaiterTable::New(absl::Now() + wait);
   w->consumer = consumer;
   return w;
 }
 
 std::shared_ptr<Waiter> PutWaiter(absl::Duration wait = absl::Seconds(10)) {
-  std::shared_ptr<Waiter> w = WaiterTable::New(wait);
+  std::shared_ptr<Waiter> w = WaiterTable::New(absl::Now() + wait);
   w->is_put = true;
   return w;
 }
