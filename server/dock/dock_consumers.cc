@@ -97,12 +97,12 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
     // Rows already written must fit the new consumer's budget, or it could
     // never be served.
     for (const auto& part : partitions_) {
-      if (!part->live()) continue;
+      if (!part->live(mu_)) continue;
       for (int64_t row = 0; row < rows_per_step_; ++row) {
         const int64_t tokens = TokenCountLocked(*part, row);
         if (consumer.micro_batch->RowLoad(tokens) > consumer.micro_batch->max_tokens) {
           return absl::InvalidArgumentError(absl::StrCat(
-              Where(part->step()), ": row ", row, " has ", tokens,
+              Where(part->step(mu_)), ": row ", row, " has ", tokens,
               " tokens, over the micro-batch budget of consumer '", consumer.name,
               "' (max_tokens ", consumer.micro_batch->max_tokens, ")"));
         }
@@ -115,7 +115,7 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
 void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
   spec_.consumers.push_back(consumer);
   for (auto& part : partitions_) {
-    part->AddConsumer({consumer.whole_groups, consumer.dp_size});
+    part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
 }

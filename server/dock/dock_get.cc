@@ -84,14 +84,13 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
         return GetAttempt{};  // not started yet: wait for it
     }
   }
-  std::vector<Partition*> live;
+  std::vector<std::pair<int64_t, Partition*>> live;  // oldest step first
   for (const auto& part : partitions_) {
-    if (part->live() && !part->releasing()) live.push_back(part.get());
+    if (part->live(mu_) && !part->releasing(mu_)) live.emplace_back(part->step(mu_), part.get());
   }
-  std::sort(live.begin(), live.end(),
-            [](const Partition* a, const Partition* b) { return a->step() < b->step(); });
+  std::sort(live.begin(), live.end());
   GetAttempt attempt;
-  for (Partition* part : live) {
+  for (const auto& [step, part] : live) {
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
       // done with; it must not run ahead into a newer step meanwhile.
@@ -115,6 +114,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     return ServeRoundLocked(part, in, plan, explicit_step);
   }
   GetAttempt attempt;
+  ConsumerState& state = part.consumer(mu_, plan.index);
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
@@ -123,31 +123,30 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     // for a moment (and may undo) must not end the step early.
     // acquire: pairs with the claimers' increments.
     const int64_t remaining =
-        units - part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) /
-                    unit_rows;
+        units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
     if (remaining == 0) {
       // Leased rows may still come back: wait for their acknowledgement.
       // acquire: pairs with the leases' settlements.
-      if (part.consumer(plan.index).in_flight_rows.load(std::memory_order_acquire) > 0) {
+      if (state.in_flight_rows.load(std::memory_order_acquire) > 0) {
         return attempt;
       }
       if (explicit_step) {
         Batch empty;
-        empty.step = part.step();
+        empty.step = part.step(mu_);
         empty.end_of_step = true;
         attempt.done = std::move(empty);
       }
       return attempt;
     }
     const int64_t need = std::min(count, remaining);
-    if (CountAvailable(part, plan, need) < need) return attempt;
+    if (CountAvailable(part, state, plan, need) < need) return attempt;
     const uint64_t seed =
-        plan.seed ^ (static_cast<uint64_t>(part.step()) * 0x9E3779B97F4A7C15ull) ^
+        plan.seed ^ (static_cast<uint64_t>(part.step(mu_)) * 0x9E3779B97F4A7C15ull) ^
         // relaxed: only diversifies random draws between calls.
         random_calls_.fetch_add(1, std::memory_order_relaxed);
-    std::vector<int64_t> claimed = Claim(part, plan, need, seed);
+    std::vector<int64_t> claimed = Claim(part, state, plan, need, seed);
     if (static_cast<int64_t>(claimed.size()) < need) {
-      Unclaim(part, plan, claimed);
+      Unclaim(state, claimed);
       if (!claimed.empty()) attempt.wake_consumer = true;
       continue;  // others won some rows; look again
     }
@@ -156,11 +155,11 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       const std::vector<int64_t> rest(claimed.begin() + static_cast<ptrdiff_t>(fit),
                                       claimed.end());
       claimed.resize(fit);
-      Unclaim(part, plan, rest);
+      Unclaim(state, rest);
       attempt.wake_consumer = true;
       if (claimed.empty()) {  // only a row that predates the limit's check
         attempt.done = absl::ResourceExhaustedError(absl::StrCat(
-            Where(part.step()), " consumer '", plan.name, "': ",
+            Where(part.step(mu_)), " consumer '", plan.name, "': ",
             plan.whole_groups ? "group " : "row ", rest.front(),
             " alone is larger than one response carries (", limits_.max_batch_bytes,
             " bytes)"));
@@ -172,7 +171,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     if (plan.micro_batch.has_value()) {
       absl::Status status = PlanRowsLocked(part, plan, rows, planned);
       if (!status.ok()) {
-        Unclaim(part, plan, claimed);
+        Unclaim(state, claimed);
         attempt.wake_consumer = true;
         attempt.done = status;
         return attempt;
@@ -185,8 +184,8 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
             : 0;
     // acq_rel: exactly one claimer sees the total reach the step's rows.
     const int64_t total =
-        part.consumer(plan.index).consumed_rows.fetch_add(
-            static_cast<int64_t>(rows.size()), std::memory_order_acq_rel) +
+        state.consumed_rows.fetch_add(static_cast<int64_t>(rows.size()),
+                                      std::memory_order_acq_rel) +
         static_cast<int64_t>(rows.size());
     Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
                                   !in.metadata_only);
@@ -206,7 +205,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       // acq_rel: counted before the hand-out is visible to auto-release.
       part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     }
-    if (batch.end_of_step) attempt.maybe_release = part.step();
+    if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
     attempt.done = std::move(batch);
     return attempt;
   }
@@ -217,11 +216,11 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
                                 const std::vector<int>& columns,
                                 bool with_payload) const {
   Batch batch;
-  batch.step = part.step();
+  batch.step = part.step(mu_);
   batch.token_counts.reserve(rows.size());
   for (int64_t row : rows) batch.token_counts.push_back(TokenCountLocked(part, row));
   if (with_payload) {
-    batch.pin = part.arena();
+    batch.pin = part.arena(mu_);
     for (int c : columns) {
       const int64_t item = columns_[c].item_bytes();
       PackedColumn view;

@@ -71,7 +71,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   }
   for (int p = 0; p < steps_in_flight_; ++p) {
     partitions_.push_back(std::make_unique<Partition>(
-        p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes));
+        &mu_, p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes));
   }
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
@@ -111,28 +111,28 @@ Partition& DockImpl::PartitionOf(int64_t step) const {
 
 DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
-  if (part.live()) {
-    if (part.step() == step) return part.releasing() ? StepState::kReleased : StepState::kLive;
-    return part.step() < step ? StepState::kBlocked : StepState::kReleased;
+  if (part.live(mu_)) {
+    if (part.step(mu_) == step) return part.releasing(mu_) ? StepState::kReleased : StepState::kLive;
+    return part.step(mu_) < step ? StepState::kBlocked : StepState::kReleased;
   }
-  if (step <= part.last_released()) return StepState::kReleased;
+  if (step <= part.last_released(mu_)) return StepState::kReleased;
   // Steps use a partition in order: step s may start only once s - P has
   // been released (or, for the partition's first step, right away), so a
   // step written too early waits instead of skipping older ones.
-  const bool first = part.last_released() < 0 && step == part.index();
-  return first || step - steps_in_flight_ == part.last_released()
+  const bool first = part.last_released(mu_) < 0 && step == part.index();
+  return first || step - steps_in_flight_ == part.last_released(mu_)
              ? StepState::kFree
              : StepState::kBlocked;
 }
 
 bool DockImpl::HoldsLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
-  return part.live() && part.step() == step;
+  return part.live(mu_) && part.step(mu_) == step;
 }
 
 int64_t DockImpl::BlockingStepLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
-  return part.live() ? part.step() : step - steps_in_flight_;
+  return part.live(mu_) ? part.step(mu_) : step - steps_in_flight_;
 }
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
@@ -145,10 +145,10 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
     // acquire: pairs with the claimers' increments (all done: the step is
     // fully taken, or released by the caller's decision).
     released_consumed_rows_[plan.index] +=
-        part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire);
+        part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire);
   }
-  leases_->DropStep(part.step());
-  return part.Release();
+  leases_->DropStep(part.step(mu_));
+  return part.Release(mu_);
 }
 
 void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
@@ -163,7 +163,7 @@ void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
     if (journal_ == nullptr) {
       arena = ReleasePartitionLocked(PartitionOf(step));
     } else {
-      PartitionOf(step).set_releasing(true);  // released once recorded
+      PartitionOf(step).set_releasing(mu_, true);  // released once recorded
     }
   }
   if (journal_ == nullptr) {
@@ -193,9 +193,9 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     for (const ConsumerPlan& plan : plans_) {
       // acquire: pairs with the claimers' increments and the leases'
       // settlements.
-      if (part.consumer(plan.index).consumed_rows.load(std::memory_order_acquire) <
+      if (part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire) <
               rows_per_step_ ||
-          part.consumer(plan.index).in_flight_rows.load(std::memory_order_acquire) > 0) {
+          part.consumer(mu_, plan.index).in_flight_rows.load(std::memory_order_acquire) > 0) {
         return;
       }
       // A balanced round is claimed at once but handed out rank by rank.
@@ -206,7 +206,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     if (journal_ == nullptr) {
       arena = ReleasePartitionLocked(part);
     } else {
-      part.set_releasing(true);  // released once recorded
+      part.set_releasing(mu_, true);  // released once recorded
     }
   }
   if (journal_ == nullptr) {
@@ -224,14 +224,14 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
   {
     tdock::MutexLock lock(&mu_);
     Partition& part = PartitionOf(step);
-    if (part.live() && part.step() == step && part.releasing()) {
+    if (part.live(mu_) && part.step(mu_) == step && part.releasing(mu_)) {
       if (stored.ok()) {
         arena = ReleasePartitionLocked(part);
         released = true;
       } else {
         // Not recorded: the step stays live; a Put waiting for its
         // partition asks for the release again.
-        part.set_releasing(false);
+        part.set_releasing(mu_, false);
       }
     }
   }
@@ -257,21 +257,22 @@ DockStats DockImpl::Stats() const {
     tdock::ReaderMutexLock lock(&mu_);
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
     for (const auto& part : partitions_) {
-      if (!part->live()) continue;
-      StepStats step{part->step(), part->index(), {}, {}, {}};
+      if (!part->live(mu_)) continue;
+      StepStats step{part->step(mu_), part->index(), {}, {}, {}};
       for (size_t c = 0; c < columns_.size(); ++c) {
         step.ready_rows.push_back(part->column(static_cast<int>(c)).ready.Count());
       }
       for (const ConsumerPlan& plan : plans_) {
         // relaxed: statistics only.
         step.consumed_rows.push_back(
-            part->consumer(plan.index).consumed_rows.load(std::memory_order_relaxed));
+            part->consumer(mu_, plan.index).consumed_rows.load(std::memory_order_relaxed));
         const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
         step.available_rows.push_back(
-            CountAvailable(*part, plan, std::numeric_limits<int64_t>::max()) *
+            CountAvailable(*part, part->consumer(mu_, plan.index), plan,
+                           std::numeric_limits<int64_t>::max()) *
             unit_rows);
       }
-      stats.arena_bytes_used += part->arena()->used_bytes();
+      stats.arena_bytes_used += part->arena(mu_)->used_bytes();
       stats.steps.push_back(std::move(step));
     }
     // Totals since creation: released steps plus the live ones.
@@ -289,11 +290,11 @@ DockStats DockImpl::Stats() const {
     }
     stats.rows_in_flight.assign(plans_.size(), 0);
     for (const auto& part : partitions_) {
-      if (!part->live()) continue;
+      if (!part->live(mu_)) continue;
       for (const ConsumerPlan& plan : plans_) {
         // relaxed: statistics only.
         stats.rows_in_flight[plan.index] +=
-            part->consumer(plan.index).in_flight_rows.load(std::memory_order_relaxed);
+            part->consumer(mu_, plan.index).in_flight_rows.load(std::memory_order_relaxed);
       }
     }
     for (const ConsumerPlan& plan : plans_) {

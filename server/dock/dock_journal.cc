@@ -39,9 +39,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
     Partition& part = PartitionOf(in.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
-    freed = !part.live() || part.step() != in.step;
+    freed = !part.live(mu_) || part.step(mu_) != in.step;
     if (!freed) {
-      arena = part.arena();  // keeps the cells' bytes while they are recorded
+      arena = part.arena(mu_);  // keeps the cells' bytes while they are recorded
       for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
       cells.reserve(staged.size());
       for (const WrittenCell& cell : staged) {
@@ -72,7 +72,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                 done = std::move(done)](absl::Status stored) mutable {
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (PartitionOf(step).live() && PartitionOf(step).arena() == arena) {
+      if (PartitionOf(step).live(mu_) && PartitionOf(step).arena(mu_) == arena) {
         Partition& part = PartitionOf(step);
         tdock::MutexLock commit(&part.commit_mu());
         // Records complete in the order they were submitted, so the last
@@ -146,7 +146,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
       {
         tdock::ReaderMutexLock lock(&mu_);
         const Partition& part = PartitionOf(step);
-        if (part.live() && part.step() != step) current = part.step();
+        if (part.live(mu_) && part.step(mu_) != step) current = part.step(mu_);
       }
       if (current >= 0) MaybeAutoRelease(current);
     };
@@ -171,7 +171,7 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
                                                                 int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
   if (!HoldsLocked(step)) return std::nullopt;
-  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
   if (static_cast<size_t>(round) < state.rounds_recorded.size() &&
@@ -195,7 +195,7 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
 void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
   if (!HoldsLocked(step)) return;
-  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
     state.rounds_recorded.resize(round + 1, false);
@@ -223,7 +223,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
       }
       // Nothing was in flight for it: count it so the return evens out.
       PartitionOf(batch.step)
-          .consumer(consumer)
+          .consumer(mu_, consumer)
           .in_flight_rows.fetch_add(rows.rows, std::memory_order_acq_rel);
       ReturnLeaseLocked(rows);
     }
@@ -250,11 +250,11 @@ absl::Status DockImpl::RecoverReleased(int64_t step) {
   }
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
-  if (part.live()) {
+  if (part.live(mu_)) {
     return absl::DataLossError(
         absl::StrCat(Where(step), ": a release record comes after the partition's cells"));
   }
-  part.MarkReleased(step);
+  part.MarkReleased(mu_, step);
   return absl::OkStatus();
 }
 
@@ -267,7 +267,7 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   }
   const ConsumerPlan& plan = plans_[handout.consumer];
   Partition& part = PartitionOf(handout.step);
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   int64_t rows = 0;
@@ -307,7 +307,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   }
   const ConsumerPlan& plan = plans_[record.consumer];
   Partition& part = PartitionOf(record.step);
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock rounds(&state.round_mu);
   if (record.round != static_cast<int64_t>(state.rounds.size())) {
     return absl::OkStatus();  // a gap after a failed record: later rounds re-form
@@ -345,7 +345,7 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
         absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " rank ", rank));
   }
   const ConsumerPlan& plan = plans_[consumer];
-  ConsumerState& state = PartitionOf(step).consumer(consumer);
+  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
   // Deliveries come in key order, a rank's rounds ascending. A rank takes
@@ -376,7 +376,7 @@ void DockImpl::FinishRecovery() {
   {
     tdock::ReaderMutexLock lock(&mu_);
     for (const auto& part : partitions_) {
-      if (part->live()) live.push_back(part->step());
+      if (part->live(mu_)) live.push_back(part->step(mu_));
     }
   }
   for (int64_t step : live) MaybeAutoRelease(step);

@@ -32,17 +32,17 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   Lease lease;
   lease.consumer = plan.index;
   lease.rank = rank;
-  lease.step = part.step();
+  lease.step = part.step(mu_);
   lease.round = round;
   lease.units = std::move(units);
   lease.rows = rows;
   // With a journal the clock starts once the hand-out is stored
   // (JournalingGet), so no expiry is recorded before the hand-out it ends.
   lease.deadline = journal_ != nullptr ? absl::InfiniteFuture() : limits_.clock->Now() + plan.lease;
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   if (round >= 0) {
     // The rank asked for a round it holds a lease on: one lease per share.
-    std::optional<Lease> old = leases_->TakeShare(plan.index, part.step(), round, rank);
+    std::optional<Lease> old = leases_->TakeShare(plan.index, part.step(mu_), round, rank);
     if (old.has_value()) SettleLeaseLocked(*old);
   }
   // release: ordered before the caller's consumed_rows increment.
@@ -54,14 +54,14 @@ void DockImpl::SettleLeaseLocked(const Lease& lease) {
   if (lease.id == 0 || !HoldsLocked(lease.step)) return;
   // acq_rel: the auto-release check that sees zero sees the rest settled.
   PartitionOf(lease.step)
-      .consumer(lease.consumer)
+      .consumer(mu_, lease.consumer)
       .in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
 void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   if (!HoldsLocked(lease.step)) return;
   Partition& part = PartitionOf(lease.step);
-  ConsumerState& state = part.consumer(lease.consumer);
+  ConsumerState& state = part.consumer(mu_, lease.consumer);
   if (lease.round >= 0) {
     tdock::MutexLock lock(&state.round_mu);
     state.redeliver[lease.rank].insert(lease.round);
@@ -70,7 +70,7 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
     // from below the step's rows and can still see the step end.
     // acq_rel: pairs with the claimers' increments.
     state.consumed_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
-    Unclaim(part, plans_[lease.consumer], lease.units);
+    Unclaim(state, lease.units);
   }
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }

@@ -86,7 +86,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
     switch (ClassifyLocked(step)) {
       case StepState::kLive:
         TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
-        return part.arena();
+        return part.arena(mu_);
       case StepState::kFree:
         // No cells yet: only the rows' token budgets can refuse the Put.
         TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
@@ -104,22 +104,22 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
   if (ClassifyLocked(step) == StepState::kFree) {
-    part.Activate(step, std::make_shared<StepArena>(pool_));
+    part.Activate(mu_, step, std::make_shared<StepArena>(pool_));
     *activated = true;
   }
   if (ClassifyLocked(step) != StepState::kLive) {
     return std::shared_ptr<StepArena>();  // raced with another change: retry
   }
-  return part.arena();
+  return part.arena(mu_);
 }
 
 void DockImpl::DeactivateIfUnused(int64_t step,
                                   const std::shared_ptr<StepArena>& arena) {
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
-  if (ClassifyLocked(step) == StepState::kLive && part.arena() == arena &&
+  if (ClassifyLocked(step) == StepState::kLive && part.arena(mu_) == arena &&
       arena->used_bytes() == 0) {
-    part.Deactivate();
+    part.Deactivate(mu_);
   }
 }
 
@@ -226,7 +226,7 @@ DockImpl::PutAttempt DockImpl::TryPutOnce(const PutInput& in) {
       {
         tdock::ReaderMutexLock lock(&mu_);
         const Partition& part = PartitionOf(in.step);
-        if (part.live() && part.step() < in.step) holder = part.step();
+        if (part.live(mu_) && part.step(mu_) < in.step) holder = part.step(mu_);
       }
       if (holder >= 0) MaybeAutoRelease(holder);
     }
@@ -273,7 +273,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   const StepState state = ClassifyLocked(in.step);
   // Our start of the step was undone by a concurrent Put (and maybe made
   // again): the caller tries again. A released step never becomes live.
-  if (state == StepState::kFree || (state == StepState::kLive && part.arena() != arena)) {
+  if (state == StepState::kFree || (state == StepState::kLive && part.arena(mu_) != arena)) {
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   if (state != StepState::kLive) {
@@ -310,7 +310,7 @@ int DockImpl::ColumnIndex(absl::string_view name) const {
 bool DockImpl::IsOldestLiveStep(int64_t step) const {
   tdock::ReaderMutexLock lock(&mu_);
   for (const auto& part : partitions_) {
-    if (part->live() && part->step() < step) return false;
+    if (part->live(mu_) && part->step(mu_) < step) return false;
   }
   return true;
 }

@@ -33,9 +33,9 @@ int64_t DockImpl::TokenCountLocked(const Partition& part, int64_t row) const {
 RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan& plan,
                                       std::vector<int64_t> units) const {
   RoundDraft draft;
-  draft.step = part.step();
+  draft.step = part.step(mu_);
   draft.consumer = plan.index;
-  draft.who = absl::StrCat(Where(part.step()), " consumer '", plan.name, "'");
+  draft.who = absl::StrCat(Where(part.step(mu_)), " consumer '", plan.name, "'");
   draft.unit_rows = plan.whole_groups ? group_size_ : 1;
   draft.units = std::move(units);
   draft.lengths.reserve(draft.units.size() * draft.unit_rows);
@@ -67,17 +67,16 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
     // recorded may still fail and leave the step as it was: keep the round).
     if (!HoldsLocked(draft.step)) return;
     Partition& part = PartitionOf(draft.step);
-    const ConsumerPlan& plan = plans_[draft.consumer];
-    ConsumerState& state = part.consumer(draft.consumer);
+    ConsumerState& state = part.consumer(mu_, draft.consumer);
     tdock::MutexLock round_lock(&state.round_mu);
     state.forming = false;
     if (!formed.round.ok()) {
-      Unclaim(part, plan, draft.units);
+      Unclaim(state, draft.units);
       state.formation_failed = formed.round.status();
     } else {
       if (formed.kept < draft.units.size()) {
-        Unclaim(part, plan, std::vector<int64_t>(draft.units.begin() + formed.kept,
-                                                 draft.units.end()));
+        Unclaim(state, std::vector<int64_t>(draft.units.begin() + formed.kept,
+                                            draft.units.end()));
       }
       const int64_t rows = static_cast<int64_t>(formed.kept) * draft.unit_rows;
       // acq_rel: exactly one round sees the total reach the step's rows.
@@ -97,7 +96,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                                                 const ConsumerPlan& plan,
                                                 bool explicit_step) {
   GetAttempt attempt;
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock lock(&state.round_mu);
   const int64_t formed = static_cast<int64_t>(state.rounds.size());
   // A share whose lease ended unacknowledged goes to the rank first.
@@ -107,7 +106,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                                          : state.next_round[in.rank];
   if (k < 0 || k > formed) {
     attempt.done = absl::InvalidArgumentError(absl::StrCat(
-        Where(part.step()), " consumer '", plan.name, "': round ", k,
+        Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
         " is not formed; the next round is ", formed));
     return attempt;
   }
@@ -128,7 +127,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     if (remaining == 0) {
       if (explicit_step || in.round.has_value()) {
         Batch over;
-        over.step = part.step();
+        over.step = part.step(mu_);
         over.end_of_step = true;
         attempt.done = std::move(over);
       }
@@ -136,10 +135,10 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     }
     const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
     const int64_t need = std::min(count * plan.dp_size, remaining);
-    if (CountAvailable(part, plan, need) < need) return attempt;
-    std::vector<int64_t> claimed = Claim(part, plan, need, plan.seed);
+    if (CountAvailable(part, state, plan, need) < need) return attempt;
+    std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed);
     if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
-      Unclaim(part, plan, claimed);
+      Unclaim(state, claimed);
       return attempt;
     }
     // Planned outside the locks (round_dispatcher.h); this Get parks until
@@ -154,7 +153,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   // recorded): wait for that, so one share never has two leases (UnpinLease
   // and the lease's end wake this Get).
   if (plan.lease > absl::ZeroDuration() &&
-      leases_->SharePinned(plan.index, part.step(), k, in.rank)) {
+      leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
     return attempt;
   }
   state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
@@ -173,7 +172,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   batch.micro_batches = share.micro_batches;
   batch.balance = round.stats;
   batch.end_of_step = round.last;
-  if (round.last) attempt.maybe_release = part.step();
+  if (round.last) attempt.maybe_release = part.step(mu_);
   attempt.done = std::move(batch);
   return attempt;
 }
@@ -189,7 +188,7 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
       PlanMicroBatches(lengths, *plan.micro_batch, plan.cost);
   if (!planned.ok()) {
     return absl::Status(planned.status().code(),
-                        absl::StrCat(Where(part.step()), " consumer '", plan.name,
+                        absl::StrCat(Where(part.step(mu_)), " consumer '", plan.name,
                                      "': ", planned.status().message()));
   }
   std::vector<int> order;
@@ -204,7 +203,7 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
 
 bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
                               int32_t rank) const {
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   // acquire: pairs with the round's increment.
   if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_) return false;
   tdock::MutexLock lock(&state.round_mu);
@@ -213,7 +212,7 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
 }
 
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
-  ConsumerState& state = part.consumer(plan.index);
+  ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock lock(&state.round_mu);
   if (state.rounds.empty() || !state.rounds.back().last) return false;
   const int64_t last = static_cast<int64_t>(state.rounds.size()) - 1;

@@ -110,7 +110,7 @@ absl::Status DockImpl::CheckWrittenFitLocked(const ConsumerPlan& plan) const {
   if (limits_.max_batch_bytes <= 0) return absl::OkStatus();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   for (const auto& part : partitions_) {
-    if (!part->live()) continue;
+    if (!part->live(mu_)) continue;
     for (int64_t first = 0; first < rows_per_step_; first += unit_rows) {
       int64_t bytes = kFixedResponseBytes;
       for (int64_t row = first; row < first + unit_rows; ++row) {
@@ -118,7 +118,7 @@ absl::Status DockImpl::CheckWrittenFitLocked(const ConsumerPlan& plan) const {
       }
       if (bytes > limits_.max_batch_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
-            Where(part->step()), ": ", plan.whole_groups ? "the group of row " : "row ", first,
+            Where(part->step(mu_)), ": ", plan.whole_groups ? "the group of row " : "row ", first,
             " would take ", bytes, " bytes in a response to consumer '", plan.name,
             "', more than one response carries (", limits_.max_batch_bytes,
             " bytes: the server's max_message_mb)"));

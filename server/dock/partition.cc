@@ -14,9 +14,11 @@ ColumnState::ColumnState(int64_t rows, int64_t groups)
   for (int64_t g = 0; g < groups; ++g) group_counts[g].store(0, std::memory_order_relaxed);
 }
 
-Partition::Partition(int index, int64_t rows, int32_t group_size,
-                     int num_columns, const std::vector<ConsumerShape>& consumers)
-    : index_(index),
+Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
+                     int32_t group_size, int num_columns,
+                     const std::vector<ConsumerShape>& consumers)
+    : dock_mu_(dock_mu),
+      index_(index),
       rows_(rows),
       group_size_(group_size),
       groups_(rows / group_size) {
@@ -24,25 +26,38 @@ Partition::Partition(int index, int64_t rows, int32_t group_size,
   for (int c = 0; c < num_columns; ++c) {
     columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
   }
-  for (const ConsumerShape& shape : consumers) AddConsumer(shape);
+  for (const ConsumerShape& shape : consumers) consumers_.push_back(NewConsumer(shape));
 }
 
-void Partition::AddConsumer(ConsumerShape shape) {
-  consumers_.push_back(std::make_unique<ConsumerState>(
-      shape.whole_groups ? groups_ : rows_, shape.dp_size));
+std::unique_ptr<ConsumerState> Partition::NewConsumer(ConsumerShape shape) const {
+  return std::make_unique<ConsumerState>(shape.whole_groups ? groups_ : rows_, shape.dp_size);
 }
 
-void Partition::Activate(int64_t step, std::shared_ptr<StepArena> arena) {
+void Partition::AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape) {
+  HeldExclusive(dock_mu);
+  consumers_.push_back(NewConsumer(shape));
+}
+
+void Partition::Activate(const tdock::Mutex& dock_mu, int64_t step,
+                         std::shared_ptr<StepArena> arena) {
+  HeldExclusive(dock_mu);
   step_ = step;
   arena_ = std::move(arena);
 }
 
-void Partition::Deactivate() {
+void Partition::MarkReleased(const tdock::Mutex& dock_mu, int64_t step) {
+  HeldExclusive(dock_mu);
+  last_released_ = std::max(last_released_, step);
+}
+
+void Partition::Deactivate(const tdock::Mutex& dock_mu) {
+  HeldExclusive(dock_mu);
   step_ = -1;
   arena_ = nullptr;
 }
 
-std::shared_ptr<StepArena> Partition::Release() {
+std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
+  HeldExclusive(dock_mu);
   // relaxed stores: the caller holds the dock's mutex exclusively, and the
   // next user of this partition acquires that mutex.
   for (auto& column : columns_) {

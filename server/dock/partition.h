@@ -7,10 +7,12 @@
 // consumer: a consumed bitmap over rows (over groups for whole-group
 // consumers) and a consumed-row counter.
 //
-// Thread safety: the dock's mutex guards structure. Structural calls
-// (Activate, Reset, AddConsumer) need it exclusively; everything else runs
-// under its shared side, concurrently: cells are published with Publish
-// (serialized per partition by commit_mu()), bitmaps are atomic.
+// Thread safety: the dock's mutex guards structure (the step held, the
+// arena, the consumer list); every structural accessor names it, so clang
+// checks the caller holds it. Structural changes (Activate, Release,
+// AddConsumer, ...) need it exclusively; everything else runs under its
+// shared side, concurrently: cells are published with Publish (serialized
+// per partition by commit_mu()), bitmaps are atomic.
 //
 // Publication invariant: a cell's block is fully written before its pointer
 // is stored (release) and before its ready bit is set (release); a reader
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/logging.h"
 #include "common/mutex.h"
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
@@ -97,8 +100,9 @@ class Partition final {
  public:
   // `consumers[k]` says how consumer k claims (rows or whole groups) and
   // how many ranks it has.
-  Partition(int index, int64_t rows, int32_t group_size, int num_columns,
-            const std::vector<ConsumerShape>& consumers);
+  // `dock_mu` is the dock's mutex, which guards the partition's structure.
+  Partition(const tdock::Mutex* dock_mu, int index, int64_t rows, int32_t group_size,
+            int num_columns, const std::vector<ConsumerShape>& consumers);
   Partition(const Partition&) = delete;
   Partition& operator=(const Partition&) = delete;
 
@@ -107,33 +111,64 @@ class Partition final {
   int64_t groups() const { return groups_; }
   int32_t group_size() const { return group_size_; }
 
-  // ---- structure: REQUIRES the dock's mutex exclusively (or shared to read)
-  bool live() const { return arena_ != nullptr; }
-  int64_t step() const { return step_; }
+  // ---- structure: guarded by the dock's mutex, which each call names
+  // (`dock_mu`, the mutex given at construction): shared to read, exclusive
+  // to change, checked by clang's -Wthread-safety at every call.
+  bool live(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return arena_ != nullptr;
+  }
+  int64_t step(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return step_;
+  }
   // Highest step released from this partition, -1 if none.
-  int64_t last_released() const { return last_released_; }
-  void Activate(int64_t step, std::shared_ptr<StepArena> arena);
+  int64_t last_released(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return last_released_;
+  }
+  void Activate(const tdock::Mutex& dock_mu, int64_t step, std::shared_ptr<StepArena> arena)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // Recovery: `step` of this partition was released before a restart.
-  void MarkReleased(int64_t step) { last_released_ = std::max(last_released_, step); }
+  void MarkReleased(const tdock::Mutex& dock_mu, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // Undoes Activate of a step nothing was written to (last_released stays).
-  void Deactivate();
+  void Deactivate(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // Frees the step: clears all state and returns the arena (which the caller
   // drops outside the dock's lock).
-  std::shared_ptr<StepArena> Release();
+  std::shared_ptr<StepArena> Release(const tdock::Mutex& dock_mu)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // With a journal: the step's release is being recorded. Meanwhile the step
   // counts as released (it takes no Put and hands out nothing) but still
   // holds its partition; it is freed once the record is stored, or is live
   // again if the record fails (record before effect).
-  bool releasing() const { return releasing_; }
-  void set_releasing(bool releasing) { releasing_ = releasing; }
-  void AddConsumer(ConsumerShape shape);
-  const std::shared_ptr<StepArena>& arena() const { return arena_; }
+  bool releasing(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return releasing_;
+  }
+  void set_releasing(const tdock::Mutex& dock_mu, bool releasing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
+    HeldExclusive(dock_mu);
+    releasing_ = releasing;
+  }
+  void AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+  const std::shared_ptr<StepArena>& arena(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return arena_;
+  }
+  // Consumer k's state (its fields are atomic or under its own round_mu).
+  ConsumerState& consumer(const tdock::Mutex& dock_mu, int k) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return *consumers_[k];
+  }
 
   // ---- data: REQUIRES the dock's mutex (shared is enough)
   ColumnState& column(int c) { return *columns_[c]; }
   const ColumnState& column(int c) const { return *columns_[c]; }
-  ConsumerState& consumer(int k) { return *consumers_[k]; }
-  const ConsumerState& consumer(int k) const { return *consumers_[k]; }
   const CellBlock* cell(int c, int64_t row) const {
     // acquire: pairs with Publish's release store.
     return columns_[c]->cells[row].load(std::memory_order_acquire);
@@ -157,19 +192,29 @@ class Partition final {
   bool ready(int c, int64_t row) const { return columns_[c]->ready.Test(row); }
 
  private:
+  // Tell the analysis that `dock_mu` held is this partition's guard, and
+  // check that it is.
+  void HeldShared(const tdock::Mutex& dock_mu) const ABSL_ASSERT_SHARED_LOCK(dock_mu_) {
+    TDOCK_CHECK(&dock_mu == dock_mu_) << "partition " << index_ << ": not its dock's mutex";
+  }
+  void HeldExclusive(const tdock::Mutex& dock_mu) const ABSL_ASSERT_EXCLUSIVE_LOCK(dock_mu_) {
+    TDOCK_CHECK(&dock_mu == dock_mu_) << "partition " << index_ << ": not its dock's mutex";
+  }
+  std::unique_ptr<ConsumerState> NewConsumer(ConsumerShape shape) const;
+
   // Constant after construction.
+  const tdock::Mutex* const dock_mu_;
   const int index_;
   const int64_t rows_;
   const int32_t group_size_;
   const int64_t groups_;
   std::vector<std::unique_ptr<ColumnState>> columns_;
 
-  // Guarded by the dock's mutex (exclusive to change).
-  std::vector<std::unique_ptr<ConsumerState>> consumers_;
-  int64_t step_ = -1;
-  int64_t last_released_ = -1;
-  bool releasing_ = false;
-  std::shared_ptr<StepArena> arena_;
+  std::vector<std::unique_ptr<ConsumerState>> consumers_ ABSL_GUARDED_BY(dock_mu_);
+  int64_t step_ ABSL_GUARDED_BY(dock_mu_) = -1;
+  int64_t last_released_ ABSL_GUARDED_BY(dock_mu_) = -1;
+  bool releasing_ ABSL_GUARDED_BY(dock_mu_) = false;
+  std::shared_ptr<StepArena> arena_ ABSL_GUARDED_BY(dock_mu_);
 
   std::atomic<int64_t> unrecorded_handouts_{0};
 

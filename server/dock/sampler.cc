@@ -15,8 +15,9 @@ const AtomicBitmap& ReadyBits(const Partition& part, const ConsumerPlan& plan,
 
 // Units of word w that are ready in every needed column (not yet masked by
 // the consumed bits).
-uint64_t ReadyWord(const Partition& part, const ConsumerPlan& plan, int64_t w) {
-  uint64_t word = part.consumer(plan.index).consumed.valid_mask(w);
+uint64_t ReadyWord(const Partition& part, const AtomicBitmap& consumed,
+                   const ConsumerPlan& plan, int64_t w) {
+  uint64_t word = consumed.valid_mask(w);
   for (int c : plan.columns) {
     word &= ReadyBits(part, plan, c).word(w);
     if (word == 0) break;
@@ -40,16 +41,15 @@ void AppendUnits(int64_t w, uint64_t bits, std::vector<int64_t>& units) {
   }
 }
 
-std::vector<int64_t> ClaimFifo(Partition& part, const ConsumerPlan& plan,
-                               int64_t need) {
-  AtomicBitmap& consumed = part.consumer(plan.index).consumed;
+std::vector<int64_t> ClaimFifo(const Partition& part, AtomicBitmap& consumed,
+                               const ConsumerPlan& plan, int64_t need) {
   std::vector<int64_t> units;
   units.reserve(static_cast<size_t>(need));
   for (int64_t w = 0; w < consumed.num_words() && need > 0; ++w) {
     if (consumed.word(w) == consumed.valid_mask(w)) continue;  // all taken
     // Re-read the word after a partial win: bits others took are gone.
     for (;;) {
-      const uint64_t avail = ReadyWord(part, plan, w) & ~consumed.word(w);
+      const uint64_t avail = ReadyWord(part, consumed, plan, w) & ~consumed.word(w);
       if (avail == 0) break;
       const uint64_t got = consumed.Claim(w, LowestBits(avail, need));
       AppendUnits(w, got, units);
@@ -60,12 +60,11 @@ std::vector<int64_t> ClaimFifo(Partition& part, const ConsumerPlan& plan,
   return units;
 }
 
-std::vector<int64_t> ClaimRandom(Partition& part, const ConsumerPlan& plan,
-                                 int64_t need, uint64_t seed) {
-  AtomicBitmap& consumed = part.consumer(plan.index).consumed;
+std::vector<int64_t> ClaimRandom(const Partition& part, AtomicBitmap& consumed,
+                                 const ConsumerPlan& plan, int64_t need, uint64_t seed) {
   std::vector<int64_t> candidates;
   for (int64_t w = 0; w < consumed.num_words(); ++w) {
-    AppendUnits(w, ReadyWord(part, plan, w) & ~consumed.word(w), candidates);
+    AppendUnits(w, ReadyWord(part, consumed, plan, w) & ~consumed.word(w), candidates);
   }
   std::mt19937_64 rng(seed);
   std::vector<int64_t> units;
@@ -86,28 +85,29 @@ std::vector<int64_t> ClaimRandom(Partition& part, const ConsumerPlan& plan,
 
 }  // namespace
 
-int64_t CountAvailable(const Partition& part, const ConsumerPlan& plan,
-                       int64_t enough) {
-  const AtomicBitmap& consumed = part.consumer(plan.index).consumed;
+int64_t CountAvailable(const Partition& part, const ConsumerState& state,
+                       const ConsumerPlan& plan, int64_t enough) {
+  const AtomicBitmap& consumed = state.consumed;
   int64_t available = 0;
   for (int64_t w = 0; w < consumed.num_words() && available < enough; ++w) {
     const uint64_t taken = consumed.word(w);
     if (taken == consumed.valid_mask(w)) continue;  // nothing left here
-    available += std::popcount(ReadyWord(part, plan, w) & ~taken);
+    available += std::popcount(ReadyWord(part, consumed, plan, w) & ~taken);
   }
   return available;
 }
 
-std::vector<int64_t> Claim(Partition& part, const ConsumerPlan& plan,
-                           int64_t need, uint64_t seed) {
+std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
+                           const ConsumerPlan& plan, int64_t need, uint64_t seed) {
   if (need <= 0) return {};
-  if (plan.policy == Policy::kRandom) return ClaimRandom(part, plan, need, seed);
-  return ClaimFifo(part, plan, need);
+  if (plan.policy == Policy::kRandom) {
+    return ClaimRandom(part, state.consumed, plan, need, seed);
+  }
+  return ClaimFifo(part, state.consumed, plan, need);
 }
 
-void Unclaim(Partition& part, const ConsumerPlan& plan,
-             const std::vector<int64_t>& units) {
-  AtomicBitmap& consumed = part.consumer(plan.index).consumed;
+void Unclaim(ConsumerState& state, const std::vector<int64_t>& units) {
+  AtomicBitmap& consumed = state.consumed;
   for (int64_t unit : units) consumed.Clear(unit >> 6, uint64_t{1} << (unit & 63));
 }
 

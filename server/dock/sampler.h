@@ -37,19 +37,20 @@ struct ConsumerPlan {
   absl::Duration lease = absl::ZeroDuration();  // zero: no leases
 };
 
+// `state` is the plan's consumer in `part` (Partition::consumer).
+
 // Units ready and not consumed, counted up to `enough` (the scan stops
 // there, so a Get at the start of a step looks at a few words only).
-int64_t CountAvailable(const Partition& part, const ConsumerPlan& plan,
-                       int64_t enough);
+int64_t CountAvailable(const Partition& part, const ConsumerState& state,
+                       const ConsumerPlan& plan, int64_t enough);
 
 // Claims up to `need` available units (FIFO: lowest first; RANDOM: uniformly,
 // seeded by `seed`). Returns the units claimed, ascending; fewer than `need`
 // when there were not enough or others won some.
-std::vector<int64_t> Claim(Partition& part, const ConsumerPlan& plan,
-                           int64_t need, uint64_t seed);
+std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
+                           const ConsumerPlan& plan, int64_t need, uint64_t seed);
 // Clears the consumed bits of `units` (undoing a Claim that fell short).
-void Unclaim(Partition& part, const ConsumerPlan& plan,
-             const std::vector<int64_t>& units);
+void Unclaim(ConsumerState& state, const std::vector<int64_t>& units);
 
 }  // namespace tdock::internal
 
