@@ -206,9 +206,12 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                 await_ack(trained)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
-            # The churn waits while the restarted server is checked, so its
-            # retry cannot land in the middle of the check of its Put.
-            churner.send_signal(signal.SIGSTOP)
+            # The producer and the churn wait while the restarted server is
+            # checked, so the retry of the Put each had in flight cannot land
+            # in the middle of the check of that Put (which reads it row by
+            # row, and would see it half there).
+            for w in (producer, churner):
+                w.send_signal(signal.SIGSTOP)
             acked_before = {(int(s), int(p)) for kind, s, p in
                             (l for l in lines(produced) if l[0] in ("ack", "exists"))}
             tried = [l for l in lines(produced) if l[0] == "try"]
@@ -233,7 +236,8 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                 if tried and tried[-1] not in acked:
                     state = churn_state(churn, tried[-1])
                     assert all(state) or not any(state), f"kill {kill}: churn put partial"
-            churner.send_signal(signal.SIGCONT)
+            for w in (producer, churner):
+                w.send_signal(signal.SIGCONT)
         assert producer.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
         for t in trainers:  # they finish the last step once it is written
             assert t.wait(timeout=60) == 0, trainer_failures(trained)
