@@ -18,7 +18,7 @@ from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
                           StepStatus, Tls)
 from tdock.columns import Padded
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
