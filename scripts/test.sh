@@ -10,7 +10,8 @@
 #
 #   bash scripts/test.sh
 #
-# Environment: BUILD_DIR (default build), TSAN_BUILD_DIR (default build-tsan),
+# Environment: BUILD_DIR (default build), PYTHON_VENV (default .venv: the
+# Python tests' environment, scripts/python-env.sh), TSAN_BUILD_DIR (default build-tsan),
 # FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (default 60), JOBS
 # (default 2), TDOCK_SKIP_TSAN=1 / TDOCK_SKIP_FUZZ=1 to skip those parts.
 set -euo pipefail
@@ -22,16 +23,20 @@ FUZZ_BUILD_DIR="${FUZZ_BUILD_DIR:-build-fuzz}"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 JOBS="${JOBS:-2}"
 
-# python3-torch: the Python client's to_torch and torch inputs are tested
-# when torch is there (it is optional for users). prometheus (with promtool)
-# and docker-compose: the deploy tests run Prometheus end to end and validate
-# the compose file (no Docker engine needed). clang and its runtimes: the
-# fuzz target (libFuzzer, ASan, UBSan); openssl: the TLS tests' certificates.
-bash scripts/install-deps.sh python3-torch prometheus docker-compose \
-  clang libclang-rt-14-dev openssl
+# prometheus (with promtool) and docker-compose: the deploy tests run
+# Prometheus end to end and validate the compose file (no Docker engine
+# needed). clang and its runtimes: the fuzz target (libFuzzer, ASan, UBSan);
+# openssl: the TLS tests' certificates.
+bash scripts/install-deps.sh prometheus docker-compose clang libclang-rt-14-dev openssl
+
+# The Python tests run in a virtual environment with pinned packages from
+# PyPI (torch, tensordict, grpcio, protobuf, numpy, pytest): PYTHON_VENV
+# (default .venv).
+python="$(bash scripts/python-env.sh "${PYTHON_VENV:-.venv}")"
 
 echo "test: building everything (RelWithDebInfo) in $BUILD_DIR/"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTDOCK_PYTHON="$python" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 if [[ "${TDOCK_SKIP_TSAN:-0}" != 1 ]]; then

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates (or brings up to date) the virtual environment the Python tests and
+# examples run in, and prints its python:
+#
+#   python=$(bash scripts/python-env.sh [VENV])      # default VENV: .venv
+#
+# torch==2.13.0 first (so nothing that depends on torch pulls a CUDA build),
+# then scripts/python-requirements.txt, all pinned, from PyPI. Idempotent: when
+# the environment was made from the same pins it does nothing. Uses Debian's
+# /usr/bin/python3 (python3-venv, from scripts/install-deps.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${1:-.venv}"
+torch_pin="torch==2.13.0"
+requirements=scripts/python-requirements.txt
+stamp="$venv/.tdock-pins"
+want="$(printf '%s\n' "$torch_pin" | cat - "$requirements" | sha256sum | cut -d' ' -f1)"
+
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "python-env: installing $torch_pin and $requirements into $venv/" >&2
+  [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"
+  pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" "$torch_pin" >&2
+  "${pip[@]}" -r "$requirements" >&2
+  echo "$want" >"$stamp"
+fi
+echo "$(cd "$venv" && pwd)/bin/python"
