@@ -9,10 +9,11 @@
         for mb in batch.micro_batches:
             padded, mask = mb.padded("response_ids", multiple_of=8)
 
-See Client, Dock and Batch; errors are in tdock.errors.
+See Client, Dock and Batch; errors are in tdock.errors; tdock.aio has the
+same client for asyncio.
 """
 
-from tdock import errors
+from tdock import aio, errors
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
 from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
                           StepStatus, Tls)
@@ -23,5 +24,5 @@ __version__ = "0.2.0"
 __all__ = [
     "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
     "DockSummary", "MicroBatchInfo", "Padded", "PutAck", "StepStatus", "Tls",
-    "errors", "__version__",
+    "aio", "errors", "__version__",
 ]

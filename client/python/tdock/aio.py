@@ -1,0 +1,169 @@
+"""tdock.aio: the asyncio client, on grpc.aio.
+
+    async with tdock.aio.Client("127.0.0.1:50051") as client:
+        dock = await client.create_dock("examples/grpo.yaml")
+        await dock.put(0, range(4), {"prompt_ids": [np.arange(5, dtype=np.int32)] * 4})
+        async for batch in dock.iter("reward", rank=0):
+            values, cu_seqlens = batch.packed("prompt_ids")
+
+The same surface as tdock.Client and tdock.Dock, with every call a coroutine
+and iter an async generator. A Get parked on the server holds no thread here
+either: one event loop holds as many parked Gets as the server admits
+(--max_parked_gets_per_consumer). Make the Client inside the event loop that
+uses it (grpc.aio channels belong to one loop). Failures raise tdock.errors.*.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Iterable, Mapping
+
+import grpc
+import grpc.aio
+
+from tdock import batch as batch_mod
+from tdock import errors, wire
+from tdock.client import (DockStatus, DockSummary, PutAck, Tls, _Connection,
+                          _create_dock_request, _DockCalls, _Drain, _leased, _raw,
+                          _stub, _summaries)
+from tdock.v1 import dock_pb2
+
+__all__ = ["Client", "Dock", "Tls"]
+
+
+class Client(_Connection):
+    """A connection to one tdock server, for asyncio (see the module comment);
+    it takes the options of tdock.Client (token, tls, timeout,
+    max_message_bytes)."""
+
+    _grpc = grpc.aio
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def call(self, method: str, request: Any, response_type: Any = None, *,
+                   extra_timeout: float = 0.0, serialize=None, deserialize=None):
+        """One unary call; gRPC errors become tdock.errors."""
+        fn = _stub(self._channel, self._calls, method, response_type, serialize,
+                   deserialize)
+        try:
+            return await fn(request, timeout=self.timeout + extra_timeout,
+                            metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    async def create_dock(self, spec: Any) -> "Dock":
+        """Creates a dock from a dict, a DockSpec or a YAML file path (one
+        dock) and returns it, its spec with the server's defaults."""
+        resp = await self.call("CreateDock", _create_dock_request(spec),
+                               dock_pb2.CreateDockResponse)
+        dock = Dock(self, resp.spec.name, resp.spec)
+        self._docks[dock.name] = dock
+        return dock
+
+    def dock(self, name: str) -> "Dock":
+        """The dock of that name (its spec is fetched when first needed)."""
+        if name not in self._docks:
+            self._docks[name] = Dock(self, name)
+        return self._docks[name]
+
+    async def delete_dock(self, name: str) -> None:
+        await self.call("DeleteDock", dock_pb2.DeleteDockRequest(dock=name),
+                        dock_pb2.DeleteDockResponse)
+        self._docks.pop(name, None)
+
+    async def list_docks(self) -> list[DockSummary]:
+        return _summaries(await self.call("ListDocks", dock_pb2.ListDocksRequest(),
+                                          dock_pb2.ListDocksResponse))
+
+
+class Dock(_DockCalls):
+    """One dock of a server, for asyncio: the calls of tdock.Dock as
+    coroutines."""
+
+    async def fetch_spec(self) -> dock_pb2.DockSpec:
+        """The dock's spec with defaults filled in (fetched once)."""
+        if self._spec is None:
+            self._spec = (await self.status()).spec
+        return self._spec
+
+    async def put(self, step: int, rows: Iterable[int], columns: Mapping[str, Any],
+                  *, ack: Any = None, wait: float = 30.0) -> PutAck:
+        """As tdock.Dock.put."""
+        payload, leased = self._put_request(await self.fetch_spec(), step, rows,
+                                            columns, ack, wait)
+        resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
+                                      extra_timeout=wait, serialize=_raw)
+        await self.ack(leased[1:])
+        return PutAck(resp.rows, resp.bytes)
+
+    async def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
+                  count: int | None = None, wait: float = 30.0,
+                  round: int | None = None) -> batch_mod.Batch:
+        """As tdock.Dock.get; while it waits, the event loop runs on."""
+        req = self._get_request(consumer, rank, step, count, wait, round)
+        answer = await self.client.call("Get", req, extra_timeout=wait,
+                                        deserialize=wire.decode_get)
+        return self._batch(await self.fetch_spec(), answer, consumer, rank)
+
+    async def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
+                     count: int | None = None, wait: float = 30.0,
+                     round: int | None = None) -> batch_mod.Batch:
+        """As tdock.Dock.sample."""
+        req = self._get_request(consumer, rank, step, count, wait, round)
+        resp = await self.client.call("Sample", req, dock_pb2.SampleResponse,
+                                      extra_timeout=wait)
+        return batch_mod.from_response(resp, [], {}, consumer, rank)
+
+    async def read(self, step: int, rows: Iterable[int],
+                   columns: Iterable[str] | None = None) -> batch_mod.Batch:
+        """As tdock.Dock.read."""
+        answer = await self.client.call("Read", self._read_request(step, rows, columns),
+                                        deserialize=wire.decode_get)
+        return self._batch(await self.fetch_spec(), answer)
+
+    async def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
+                   count: int | None = None, wait: float | None = None
+                   ) -> AsyncIterator[batch_mod.Batch]:
+        """As tdock.Dock.iter, for `async for`."""
+        drain = _Drain(self.name, consumer, rank, step, wait)
+        while not drain.done:
+            b = await self.get(consumer, rank=rank, count=count, **drain.get_args())
+            if drain.take(b):
+                yield b
+
+    async def _end_leases(self, method: str, batches: Any) -> int:
+        rows = 0
+        for b in _leased(batches):
+            rows += (await self.client.call(method, self._lease_request(b),
+                                            dock_pb2.AckResponse)).rows
+        return rows
+
+    async def ack(self, batches: Any) -> int:
+        """As tdock.Dock.ack."""
+        return await self._end_leases("Ack", batches)
+
+    async def nack(self, batches: Any) -> int:
+        """As tdock.Dock.nack."""
+        return await self._end_leases("Nack", batches)
+
+    async def status(self) -> DockStatus:
+        return self._status(await self.client.call(
+            "GetDockStatus", self._status_request(), dock_pb2.GetDockStatusResponse))
+
+    async def release(self, step: int) -> None:
+        """As tdock.Dock.release."""
+        await self.client.call("ReleaseStep", self._release_request(step),
+                               dock_pb2.ReleaseStepResponse)
+
+    async def add_consumer(self, name: str, settings: Mapping[str, Any]
+                           ) -> dock_pb2.ConsumerSpec:
+        """As tdock.Dock.add_consumer."""
+        return (await self.client.call("AddConsumer",
+                                       self._add_consumer_request(name, settings),
+                                       dock_pb2.AddConsumerResponse)).consumer
