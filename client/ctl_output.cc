@@ -160,7 +160,7 @@ Json BalanceToJson(const BalanceStats& stats) {
 Json SpecToJson(const DockSpec& spec) {
   Json columns = Json::object();
   for (const ColumnSpec& column : spec.columns) {
-    Json out = {{"dtype", Name(DTypeName(column.dtype))}};
+    Json out = {{"dtype", Name(ColumnTypeName(column))}};
     if (!column.inner_shape.empty()) out["inner_shape"] = column.inner_shape;
     out["max_len"] = column.max_len;
     out["rewritable"] = column.rewritable;
@@ -260,7 +260,7 @@ std::string SpecToText(const DockSpec& spec) {
                   "\n  columns:\n");
   for (const ColumnSpec& column : spec.columns) {
     std::vector<std::string> parts = {absl::StrFormat("    %-20s", column.name),
-                                      Name(DTypeName(column.dtype))};
+                                      Name(ColumnTypeName(column))};
     if (!column.inner_shape.empty()) {
       parts.push_back(absl::StrCat("inner_shape [", absl::StrJoin(column.inner_shape, ","), "]"));
     }

@@ -1,5 +1,6 @@
 #include "common/spec.h"
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/escaping.h"
@@ -47,6 +48,13 @@ absl::Status NormalizeColumn(const DockSpec& spec, ColumnSpec& column) {
     return Invalid(spec.name, absl::StrCat("column '", column.name,
                                            "' max_len ", column.max_len,
                                            " is negative"));
+  }
+  if (column.encoding != ColumnEncoding::kRaw &&
+      (column.dtype != DType::kBytes || !column.inner_shape.empty())) {
+    return Invalid(spec.name, absl::StrCat("column '", column.name, "' has the ",
+                                           ColumnTypeName(column),
+                                           " encoding, which needs dtype bytes and "
+                                           "no inner_shape"));
   }
   return absl::OkStatus();
 }
@@ -196,6 +204,31 @@ absl::string_view PolicyName(Policy policy) {
     case Policy::kBalanced: return "balanced";
   }
   return "unknown";
+}
+
+absl::string_view ColumnTypeName(const ColumnSpec& column) {
+  switch (column.encoding) {
+    case ColumnEncoding::kUtf8:
+      return "string";
+    case ColumnEncoding::kJson:
+      return "json";
+    case ColumnEncoding::kRaw:
+      break;
+  }
+  return DTypeName(column.dtype);
+}
+
+bool ParseColumnType(absl::string_view name, ColumnSpec* column) {
+  if (name == "string" || name == "json") {
+    column->dtype = DType::kBytes;
+    column->encoding = name == "string" ? ColumnEncoding::kUtf8 : ColumnEncoding::kJson;
+    return true;
+  }
+  const std::optional<DType> dtype = ParseDType(name);
+  if (!dtype.has_value()) return false;
+  column->dtype = *dtype;
+  column->encoding = ColumnEncoding::kRaw;
+  return true;
 }
 
 int64_t ColumnSpec::item_bytes() const {

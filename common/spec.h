@@ -25,12 +25,18 @@ enum class Policy : uint8_t {
 };
 absl::string_view PolicyName(Policy policy);
 
+// What a BYTES column's cells hold: the server keeps bytes either way, clients
+// encode and decode. In YAML, `dtype: string` and `dtype: json` are bytes
+// columns with that encoding.
+enum class ColumnEncoding { kRaw = 0, kUtf8 = 1, kJson = 2 };
+
 struct ColumnSpec {
   std::string name;
   DType dtype = DType::kUnspecified;
   std::vector<int64_t> inner_shape;  // empty: an item is one element
   int64_t max_len = 0;               // max items per row; 0: unbounded
   bool rewritable = false;
+  ColumnEncoding encoding = ColumnEncoding::kRaw;  // kRaw unless dtype is BYTES
 
   // Bytes of one item: DTypeSize(dtype) * product(inner_shape).
   int64_t item_bytes() const;
@@ -38,6 +44,13 @@ struct ColumnSpec {
   // Every field: specs that normalize alike describe the same column.
   bool operator==(const ColumnSpec&) const = default;
 };
+
+// A column's type as YAML names it: "string" and "json" for encoded bytes
+// columns, the dtype's name otherwise.
+absl::string_view ColumnTypeName(const ColumnSpec& column);
+// Sets column->dtype and ->encoding from a YAML type name (lower case):
+// a dtype name, "string" or "json". False if it is none of them.
+bool ParseColumnType(absl::string_view name, ColumnSpec* column);
 
 struct ConsumerSpec {
   std::string name;

@@ -117,19 +117,6 @@ std::string DTypeNames() {
   return absl::StrJoin(names, ", ");
 }
 
-absl::Status Read(const YAML::Node& node, absl::string_view path, DType* out) {
-  std::string name;
-  TDOCK_RETURN_IF_ERROR(Read(node, path, &name));
-  const std::optional<DType> dtype = ParseDType(absl::AsciiStrToLower(name));
-  if (!dtype.has_value()) {
-    return YamlError(
-        node, path,
-        absl::StrCat("unknown dtype '", name, "' (one of ", DTypeNames(), ")"));
-  }
-  *out = *dtype;
-  return absl::OkStatus();
-}
-
 // Reads one of `names` (matched case-insensitively); `what` names the enum
 // in errors: "unknown policy 'lifo' (one of fifo, random, balanced)".
 template <typename Enum>
@@ -268,7 +255,18 @@ absl::Status ReadFields(const YAML::Node& node, const std::string& path,
 absl::Status ParseColumn(const YAML::Node& node, const std::string& path,
                          ColumnSpec* column) {
   return ReadFields(node, path,
-                    {{"dtype", Into(&column->dtype), /*required=*/true},
+                    {{"dtype",
+                      [column](const YAML::Node& value, const std::string& path) {
+                        std::string name;
+                        TDOCK_RETURN_IF_ERROR(Read(value, path, &name));
+                        if (ParseColumnType(absl::AsciiStrToLower(name), column)) {
+                          return absl::OkStatus();
+                        }
+                        return YamlError(value, path,
+                                         absl::StrCat("unknown dtype '", name, "' (one of ",
+                                                      DTypeNames(), ", string, json)"));
+                      },
+                      /*required=*/true},
                      {"inner_shape", Into(&column->inner_shape)},
                      {"max_len", Into(&column->max_len)},
                      {"rewritable", Into(&column->rewritable)}});

@@ -62,7 +62,8 @@ DockSpec FullSpec() {
   spec.steps_in_flight = 2;
   spec.length_columns = {"tokens"};
   spec.columns = {{"tokens", DType::kInt32, {}, 0, false},
-                  {"score", DType::kFloat32, {2}, 0, false}};
+                  {"score", DType::kFloat32, {2}, 0, false},
+                  {"uid", DType::kBytes, {}, 0, false}};
   ConsumerSpec actor{"actor", {"tokens"}, 0, 2, false, Policy::kBalanced, 0};
   actor.micro_batch = MicroBatchOptions{.max_tokens = 64};
   actor.lease_ms = 1000;
@@ -91,6 +92,7 @@ std::vector<SpecChange> EveryFieldChanged() {
       {"column inner_shape", [](DockSpec& s) { s.columns[1].inner_shape = {3}; }},
       {"column max_len", [](DockSpec& s) { s.columns[1].max_len = 16; }},
       {"column rewritable", [](DockSpec& s) { s.columns[1].rewritable = true; }},
+      {"column encoding", [](DockSpec& s) { s.columns[2].encoding = ColumnEncoding::kUtf8; }},
       {"consumers (one more)",
        [](DockSpec& s) { s.consumers.push_back({"ref", {"tokens"}, 0, 1, false, Policy::kFifo, 0}); }},
       {"consumer name", [](DockSpec& s) { s.consumers[1].name = "value"; }},

@@ -126,6 +126,40 @@ chunk_bytes: 4194304
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
 }
 
+// `dtype: string` and `dtype: json` are bytes columns with that encoding;
+// YAML names them back the same way; an encoding on a column that is not
+// plain bytes is refused, naming the column.
+TEST(SpecYaml, StringAndJsonColumnsAreEncodedBytes) {
+  const std::string text = R"(
+name: agent
+num_prompts: 4
+columns:
+  uid: {dtype: String}
+  messages: {dtype: json}
+  raw: {dtype: bytes}
+)";
+  ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
+  const DockSpec& s = specs.at(0);
+  ASSERT_EQ(s.columns.size(), 3u);
+  EXPECT_EQ(s.columns[0].dtype, DType::kBytes);
+  EXPECT_EQ(s.columns[0].encoding, ColumnEncoding::kUtf8);
+  EXPECT_EQ(ColumnTypeName(s.columns[0]), "string");
+  EXPECT_EQ(s.columns[1].dtype, DType::kBytes);
+  EXPECT_EQ(s.columns[1].encoding, ColumnEncoding::kJson);
+  EXPECT_EQ(ColumnTypeName(s.columns[1]), "json");
+  EXPECT_EQ(s.columns[2].encoding, ColumnEncoding::kRaw);
+  EXPECT_EQ(ColumnTypeName(s.columns[2]), "bytes");
+
+  for (auto change : {+[](ColumnSpec& c) { c.dtype = DType::kInt32; },
+                      +[](ColumnSpec& c) { c.inner_shape = {2}; }}) {
+    DockSpec bad = s;
+    change(bad.columns[1]);
+    EXPECT_STATUS(NormalizeSpec(bad), absl::StatusCode::kInvalidArgument,
+                  "column 'messages' has the json encoding, which needs dtype bytes and "
+                  "no inner_shape");
+  }
+}
+
 // Every micro_batch key is read (enum names in any case), cost keys are
 // doubles and one left out keeps its default, and same_count_across_ranks
 // lands in the consumer.
@@ -217,6 +251,8 @@ TEST(SpecYaml, ErrorsNameKeyAndLine) {
       {"name: [a]\n", "name (line 1): expected a string, got a list"},
       {"name: a\ncolumns:\n  x: {dtype: int33}\n",
        "columns.x.dtype (line 3): unknown dtype 'int33' (one of int8, uint8"},
+      {"name: a\ncolumns:\n  x: {dtype: text}\n",
+       "bool, bytes, string, json)"},
       {"name: a\ncolumns:\n  x: {max_len: 3}\n",
        "columns.x (line 3): missing key 'dtype'"},
       {"name: a\ncolumns:\n  x: {dtype: int8, shape: [2]}\n",

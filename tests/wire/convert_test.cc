@@ -16,6 +16,7 @@ DockSpec SampleSpec() {
   spec.length_columns = {"prompt_ids", "response_ids"};
   spec.columns.push_back({"prompt_ids", DType::kInt32, {}, 4096, false});
   spec.columns.push_back({"hidden", DType::kBFloat16, {4, 8}, 0, true});
+  spec.columns.push_back({"messages", DType::kBytes, {}, 0, false, ColumnEncoding::kJson});
   ConsumerSpec actor;
   actor.name = "actor";
   actor.columns = {"prompt_ids", "hidden"};
@@ -54,6 +55,7 @@ TEST(Convert, DockSpecRoundTrip) {
   const DockSpec spec = SampleSpec();
   const v1::DockSpec proto = ToProto(spec);
   EXPECT_EQ(proto.columns(1).dtype(), v1::BFLOAT16);
+  EXPECT_EQ(proto.columns(2).encoding(), v1::JSON);
   EXPECT_EQ(proto.consumers(0).policy(), v1::BALANCED);
   EXPECT_EQ(proto.consumers(1).policy(), v1::RANDOM);
   const v1::MicroBatchSpec& mb = proto.consumers(0).micro_batch();
@@ -124,6 +126,13 @@ TEST(Convert, UnknownEnumValuesRejected) {
                 "ConsumerSpec (actor).policy: unknown Policy value 9");
   EXPECT_STATUS(FromProto(*bad), absl::StatusCode::kInvalidArgument,
                 "ColumnSpec (weird).dtype");
+
+  v1::ColumnSpec encoded;
+  encoded.set_name("uid");
+  encoded.set_dtype(v1::BYTES);
+  encoded.set_encoding(static_cast<v1::ColumnEncoding>(7));
+  EXPECT_STATUS(FromProto(encoded), absl::StatusCode::kInvalidArgument,
+                "ColumnSpec (uid).encoding: unknown ColumnEncoding value 7");
 }
 
 // Absent cost and micro_batch messages mean a = 1, b = 0 and no

@@ -10,6 +10,7 @@ memory; ``to_torch`` makes torch tensors. Arrays from ``packed`` are read-only
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, fields
 from typing import Iterable
@@ -68,11 +69,22 @@ class Column:
     dtype: int          # wire enum (tdock.v1.dock_pb2.DType)
     values: np.ndarray  # (items, *inner_shape)
     offsets: np.ndarray  # int64, rows + 1, offsets[0] == 0
+    # dock_pb2.UTF8 or JSON: a bytes column whose cells are strings or JSON.
+    encoding: int = dock_pb2.ENCODING_RAW
 
     def rows(self, begin: int, end: int) -> "Column":
         lo, hi = int(self.offsets[begin]), int(self.offsets[end])
         return Column(self.name, self.dtype, self.values[lo:hi],
-                      self.offsets[begin:end + 1] - lo)
+                      self.offsets[begin:end + 1] - lo, self.encoding)
+
+    def cell(self, i: int):
+        """Row i's cell: a str (string column), the decoded value (json
+        column), or a view of its items."""
+        items = self.values[self.offsets[i]:self.offsets[i + 1]]
+        if self.encoding == dock_pb2.ENCODING_RAW:
+            return items
+        text = items.tobytes().decode("utf-8")
+        return text if self.encoding == dock_pb2.UTF8 else json.loads(text)
 
 
 class Batch:
@@ -133,9 +145,21 @@ class Batch:
         return np.diff(self.column(name).offsets)
 
     def row(self, name: str, i: int) -> np.ndarray:
-        """The items of the batch's i-th row (a view)."""
+        """The items of the batch's i-th row (a view; the UTF-8 bytes of a
+        string or json column: see cell)."""
         col = self.column(name)
         return col.values[col.offsets[i]:col.offsets[i + 1]]
+
+    def cell(self, name: str, i: int):
+        """The i-th row's cell of a column: a str for a string column, the
+        decoded value for a json column, the items (a view) otherwise."""
+        return self.column(name).cell(i)
+
+    def cells(self, name: str) -> list:
+        """Every row's cell of a column, as cell gives them (uids, chat
+        messages, extra_info dicts: what verl keeps in non_tensor_batch)."""
+        col = self.column(name)
+        return [col.cell(i) for i in range(len(col.offsets) - 1)]
 
     def padded(self, name: str, pad_value=0, multiple_of: int = 1
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -204,17 +228,21 @@ def _tensor(torch, array: np.ndarray, dtype: int | None, device):
     return t if on_cpu else t.to(device)
 
 
-def from_response(header, wire_columns, inner_shapes: dict[str, tuple],
+def from_response(header, wire_columns, column_specs: dict,
                   consumer: str = "", rank: int = 0) -> Batch:
-    """A Batch from a decoded GetResponse / SampleResponse."""
+    """A Batch from a decoded GetResponse / SampleResponse; `column_specs`
+    (name -> dock_pb2.ColumnSpec) gives the columns' inner shapes and
+    encodings."""
     columns = {}
     for wc in wire_columns:
         np_dtype = dtypes.numpy_of(wc.dtype)
-        inner = inner_shapes.get(wc.name, ())
+        spec = column_specs.get(wc.name)
+        inner = tuple(spec.inner_shape) if spec is not None else ()
         values = np.frombuffer(wc.data, dtype=np_dtype)
         if inner:
-            values = values.reshape((-1,) + tuple(inner))
-        columns[wc.name] = Column(wc.name, wc.dtype, values, wc.offsets)
+            values = values.reshape((-1,) + inner)
+        columns[wc.name] = Column(wc.name, wc.dtype, values, wc.offsets,
+                                  spec.encoding if spec is not None else 0)
     stats = (BalanceStats.from_proto(header.balance)
              if header.HasField("balance") else None)
     return Batch(

@@ -299,8 +299,8 @@ class _DockCalls:
                rank: int = 0) -> batch_mod.Batch:
         """A Batch from a decoded Get or Read answer (header, columns)."""
         header, cols = answer
-        shapes = {c.name: tuple(c.inner_shape) for c in spec.columns if c.inner_shape}
-        return batch_mod.from_response(header, cols, shapes, consumer, rank)
+        return batch_mod.from_response(header, cols, {c.name: c for c in spec.columns},
+                                       consumer, rank)
 
     def _lease_request(self, b: batch_mod.Batch) -> dock_pb2.AckRequest:
         return dock_pb2.AckRequest(dock=self.name, consumer=b.consumer, lease_id=b.lease)

@@ -6,7 +6,10 @@ A column's value for n rows may be:
 - a padded array of shape (n, width, *inner_shape), every row full width, or
   a ``Padded(array, lengths)`` / ``(array, lengths)`` pair giving each row's
   length;
-- an array of shape (n, *inner_shape): one item per row (scores, rewards).
+- an array of shape (n, *inner_shape): one item per row (scores, rewards);
+- for a string column, a list of n str; for a json column, a list of n values
+  json.dumps takes (dicts, lists, strings, numbers, None): each is encoded
+  to UTF-8 bytes here, and Batch.cell / Batch.cells decode them.
 Row arrays are not concatenated here: the encoder joins them straight into the
 message. Values must have the column's dtype or one numpy casts to it safely
 (int32 into int64, not int64 into int32); Python lists are converted to the
@@ -15,6 +18,7 @@ column's dtype.
 
 from __future__ import annotations
 
+import json
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -154,9 +158,42 @@ def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
                      int(offsets[-1]) * array.itemsize * int(np.prod(inner, dtype=np.int64)))
 
 
+def _encoded(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int) -> PutColumn:
+    """A string or json column's n values as UTF-8 cells."""
+    kind = "string" if spec.encoding == dock_pb2.UTF8 else "json"
+    if not isinstance(value, (list, tuple)):
+        raise errors.InvalidArgument(
+            f"column '{name}' ({kind}): expected a list of {n} values, got "
+            f"{type(value).__name__}")
+    if len(value) != n:
+        raise errors.InvalidArgument(
+            f"column '{name}' ({kind}): {len(value)} values for {n} rows")
+    cells = []
+    for i, v in enumerate(value):
+        where = f"column '{name}' ({kind}) row {i}"
+        if spec.encoding == dock_pb2.UTF8:
+            if not isinstance(v, str):
+                raise errors.InvalidArgument(
+                    f"{where}: expected a str, got {type(v).__name__}")
+            text = v
+        else:
+            try:
+                text = json.dumps(v, ensure_ascii=False, separators=(",", ":"),
+                                  allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise errors.InvalidArgument(f"{where}: not JSON: {e}") from None
+        try:
+            cells.append(text.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            raise errors.InvalidArgument(f"{where}: not UTF-8: {e}") from None
+    return _from_rows(name, spec, cells, ())
+
+
 def put_column(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int
                ) -> PutColumn:
     """The wire column for n rows of `value` (see the module comment)."""
+    if spec.encoding != dock_pb2.ENCODING_RAW:
+        return _encoded(name, value, spec, n)
     inner = tuple(spec.inner_shape)
     where = f"column '{name}'"
     lengths = None

@@ -29,16 +29,24 @@ _DTYPES = {
 }
 _BY_ENUM = {enum: (name, dt) for name, (enum, dt) in _DTYPES.items()}
 
-NAMES = tuple(_DTYPES)
+# Column types that are bytes on the server, encoded and decoded by clients:
+# name -> wire ColumnEncoding.
+ENCODINGS = {"string": dock_pb2.UTF8, "json": dock_pb2.JSON}
+
+NAMES = tuple(_DTYPES) + tuple(ENCODINGS)
 
 
-def parse(name: str, where: str) -> int:
-    """The wire enum of a dtype name (case-insensitive)."""
-    entry = _DTYPES.get(str(name).lower())
+def parse(name: str, where: str) -> tuple[int, int]:
+    """The wire dtype and ColumnEncoding of a column type name (a dtype,
+    "string" or "json"; case-insensitive)."""
+    lower = str(name).lower()
+    if lower in ENCODINGS:
+        return dock_pb2.BYTES, ENCODINGS[lower]
+    entry = _DTYPES.get(lower)
     if entry is None:
         raise errors.InvalidArgument(
             f"{where}: unknown dtype '{name}' (one of {', '.join(NAMES)})")
-    return entry[0]
+    return entry[0], dock_pb2.ENCODING_RAW
 
 
 def name_of(enum: int) -> str:

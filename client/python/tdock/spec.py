@@ -108,12 +108,16 @@ def _setter(msg, field: str, read: Callable[[Any, str], Any]):
 
 def _column(node: Any, path: str, col: dock_pb2.ColumnSpec) -> None:
     _fields(node, path, {
-        "dtype": _setter(col, "dtype", lambda v, p: dtypes.parse(_str(v, p), p)),
+        "dtype": lambda v, p: _column_type(col, v, p),
         "inner_shape": _setter(col, "inner_shape",
                                lambda v, p: _list(v, p, _int)),
         "max_len": _setter(col, "max_len", _int),
         "rewritable": _setter(col, "rewritable", _bool),
     }, required=("dtype",))
+
+
+def _column_type(col: dock_pb2.ColumnSpec, value: Any, path: str) -> None:
+    col.dtype, col.encoding = dtypes.parse(_str(value, path), path)
 
 
 def _micro_batch(node: Any, path: str, mb: dock_pb2.MicroBatchSpec) -> None:

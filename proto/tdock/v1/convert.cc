@@ -126,6 +126,11 @@ absl::StatusOr<ColumnSpec> ColumnFromProto(absl::string_view where,
   out.inner_shape.assign(in.inner_shape().begin(), in.inner_shape().end());
   out.max_len = in.max_len();
   out.rewritable = in.rewritable();
+  if (!v1::ColumnEncoding_IsValid(in.encoding())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".encoding: unknown ColumnEncoding value ", in.encoding()));
+  }
+  out.encoding = static_cast<ColumnEncoding>(in.encoding());
   return out;
 }
 
@@ -172,6 +177,7 @@ v1::ColumnSpec ToProto(const ColumnSpec& column) {
   for (int64_t d : column.inner_shape) out.add_inner_shape(d);
   out.set_max_len(column.max_len);
   out.set_rewritable(column.rewritable);
+  out.set_encoding(static_cast<v1::ColumnEncoding>(column.encoding));
   return out;
 }
 
