@@ -17,12 +17,12 @@ from tdock import aio, errors
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
 from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
                           StepStatus, Tls)
-from tdock.columns import Padded
+from tdock.columns import Packed, Padded
 
 __version__ = "0.2.0"
 
 __all__ = [
     "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
-    "DockSummary", "MicroBatchInfo", "Padded", "PutAck", "StepStatus", "Tls",
+    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "StepStatus", "Tls",
     "aio", "errors", "__version__",
 ]

@@ -71,11 +71,13 @@ class Column:
     offsets: np.ndarray  # int64, rows + 1, offsets[0] == 0
     # dock_pb2.UTF8 or JSON: a bytes column whose cells are strings or JSON.
     encoding: int = dock_pb2.ENCODING_RAW
+    # One item per row by its spec (max_len 1): a dense column.
+    fixed: bool = False
 
     def rows(self, begin: int, end: int) -> "Column":
         lo, hi = int(self.offsets[begin]), int(self.offsets[end])
         return Column(self.name, self.dtype, self.values[lo:hi],
-                      self.offsets[begin:end + 1] - lo, self.encoding)
+                      self.offsets[begin:end + 1] - lo, self.encoding, self.fixed)
 
     def cell(self, i: int):
         """Row i's cell: a str (string column), the decoded value (json
@@ -161,22 +163,51 @@ class Batch:
         col = self.column(name)
         return [col.cell(i) for i in range(len(col.offsets) - 1)]
 
-    def padded(self, name: str, pad_value=0, multiple_of: int = 1
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """(array, attention_mask): rows padded on the right to the longest
-        row rounded up to `multiple_of`; the mask (bool, rows x length) is
-        True on real items."""
+    def padded(self, name: str, pad_value=0, multiple_of: int = 1,
+               side: str = "right") -> tuple[np.ndarray, np.ndarray]:
+        """(array, attention_mask): rows padded to the longest row rounded up
+        to `multiple_of`, on the right (side="right": responses) or on the
+        left (side="left": prompts before generation); the mask (bool, rows x
+        length) is True on real items."""
         if multiple_of < 1:
             raise errors.InvalidArgument(f"multiple_of must be >= 1, got {multiple_of}")
+        if side not in ("right", "left"):
+            raise errors.InvalidArgument(f"side must be 'right' or 'left', got {side!r}")
         col = self.column(name)
         lengths = np.diff(col.offsets)
         longest = int(lengths.max()) if len(lengths) else 0
         width = -(-longest // multiple_of) * multiple_of
-        mask = np.arange(width)[None, :] < lengths[:, None]
+        positions = np.arange(width)[None, :]
+        if side == "right":
+            mask = positions < lengths[:, None]
+        else:
+            mask = positions >= width - lengths[:, None]
         out = np.full((len(lengths), width) + col.values.shape[1:], pad_value,
                       dtype=col.values.dtype)
         out[mask] = col.values
         return out, mask
+
+    def prompt_response(self, prompt: str = "prompt_ids", response: str = "response_ids",
+                        *, pad_value=0, multiple_of: int = 1) -> dict[str, np.ndarray]:
+        """The layout RL trainers (verl's among them) feed the model: prompts
+        padded on the left and responses on the right, side by side.
+        Returns numpy arrays: "prompts" (rows x P), "responses" (rows x R),
+        "input_ids" (rows x (P + R)), "attention_mask" (true on real tokens),
+        "position_ids" (each row counting its real tokens from 0; 0 on left
+        padding, continuing through right padding) and "response_mask"
+        (rows x R, true on real response tokens)."""
+        prompts, prompt_mask = self.padded(prompt, pad_value, multiple_of, side="left")
+        responses, response_mask = self.padded(response, pad_value, multiple_of)
+        if prompts.ndim != 2 or responses.ndim != 2:
+            raise errors.InvalidArgument(
+                f"prompt_response: '{prompt}' and '{response}' must have one "
+                "element per item (no inner_shape)")
+        input_ids = np.concatenate([prompts, responses.astype(prompts.dtype)], axis=1)
+        attention_mask = np.concatenate([prompt_mask, response_mask], axis=1)
+        position_ids = np.clip(np.cumsum(attention_mask, axis=1) - 1, 0, None)
+        return {"prompts": prompts, "responses": responses, "input_ids": input_ids,
+                "attention_mask": attention_mask, "position_ids": position_ids,
+                "response_mask": response_mask}
 
     @property
     def micro_batches(self) -> list["Batch"]:
@@ -191,6 +222,30 @@ class Batch:
                      columns={n: c.rows(begin, end) for n, c in self._columns.items()},
                      stats=self.stats, consumer=self.consumer, rank=self.rank,
                      lease=self.lease)
+
+    def to_tensordict(self, columns: Iterable[str] | None = None, *, device=None):
+        """A tensordict.TensorDict of batch size [rows]: a jagged nested
+        tensor per ragged column (values and offsets as received), a dense
+        tensor (rows, *inner_shape) per column of one item per row (max_len
+        1, every row written with its item), and the decoded cells of string and json columns as non-tensor
+        data. bfloat16 columns become torch.bfloat16. With a device, tensors
+        go there; otherwise they are CPU copies the caller owns. Put takes the
+        TensorDict back (Dock.put(step, rows, td))."""
+        import torch
+        from tensordict import NonTensorStack, TensorDict
+        td = TensorDict({}, batch_size=[len(self)], device=device)
+        for name in (self.columns if columns is None else columns):
+            col = self.column(name)
+            if col.encoding != dock_pb2.ENCODING_RAW:
+                td[name] = NonTensorStack(*self.cells(name), batch_size=[len(self)])
+                continue
+            values = _tensor(torch, col.values, col.dtype, device)
+            if col.fixed and (np.diff(col.offsets) == 1).all():  # no row left empty
+                td[name] = values
+            else:
+                offsets = _tensor(torch, col.offsets, None, device)
+                td[name] = torch.nested.nested_tensor_from_jagged(values, offsets)
+        return td
 
     def to_torch(self, columns: Iterable[str] | None = None, *,
                  padded: bool = False, pad_value=0, multiple_of: int = 1,
@@ -242,7 +297,8 @@ def from_response(header, wire_columns, column_specs: dict,
         if inner:
             values = values.reshape((-1,) + inner)
         columns[wc.name] = Column(wc.name, wc.dtype, values, wc.offsets,
-                                  spec.encoding if spec is not None else 0)
+                                  spec.encoding if spec is not None else 0,
+                                  spec is not None and spec.max_len == 1)
     stats = (BalanceStats.from_proto(header.balance)
              if header.HasField("balance") else None)
     return Batch(

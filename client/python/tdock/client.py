@@ -260,6 +260,7 @@ class _DockCalls:
         first with the write, the rest after it)."""
         rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
                           dtype=np.int64).reshape(-1)
+        columns = columns_mod.from_mapping(columns)
         if not columns:
             raise errors.InvalidArgument("put: no columns given")
         wire_columns = [

@@ -5,7 +5,13 @@ A column's value for n rows may be:
   a bytes column), each holding one row's items;
 - a padded array of shape (n, width, *inner_shape), every row full width, or
   a ``Padded(array, lengths)`` / ``(array, lengths)`` pair giving each row's
-  length;
+  length (``Padded(array, lengths, side="left")`` for rows padded on the left;
+  ``Padded.from_mask(array, attention_mask)`` takes the lengths and the side
+  from a mask);
+- ``Packed(values, offsets)``: all rows' items back to back and the rows'
+  item offsets (rows + 1), which is what ``Batch.packed`` returns;
+- a torch nested tensor with the jagged layout (``Batch.to_tensordict`` makes
+  them): its values and offsets, as Packed;
 - an array of shape (n, *inner_shape): one item per row (scores, rewards);
 - for a string column, a list of n str; for a json column, a list of n values
   json.dumps takes (dicts, lists, strings, numbers, None): each is encoded
@@ -19,7 +25,7 @@ column's dtype.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -29,9 +35,39 @@ from tdock.wire import PutColumn
 
 
 class Padded(NamedTuple):
-    """Rows padded on the right: row i is array[i, :lengths[i]]."""
+    """Padded rows: row i is array[i, :lengths[i]] (side "right") or
+    array[i, width - lengths[i]:] (side "left")."""
     array: Any
     lengths: Any
+    side: str = "right"
+
+    @classmethod
+    def from_mask(cls, array: Any, attention_mask: Any) -> "Padded":
+        """Rows padded on either side, their lengths and side read from an
+        attention mask (rows x width, true on real items; every row's real
+        items contiguous). A mask with real items at the start of every row
+        and padding after them reads as right padding, the opposite as left."""
+        mask = np.asarray(_numpy(attention_mask)).astype(bool)
+        if mask.ndim != 2:
+            raise errors.InvalidArgument(
+                f"attention_mask: expected rows x width, got shape {mask.shape}")
+        lengths = mask.sum(axis=1).astype(np.int64)
+        width = mask.shape[1]
+        columns = np.arange(width)[None, :]
+        if (mask == (columns < lengths[:, None])).all():
+            return cls(array, lengths, "right")
+        if (mask == (columns >= width - lengths[:, None])).all():
+            return cls(array, lengths, "left")
+        raise errors.InvalidArgument(
+            "attention_mask: each row's real items must be contiguous at its start "
+            "(right padding) or at its end (left padding), the same side for every row")
+
+
+class Packed(NamedTuple):
+    """All rows' items back to back (items, *inner_shape) and the rows' item
+    offsets (rows + 1, from 0): Batch.packed's (values, cu_seqlens)."""
+    values: Any
+    offsets: Any
 
 
 def _numpy(value: Any) -> np.ndarray:
@@ -130,8 +166,63 @@ def _from_rows(name: str, spec, rows: Sequence, inner: tuple) -> PutColumn:
     return PutColumn(name, spec.dtype, offsets, pieces, nbytes)
 
 
+def _from_packed(name: str, spec, packed: Packed, n: int, inner: tuple) -> PutColumn:
+    where = f"column '{name}'"
+    offsets = np.asarray(_numpy(packed.offsets)).reshape(-1)
+    if offsets.dtype.kind not in "iu":
+        raise errors.InvalidArgument(f"{where}: Packed offsets must be integers")
+    offsets = offsets.astype(np.int64)
+    if len(offsets) != n + 1:
+        raise errors.InvalidArgument(
+            f"{where}: {len(offsets)} Packed offsets for {n} rows (need {n + 1})")
+    values = _as_array(packed.values, spec.dtype, where)
+    if values.ndim != 1 + len(inner) or tuple(values.shape[1:]) != inner:
+        raise errors.InvalidArgument(
+            f"{where}: Packed values of shape {tuple(values.shape)} are not (items"
+            f"{''.join(', ' + str(d) for d in inner)})")
+    if offsets[0] != 0 or (np.diff(offsets) < 0).any() or offsets[-1] != values.shape[0]:
+        raise errors.InvalidArgument(
+            f"{where}: Packed offsets must rise from 0 to the {values.shape[0]} items")
+    return PutColumn(name, spec.dtype, offsets, [memoryview(values).cast("B")]
+                     if values.size else [], values.nbytes)
+
+
+def _nested(value: Any) -> Packed | None:
+    """A torch nested tensor (jagged layout) as Packed; None for anything else."""
+    if not type(value).__module__.startswith("torch") or not getattr(value, "is_nested", False):
+        return None
+    import torch
+    if value.layout != torch.jagged:  # strided nested: one tensor per row
+        rows = value.unbind()
+        lengths = torch.tensor([r.shape[0] for r in rows], dtype=torch.int64)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+        return Packed(torch.cat(rows) if rows else value.values(), offsets)
+    offsets = value.offsets()
+    first, last = int(offsets[0]), int(offsets[-1])  # a slice starts past 0
+    return Packed(value.values()[first:last], offsets - first)
+
+
+def from_mapping(columns: Any) -> Mapping[str, Any]:
+    """A Put's columns: a mapping of name to value, or a TensorDict, whose
+    non-tensor entries (tensordict's NonTensorStack: strings, JSON values)
+    become lists."""
+    if type(columns).__module__.startswith("tensordict"):
+        out = {}
+        for key in columns.keys():
+            value = columns.get(key)
+            if type(value).__module__.startswith("tensordict"):
+                value = value.tolist()  # NonTensorStack / NonTensorData
+            out[key] = value
+        return out
+    if not isinstance(columns, Mapping):
+        raise errors.InvalidArgument(
+            f"put: columns must be a mapping of column name to values or a "
+            f"TensorDict, got {type(columns).__name__}")
+    return columns
+
+
 def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
-                 inner: tuple) -> PutColumn:
+                 inner: tuple, side: str = "right") -> PutColumn:
     where = f"column '{name}'"
     if array.ndim != 2 + len(inner) or tuple(array.shape[2:]) != inner:
         raise errors.InvalidArgument(
@@ -147,12 +238,18 @@ def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
     if len(lengths) and (lengths.min() < 0 or lengths.max() > width):
         raise errors.InvalidArgument(
             f"{where}: lengths must be in [0, {width}] (the padded width)")
+    if side not in ("right", "left"):
+        raise errors.InvalidArgument(f"{where}: Padded side must be 'right' or 'left', "
+                                     f"got {side!r}")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if n and (lengths == width).all():
         pieces = [memoryview(array).cast("B")]  # already packed
-    else:
+    elif side == "right":
         pieces = [memoryview(array[i, :lengths[i]]).cast("B")
+                  for i in range(n) if lengths[i]]
+    else:
+        pieces = [memoryview(array[i, width - lengths[i]:]).cast("B")
                   for i in range(n) if lengths[i]]
     return PutColumn(name, spec.dtype, offsets, pieces,
                      int(offsets[-1]) * array.itemsize * int(np.prod(inner, dtype=np.int64)))
@@ -196,11 +293,14 @@ def put_column(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int
         return _encoded(name, value, spec, n)
     inner = tuple(spec.inner_shape)
     where = f"column '{name}'"
-    lengths = None
+    lengths, side = None, "right"
+    packed = value if isinstance(value, Packed) else _nested(value)
+    if packed is not None:
+        return _from_packed(name, spec, packed, n, inner)
     if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, Padded):
         value = Padded(*value)
     if isinstance(value, Padded):
-        value, lengths = value.array, value.lengths
+        value, lengths, side = value.array, value.lengths, value.side
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise errors.InvalidArgument(f"{where}: {len(value)} rows of values for {n} rows")
@@ -215,4 +315,4 @@ def put_column(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int
                          [memoryview(array).cast("B")], array.nbytes)
     if array.shape[0] != n:
         raise errors.InvalidArgument(f"{where}: {array.shape[0]} padded rows for {n} rows")
-    return _from_padded(name, spec, array, lengths, n, inner)
+    return _from_padded(name, spec, array, lengths, n, inner, side)
