@@ -181,7 +181,7 @@ def test_add_consumer_sees_live_rows(client, dock_name):
 
 def test_iter_without_a_wait_bound_keeps_waiting(client, dock_name, monkeypatch):
     """wait=None: Gets that time out are retried until rows come."""
-    monkeypatch.setattr("tdock.client._POLL_SLICE", 0.1)
+    monkeypatch.setattr("tdock._calls._POLL_SLICE", 0.1)
     dock = client.create_dock(grpo_spec(dock_name, prompts=1, n=2))
 
     def late_put():

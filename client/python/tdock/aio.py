@@ -22,7 +22,7 @@ import grpc.aio
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock.client import (DockStatus, DockSummary, PutAck, Tls, _Connection,
+from tdock._calls import (DockStatus, DockSummary, PutAck, Tls, _Connection,
                           _create_dock_request, _DockCalls, _Drain, _leased, _raw,
                           _stub, _summaries)
 from tdock.v1 import dock_pb2

@@ -18,6 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from tdock import dtypes, errors
+from tdock.columns import padding_mask
 from tdock.v1 import dock_pb2
 
 
@@ -171,17 +172,11 @@ class Batch:
         length) is True on real items."""
         if multiple_of < 1:
             raise errors.InvalidArgument(f"multiple_of must be >= 1, got {multiple_of}")
-        if side not in ("right", "left"):
-            raise errors.InvalidArgument(f"side must be 'right' or 'left', got {side!r}")
         col = self.column(name)
         lengths = np.diff(col.offsets)
         longest = int(lengths.max()) if len(lengths) else 0
         width = -(-longest // multiple_of) * multiple_of
-        positions = np.arange(width)[None, :]
-        if side == "right":
-            mask = positions < lengths[:, None]
-        else:
-            mask = positions >= width - lengths[:, None]
+        mask = padding_mask(lengths, width, side)
         out = np.full((len(lengths), width) + col.values.shape[1:], pad_value,
                       dtype=col.values.dtype)
         out[mask] = col.values
@@ -227,8 +222,9 @@ class Batch:
         """A tensordict.TensorDict of batch size [rows]: a jagged nested
         tensor per ragged column (values and offsets as received), a dense
         tensor (rows, *inner_shape) per column of one item per row (max_len
-        1, every row written with its item), and the decoded cells of string and json columns as non-tensor
-        data. bfloat16 columns become torch.bfloat16. With a device, tensors
+        1, every row written with its item), and the decoded cells of string
+        and json columns as non-tensor data. bfloat16 columns become
+        torch.bfloat16. With a device, tensors
         go there; otherwise they are CPU copies the caller owns. Put takes the
         TensorDict back (Dock.put(step, rows, td))."""
         import torch

@@ -34,6 +34,18 @@ from tdock.v1 import dock_pb2
 from tdock.wire import PutColumn
 
 
+def padding_mask(lengths: np.ndarray, width: int, side: str) -> np.ndarray:
+    """(rows x width) bool, true on each row's `lengths[i]` real items, at the
+    start of the row (side "right": padding after them) or at its end
+    ("left")."""
+    positions = np.arange(width)[None, :]
+    if side == "right":
+        return positions < lengths[:, None]
+    if side == "left":
+        return positions >= width - lengths[:, None]
+    raise errors.InvalidArgument(f"side must be 'right' or 'left', got {side!r}")
+
+
 class Padded(NamedTuple):
     """Padded rows: row i is array[i, :lengths[i]] (side "right") or
     array[i, width - lengths[i]:] (side "left")."""
@@ -52,12 +64,9 @@ class Padded(NamedTuple):
             raise errors.InvalidArgument(
                 f"attention_mask: expected rows x width, got shape {mask.shape}")
         lengths = mask.sum(axis=1).astype(np.int64)
-        width = mask.shape[1]
-        columns = np.arange(width)[None, :]
-        if (mask == (columns < lengths[:, None])).all():
-            return cls(array, lengths, "right")
-        if (mask == (columns >= width - lengths[:, None])).all():
-            return cls(array, lengths, "left")
+        for side in ("right", "left"):
+            if (mask == padding_mask(lengths, mask.shape[1], side)).all():
+                return cls(array, lengths, side)
         raise errors.InvalidArgument(
             "attention_mask: each row's real items must be contiguous at its start "
             "(right padding) or at its end (left padding), the same side for every row")

@@ -1,0 +1,324 @@
+"""What tdock.Client (client.py) and tdock.aio.Client (aio.py) share: the
+types their calls return, the channel settings, the requests a Dock sends and
+how the answers are read, and Dock.iter's loop. The two clients only run the
+calls, blocking or as coroutines.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import grpc
+import numpy as np
+
+from tdock import batch as batch_mod
+from tdock import columns as columns_mod
+from tdock import errors, spec as spec_mod, wire
+from tdock.v1 import dock_pb2
+
+_SERVICE = "/tdock.v1.Dock/"
+# Dock.iter(wait=None) long-polls in Gets of this many seconds.
+_POLL_SLICE = 30.0
+
+
+@dataclass(frozen=True)
+class Tls:
+    """TLS settings: PEM file paths. `ca` verifies the server (system roots
+    when None); `cert` and `key` identify the client for mutual TLS."""
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None  # override the name checked in the cert
+
+
+@dataclass(frozen=True)
+class DockSummary:
+    name: str
+    rows_per_step: int
+    steps_in_flight: int
+    live_steps: list[int]
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    step: int
+    partition: int
+    ready: dict[str, int]     # column -> rows written
+    consumed: dict[str, int]  # consumer -> rows handed out
+
+
+@dataclass(frozen=True)
+class LeaseStatus:
+    """A consumer's leases: in flight now, and since the dock was created."""
+    in_flight: int
+    rows_in_flight: int
+    expiries: int
+    nacks: int
+    rows_returned: int  # rows handed back by expiries and nacks
+
+
+@dataclass(frozen=True)
+class DockStatus:
+    spec: dock_pb2.DockSpec
+    steps: list[StepStatus]
+    waiters: dict[str, int]  # consumer -> parked Gets
+    arena_bytes_used: int
+    arena_bytes_reserved: int
+    memory_limit_bytes: int
+    parked_puts: int
+    leases: dict[str, LeaseStatus]  # consumers with lease_ms > 0
+
+
+@dataclass(frozen=True)
+class PutAck:
+    rows: int
+    bytes: int
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _credentials(tls: Any) -> grpc.ChannelCredentials:
+    if tls is True:
+        tls = Tls()
+    if not isinstance(tls, Tls):
+        raise errors.InvalidArgument(
+            f"tls must be None, True or tdock.Tls(...), got {type(tls).__name__}")
+    if (tls.cert is None) != (tls.key is None):
+        raise errors.InvalidArgument("tls: cert and key must be given together")
+    try:
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read(tls.ca), private_key=_read(tls.key),
+            certificate_chain=_read(tls.cert))
+    except OSError as e:
+        raise errors.InvalidArgument(f"tls: {e}")
+
+
+@dataclass(frozen=True)
+class _ChannelSettings:
+    """What a Client's channel is made with (shared with tdock.aio)."""
+    options: list
+    credentials: grpc.ChannelCredentials | None  # None: plaintext
+    metadata: tuple
+    timeout: float
+
+    def open(self, address: str, grpc_module: Any) -> Any:
+        """A channel to `address` from `grpc_module` (grpc or grpc.aio)."""
+        if self.credentials is not None:
+            return grpc_module.secure_channel(address, self.credentials, self.options)
+        return grpc_module.insecure_channel(address, self.options)
+
+
+def _stub(channel: Any, stubs: dict, method: str, response_type: Any,
+          serialize: Any, deserialize: Any) -> Any:
+    """The channel's unary callable for `method`, made once."""
+    fn = stubs.get(method)
+    if fn is None:
+        fn = channel.unary_unary(
+            _SERVICE + method,
+            request_serializer=serialize or (lambda m: m.SerializeToString()),
+            response_deserializer=deserialize or response_type.FromString)
+        stubs[method] = fn
+    return fn
+
+
+def _channel_settings(token: str | None, tls: Any, timeout: float,
+                      max_message_bytes: int) -> _ChannelSettings:
+    if timeout <= 0:
+        raise errors.InvalidArgument(f"timeout must be > 0, got {timeout}")
+    token = token if token is not None else os.environ.get("TDOCK_TOKEN")
+    options = [("grpc.max_send_message_length", max_message_bytes),
+               ("grpc.max_receive_message_length", max_message_bytes)]
+    credentials = None
+    if tls:
+        if isinstance(tls, Tls) and tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        credentials = _credentials(tls)
+    return _ChannelSettings(
+        options, credentials,
+        (("authorization", f"Bearer {token}"),) if token else (), float(timeout))
+
+
+def _create_dock_request(spec: Any) -> dock_pb2.CreateDockRequest:
+    specs = spec_mod.load(spec)
+    if len(specs) != 1:
+        raise errors.InvalidArgument(
+            f"{spec} holds {len(specs)} docks; create_dock takes one")
+    return dock_pb2.CreateDockRequest(spec=specs[0])
+
+
+def _summaries(resp: dock_pb2.ListDocksResponse) -> list[DockSummary]:
+    return [DockSummary(d.name, d.rows_per_step, d.steps_in_flight,
+                        list(d.live_steps)) for d in resp.docks]
+
+
+class _Connection:
+    """What tdock.Client and tdock.aio.Client share: the channel (from
+    `_grpc`: grpc or grpc.aio), its call settings and the docks handed out."""
+
+    _grpc: Any = grpc
+
+    def __init__(self, address: str, *, token: str | None = None,
+                 tls: Any = None, timeout: float = 30.0,
+                 max_message_bytes: int = 1 << 30):
+        settings = _channel_settings(token, tls, timeout, max_message_bytes)
+        self.address = address
+        self.timeout = settings.timeout
+        self._metadata = settings.metadata
+        self._channel = settings.open(address, self._grpc)
+        self._calls = {}
+        self._docks = {}
+
+
+class _DockCalls:
+    """What tdock.Dock and tdock.aio.Dock share: the requests they send and
+    how the answers are read. Subclasses run the calls."""
+
+    def __init__(self, client: Any, name: str,
+                 spec: dock_pb2.DockSpec | None = None):
+        self.client = client
+        self.name = name
+        self._spec = spec
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r} at {self.client.address})"
+
+    def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int],
+                     columns: Mapping[str, Any], ack: Any, wait: float
+                     ) -> tuple[bytes, list[batch_mod.Batch]]:
+        """The encoded PutRequest and the leased batches it acknowledges (the
+        first with the write, the rest after it)."""
+        rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
+                          dtype=np.int64).reshape(-1)
+        columns = columns_mod.from_mapping(columns)
+        if not columns:
+            raise errors.InvalidArgument("put: no columns given")
+        wire_columns = [
+            columns_mod.put_column(name, value, self._column_spec(spec, name), len(rows))
+            for name, value in columns.items()]
+        leased = _leased(ack)
+        header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
+                                     wait_ms=_millis(wait, "wait"),
+                                     ack_lease=leased[0].lease if leased else 0)
+        return wire.encode_put(header, wire_columns), leased
+
+    def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:
+        for col in spec.columns:
+            if col.name == name:
+                return col
+        raise errors.InvalidArgument(
+            f"dock '{self.name}' has no column '{name}' (columns: "
+            f"{', '.join(c.name for c in spec.columns)})")
+
+    def _get_request(self, consumer: str, rank: int, step: int | None,
+                     count: int | None, wait: float, round: int | None):
+        req = dock_pb2.GetRequest(dock=self.name, consumer=consumer, rank=rank,
+                                  count=count or 0, wait_ms=_millis(wait, "wait"))
+        if step is not None:
+            req.has_step, req.step = True, step
+        if round is not None:
+            req.round = round
+        return req
+
+    def _read_request(self, step: int, rows: Iterable[int],
+                      columns: Iterable[str] | None) -> dock_pb2.ReadRequest:
+        return dock_pb2.ReadRequest(dock=self.name, step=step, rows=list(rows),
+                                    columns=list(columns or []))
+
+    @staticmethod
+    def _batch(spec: dock_pb2.DockSpec, answer: Any, consumer: str | None = None,
+               rank: int = 0) -> batch_mod.Batch:
+        """A Batch from a decoded Get or Read answer (header, columns)."""
+        header, cols = answer
+        return batch_mod.from_response(header, cols, {c.name: c for c in spec.columns},
+                                       consumer, rank)
+
+    def _lease_request(self, b: batch_mod.Batch) -> dock_pb2.AckRequest:
+        return dock_pb2.AckRequest(dock=self.name, consumer=b.consumer, lease_id=b.lease)
+
+    def _status_request(self) -> dock_pb2.GetDockStatusRequest:
+        return dock_pb2.GetDockStatusRequest(dock=self.name)
+
+    def _status(self, r: dock_pb2.GetDockStatusResponse) -> DockStatus:
+        self._spec = r.spec
+        steps = [StepStatus(s.step, s.partition,
+                            {c.name: c.rows for c in s.ready},
+                            {c.name: c.rows for c in s.consumed}) for s in r.steps]
+        leased = {c.name for c in r.spec.consumers if c.lease_ms > 0}
+        leases = {c.name: LeaseStatus(c.leases_in_flight, c.rows_in_flight,
+                                      c.lease_expiries, c.lease_nacks,
+                                      c.rows_returned)
+                  for c in r.consumers if c.name in leased}
+        return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
+                          r.arena_bytes_used, r.arena_bytes_reserved,
+                          r.memory_limit_bytes, r.parked_puts, leases)
+
+    def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
+        return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)
+
+    def _add_consumer_request(self, name: str, settings: Mapping[str, Any]
+                              ) -> dock_pb2.AddConsumerRequest:
+        consumer = spec_mod.consumer_spec(name, settings, f"consumers.{name}")
+        self._spec = None  # refetched with the new consumer
+        return dock_pb2.AddConsumerRequest(dock=self.name, consumer=consumer)
+
+
+class _Drain:
+    """Dock.iter's loop, shared with tdock.aio: Gets of one step until this
+    rank has drained it."""
+
+    def __init__(self, dock: str, consumer: str, rank: int, step: int | None,
+                 wait: float | None):
+        self.dock, self.consumer, self.rank = dock, consumer, rank
+        self.step, self.wait = step, wait
+        self.done = False
+
+    def get_args(self) -> dict:
+        """The step and wait of the next Get."""
+        return {"step": self.step,
+                "wait": _POLL_SLICE if self.wait is None else self.wait}
+
+    def take(self, b: batch_mod.Batch) -> bool:
+        """Whether to yield `b`; sets done at the step's end, raises
+        errors.WaitTimeout when a bounded wait ran out."""
+        if b.timed_out:
+            if self.wait is None:
+                return False
+            raise errors.WaitTimeout(
+                f"dock '{self.dock}' consumer '{self.consumer}' rank {self.rank}: "
+                f"no rows of {'any step' if self.step is None else f'step {self.step}'} "
+                f"within {self.wait} s")
+        if self.step is None:
+            self.step = b.step
+        self.done = b.end_of_step
+        return len(b) > 0
+
+
+def _raw(payload: bytes) -> bytes:
+    return payload
+
+
+def _leased(batches: Any) -> list[batch_mod.Batch]:
+    """The batches (one, a list or None) that hold a lease."""
+    if batches is None:
+        return []
+    out = []
+    for b in batches if isinstance(batches, (list, tuple)) else [batches]:
+        if not isinstance(b, batch_mod.Batch):
+            raise errors.InvalidArgument(
+                f"ack takes Batches, got {type(b).__name__}")
+        if b.lease is not None:
+            out.append(b)
+    return out
+
+
+def _millis(seconds: float, what: str) -> int:
+    if seconds is None or seconds < 0:
+        raise errors.InvalidArgument(f"{what} must be >= 0 seconds, got {seconds}")
+    return int(round(seconds * 1000))
