@@ -7,6 +7,7 @@ calls, blocking or as coroutines.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -21,6 +22,8 @@ from tdock.v1 import dock_pb2
 _SERVICE = "/tdock.v1.Dock/"
 # Dock.iter(wait=None) long-polls in Gets of this many seconds.
 _POLL_SLICE = 30.0
+# Dock.iter asks again this often while the server is unreachable.
+_RETRY_PAUSE = 0.1
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class _ChannelSettings:
     credentials: grpc.ChannelCredentials | None  # None: plaintext
     metadata: tuple
     timeout: float
+    reconnect_timeout: float
 
     def open(self, address: str, grpc_module: Any) -> Any:
         """A channel to `address` from `grpc_module` (grpc or grpc.aio)."""
@@ -129,12 +133,24 @@ def _stub(channel: Any, stubs: dict, method: str, response_type: Any,
 
 
 def _channel_settings(token: str | None, tls: Any, timeout: float,
-                      max_message_bytes: int) -> _ChannelSettings:
+                      max_message_bytes: int, reconnect_timeout: float,
+                      max_reconnect_backoff: float) -> _ChannelSettings:
     if timeout <= 0:
         raise errors.InvalidArgument(f"timeout must be > 0, got {timeout}")
-    token = token if token is not None else os.environ.get("TDOCK_TOKEN")
+    if reconnect_timeout < 0:
+        raise errors.InvalidArgument(
+            f"reconnect_timeout must be >= 0 seconds, got {reconnect_timeout}")
+    if max_reconnect_backoff <= 0:
+        raise errors.InvalidArgument(
+            f"max_reconnect_backoff must be > 0 seconds, got {max_reconnect_backoff}")
+    # gRPC's reconnect backoff grows to 120 s by default, far past a lease's
+    # time: the channel tries again at least every max_reconnect_backoff.
+    backoff_ms = max(1, int(max_reconnect_backoff * 1000))
     options = [("grpc.max_send_message_length", max_message_bytes),
-               ("grpc.max_receive_message_length", max_message_bytes)]
+               ("grpc.max_receive_message_length", max_message_bytes),
+               ("grpc.initial_reconnect_backoff_ms", min(100, backoff_ms)),
+               ("grpc.min_reconnect_backoff_ms", min(100, backoff_ms)),
+               ("grpc.max_reconnect_backoff_ms", backoff_ms)]
     credentials = None
     if tls:
         if isinstance(tls, Tls) and tls.server_name:
@@ -142,7 +158,8 @@ def _channel_settings(token: str | None, tls: Any, timeout: float,
         credentials = _credentials(tls)
     return _ChannelSettings(
         options, credentials,
-        (("authorization", f"Bearer {token}"),) if token else (), float(timeout))
+        (("authorization", f"Bearer {token}"),) if token else (), float(timeout),
+        float(reconnect_timeout))
 
 
 def _create_dock_request(spec: Any) -> dock_pb2.CreateDockRequest:
@@ -160,20 +177,55 @@ def _summaries(resp: dock_pb2.ListDocksResponse) -> list[DockSummary]:
 
 class _Connection:
     """What tdock.Client and tdock.aio.Client share: the channel (from
-    `_grpc`: grpc or grpc.aio), its call settings and the docks handed out."""
+    `_grpc`: grpc or grpc.aio), its call settings and the docks handed out.
+
+    A Client pickles as its address and options (the token included): the
+    copy, in another process (a Ray actor, a DataLoader worker) or this one,
+    opens its own channel when it makes its first call."""
 
     _grpc: Any = grpc
 
     def __init__(self, address: str, *, token: str | None = None,
                  tls: Any = None, timeout: float = 30.0,
-                 max_message_bytes: int = 1 << 30):
-        settings = _channel_settings(token, tls, timeout, max_message_bytes)
+                 max_message_bytes: int = 1 << 30,
+                 reconnect_timeout: float = 300.0,
+                 max_reconnect_backoff: float = 0.5):
+        token = token if token is not None else os.environ.get("TDOCK_TOKEN")
+        settings = _channel_settings(token, tls, timeout, max_message_bytes,
+                                     reconnect_timeout, max_reconnect_backoff)
         self.address = address
         self.timeout = settings.timeout
+        self.reconnect_timeout = settings.reconnect_timeout
+        self._options = {"token": token, "tls": tls, "timeout": timeout,
+                         "max_message_bytes": max_message_bytes,
+                         "reconnect_timeout": reconnect_timeout,
+                         "max_reconnect_backoff": max_reconnect_backoff}
+        self._settings = settings
+        self._channel = None  # opened by the first call (_open)
         self._metadata = settings.metadata
-        self._channel = settings.open(address, self._grpc)
         self._calls = {}
         self._docks = {}
+
+    def _open(self) -> Any:
+        if self._channel is None:
+            self._channel = self._settings.open(self.address, self._grpc)
+        return self._channel
+
+    def __reduce__(self):
+        return (_reopened, (type(self), self.address, self._options))
+
+    def reopened(self) -> Any:
+        """A new Client of the same server and options, with its own channel
+        (for a process that inherited this one by fork)."""
+        return type(self)(self.address, **self._options)
+
+
+def _reopened(cls: type, address: str, options: dict) -> Any:
+    return cls(address, **options)
+
+
+def _dock_of(client: Any, name: str) -> Any:
+    return client.dock(name)
 
 
 class _DockCalls:
@@ -188,6 +240,14 @@ class _DockCalls:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.client.address})"
+
+    def __reduce__(self):
+        # A Dock pickles as its Client (address and options) and name.
+        return (_dock_of, (self.client, self.name))
+
+    def reopened(self) -> Any:
+        """This dock on a new Client of the same server (Client.reopened)."""
+        return self.client.reopened().dock(self.name)
 
     def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int],
                      columns: Mapping[str, Any], ack: Any, wait: float
@@ -271,22 +331,51 @@ class _DockCalls:
 
 class _Drain:
     """Dock.iter's loop, shared with tdock.aio: Gets of one step until this
-    rank has drained it."""
+    rank has drained it.
+
+    A Get that fails with UNAVAILABLE (the server went away: restarted,
+    killed, the network) is asked again every _RETRY_PAUSE until the server
+    answers or `reconnect` seconds have passed. What the lost answer held is
+    not lost where that can be helped: a BALANCED rank asks again for the
+    round it was waiting for (rounds are kept, and served again alike), and
+    a leased consumer's rows come back when the lease expires. Without
+    leases, rows handed out in a lost answer stay handed out."""
 
     def __init__(self, dock: str, consumer: str, rank: int, step: int | None,
-                 wait: float | None):
+                 wait: float | None, reconnect: float):
         self.dock, self.consumer, self.rank = dock, consumer, rank
-        self.step, self.wait = step, wait
+        self.step, self.wait, self.reconnect = step, wait, reconnect
         self.done = False
+        self._next_round = None  # BALANCED: the round after the last one served
+        self._unreachable_since = None
 
     def get_args(self) -> dict:
-        """The step and wait of the next Get."""
-        return {"step": self.step,
+        """The step, wait and round of the next Get."""
+        args = {"step": self.step,
                 "wait": _POLL_SLICE if self.wait is None else self.wait}
+        if self._unreachable_since is not None and self._next_round is not None:
+            args["round"] = self._next_round
+        return args
+
+    def retry_after(self, error: errors.TdockError) -> float:
+        """After a Get failed with `error`: the seconds to pause before asking
+        again. Raises `error` when it is not the server being unreachable, or
+        the server stayed unreachable past the bound."""
+        if not isinstance(error, errors.Unavailable):
+            raise error
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+        elif now - self._unreachable_since > self.reconnect:
+            raise error
+        return _RETRY_PAUSE
 
     def take(self, b: batch_mod.Batch) -> bool:
         """Whether to yield `b`; sets done at the step's end, raises
         errors.WaitTimeout when a bounded wait ran out."""
+        self._unreachable_since = None
+        if b.round >= 0:
+            self._next_round = b.round + 1
         if b.timed_out:
             if self.wait is None:
                 return False

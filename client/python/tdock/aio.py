@@ -15,6 +15,7 @@ uses it (grpc.aio channels belong to one loop). Failures raise tdock.errors.*.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, AsyncIterator, Iterable, Mapping
 
 import grpc
@@ -38,7 +39,8 @@ class Client(_Connection):
     _grpc = grpc.aio
 
     async def close(self) -> None:
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -49,7 +51,7 @@ class Client(_Connection):
     async def call(self, method: str, request: Any, response_type: Any = None, *,
                    extra_timeout: float = 0.0, serialize=None, deserialize=None):
         """One unary call; gRPC errors become tdock.errors."""
-        fn = _stub(self._channel, self._calls, method, response_type, serialize,
+        fn = _stub(self._open(), self._calls, method, response_type, serialize,
                    deserialize)
         try:
             return await fn(request, timeout=self.timeout + extra_timeout,
@@ -131,9 +133,14 @@ class Dock(_DockCalls):
                    count: int | None = None, wait: float | None = None
                    ) -> AsyncIterator[batch_mod.Batch]:
         """As tdock.Dock.iter, for `async for`."""
-        drain = _Drain(self.name, consumer, rank, step, wait)
+        drain = _Drain(self.name, consumer, rank, step, wait,
+                       self.client.reconnect_timeout)
         while not drain.done:
-            b = await self.get(consumer, rank=rank, count=count, **drain.get_args())
+            try:
+                b = await self.get(consumer, rank=rank, count=count, **drain.get_args())
+            except errors.Unavailable as e:
+                await asyncio.sleep(drain.retry_after(e))
+                continue
             if drain.take(b):
                 yield b
 

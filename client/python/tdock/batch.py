@@ -206,8 +206,11 @@ class Batch:
 
     @property
     def micro_batches(self) -> list["Batch"]:
-        """The batch cut into its micro-batches (views, no copy); empty when
-        the consumer has no micro-batch plan."""
+        """The batch cut into its micro-batches (views, no copy): the server's
+        plan, or the whole batch as one when the consumer has no plan (empty
+        only for an empty batch)."""
+        if not self.micro_batch_info:
+            return [self] if len(self) else []
         return [self._slice(mb.begin, mb.end) for mb in self.micro_batch_info]
 
     def _slice(self, begin: int, end: int) -> "Batch":

@@ -6,15 +6,20 @@
     for batch in dock.iter("reward", rank=0):
         values, cu_seqlens = batch.packed("prompt_ids")
 
-One gRPC channel per Client; a Client and its Docks may be shared by threads
-(not across fork: make the Client in the worker process). Each call has a
-deadline of `timeout` seconds, plus its wait bound for Put and Get. Failures
-raise tdock.errors.* with the server's message.
+One gRPC channel per Client; a Client and its Docks may be shared by threads.
+Across processes, pickle them (a Ray actor's argument, a DataLoader worker
+started by spawn): the copy opens its own channel. After fork, use
+Client.reopened(). Each call has a deadline of `timeout` seconds, plus its
+wait bound for Put and Get. Failures raise tdock.errors.* with the server's
+message. The channel tries to reconnect to a server that went away at least
+every `max_reconnect_backoff` seconds (0.5 by default, well within a lease);
+Dock.iter waits up to `reconnect_timeout` seconds (300) for it to come back.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
@@ -36,6 +41,7 @@ class Client(_Connection):
     def __init__(self, address: str, **options: Any):
         super().__init__(address, **options)
         self._lock = threading.Lock()
+        self._open()  # gRPC connects when the first call needs it
 
     def close(self) -> None:
         self._channel.close()
@@ -145,10 +151,19 @@ class Dock(_DockCalls):
         """Batches of one step for `consumer` (rank `rank`) until this rank has
         drained it (the oldest step with rows for it when step is None). By
         default it waits as long as it takes; with `wait` (seconds), a Get
-        that finds nothing in that time raises errors.WaitTimeout."""
-        drain = _Drain(self.name, consumer, rank, step, wait)
+        that finds nothing in that time raises errors.WaitTimeout. A server
+        that goes away (a restart) is waited for, up to the Client's
+        reconnect_timeout; a BALANCED rank then asks again for the round it
+        was waiting for, and a leased consumer's rows come back by expiry
+        (see _calls._Drain)."""
+        drain = _Drain(self.name, consumer, rank, step, wait,
+                       self.client.reconnect_timeout)
         while not drain.done:
-            b = self.get(consumer, rank=rank, count=count, **drain.get_args())
+            try:
+                b = self.get(consumer, rank=rank, count=count, **drain.get_args())
+            except errors.Unavailable as e:
+                time.sleep(drain.retry_after(e))
+                continue
             if drain.take(b):
                 yield b
 

@@ -1,0 +1,127 @@
+"""tdock.torch: a consumer's batches as a torch IterableDataset.
+
+    dataset = tdock.torch.StreamingDataset(dock, "actor_update", rank=dp_rank)
+    for td in dataset.loader():           # a torch DataLoader
+        loss = model(td["input_ids"]) ...
+
+Each item is one Get's batch (by default as a TensorDict: Batch.to_tensordict).
+Iteration waits as long as it takes for rows (or `wait` seconds, then
+errors.WaitTimeout), rides out a server restart (Dock.iter), and ends after
+`steps` steps. A DataLoader of it needs `batch_size=None` (a batch is already a
+batch) and `collate_fn=tdock.torch.as_is` (the default one would take a
+TensorDict apart row by row); `loader()` makes it so. DataLoader workers each get their own client (the Dock is pickled into
+a spawned worker; a forked one reopens it) and take batches of the same rank in
+turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import warnings
+from typing import Any, Callable, Iterable, Iterator
+
+import torch.utils.data
+
+from tdock import errors
+from tdock._calls import _RETRY_PAUSE
+from tdock.batch import Batch
+
+__all__ = ["StreamingDataset", "as_is"]
+
+
+def as_is(item: Any) -> Any:
+    """A DataLoader collate_fn that passes items through unchanged."""
+    return item
+
+
+class StreamingDataset(torch.utils.data.IterableDataset):
+    """The batches `consumer`'s rank `rank` is handed, step after step.
+
+    steps: None (every step, without end), a number of steps (each the
+      oldest step with rows for this rank), or the step numbers to drain.
+    count, wait: as Dock.iter (wait None: as long as it takes).
+    columns, device: what Batch.to_tensordict takes.
+    item: makes the yielded item from a Batch (default Batch.to_tensordict;
+      `lambda b: b` yields the Batch itself, micro-batches and all).
+    ack: for a consumer with leases, a batch is acknowledged when the next
+      item is asked for (the loop body is done with it), before the next Get;
+      one abandoned mid-way comes back when its lease expires, and so does
+      one whose lease ended before the acknowledgement (a warning says so).
+      False: the caller acknowledges (have `item` return the Batch).
+      With DataLoader workers, a batch is acknowledged when the worker
+      fetches ahead, not when the loop body is done: use num_workers=0 for a
+      leased consumer whose leases should cover the training step.
+    """
+
+    def __init__(self, dock: Any, consumer: str, rank: int = 0, *,
+                 steps: int | Iterable[int] | None = None, count: int | None = None,
+                 wait: float | None = None, columns: Iterable[str] | None = None,
+                 device: Any = None, item: Callable[[Batch], Any] | None = None,
+                 ack: bool = True):
+        super().__init__()
+        if isinstance(steps, int) and steps < 0:
+            raise errors.InvalidArgument(f"steps must be >= 0, got {steps}")
+        if rank < 0:
+            raise errors.InvalidArgument(f"rank must be >= 0, got {rank}")
+        self.dock, self.consumer, self.rank = dock, consumer, rank
+        self.steps = steps if steps is None or isinstance(steps, int) else list(steps)
+        self.count, self.wait, self.ack = count, wait, ack
+        self.columns = None if columns is None else list(columns)
+        self.device = device
+        self.item = item
+        self._pid = os.getpid()
+
+    def __iter__(self) -> Iterator[Any]:
+        # A DataLoader worker started by fork inherits this process's channel,
+        # which gRPC does not carry across fork.
+        dock = self.dock if os.getpid() == self._pid else self.dock.reopened()
+        for step in self._steps():
+            for batch in dock.iter(self.consumer, rank=self.rank, step=step,
+                                   count=self.count, wait=self.wait):
+                yield self._item(batch)
+                # Asked for the next item: the loop body is done with this one.
+                if self.ack:
+                    _ack(dock, batch)
+
+    def loader(self, **kwargs: Any) -> torch.utils.data.DataLoader:
+        """A torch DataLoader of this dataset (batch_size=None,
+        collate_fn=as_is); kwargs go to the DataLoader (num_workers,
+        multiprocessing_context, pin_memory, ...)."""
+        kwargs.setdefault("collate_fn", as_is)
+        return torch.utils.data.DataLoader(self, batch_size=None, **kwargs)
+
+    def _steps(self) -> Iterable[int | None]:
+        if self.steps is None:
+            return itertools.repeat(None)
+        if isinstance(self.steps, int):
+            return itertools.repeat(None, self.steps)
+        return self.steps
+
+    def _item(self, batch: Batch) -> Any:
+        if self.item is not None:
+            return self.item(batch)
+        return batch.to_tensordict(self.columns, device=self.device)
+
+
+def _ack(dock: Any, batch: Batch) -> None:
+    """Acknowledges `batch`, waiting for a server that went away (up to the
+    client's reconnect_timeout). A lease that ended meanwhile (it expired
+    while the server was away or the loop body ran long) is a warning: its
+    rows are handed out again."""
+    if batch.lease is None:
+        return
+    since = time.monotonic()
+    while True:
+        try:
+            dock.ack(batch)
+            return
+        except errors.Unavailable:
+            if time.monotonic() - since > dock.client.reconnect_timeout:
+                raise
+            time.sleep(_RETRY_PAUSE)
+        except errors.FailedPrecondition as e:
+            warnings.warn(f"{dock!r} consumer '{batch.consumer}' rank {batch.rank}: "
+                          f"{e}; its rows are handed out again", stacklevel=3)
+            return
