@@ -87,19 +87,27 @@ def test_streaming_dataset_with_a_dataloader_acks_each_batch(client, dock_name):
     assert status.leases["trainer"].expiries == 0
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork"])
-def test_streaming_dataset_in_worker_processes(client, dock_name, context):
-    """Two DataLoader workers (started by spawn: the Dock is pickled; by
-    fork: the worker reopens it) drain the same consumer's rank between them:
+def test_streaming_dataset_in_worker_processes(client, dock_name):
+    """Two DataLoader workers (loader(): started by spawn, each unpickles the
+    Dock into its own client) drain the same consumer's rank between them:
     each of the two steps' rows reaches the loop exactly once."""
     dock = client.create_dock(stream_spec(dock_name))
     for step in range(2):
         put_step(dock, step)
     dataset = tdock.torch.StreamingDataset(dock, "trainer", steps=[0, 1], wait=10)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2,
-                                         multiprocessing_context=context,
+    assert uids(dataset.loader(num_workers=2)) == expected_uids(range(2))
+
+
+def test_streaming_dataset_refuses_a_forked_worker(client, dock_name):
+    """A DataLoader worker started by fork would use a gRPC channel that does
+    not survive fork: the worker fails with an error that says what to do."""
+    dock = client.create_dock(stream_spec(dock_name))
+    dataset = tdock.torch.StreamingDataset(dock, "trainer", steps=1, wait=10)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=1,
+                                         multiprocessing_context="fork",
                                          collate_fn=tdock.torch.as_is)
-    assert uids(loader) == expected_uids(range(2))
+    with pytest.raises(tdock.errors.FailedPrecondition, match="multiprocessing_context='spawn'"):
+        list(loader)
 
 
 def test_streaming_dataset_rejects_bad_arguments(client, dock_name):

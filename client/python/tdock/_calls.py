@@ -214,11 +214,6 @@ class _Connection:
     def __reduce__(self):
         return (_reopened, (type(self), self.address, self._options))
 
-    def reopened(self) -> Any:
-        """A new Client of the same server and options, with its own channel
-        (for a process that inherited this one by fork)."""
-        return type(self)(self.address, **self._options)
-
 
 def _reopened(cls: type, address: str, options: dict) -> Any:
     return cls(address, **options)
@@ -244,10 +239,6 @@ class _DockCalls:
     def __reduce__(self):
         # A Dock pickles as its Client (address and options) and name.
         return (_dock_of, (self.client, self.name))
-
-    def reopened(self) -> Any:
-        """This dock on a new Client of the same server (Client.reopened)."""
-        return self.client.reopened().dock(self.name)
 
     def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int],
                      columns: Mapping[str, Any], ack: Any, wait: float

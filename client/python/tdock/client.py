@@ -8,8 +8,8 @@
 
 One gRPC channel per Client; a Client and its Docks may be shared by threads.
 Across processes, pickle them (a Ray actor's argument, a DataLoader worker
-started by spawn): the copy opens its own channel. After fork, use
-Client.reopened(). Each call has a deadline of `timeout` seconds, plus its
+started by spawn): the copy opens its own channel. gRPC does not survive
+fork: a forked process makes its own Client. Each call has a deadline of `timeout` seconds, plus its
 wait bound for Put and Get. Failures raise tdock.errors.* with the server's
 message. The channel tries to reconnect to a server that went away at least
 every `max_reconnect_backoff` seconds (0.5 by default, well within a lease);

@@ -5,7 +5,7 @@
 
 The binary is `binary`, else $TDOCK_SERVER_BIN, else `tdock-server` on PATH.
 Started on a free loopback port by default; `address` is where it listens
-(read from its "listening on" line). On Linux the server is killed if the
+(read from its "listening on" line). On Linux the server gets SIGTERM if the
 process that started it dies, so it never outlives its owner (a Ray actor,
 a test, a notebook).
 """
@@ -88,39 +88,54 @@ class LocalServer:
         """Starts the server and waits until it listens."""
         if self.process is not None:
             raise errors.FailedPrecondition(f"tdock-server already started at {self.address}")
-        self.process = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self._listening = threading.Event()
+        self._lines: list[str] = []
+        started = threading.Event()
+        failed: list[BaseException] = []
+        # The parent-death signal follows the thread that started the child:
+        # start it from a thread that lives as long as the server does.
+        owner = threading.Thread(target=self._own, args=(started, failed),
+                                 name="tdock-server", daemon=True)
+        owner.start()
+        started.wait()
+        if failed:
+            raise failed[0]
         deadline = time.monotonic() + self._start_timeout
-        lines = []
+        while not self._listening.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                code = self.process.wait()
+                owner.join(5)
+                self.process = None
+                raise errors.Unavailable(
+                    f"{self.binary} did not start listening (exit code {code}): "
+                    + "".join(self._lines[-20:]).strip())
+        return self
+
+    def _own(self, started: threading.Event, failed: list) -> None:
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        except OSError as e:
+            failed.append(errors.Unavailable(f"cannot run {self.binary}: {e}"))
+            return
+        finally:
+            started.set()
+        # Reads the log to its end, so the server never blocks on a full pipe.
         for line in self.process.stdout:
-            lines.append(line)
-            self._write_log(line)
-            m = _METRICS.search(line)
-            if m:
-                self.metrics_url = m.group(1)
-            m = _LISTENING.search(line)
-            if m:
-                self.address = m.group(1)
-                threading.Thread(target=self._pump, daemon=True).start()
-                return self
-            if time.monotonic() > deadline:
-                break
-        self.process.kill()
-        code = self.process.wait()
-        self.process = None
-        raise errors.Unavailable(
-            f"{self.binary} did not start listening (exit code {code}): "
-            + "".join(lines[-20:]).strip())
-
-    def _write_log(self, line: str) -> None:
-        if self._log is not None:
-            self._log.write(line)
-            self._log.flush()
-
-    def _pump(self) -> None:
-        for line in self.process.stdout:  # never blocks the server on a full pipe
-            self._write_log(line)
+            if not self._listening.is_set():
+                self._lines.append(line)
+                m = _METRICS.search(line)
+                if m:
+                    self.metrics_url = m.group(1)
+                m = _LISTENING.search(line)
+                if m:
+                    self.address = m.group(1)
+                    self._listening.set()
+            if self._log is not None:
+                self._log.write(line)
+                self._log.flush()
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -9,9 +9,10 @@ Iteration waits as long as it takes for rows (or `wait` seconds, then
 errors.WaitTimeout), rides out a server restart (Dock.iter), and ends after
 `steps` steps. A DataLoader of it needs `batch_size=None` (a batch is already a
 batch) and `collate_fn=tdock.torch.as_is` (the default one would take a
-TensorDict apart row by row); `loader()` makes it so. DataLoader workers each get their own client (the Dock is pickled into
-a spawned worker; a forked one reopens it) and take batches of the same rank in
-turn.
+TensorDict apart row by row); `loader()` makes it so. DataLoader workers must
+be started by spawn or forkserver (loader() does so), since gRPC does not
+survive fork: each worker unpickles the Dock into its own client, and the
+workers take batches of the same rank in turn.
 """
 
 from __future__ import annotations
@@ -73,10 +74,17 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.item = item
         self._pid = os.getpid()
 
+    def __setstate__(self, state: dict) -> None:
+        # Unpickled (a worker started by spawn): the Dock is this process's.
+        self.__dict__.update(state, _pid=os.getpid())
+
     def __iter__(self) -> Iterator[Any]:
-        # A DataLoader worker started by fork inherits this process's channel,
-        # which gRPC does not carry across fork.
-        dock = self.dock if os.getpid() == self._pid else self.dock.reopened()
+        if os.getpid() != self._pid:
+            raise errors.FailedPrecondition(
+                "StreamingDataset iterated in a process forked from the one that "
+                "made it: gRPC does not survive fork; start DataLoader workers with "
+                "multiprocessing_context='spawn' (StreamingDataset.loader() does)")
+        dock = self.dock
         for step in self._steps():
             for batch in dock.iter(self.consumer, rank=self.rank, step=step,
                                    count=self.count, wait=self.wait):
@@ -87,9 +95,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def loader(self, **kwargs: Any) -> torch.utils.data.DataLoader:
         """A torch DataLoader of this dataset (batch_size=None,
-        collate_fn=as_is); kwargs go to the DataLoader (num_workers,
-        multiprocessing_context, pin_memory, ...)."""
+        collate_fn=as_is, workers started by spawn); kwargs go to the
+        DataLoader (num_workers, pin_memory, ...)."""
         kwargs.setdefault("collate_fn", as_is)
+        if kwargs.get("num_workers", 0) > 0:
+            kwargs.setdefault("multiprocessing_context", "spawn")
         return torch.utils.data.DataLoader(self, batch_size=None, **kwargs)
 
     def _steps(self) -> Iterable[int | None]:

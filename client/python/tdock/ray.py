@@ -1,0 +1,183 @@
+"""tdock.ray: tdock-server as a Ray actor, and a handle any task or actor can
+use to reach it.
+
+    import ray, tdock.ray
+    ray.init()
+    server = tdock.ray.start_server(name="tdock", config="examples/grpo.yaml")
+
+    @ray.remote
+    def rollout(server):                 # the handle pickles; its client is
+        dock = server.dock("grpo")       # made in the process that uses it
+        dock.put(...)
+
+    ray.get(rollout.remote(server))
+    other = tdock.ray.get_server("tdock")   # elsewhere: the same server, by name
+    server.stop()
+
+The actor runs tdock-server as its child process (tdock.server.LocalServer)
+on its node: placed by `node_id` (node affinity, hard) or by `resources`
+(custom resources the node advertises, e.g. {"tdock": 1}). It listens on the
+node's IP address unless told otherwise, and the handle carries the address
+it reports. The server dies with its actor. As Ray does with every actor
+that is not detached, the actor ends when no handle to it is left: keep the
+handle start_server returned (handles passed to tasks and actors count too),
+or start it with detached=True and stop it with handle.stop().
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import ray
+
+from tdock import errors
+from tdock.client import Client, Dock
+from tdock.server import LocalServer
+
+__all__ = ["ServerHandle", "TdockServer", "get_server", "start_server"]
+
+
+class TdockServer:
+    """The actor (see start_server): owns one tdock-server process. Runs as
+    a synchronous actor: the server is started by, and dies with, the
+    actor's main thread."""
+
+    def __init__(self, listen: str | None, metrics_listen: str | None,
+                 binary: str | None, data_dir: str | None, config: str | None,
+                 args: list[str]):
+        host = ray.util.get_node_ip_address()
+        self._server = LocalServer(
+            binary=binary, listen=listen or f"{host}:0",
+            metrics_listen=metrics_listen if metrics_listen is not None else f"{host}:0",
+            data_dir=data_dir, config=config, args=args).start()
+
+    def address(self) -> str:
+        return self._server.address
+
+    def metrics_url(self) -> str | None:
+        return self._server.metrics_url
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    def pid(self) -> int:
+        """The tdock-server process's pid."""
+        return self._server.process.pid
+
+    def running(self) -> bool:
+        return self._server.running()
+
+    def stop(self) -> int:
+        """Stops the server (SIGTERM: it drains its calls); its exit code."""
+        return self._server.stop()
+
+
+@dataclass
+class ServerHandle:
+    """A tdock server run by a TdockServer actor: its address, how to reach
+    the actor (name and namespace) and the options of the clients it makes.
+    Pickles (as an argument of a Ray task or actor, or otherwise); `client()`
+    connects lazily, one Client per process."""
+
+    name: str
+    namespace: str | None
+    address: str
+    metrics_url: str | None = None
+    client_options: dict = field(default_factory=dict)
+    _actor: Any = field(default=None, repr=False, compare=False)
+    _clients: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_clients"] = {}  # channels stay in the process that opened them
+        return state
+
+    def client(self) -> Client:
+        """This process's Client of the server (made on first use)."""
+        pid = os.getpid()
+        client = self._clients.get(pid)
+        if client is None:
+            client = self._clients[pid] = Client(self.address, **self.client_options)
+        return client
+
+    def dock(self, name: str) -> Dock:
+        return self.client().dock(name)
+
+    @property
+    def actor(self) -> Any:
+        """The TdockServer actor."""
+        if self._actor is None:
+            self._actor = ray.get_actor(self.name, namespace=self.namespace)
+        return self._actor
+
+    def stop(self) -> int:
+        """Stops the server and ends its actor; the server's exit code."""
+        actor = self.actor
+        try:
+            return ray.get(actor.stop.remote())
+        finally:
+            ray.kill(actor)
+
+
+def start_server(name: str = "tdock", *, namespace: str | None = None,
+                 binary: str | None = None, listen: str | None = None,
+                 metrics_listen: str | None = None, data_dir: str | None = None,
+                 config: str | None = None, args: Iterable[str] = (),
+                 node_id: str | None = None, resources: dict | None = None,
+                 num_cpus: float = 1, detached: bool = False,
+                 client_options: dict | None = None) -> ServerHandle:
+    """Starts tdock-server in a named TdockServer actor and returns its handle
+    once it listens.
+
+    binary: the tdock-server on the actor's node (default $TDOCK_SERVER_BIN
+      there, else PATH's). listen / metrics_listen: default the node's IP, a
+      free port. data_dir, config, args: the server's --data_dir, --config
+      and further flags. node_id: run on that node (hard affinity);
+      resources: custom resources the actor needs; num_cpus: CPUs reserved
+      for it. detached: the actor outlives this driver (stop it with
+      handle.stop()). client_options: what handle.client() passes to
+      tdock.Client (token, tls, timeout, ...).
+    A name already taken by a live actor is errors.AlreadyExists."""
+    if not ray.is_initialized():
+        raise errors.FailedPrecondition("tdock.ray.start_server: ray.init() first")
+    try:
+        ray.get_actor(name, namespace=namespace)
+        raise errors.AlreadyExists(
+            f"a Ray actor named '{name}' already exists; tdock.ray.get_server('{name}') "
+            "reaches it")
+    except ValueError:
+        pass  # no such actor: start it
+    options: dict[str, Any] = {"name": name, "num_cpus": num_cpus, "max_restarts": 0}
+    if namespace is not None:
+        options["namespace"] = namespace
+    if resources:
+        options["resources"] = dict(resources)
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    if detached:
+        options["lifetime"] = "detached"
+    actor = ray.remote(TdockServer).options(**options).remote(
+        listen, metrics_listen, binary, data_dir, config, list(args))
+    try:
+        address, metrics_url = ray.get([actor.address.remote(), actor.metrics_url.remote()])
+    except ray.exceptions.RayActorError as e:
+        raise errors.Unavailable(f"tdock-server actor '{name}' did not start: {e}") from None
+    return ServerHandle(name, namespace, address, metrics_url, dict(client_options or {}),
+                        actor)
+
+
+def get_server(name: str = "tdock", *, namespace: str | None = None,
+               client_options: dict | None = None) -> ServerHandle:
+    """The handle of a server started by start_server, found by its actor's
+    name (errors.NotFound when there is none)."""
+    try:
+        actor = ray.get_actor(name, namespace=namespace)
+    except ValueError:
+        raise errors.NotFound(f"no Ray actor named '{name}' (tdock.ray.start_server "
+                              "starts one)") from None
+    address, metrics_url = ray.get([actor.address.remote(), actor.metrics_url.remote()])
+    return ServerHandle(name, namespace, address, metrics_url, dict(client_options or {}),
+                        actor)
