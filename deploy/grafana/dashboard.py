@@ -227,7 +227,7 @@ def dashboard():
     return {
         "uid": "tdock", "title": "tdock", "tags": ["tdock", "rl"],
         "description": "tdock transfer dock: data flow, waiting, buffer, "
-                       "requests, balance (README: Metrics)",
+                       "requests, balance (docs/metrics.md)",
         "editable": True, "graphTooltip": 1, "refresh": "10s",
         "schemaVersion": 39, "version": 1, "time": {"from": "now-30m",
                                                     "to": "now"},

@@ -1,5 +1,5 @@
 """Shared helpers of the deploy tests: the repository's deploy files, the
-metric names the README documents and the dashboard uses, and tools
+metric names docs/metrics.md documents and the dashboard uses, and tools
 (promtool, prometheus, docker-compose) that must be installed."""
 
 import json
@@ -33,10 +33,10 @@ def load_yaml_docs(path):
 
 
 def readme_metrics():
-    """{name: type} from the README's metrics table."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """{name: type} from the metrics table of docs/metrics.md."""
+    text = (REPO / "docs" / "metrics.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(tdock_[a-z0-9_]+)` \| (\w+) \|", text, re.M)
-    assert rows, "README.md has no metrics table"
+    assert rows, "docs/metrics.md has no metrics table"
     return dict(rows)
 
 

@@ -1,6 +1,6 @@
 """The deploy files are valid and agree with each other and with the server:
 Prometheus's own checker, docker-compose's validator (no engine needed), the
-dashboard against the README's metrics, the Kubernetes manifests' cross
+dashboard against docs/metrics.md, the Kubernetes manifests' cross
 references, the Dockerfile's promises, and the dock config against a real
 tdock-server."""
 
@@ -102,7 +102,7 @@ def test_dashboard_is_generated_and_complete():
 
 
 def test_dashboard_uses_only_documented_metrics():
-    """Every metric name in the dashboard's queries is in the README's table
+    """Every metric name in the dashboard's queries is in the table of docs/metrics.md
     (which the end-to-end test checks against what the server exports), and
     the dashboard covers the flows: ready, consumed, available, waiting,
     buffer, requests, balance."""

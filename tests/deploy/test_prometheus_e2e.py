@@ -134,7 +134,7 @@ def test_prometheus_sees_what_the_example_wrote_and_read(server, prometheus):
     it; afterwards the dock's written/handed-out counters in Prometheus equal
     the rows the example wrote per column and read per role, live-step
     ready/consumed series were scraped during the run, and every metric of
-    the README's table and of the dashboard is among the series Prometheus
+    the table of docs/metrics.md and of the dashboard is among the series Prometheus
     ingested."""
     _, address = server
     prometheus.wait_for(lambda: prometheus.query('up{job="tdock"}') ==
@@ -187,7 +187,7 @@ def test_prometheus_sees_what_the_example_wrote_and_read(server, prometheus):
     assert set(documented) <= families, \
         f"documented but never exported: {set(documented) - families}"
     assert families <= set(documented), \
-        f"exported but not in the README: {families - set(documented)}"
+        f"exported but not in docs/metrics.md: {families - set(documented)}"
     for expr in dashboard_exprs(dashboard()):
         for name in metric_names_in(expr):
             assert name in ingested, f"dashboard queries {name}, never scraped"
