@@ -5,7 +5,8 @@
 #   python=$(bash scripts/python-env.sh [VENV])      # default VENV: .venv
 #
 # torch==2.13.0 first (so nothing that depends on torch pulls a CUDA build),
-# then scripts/python-requirements.txt, all pinned, from PyPI. Idempotent: when
+# then scripts/python-requirements.txt, then without their dependencies
+# scripts/python-requirements-nodeps.txt, all pinned, from PyPI. Idempotent: when
 # the environment was made from the same pins it does nothing. Uses Debian's
 # /usr/bin/python3 (python3-venv, from scripts/install-deps.sh).
 set -euo pipefail
@@ -14,8 +15,9 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
 torch_pin="torch==2.13.0"
 requirements=scripts/python-requirements.txt
+nodeps=scripts/python-requirements-nodeps.txt
 stamp="$venv/.tdock-pins"
-want="$(printf '%s\n' "$torch_pin" | cat - "$requirements" | sha256sum | cut -d' ' -f1)"
+want="$(printf '%s\n' "$torch_pin" | cat - "$requirements" "$nodeps" | sha256sum | cut -d' ' -f1)"
 
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "python-env: installing $torch_pin and $requirements into $venv/" >&2
@@ -23,6 +25,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
   "${pip[@]}" "$torch_pin" >&2
   "${pip[@]}" -r "$requirements" >&2
+  "${pip[@]}" --no-deps -r "$nodeps" >&2
   echo "$want" >"$stamp"
 fi
 echo "$(cd "$venv" && pwd)/bin/python"

@@ -105,6 +105,11 @@ def test_placement_names_and_lifetime(local_ray):
 
 
 def test_a_server_that_cannot_start_is_reported(local_ray):
+    """A server that exits at once, and an actor no node can take, are
+    errors that say so, not waits without end."""
     with pytest.raises(tdock.errors.Unavailable, match="did not start"):
         tdock.ray.start_server("tdock-broken", binary=server_binary(), num_cpus=0,
                                args=["--durability=sometimes"])
+    with pytest.raises(tdock.errors.DeadlineExceeded, match="no node could take it"):
+        tdock.ray.start_server("tdock-nowhere", binary=server_binary(), num_cpus=0,
+                               resources={"gpu_box": 1}, timeout=2)

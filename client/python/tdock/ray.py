@@ -127,7 +127,8 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
                  config: str | None = None, args: Iterable[str] = (),
                  node_id: str | None = None, resources: dict | None = None,
                  num_cpus: float = 1, detached: bool = False,
-                 client_options: dict | None = None) -> ServerHandle:
+                 client_options: dict | None = None,
+                 timeout: float = 300.0) -> ServerHandle:
     """Starts tdock-server in a named TdockServer actor and returns its handle
     once it listens.
 
@@ -138,7 +139,10 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
       resources: custom resources the actor needs; num_cpus: CPUs reserved
       for it. detached: the actor outlives this driver (stop it with
       handle.stop()). client_options: what handle.client() passes to
-      tdock.Client (token, tls, timeout, ...).
+      tdock.Client (token, tls, timeout, ...). timeout: how long to wait for
+      the actor to be placed and the server to listen (Ray leaves an actor
+      no node can take pending forever); then errors.DeadlineExceeded and
+      the actor is killed.
     A name already taken by a live actor is errors.AlreadyExists."""
     if not ray.is_initialized():
         raise errors.FailedPrecondition("tdock.ray.start_server: ray.init() first")
@@ -162,9 +166,16 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
     actor = ray.remote(TdockServer).options(**options).remote(
         listen, metrics_listen, binary, data_dir, config, list(args))
     try:
-        address, metrics_url = ray.get([actor.address.remote(), actor.metrics_url.remote()])
+        address, metrics_url = ray.get(
+            [actor.address.remote(), actor.metrics_url.remote()], timeout=timeout)
     except ray.exceptions.RayActorError as e:
         raise errors.Unavailable(f"tdock-server actor '{name}' did not start: {e}") from None
+    except ray.exceptions.GetTimeoutError:
+        ray.kill(actor)
+        raise errors.DeadlineExceeded(
+            f"tdock-server actor '{name}' not running after {timeout} s: no node "
+            f"could take it (num_cpus={num_cpus}, resources={resources}, "
+            f"node_id={node_id})?") from None
     return ServerHandle(name, namespace, address, metrics_url, dict(client_options or {}),
                         actor)
 

@@ -1,0 +1,162 @@
+"""tdock.verl against verl's own code (verl 0.9.1 from PyPI, installed
+without its GPU dependencies): a balanced, micro-batched batch becomes a
+verl.DataProto in verl's layout (checked against verl's position ids), verl's
+own operations and its newer workers' unpadding take it, per-token results
+go back into Puts exactly, the balance metrics equal verl's
+log_seqlen_unbalance over the same partition, and the micro-batch plan
+drives verl's restore_dynamic_batch."""
+
+import numpy as np
+import pytest
+import torch
+
+verl = pytest.importorskip("verl")
+
+from verl import DataProto  # noqa: E402
+from verl.utils.model import compute_position_id_with_mask  # noqa: E402
+from verl.utils.seqlen_balancing import log_seqlen_unbalance, restore_dynamic_batch  # noqa: E402
+from verl.workers.utils.padding import left_right_2_no_padding  # noqa: E402
+
+import tdock  # noqa: E402
+from tdock import verl as tv  # noqa: E402
+from conftest import grpo_spec  # noqa: E402
+
+ROWS, N = 8, 2
+
+
+def make_dock(client, name):
+    return client.create_dock(grpo_spec(
+        name, prompts=ROWS // N, n=N,
+        columns={"prompt_ids": {"dtype": "int32"},
+                 "response_ids": {"dtype": "int32"},
+                 "uid": {"dtype": "string"},
+                 "extra_info": {"dtype": "json"},
+                 "score": {"dtype": "float32", "max_len": 1},
+                 "old_log_probs": {"dtype": "float32"}},
+        consumers={
+            "actor": {"columns": ["prompt_ids", "response_ids", "uid", "extra_info", "score"],
+                      "dp_size": 2, "dispatch_size": ROWS // 2, "policy": "BALANCED",
+                      "micro_batch": {"max_tokens": 24}},
+            "update": {"columns": ["response_ids", "old_log_probs"]}}))
+
+
+def rollout(dock):
+    rng = np.random.default_rng(7)
+    prompts = [np.arange(1, 2 + r % 3, dtype=np.int32) + 100 * r for r in range(ROWS)]
+    responses = [rng.integers(1, 50, size=2 + (r * 5) % 7, dtype=np.int32)
+                 for r in range(ROWS)]
+    dock.put(0, range(ROWS), {
+        "prompt_ids": prompts, "response_ids": responses,
+        "uid": [f"prompt-{r // N}" for r in range(ROWS)],
+        "extra_info": [{"index": r, "turns": [{"role": "user"}]} for r in range(ROWS)],
+        "score": np.arange(ROWS, dtype=np.float32)})
+    return prompts, responses
+
+
+def test_data_proto_layout_and_round_trip(client, dock_name):
+    dock = make_dock(client, dock_name)
+    prompts, responses = rollout(dock)
+    batches = [dock.get("actor", rank=r, step=0, wait=10) for r in (0, 1)]
+    for b in batches:
+        data = tv.to_data_proto(b)
+        assert isinstance(data, DataProto) and len(data) == len(b)
+        t = data.batch
+        for i, row in enumerate(b.rows):
+            p, r = prompts[row], responses[row]
+            P, R = t["prompts"].shape[1], t["responses"].shape[1]
+            # prompts left-padded, responses right-padded, side by side
+            assert t["prompts"][i, P - len(p):].tolist() == p.tolist()
+            assert t["responses"][i, :len(r)].tolist() == r.tolist()
+            assert t["attention_mask"][i].tolist() == (
+                [0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (R - len(r)))
+            assert t["response_mask"][i].tolist() == [1] * len(r) + [0] * (R - len(r))
+            assert t["score"][i].item() == float(row)
+        assert torch.equal(t["input_ids"], torch.cat([t["prompts"], t["responses"]], 1))
+        assert torch.equal(t["position_ids"], compute_position_id_with_mask(t["attention_mask"]))
+        assert t["input_ids"].dtype == torch.int64
+        assert data.non_tensor_batch["uid"].dtype == object
+        assert data.non_tensor_batch["uid"].tolist() == [f"prompt-{r // N}" for r in b.rows]
+        assert data.non_tensor_batch["extra_info"][0]["turns"] == [{"role": "user"}]
+        assert data.meta_info["global_token_num"] == b.token_counts.tolist()
+        assert data.meta_info["tdock"]["rows"] == b.rows.tolist()
+        # verl's own operations take it
+        halves = data.chunk(2)
+        assert len(DataProto.concat(halves)) == len(b)
+
+        # per-token results, right-padded with garbage past each response,
+        # go back cut to each row's response length
+        R = t["responses"].shape[1]
+        log_probs = torch.full((len(b), R), -99.0)
+        for i, row in enumerate(b.rows):
+            log_probs[i, :len(responses[row])] = -torch.arange(len(responses[row])) / 8
+        data.batch["old_log_probs"] = log_probs
+        dock.put(0, b.rows, tv.put_columns(data, ["old_log_probs"]))
+    read = dock.read(0, range(ROWS), ["old_log_probs"])
+    for i in range(ROWS):
+        expect = (-np.arange(len(responses[i])) / 8).astype(np.float32)
+        assert np.array_equal(read.row("old_log_probs", i), expect)
+
+
+def test_newer_workers_layout_unpads_in_verl(client, dock_name):
+    """to_tensordict's layout through verl's left_right_2_no_padding: each
+    row of the jagged input_ids is the row's prompt then response tokens,
+    and uid stays per-row non-tensor data."""
+    dock = make_dock(client, dock_name)
+    prompts, responses = rollout(dock)
+    b = dock.get("actor", rank=0, step=0, wait=10)
+    td = left_right_2_no_padding(tv.to_tensordict(b))
+    ids = td["input_ids"]
+    assert ids.is_nested
+    for i, row in enumerate(b.rows):
+        assert ids[i].tolist() == prompts[row].tolist() + responses[row].tolist()
+    assert td["uid"].tolist() == [f"prompt-{r // N}" for r in b.rows]
+
+
+def test_balance_metrics_equal_verls(client, dock_name):
+    """The two ranks' shares of the round, taken as verl's partition of the
+    round's rows: verl's log_seqlen_unbalance gives the same balanced_min,
+    balanced_max and mean as tdock's statistics under those names; both
+    ranks carry the same statistics."""
+    dock = make_dock(client, dock_name)
+    rollout(dock)
+    batches = [dock.get("actor", rank=r, step=0, wait=10) for r in (0, 1)]
+    seqlens = [t for b in batches for t in b.token_counts.tolist()]
+    partitions = [list(range(len(batches[0]))),
+                  list(range(len(batches[0]), len(seqlens)))]
+    theirs = log_seqlen_unbalance(seqlens, partitions, "global_seqlen")
+    ours = tv.balance_metrics(batches[0])
+    assert ours == tv.balance_metrics(batches[1])
+    for key in ("global_seqlen/balanced_min", "global_seqlen/balanced_max",
+                "global_seqlen/mean"):
+        assert ours[key] == pytest.approx(theirs[key]), key
+    # tdock's own count the round's micro-batches, over both ranks
+    assert ours["tdock/micro_batches"] == sum(len(b.micro_batches) for b in batches)
+
+
+def test_micro_batch_plan_drives_verls_restore(client, dock_name):
+    """micro_batches gives DataProtos of the server's plan (each within the
+    token budget) and verl's index lists; verl's restore_dynamic_batch puts
+    their concatenation back in the batch's order."""
+    dock = make_dock(client, dock_name)
+    rollout(dock)
+    b = dock.get("actor", rank=0, step=0, wait=10)
+    data = tv.to_data_proto(b)
+    micro, plan = tv.micro_batches(data, b)
+    assert len(micro) == len(b.micro_batch_info) > 1
+    assert sorted(i for p in plan for i in p) == list(range(len(b)))
+    for mb, info in zip(micro, b.micro_batch_info):
+        assert int(mb.batch["attention_mask"].sum()) == info.tokens
+    joined = torch.cat([mb.batch["input_ids"] for mb in micro])
+    assert torch.equal(restore_dynamic_batch(joined, plan), data.batch["input_ids"])
+
+
+def test_bad_input_is_named(client, dock_name):
+    dock = make_dock(client, dock_name)
+    rollout(dock)
+    b = dock.get("actor", rank=0, step=0, wait=10)
+    with pytest.raises(tdock.errors.InvalidArgument, match="no column 'prompt'"):
+        tv.to_data_proto(b, prompt="prompt")
+    with pytest.raises(tdock.errors.InvalidArgument, match="no key 'values'"):
+        tv.put_columns(tv.to_data_proto(b), ["values"])
+    with pytest.raises(tdock.errors.InvalidArgument, match="DataProto or a TensorDict"):
+        tv.put_columns({"a": 1}, ["a"])
