@@ -8,6 +8,7 @@ prepared once. Per chunk of rows (all columns per call):
   tdock  Put: Dock.put(step, rows, {column: array[begin:end]})
          Get: Dock.get(consumer, step=step, count=rows), then
               Batch.packed(column) for every column (numpy views).
+  tdock-aio  the same through tdock.aio, awaited one call at a time.
   redis  Put: one MSET of every (row, column) key of the chunk, values are
               the rows' buffers (memoryviews, no copy on our side).
          Get: one MGET of those keys, then np.frombuffer on every value.
@@ -61,11 +62,13 @@ class TdockContender:
 
     def prepare(self, w: Workload) -> None:
         self.w = w
-        self.dock_name = f"compare-py-{w.name}"
-        try:
-            self.client.delete_dock(self.dock_name)
-        except self.tdock.errors.NotFound:
-            pass
+        self.prepare_named(f"compare-py-{w.name}")
+
+    def prepare_named(self, dock_name: str) -> None:
+        """Creates the dock `dock_name` for the workload (deleting an old one)."""
+        w = self.w
+        self.dock_name = dock_name
+        self.finish_quietly()
         cols = list(w.columns)
         self.dock = self.client.create_dock({
             "name": self.dock_name, "num_prompts": w.rows, "n_samples_per_prompt": 1,
@@ -76,6 +79,12 @@ class TdockContender:
                                      "dispatch_size": w.chunks[0][1]}}})
         self.puts = [(range(b, e), {c: a[b:e] for c, a in w.columns.items()})
                      for b, e in w.chunks]
+
+    def finish_quietly(self) -> None:
+        try:
+            self.client.delete_dock(self.dock_name)
+        except self.tdock.errors.NotFound:
+            pass
 
     def put_pass(self) -> None:
         self.step += 1
@@ -100,6 +109,62 @@ class TdockContender:
 
     def finish(self) -> None:
         self.client.delete_dock(self.dock_name)
+
+
+class AioTdockContender:
+    """The same passes through tdock.aio, one call at a time in an event
+    loop: what the asyncio client costs over the blocking one."""
+    name = "tdock-aio"
+
+    def __init__(self, address: str):
+        import asyncio
+        import tdock.aio
+        self.tdock = tdock
+        self.loop = asyncio.new_event_loop()
+        self.client = self.loop.run_until_complete(self._connect(tdock.aio, address))
+        self.blocking = TdockContender(address)  # creates and deletes its dock
+        self.step = -1
+
+    @staticmethod
+    async def _connect(aio, address: str):
+        return aio.Client(address, timeout=120.0)
+
+    def prepare(self, w: Workload) -> None:
+        self.w = self.blocking.w = w
+        self.blocking.prepare_named(f"compare-py-aio-{w.name}")
+        self.dock = self.client.dock(self.blocking.dock_name)
+        self.puts = self.blocking.puts
+
+    def put_pass(self) -> None:
+        self.step += 1
+        self.loop.run_until_complete(self._put_pass())
+
+    async def _put_pass(self) -> None:
+        for rows, columns in self.puts:
+            ack = await self.dock.put(self.step, rows, columns)
+            if ack.rows != len(rows):
+                raise RuntimeError(f"tdock.aio put wrote {ack.rows} of {len(rows)} rows")
+
+    def get_pass(self, check: bool = False) -> None:
+        self.loop.run_until_complete(self._get_pass(check))
+
+    async def _get_pass(self, check: bool) -> None:
+        ended = False
+        for b, e in self.w.chunks:
+            batch = await self.dock.get("reader", step=self.step, count=e - b, wait=30.0)
+            if len(batch) != e - b:
+                raise RuntimeError(f"tdock.aio get returned {len(batch)} rows, not {e - b}")
+            for c, array in self.w.columns.items():
+                values, _ = batch.packed(c)
+                if check and not np.array_equal(values.reshape(e - b, -1), array[b:e]):
+                    raise RuntimeError(f"tdock.aio get: column {c} rows {b}..{e} differ")
+            ended = batch.end_of_step
+        if not ended:
+            await self.dock.release(self.step)
+
+    def finish(self) -> None:
+        self.blocking.finish()
+        self.loop.run_until_complete(self.client.close())
 
 
 class RedisContender:
@@ -181,6 +246,7 @@ def main() -> int:
     contenders = []
     if args.tdock:
         contenders.append(TdockContender(args.tdock))
+        contenders.append(AioTdockContender(args.tdock))
     if args.redis:
         contenders.append(RedisContender(args.redis))
     if not contenders:

@@ -16,8 +16,8 @@ import json
 import statistics
 from collections import defaultdict
 
-CONTENDERS = ("tdock", "redis", "grpc")
-LABELS = {"tdock": "tdock", "redis": "Redis", "grpc": "plain gRPC", "iperf3": "iperf3"}
+CONTENDERS = ("tdock", "tdock-aio", "redis", "grpc")
+LABELS = {"tdock": "tdock", "tdock-aio": "tdock asyncio", "redis": "Redis", "grpc": "plain gRPC", "iperf3": "iperf3"}
 CLIENTS = {"cpp": "C++", "python": "Python"}
 
 
@@ -90,15 +90,22 @@ def build(rates: dict, meta: dict, iperf: list[float], extra: dict) -> dict:
         for direction in ("put", "get"):
             cpp = med.get(("cpp", "tdock", shape, direction))
             py = med.get(("python", "tdock", shape, direction))
+            aio = med.get(("python", "tdock-aio", shape, direction))
             if cpp and py:
                 targets.append({
                     "shape": shape,
-                    "target": f"Python client within 2x of C++ client ({direction.title()})",
-                    "value": py / cpp, "met": py / cpp >= 0.5})
+                    "target": f"Python client >= 0.9x C++ client ({direction.title()})",
+                    "value": py / cpp, "met": py / cpp >= 0.9})
+            if py and aio:
+                targets.append({
+                    "shape": shape,
+                    "target": f"asyncio client within 10% of blocking ({direction.title()})",
+                    "value": aio / py, "met": aio / py >= 0.9})
     for row in rows:
         if row["client"] == "python":
             cpp = med.get(("cpp", "tdock", row["shape"], row["direction"]))
             row["python_over_cpp"] = ratio(row["gbps"]["tdock"], cpp)
+            row["aio_over_blocking"] = ratio(row["gbps"]["tdock-aio"], row["gbps"]["tdock"])
     shape_info = {s: {"bytes_per_pass": b, "chunk_rows": c} for s, (b, c) in meta.items()}
     return {"unit": "GB/s (1e9 payload bytes per second, median over passes)",
             "shapes": shape_info, "iperf3_gbps_runs": [round(x, 3) for x in iperf],
@@ -118,16 +125,18 @@ def markdown(report: dict) -> str:
     out += [f"- iperf3 (one stream, the ceiling): {fmt(report['iperf3_gbps'])} GB/s "
             f"(runs: {runs or '-'})", "",
             "GB/s, median over passes; ratios are tdock / contender.", "",
-            "| shape | client | op | tdock | Redis | plain gRPC | tdock/Redis "
-            "| tdock/gRPC | tdock/iperf3 | Python/C++ |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "| shape | client | op | tdock | tdock asyncio | Redis | plain gRPC | tdock/Redis "
+            "| tdock/gRPC | tdock/iperf3 | Python/C++ | asyncio/blocking |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
         g = r["gbps"]
         out.append(
             f"| {r['shape']} | {CLIENTS[r['client']]} | {r['direction'].title()} "
-            f"| {fmt(g['tdock'])} | {fmt(g['redis'])} | {fmt(g['grpc'])} "
+            f"| {fmt(g['tdock'])} | {fmt(g['tdock-aio'])} | {fmt(g['redis'])} "
+            f"| {fmt(g['grpc'])} "
             f"| {fmt(r['tdock_over_redis'], 'x')} | {fmt(r['tdock_over_grpc'], 'x')} "
-            f"| {fmt(r['tdock_over_iperf3'], 'x')} | {fmt(r.get('python_over_cpp'), 'x')} |")
+            f"| {fmt(r['tdock_over_iperf3'], 'x')} | {fmt(r.get('python_over_cpp'), 'x')} "
+            f"| {fmt(r.get('aio_over_blocking'), 'x')} |")
     out += ["", "Targets:", "", "| shape | target | value | |", "|---|---|---:|---|"]
     for t in report["targets"]:
         out.append(f"| {t['shape']} | {t['target']} | {fmt(t['value'], 'x')} "
@@ -135,7 +144,9 @@ def markdown(report: dict) -> str:
     out += ["", "How each moves a chunk (rows x all columns, one call in flight):", "",
             "- tdock: one Put / one Get (step, count = chunk rows) per chunk; C++ "
             "tdock::Client (Put borrows the prepared buffers), Python tdock package "
-            "(Put from 2-D numpy arrays, Get then Batch.packed per column).",
+            "(Put from 2-D numpy arrays, Get (GetStream) then Batch.packed per "
+            "column); tdock asyncio: the same through tdock.aio, awaited one call "
+            "at a time.",
             "- Redis: one key per (row, column); one MSET / one MGET per chunk. C++: "
             "hiredis (MSET written with writev from the prepared buffers unless "
             "redis_mset=hiredis); Python: redis-py (hiredis parser when installed), "

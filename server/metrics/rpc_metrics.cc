@@ -27,8 +27,8 @@ int64_t RawSize(void* message) {
   return static_cast<int64_t>(static_cast<grpc::ByteBuffer*>(message)->Length());
 }
 
-// The Dock service's methods and their request types (Put, Get and Read are
-// raw ByteBuffer methods).
+// The Dock service's methods and their request types (Put, Get, GetStream
+// and Read are raw ByteBuffer methods).
 const std::map<std::string_view, RequestSize>& DockMethods() {
   static const auto* methods = new std::map<std::string_view, RequestSize>{
       {"CreateDock", &ProtoSize<v1::CreateDockRequest>},
@@ -39,6 +39,7 @@ const std::map<std::string_view, RequestSize>& DockMethods() {
       {"ReleaseStep", &ProtoSize<v1::ReleaseStepRequest>},
       {"Put", &RawSize},
       {"Get", &RawSize},
+      {"GetStream", &RawSize},
       {"Sample", &ProtoSize<v1::GetRequest>},
       {"Read", &RawSize},
   };

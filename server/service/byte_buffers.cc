@@ -64,4 +64,28 @@ grpc::ByteBuffer BatchToByteBuffer(Batch batch) {
   return EncodedToByteBuffer(encoded, batch.pin);
 }
 
+std::vector<grpc::ByteBuffer> BatchToByteBufferParts(Batch batch, int64_t part_bytes) {
+  std::vector<grpc::ByteBuffer> parts;
+  v1::GetResponse header;
+  ToProto(batch, &header);
+  const v1::GetResponse columns_only;
+  const absl::Span<const PackedColumn> columns(batch.columns);
+  size_t first = 0;
+  int64_t bytes = 0;
+  for (size_t i = 0; i <= columns.size(); ++i) {
+    const bool last = i == columns.size();
+    if (!last) bytes += columns[i].data_bytes();
+    if (last ? (parts.empty() || first < i) : bytes >= part_bytes) {
+      const size_t end = last ? i : i + 1;
+      parts.push_back(EncodedToByteBuffer(
+          bulk::EncodeBatch(parts.empty() ? header : columns_only,
+                            columns.subspan(first, end - first)),
+          batch.pin));
+      first = end;
+      bytes = 0;
+    }
+  }
+  return parts;
+}
+
 }  // namespace tdock::internal

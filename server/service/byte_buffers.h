@@ -55,6 +55,14 @@ grpc::ByteBuffer EncodedToByteBuffer(const bulk::Encoded& encoded,
 // the round, micro-batch plan and balance statistics go along.
 grpc::ByteBuffer BatchToByteBuffer(Batch batch);
 
+// The parts of `batch` for GetStream: GetResponses of whole columns, in
+// order, each closed once it holds `part_bytes` of column data or more; the
+// first also holds the batch's other fields (an empty batch is that part
+// alone). Column payload is not copied.
+inline constexpr int64_t kStreamPartBytes = 1 << 20;
+std::vector<grpc::ByteBuffer> BatchToByteBufferParts(Batch batch,
+                                                     int64_t part_bytes = kStreamPartBytes);
+
 }  // namespace tdock::internal
 
 #endif  // TDOCK_SERVER_SERVICE_BYTE_BUFFERS_H_

@@ -96,20 +96,40 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
   return input;
 }
 
-// Starts a Get-like call: errors before the dock is reached finish inline.
+// What a Get-like call starts in the dock with, or why it cannot.
+struct WaitStart {
+  std::shared_ptr<Dock> dock;
+  GetInput input;
+};
+absl::StatusOr<WaitStart> PrepareWait(DockRegistry& registry, const v1::GetRequest& request,
+                                      bool metadata_only, const ServiceLimits& limits) {
+  WaitStart start;
+  TDOCK_ASSIGN_OR_RETURN(start.input, ToGetInput(request, metadata_only, limits));
+  TDOCK_ASSIGN_OR_RETURN(start.dock, registry.Find(request.dock()));
+  return start;
+}
+
+// Starts a unary Get-like call: errors before the dock is reached finish inline.
 grpc::ServerUnaryReactor* StartWait(
     grpc::CallbackServerContext* context, DockRegistry& registry,
     const v1::GetRequest& request, bool metadata_only,
     const ServiceLimits& limits, ServiceObserver* observer,
     absl::FunctionRef<internal::WaitCall*()> new_call) {
-  absl::StatusOr<GetInput> input = ToGetInput(request, metadata_only, limits);
-  absl::StatusOr<std::shared_ptr<Dock>> dock =
-      input.ok() ? registry.Find(request.dock()) : input.status();
-  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<WaitStart> start = PrepareWait(registry, request, metadata_only, limits);
+  if (!start.ok()) return FinishNow(context, start.status());
   internal::WaitCall* call = new_call();  // deleted by its OnDone
-  call->Start(*dock, *std::move(input), observer);
+  call->Start(start->dock, std::move(start->input), observer);
   return call;
 }
+
+// A streaming call that fails before it starts.
+class FailedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit FailedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+
+ private:
+  void OnDone() override { delete this; }
+};
 
 void FillStepStatus(const DockStats& stats, const StepStats& step,
                     v1::StepStatus* out) {
@@ -367,6 +387,19 @@ grpc::ServerUnaryReactor* DockService::Get(grpc::CallbackServerContext* context,
   if (!parsed.ok()) return FinishNow(context, parsed);
   return StartWait(context, *registry_, get, /*metadata_only=*/false, limits_, observer_,
                    [response] { return new internal::GetCall(response); });
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DockService::GetStream(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  v1::GetRequest get;
+  absl::Status status = Authorize(*context);
+  if (status.ok()) status = ParseRequest(*request, &get);
+  absl::StatusOr<WaitStart> start =
+      status.ok() ? PrepareWait(*registry_, get, /*metadata_only=*/false, limits_) : status;
+  if (!start.ok()) return new FailedStream(start.status());  // deleted by its OnDone
+  auto* call = new internal::GetStreamCall();                 // deleted by its OnDone
+  call->Start(start->dock, std::move(start->input), observer_);
+  return call;
 }
 
 grpc::ServerUnaryReactor* DockService::Sample(

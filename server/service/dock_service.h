@@ -57,10 +57,10 @@ struct ServiceLimits {
                             absl::string_view flag);
 };
 
-class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
-                              v1::Dock::WithRawCallbackMethod_Get<
-                                  v1::Dock::WithRawCallbackMethod_Read<
-                                      v1::Dock::CallbackService>>> {
+class DockService final
+    : public v1::Dock::WithRawCallbackMethod_Put<v1::Dock::WithRawCallbackMethod_Get<
+          v1::Dock::WithRawCallbackMethod_GetStream<
+              v1::Dock::WithRawCallbackMethod_Read<v1::Dock::CallbackService>>>> {
  public:
   // `observer` (may be null) hears about served Gets; `token` (may be null:
   // no authentication) is the bearer token every call must carry. All are
@@ -121,6 +121,9 @@ class DockService final : public v1::Dock::WithRawCallbackMethod_Put<
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
                                 const grpc::ByteBuffer* request,
                                 grpc::ByteBuffer* response) override;
+  // tdock.v1.GetRequest in, the raw GetResponse out in parts.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GetStream(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Sample(grpc::CallbackServerContext* context,
                                    const v1::GetRequest* request,
                                    v1::SampleResponse* response) override;

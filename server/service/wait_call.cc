@@ -8,10 +8,11 @@
 
 namespace tdock::internal {
 
-void WaitCall::Start(const std::shared_ptr<Dock>& dock, GetInput input,
-                     ServiceObserver* observer) {
+void ParkedGet::Start(const std::shared_ptr<Dock>& dock, GetInput input,
+                      ServiceObserver* observer, Deliver deliver) {
   dock_ = dock;
   observer_ = observer;
+  deliver_ = std::move(deliver);
   if (observer_ != nullptr) {
     dock_name_ = dock->name();
     consumer_ = input.consumer;
@@ -33,7 +34,7 @@ void WaitCall::Start(const std::shared_ptr<Dock>& dock, GetInput input,
   if (cancel_now) dock->Cancel(id);
 }
 
-void WaitCall::OnCancel() {
+void ParkedGet::Cancel() {
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -44,21 +45,18 @@ void WaitCall::OnCancel() {
   if (std::shared_ptr<Dock> dock = dock_.lock()) dock->Cancel(id);
 }
 
-void WaitCall::Complete(absl::StatusOr<Batch> result) {
+void ParkedGet::Complete(absl::StatusOr<Batch> result) {
   {
     absl::MutexLock lock(&mu_);
     completed_ = true;
   }
-  absl::Status status = result.status();
-  if (status.ok()) {
-    Observe(*result);
-    status = WriteResponse(*std::move(result));
-  }
-  // Last use of `this`: after Finish, OnDone may delete it at any time.
-  Finish(ToGrpcStatus(status));
+  if (result.ok()) Observe(*result);
+  // Last use of `this`: the delivery finishes the call, after which its
+  // reactor (and this) may be deleted at any time.
+  deliver_(std::move(result));
 }
 
-void WaitCall::Observe(const Batch& batch) const {
+void ParkedGet::Observe(const Batch& batch) const {
   if (observer_ == nullptr || batch.rows.empty()) return;
   ServedGet served;
   served.dock = dock_name_;
@@ -70,6 +68,47 @@ void WaitCall::Observe(const Batch& batch) const {
   served.waited = absl::Now() - started_;
   if (batch.balance.has_value()) served.balance = &*batch.balance;
   observer_->OnGetServed(served);
+}
+
+void WaitCall::Start(const std::shared_ptr<Dock>& dock, GetInput input,
+                     ServiceObserver* observer) {
+  parked_.Start(dock, std::move(input), observer, [this](absl::StatusOr<Batch> result) {
+    absl::Status status = result.status();
+    if (status.ok()) status = WriteResponse(*std::move(result));
+    Finish(ToGrpcStatus(status));
+  });
+}
+
+void GetStreamCall::Start(const std::shared_ptr<Dock>& dock, GetInput input,
+                          ServiceObserver* observer) {
+  parked_.Start(dock, std::move(input), observer,
+                [this](absl::StatusOr<Batch> result) { Deliver(std::move(result)); });
+}
+
+void GetStreamCall::Deliver(absl::StatusOr<Batch> result) {
+  if (!result.ok()) {
+    Finish(ToGrpcStatus(result.status()));
+    return;
+  }
+  parts_ = BatchToByteBufferParts(*std::move(result));
+  WriteNext();
+}
+
+void GetStreamCall::WriteNext() {
+  grpc::ByteBuffer* part = &parts_[next_++];
+  if (next_ == parts_.size()) {
+    StartWriteAndFinish(part, grpc::WriteOptions(), grpc::Status::OK);
+  } else {
+    StartWrite(part);
+  }
+}
+
+void GetStreamCall::OnWriteDone(bool ok) {
+  if (!ok) {  // the call is over (the client went away); no more writes
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "GetStream: a write failed"));
+    return;
+  }
+  WriteNext();
 }
 
 absl::Status GetCall::WriteResponse(Batch batch) {

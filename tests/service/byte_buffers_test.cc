@@ -4,6 +4,7 @@
 #include "server/service/byte_buffers.h"
 
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,74 @@ TEST(BatchToByteBuffer, EmptyTimedOutBatch) {
   ASSERT_TRUE(parsed.ParseFromString(Contents(buffer)));
   EXPECT_TRUE(parsed.timed_out());
   EXPECT_EQ(parsed.rows_size(), 0);
+}
+
+// BatchToByteBufferParts: whole columns, in order, a part closing once it
+// holds part_bytes of data (two 600 kB columns share the first, which also
+// holds the batch's fields; a 2 MB column is one alone; the last small one
+// ends the stream); the parts parse back to the batch, and the payload is
+// still sent from the batch's memory under its pin. An empty batch is one
+// part.
+TEST(BatchToByteBufferParts, WholeColumnsInOrderUpToThePartSize) {
+  auto arena = std::make_shared<std::string>(3'300'000, '\0');
+  for (size_t i = 0; i < arena->size(); ++i) (*arena)[i] = char(i * 13);
+  std::weak_ptr<std::string> watch = arena;
+  Batch batch;
+  batch.step = 1;
+  batch.rows = {0, 1};
+  batch.token_counts = {7, 9};
+  const std::vector<std::pair<std::string, size_t>> sizes = {
+      {"a", 600'000}, {"b", 600'000}, {"c", 2'000'000}, {"d", 8}};
+  size_t at = 0;
+  for (const auto& [name, bytes] : sizes) {
+    PackedColumn column;
+    column.name = name;
+    column.dtype = DType::kUint8;
+    column.offsets = {0, static_cast<int64_t>(bytes / 2), static_cast<int64_t>(bytes)};
+    column.segments = {ByteSpan(arena->data() + at, bytes)};
+    batch.columns.push_back(column);
+    at += bytes;
+  }
+  batch.pin = arena;
+  const std::string expected = *arena;
+  arena.reset();
+
+  std::vector<grpc::ByteBuffer> parts =
+      BatchToByteBufferParts(std::move(batch), /*part_bytes=*/1'000'000);
+  EXPECT_FALSE(watch.expired());
+  ASSERT_EQ(parts.size(), 3u);
+  std::vector<v1::GetResponse> parsed(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSERT_TRUE(parsed[i].ParseFromString(Contents(parts[i]))) << "part " << i;
+  }
+  EXPECT_EQ(parsed[0].step(), 1);
+  EXPECT_EQ(parsed[0].token_counts(1), 9);
+  const std::vector<std::vector<std::string>> names = {{"a", "b"}, {"c"}, {"d"}};
+  std::string joined;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<std::string> got;
+    for (const v1::PackedColumn& column : parsed[i].columns()) {
+      got.push_back(column.name());
+      joined += column.data();
+    }
+    EXPECT_EQ(got, names[i]) << "part " << i;
+    if (i > 0) {
+      EXPECT_EQ(parsed[i].rows_size(), 0) << "part " << i;
+    }
+  }
+  EXPECT_EQ(joined, expected.substr(0, at));
+  parts.clear();
+  EXPECT_TRUE(watch.expired());
+
+  Batch empty;
+  empty.step = 4;
+  empty.end_of_step = true;
+  parts = BatchToByteBufferParts(std::move(empty));
+  ASSERT_EQ(parts.size(), 1u);
+  v1::GetResponse over;
+  ASSERT_TRUE(over.ParseFromString(Contents(parts[0])));
+  EXPECT_TRUE(over.end_of_step());
+  EXPECT_EQ(over.step(), 4);
 }
 
 }  // namespace

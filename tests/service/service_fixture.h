@@ -146,6 +146,19 @@ class ServiceTest : public ::testing::Test {
     return response;
   }
 
+  // A GetStream's messages, in order, and its status.
+  absl::StatusOr<std::vector<v1::GetResponse>> GetStream(const v1::GetRequest& request) {
+    std::unique_ptr<grpc::ClientContext> context = Context();
+    std::unique_ptr<grpc::ClientReader<v1::GetResponse>> reader =
+        stub_->GetStream(context.get(), request);
+    std::vector<v1::GetResponse> parts(1);
+    while (reader->Read(&parts.back())) parts.emplace_back();
+    parts.pop_back();
+    const absl::Status status = FromGrpcStatus(reader->Finish());
+    if (!status.ok()) return status;
+    return parts;
+  }
+
   absl::StatusOr<v1::GetDockStatusResponse> Status(const std::string& dock) {
     v1::GetDockStatusRequest request;
     request.set_dock(dock);

@@ -115,6 +115,49 @@ TEST_F(ServiceTest, LargePayloadRoundTrip) {
   }
 }
 
+// GetStream serves what Get serves, in parts of whole columns, the first
+// with the batch's fields: the 1 MiB prompt column closes the first part,
+// the 4 MiB response column is the second; the cells are the bytes
+// written. A GetStream that cannot start (no such dock) ends with the
+// error as its status.
+TEST_F(ServiceTest, GetStreamServesTheBatchInParts) {
+  ASSERT_OK(CreateDock(GrpoSpec()));
+  std::vector<std::vector<int32_t>> prompts(4), responses(4);
+  for (int row = 0; row < 4; ++row) {
+    prompts[row].assign((1 << 18) / 4, row);
+    responses[row].assign((1 << 20) / 4 - row, 100 + row);
+  }
+  v1::PutRequest put;
+  put.set_dock("grpo");
+  for (int row = 0; row < 4; ++row) put.add_rows(row);
+  *put.add_columns() = Int32Column("prompt_ids", prompts);
+  *put.add_columns() = Int32Column("response_ids", responses);
+  ASSERT_OK(Put(put));
+
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::GetResponse> parts,
+                       GetStream(GetFor("actor", 4, 0)));
+  ASSERT_EQ(parts.size(), 2u);
+  const v1::GetResponse& head = parts[0];
+  ASSERT_EQ(head.rows_size(), 4);
+  EXPECT_TRUE(head.end_of_step());
+  ASSERT_EQ(head.columns_size(), 1);
+  ASSERT_EQ(parts[1].columns_size(), 1);
+  EXPECT_EQ(parts[1].rows_size(), 0);
+  const v1::PackedColumn& got_prompts = head.columns(0);
+  const v1::PackedColumn& got_responses = parts[1].columns(0);
+  EXPECT_EQ(got_prompts.name(), "prompt_ids");
+  EXPECT_EQ(got_responses.name(), "response_ids");
+  for (int i = 0; i < 4; ++i) {
+    const int64_t row = head.rows(i);
+    EXPECT_EQ(CellBytes(got_prompts, i, 4), CellBytes(put.columns(0), row, 4));
+    EXPECT_EQ(CellBytes(got_responses, i, 4), CellBytes(put.columns(1), row, 4));
+  }
+
+  v1::GetRequest missing = GetFor("actor", 4, 0);
+  missing.set_dock("nope");
+  EXPECT_EQ(GetStream(missing).status().code(), absl::StatusCode::kNotFound);
+}
+
 // Read returns the requested cells without claiming them: a Get afterwards
 // still receives every row.
 TEST_F(ServiceTest, ReadReturnsCellsWithoutClaiming) {

@@ -132,6 +132,28 @@ def _stub(channel: Any, stubs: dict, method: str, response_type: Any,
     return fn
 
 
+def _stream_stub(channel: Any, stubs: dict, method: str, deserialize: Any) -> Any:
+    """The channel's unary-stream callable for `method`, made once."""
+    fn = stubs.get(method)
+    if fn is None:
+        fn = channel.unary_stream(
+            _SERVICE + method, request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=deserialize)
+        stubs[method] = fn
+    return fn
+
+
+def _joined(parts: list) -> tuple:
+    """A GetStream answer: the first part's header with every part's columns
+    (each part decoded by wire.decode_get)."""
+    if not parts:
+        raise errors.Internal("GetStream: the server sent no message")
+    header, columns = parts[0]
+    for _, more in parts[1:]:
+        columns = columns + more
+    return header, columns
+
+
 def _channel_settings(token: str | None, tls: Any, timeout: float,
                       max_message_bytes: int, reconnect_timeout: float,
                       max_reconnect_backoff: float) -> _ChannelSettings:

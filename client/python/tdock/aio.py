@@ -24,8 +24,8 @@ import grpc.aio
 from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, PutAck, Tls, _Connection,
-                          _create_dock_request, _DockCalls, _Drain, _leased, _raw,
-                          _stub, _summaries)
+                          _create_dock_request, _DockCalls, _Drain, _joined, _leased,
+                          _raw, _stream_stub, _stub, _summaries)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "Tls"]
@@ -56,6 +56,17 @@ class Client(_Connection):
         try:
             return await fn(request, timeout=self.timeout + extra_timeout,
                             metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    async def stream_call(self, method: str, request: Any, *, extra_timeout: float = 0.0,
+                          deserialize=None) -> list:
+        """One unary-stream call's messages, all of them; gRPC errors become
+        tdock.errors."""
+        fn = _stream_stub(self._open(), self._calls, method, deserialize)
+        try:
+            return [m async for m in fn(request, timeout=self.timeout + extra_timeout,
+                                        metadata=self._metadata)]
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
 
@@ -109,9 +120,9 @@ class Dock(_DockCalls):
                   round: int | None = None) -> batch_mod.Batch:
         """As tdock.Dock.get; while it waits, the event loop runs on."""
         req = self._get_request(consumer, rank, step, count, wait, round)
-        answer = await self.client.call("Get", req, extra_timeout=wait,
-                                        deserialize=wire.decode_get)
-        return self._batch(await self.fetch_spec(), answer, consumer, rank)
+        parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
+                                              deserialize=wire.decode_get)
+        return self._batch(await self.fetch_spec(), _joined(parts), consumer, rank)
 
     async def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                      count: int | None = None, wait: float = 30.0,

@@ -28,7 +28,7 @@ from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
-                          _leased, _raw, _stub, _summaries)
+                          _joined, _leased, _raw, _stream_stub, _stub, _summaries)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
@@ -60,6 +60,17 @@ class Client(_Connection):
         try:
             return fn(request, timeout=self.timeout + extra_timeout,
                       metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    def stream_call(self, method: str, request: Any, *, extra_timeout: float = 0.0,
+                    deserialize=None) -> list:
+        """One unary-stream call's messages, all of them; gRPC errors become
+        tdock.errors."""
+        fn = _stream_stub(self._channel, self._calls, method, deserialize)
+        try:
+            return list(fn(request, timeout=self.timeout + extra_timeout,
+                           metadata=self._metadata))
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
 
@@ -125,9 +136,11 @@ class Dock(_DockCalls):
         when nothing came in time. BALANCED consumers: `round` serves an
         earlier round again."""
         req = self._get_request(consumer, rank, step, count, wait, round)
-        answer = self.client.call("Get", req, extra_timeout=wait,
-                                  deserialize=wire.decode_get)
-        return self._batch(self.spec, answer, consumer, rank)
+        # GetStream: the answer in parts of about 1 MiB, which grpcio takes in
+        # faster than one large message (docs/benchmarks.md).
+        parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
+                                        deserialize=wire.decode_get)
+        return self._batch(self.spec, _joined(parts), consumer, rank)
 
     def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                count: int | None = None, wait: float = 30.0,
