@@ -97,15 +97,20 @@ class TdockContender:
         ended = False
         for b, e in self.w.chunks:
             batch = self.dock.get("reader", step=self.step, count=e - b, wait=30.0)
-            if len(batch) != e - b:
-                raise RuntimeError(f"tdock get returned {len(batch)} rows, not {e - b}")
-            for c, array in self.w.columns.items():
-                values, _ = batch.packed(c)
-                if check and not np.array_equal(values.reshape(e - b, -1), array[b:e]):
-                    raise RuntimeError(f"tdock get: column {c} rows {b}..{e} differ")
-            ended = batch.end_of_step
+            ended = self.take(batch, b, e, check)
         if not ended:
             self.dock.release(self.step)
+
+    def take(self, batch, b: int, e: int, check: bool) -> bool:
+        """Views every column of a Get of rows [b, e) (compared with the
+        arrays when `check`); whether it ended the step."""
+        if len(batch) != e - b:
+            raise RuntimeError(f"{self.name} get returned {len(batch)} rows, not {e - b}")
+        for c, array in self.w.columns.items():
+            values, _ = batch.packed(c)
+            if check and not np.array_equal(values.reshape(e - b, -1), array[b:e]):
+                raise RuntimeError(f"{self.name} get: column {c} rows {b}..{e} differ")
+        return batch.end_of_step
 
     def finish(self) -> None:
         self.client.delete_dock(self.dock_name)
@@ -152,13 +157,7 @@ class AioTdockContender:
         ended = False
         for b, e in self.w.chunks:
             batch = await self.dock.get("reader", step=self.step, count=e - b, wait=30.0)
-            if len(batch) != e - b:
-                raise RuntimeError(f"tdock.aio get returned {len(batch)} rows, not {e - b}")
-            for c, array in self.w.columns.items():
-                values, _ = batch.packed(c)
-                if check and not np.array_equal(values.reshape(e - b, -1), array[b:e]):
-                    raise RuntimeError(f"tdock.aio get: column {c} rows {b}..{e} differ")
-            ended = batch.end_of_step
+            ended = self.blocking.take(batch, b, e, check)
         if not ended:
             await self.dock.release(self.step)
 
