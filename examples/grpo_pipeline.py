@@ -1,26 +1,29 @@
 #!/usr/bin/python3
 """A simulated GRPO training loop on tdock, one process per worker.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/grpo_pipeline.py
+    PYTHONPATH=build/python .venv/bin/python examples/grpo_pipeline.py
     ... --steps 2 --prompts 8 --n 4 --dp 2 --time_scale 0    # a few seconds
     ... --server HOST:PORT                                    # a running server
 
 It starts tdock-server on a free loopback port (unless --server is given),
 creates the dock of examples/grpo.yaml (sizes patched from the flags) and
-starts the roles as separate processes, each with its own tdock.Client:
+starts the roles as separate processes, each with its own client:
 
   driver         puts each step's prompts: --prompts groups of --n identical
                  rows (prompt_ids). Two steps are in flight: the Put of step
                  s+2 waits until step s is released.
-  rollout (x2)   takes a few prompt groups at a time, "generates" long-tail
-                 responses (response_ids), sleeping for the longest one.
+  rollout (x2)   asyncio on tdock.aio: takes prompt groups as they come and
+                 "generates" up to four batches at once, long-tail responses
+                 (response_ids), each batch taking as long as its longest.
   reward         scores whole groups (rewards).
   ref_logprob,   data-parallel ranks of a `balanced` consumer: each round is
   actor_logprob  split over the ranks by tokens and cut into micro-batches
                  under a token budget; per-token log-probs (ref_log_prob,
                  old_log_prob).
   advantage      GRPO advantages per whole group: (reward - mean) / (std + eps).
-  actor_update   balanced ranks again; checks every cell it gets.
+  actor_update   balanced ranks again; checks every cell it gets, reading
+                 each micro-batch as a TensorDict (jagged nested tensors).
+The log-prob roles, too, read a TensorDict and write one back.
 
 Every value is a deterministic function of (--seed, step, row), so the update
 checks prompts, responses, rewards, both log-probs (per token) and advantages
@@ -41,21 +44,17 @@ grpo_report.py.
 from __future__ import annotations
 
 import argparse
-import collections
 import multiprocessing as mp
 import os
 import queue as queue_mod
-import re
-import signal
-import subprocess
 import sys
-import threading
 import time
 
 import yaml
 
-from grpo_workers import REPO, ROLES, Config, tdock, worker
 from grpo_report import Tally, print_table, status_line, summary
+from grpo_workers import REPO, ROLES, Config, tdock, worker
+from tdock.server import LocalServer
 
 STALL_S = 120.0     # no record for this long: the run has hung
 
@@ -64,51 +63,13 @@ class PipelineError(Exception):
     """The run failed; the message says how."""
 
 
-class Server:
-    """tdock-server on a free loopback port, its output kept for errors."""
-
-    def __init__(self, binary: str, metrics_listen: str):
-        if not os.access(binary, os.X_OK):
-            raise PipelineError(f"no tdock-server at {binary} (build it, or pass "
-                                "--server_bin, $TDOCK_SERVER_BIN or --server)")
-        self.proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0",
-                                      f"--metrics_listen={metrics_listen}"],
-                                     stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)  # stopped by us
-        self.log: collections.deque = collections.deque(maxlen=40)
-        self.address = ""
-        self.metrics = ""  # http://HOST:PORT/metrics when it serves them
-        self._listening = threading.Event()
-        threading.Thread(target=self._drain, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not self._listening.wait(0.1):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.proc.kill()
-                raise PipelineError("tdock-server did not start listening:\n"
-                                    + "".join(self.log))
-
-    def _drain(self) -> None:
-        for line in self.proc.stdout:
-            self.log.append(line)
-            m = re.search(r"tdock-server metrics on (\S+)", line)
-            if m:
-                self.metrics = m.group(1)
-            m = re.search(r"tdock-server listening on (\S+)", line)
-            if m and not self.address:
-                self.address = m.group(1)
-                self._listening.set()
-
-    def stop(self) -> int:
-        """SIGTERM, then its exit status (killed after 30 s: -9)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+def start_server(binary: str, metrics_listen: str) -> LocalServer:
+    """tdock-server on a free loopback port (tdock.server.LocalServer)."""
+    try:
+        return LocalServer(binary=binary, metrics_listen=metrics_listen).start()
+    except tdock.errors.TdockError as e:
+        raise PipelineError(f"{e} (build it, or pass --server_bin, $TDOCK_SERVER_BIN "
+                            "or --server)") from None
 
 
 def load_spec(args) -> dict:
@@ -280,9 +241,9 @@ def main(argv=None) -> int:
     try:
         spec = load_spec(args)
         if not args.server:
-            server = Server(args.server_bin, args.metrics_listen)
-            if server.metrics and not args.quiet:
-                print(f"tdock-server metrics at {server.metrics}")
+            server = start_server(args.server_bin, args.metrics_listen)
+            if server.metrics_url and not args.quiet:
+                print(f"tdock-server metrics at {server.metrics_url}")
         tally, cfg, workers, problems = run(
             args, server.address if server else args.server, spec)
         if server is not None:

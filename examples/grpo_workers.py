@@ -1,11 +1,16 @@
 """The worker processes of examples/grpo_pipeline.py: one per role and
-rank, each with its own tdock.Client. Every value is a deterministic function
-of (seed, step, row), so later roles check what earlier ones wrote; each
-batch becomes a record sent to the main process through a queue.
+rank, each with its own client. Rollout workers are asyncio programs on
+tdock.aio, generating several batches at once as an inference engine serves
+concurrent requests; the training roles take TensorDicts (jagged nested
+tensors) and write their results back as TensorDicts. Every value is a
+deterministic function of (seed, step, row), so later roles check what
+earlier ones wrote; each batch becomes a record sent to the main process
+through a queue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import signal
 import sys
@@ -15,14 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
+from tensordict import TensorDict
 
 REPO = Path(__file__).resolve().parent.parent
 try:
     import tdock
+    import tdock.aio
 except ImportError:  # not installed: the build tree's copy, if there is one
     sys.path.insert(0, str(REPO / "build" / "python"))
     try:
         import tdock
+        import tdock.aio
     except ImportError:
         sys.exit("grpo_pipeline: no tdock package; build the target tdock_python "
                  "and run with PYTHONPATH=<build>/python")
@@ -38,6 +47,7 @@ VOCAB = 32000
 DECODE_S, REWARD_S, FORWARD_S, UPDATE_S = 1e-3, 2e-3, 1.5e-5, 5e-5
 REF_SALT, ACTOR_SALT = 11, 29
 POLL_S = 5.0        # long-poll bound of one Get; workers ask again after it
+ROLLOUT_CONCURRENCY = 4  # batches one rollout worker generates at once
 
 
 @dataclass(frozen=True)
@@ -55,9 +65,10 @@ class Config:
     tls: "tdock.Tls | None" = None  # to reach a --server with TLS
     token: "str | None" = None      # its bearer token (else TDOCK_TOKEN)
 
-    def client(self, timeout: float) -> "tdock.Client":
-        return tdock.Client(self.address, timeout=timeout, tls=self.tls,
-                            token=self.token)
+    def client(self, timeout: float, aio: bool = False):
+        """A tdock.Client, or with aio a tdock.aio.Client (inside its loop)."""
+        kind = tdock.aio.Client if aio else tdock.Client
+        return kind(self.address, timeout=timeout, tls=self.tls, token=self.token)
 
 
 # Deterministic data -------------------------------------------------------
@@ -137,14 +148,15 @@ def simulate_micro_batches(cfg: Config, b: tdock.Batch, per_token: float) -> Non
         simulate(cfg, per_token * (m.end - m.begin) * m.padded_len)
 
 
-def do_rollout(dock, cfg: Config, b: tdock.Batch) -> int:
+async def do_rollout(dock, cfg: Config, b: tdock.Batch) -> int:
     check_inputs(cfg, b, responses=False)
     out = [response_tokens(cfg.seed, b.step, r, cfg.max_response)
            for r in b.rows.tolist()]
-    simulate(cfg, DECODE_S * max(len(r) for r in out))  # the longest sets the pace
+    if cfg.time_scale > 0:  # the longest sets the pace
+        await asyncio.sleep(DECODE_S * max(len(r) for r in out) * cfg.time_scale)
     # The write acknowledges the batch's lease: if this worker died before
     # it, the prompts would go to another rollout worker after lease_ms.
-    return dock.put(b.step, b.rows, {"response_ids": out}, ack=b).bytes
+    return (await dock.put(b.step, b.rows, {"response_ids": out}, ack=b)).bytes
 
 
 def do_reward(dock, cfg: Config, b: tdock.Batch) -> int:
@@ -154,11 +166,18 @@ def do_reward(dock, cfg: Config, b: tdock.Batch) -> int:
     return dock.put(b.step, b.rows, {"rewards": np.array(scores, np.float32)}).bytes
 
 
+def jagged(rows: list) -> torch.Tensor:
+    """A jagged nested tensor of 1-D tensors (a column of a TensorDict)."""
+    return torch.nested.as_nested_tensor(rows, layout=torch.jagged)
+
+
 def do_logprob(dock, cfg: Config, b: tdock.Batch, column: str, salt: int) -> int:
     check_inputs(cfg, b)
     simulate_micro_batches(cfg, b, FORWARD_S)
-    out = [log_probs(b.row("response_ids", i), salt) for i in range(len(b))]
-    return dock.put(b.step, b.rows, {column: out}).bytes
+    td = b.to_tensordict(["response_ids"])  # response_ids: jagged nested
+    out = jagged([torch.from_numpy(log_probs(r.numpy(), salt))
+                  for r in td["response_ids"].unbind()])
+    return dock.put(b.step, b.rows, TensorDict({column: out}, batch_size=[len(b)])).bytes
 
 
 def do_advantage(dock, cfg: Config, b: tdock.Batch) -> int:
@@ -173,24 +192,37 @@ def do_advantage(dock, cfg: Config, b: tdock.Batch) -> int:
 
 
 def do_update(dock, cfg: Config, b: tdock.Batch) -> int:
-    simulate_micro_batches(cfg, b, UPDATE_S)
-    check_inputs(cfg, b)
-    for i, row in enumerate(b.rows.tolist()):
-        response = b.row("response_ids", i)
-        expect(b, i, "rewards", np.array([reward_of(response)], np.float32))
-        expect(b, i, "ref_log_prob", log_probs(response, REF_SALT))
-        expect(b, i, "old_log_prob", log_probs(response, ACTOR_SALT))
-        want = expected_advantages(cfg.seed, b.step, row // cfg.n, cfg.n,
-                                   cfg.max_response)[row % cfg.n]
-        got = b.row("advantages", i)
-        if len(got) != 1 or not np.isclose(got[0], want, rtol=1e-5, atol=1e-5):
-            raise CheckFailed(f"step {b.step} row {row}: advantage {got}, "
-                              f"expected {want} from the group's rewards")
+    for mb in b.micro_batches:  # the server's plan (or the whole batch)
+        td = mb.to_tensordict()
+        simulate(cfg, UPDATE_S * len(mb) * max(mb.lengths("response_ids"), default=0))
+        check_update(cfg, mb, td)
     return 0
 
 
+def check_update(cfg: Config, b: tdock.Batch, td: TensorDict) -> None:
+    """Every cell the update reads, from its TensorDict."""
+    check_inputs(cfg, b)
+    responses = td["response_ids"].unbind()
+    ref, old = td["ref_log_prob"].unbind(), td["old_log_prob"].unbind()
+    for i, row in enumerate(b.rows.tolist()):
+        response = responses[i].numpy()
+        where = f"step {b.step} row {row}"
+        if td["rewards"][i].item() != reward_of(response):
+            raise CheckFailed(f"{where}: reward {td['rewards'][i].item()}, expected "
+                              f"{reward_of(response)}")
+        for name, got, salt in (("ref_log_prob", ref[i], REF_SALT),
+                                ("old_log_prob", old[i], ACTOR_SALT)):
+            if not np.array_equal(got.numpy(), log_probs(response, salt)):
+                raise CheckFailed(f"{where}: {name} differs from what was written")
+        want = expected_advantages(cfg.seed, b.step, row // cfg.n, cfg.n,
+                                   cfg.max_response)[row % cfg.n]
+        got = td["advantages"][i].item()
+        if not np.isclose(got, want, rtol=1e-5, atol=1e-5):
+            raise CheckFailed(f"{where}: advantage {got}, expected {want} from the "
+                              "group's rewards")
+
+
 HANDLERS = {
-    "rollout": do_rollout,
     "reward": do_reward,
     "ref_logprob": functools.partial(do_logprob, column="ref_log_prob",
                                      salt=REF_SALT),
@@ -240,6 +272,32 @@ def run_consumer(dock, role: str, rank: int, cfg: Config, q) -> None:
         q.put(record(cfg, "step_done", role, rank, step, wait=waited))
 
 
+async def run_rollout(rank: int, cfg: Config, q) -> None:
+    """Each step in turn: takes the step's prompt batches as they come and
+    generates up to ROLLOUT_CONCURRENCY of them at once, in one event loop."""
+    async with cfg.client(timeout=60.0, aio=True) as client:
+        dock = client.dock(cfg.dock)
+        running = asyncio.Semaphore(ROLLOUT_CONCURRENCY)
+
+        async def generate(b: tdock.Batch, waited: float) -> None:
+            try:
+                out = await do_rollout(dock, cfg, b)
+                q.put(batch_record(cfg, "rollout", rank, b, waited, out))
+            finally:
+                running.release()
+
+        for step in range(cfg.steps):
+            tasks, start = [], time.monotonic()
+            await running.acquire()
+            async for b in dock.iter("rollout", rank=rank, step=step):
+                tasks.append(asyncio.create_task(generate(b, time.monotonic() - start)))
+                await running.acquire()
+                start = time.monotonic()
+            running.release()
+            await asyncio.gather(*tasks)
+            q.put(record(cfg, "step_done", "rollout", rank, step))
+
+
 def run_driver(dock, cfg: Config, q) -> None:
     """Puts each step's prompts; two steps in flight make Puts wait."""
     for step in range(cfg.steps):
@@ -257,12 +315,15 @@ def worker(role: str, rank: int, cfg: Config, q) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops us
     try:
-        with cfg.client(timeout=60.0) as client:
-            dock = client.dock(cfg.dock)
-            if role == "driver":
-                run_driver(dock, cfg, q)
-            else:
-                run_consumer(dock, role, rank, cfg, q)
+        if role == "rollout":
+            asyncio.run(run_rollout(rank, cfg, q))
+        else:
+            with cfg.client(timeout=60.0) as client:
+                dock = client.dock(cfg.dock)
+                if role == "driver":
+                    run_driver(dock, cfg, q)
+                else:
+                    run_consumer(dock, role, rank, cfg, q)
     except Exception as e:  # reported to the main process, which fails the run
         what = str(e) if isinstance(e, CheckFailed) else traceback.format_exc()
         q.put({"kind": "error", "role": role, "rank": rank, "message": what})

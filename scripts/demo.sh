@@ -21,7 +21,11 @@ echo "demo: building tdock-server and the Python client (Release) in $BUILD_DIR/
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target tdock-server tdock_python
 
+# The example's workers use torch and TensorDict: the pinned environment of
+# scripts/python-env.sh (PYTHON_VENV, default .venv; made once).
+python="$(bash scripts/python-env.sh "${PYTHON_VENV:-.venv}")"
+
 build_abs="$(cd "$BUILD_DIR" && pwd)"
 PYTHONPATH="$build_abs/python${PYTHONPATH:+:$PYTHONPATH}" \
-  exec /usr/bin/python3 examples/grpo_pipeline.py \
+  exec "$python" examples/grpo_pipeline.py \
   --server_bin "$build_abs/server/tdock-server" "$@"
