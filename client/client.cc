@@ -25,7 +25,7 @@ Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel
       stub(v1::Dock::NewStub(this->channel)),
       health(grpc::health::v1::Health::NewStub(this->channel)),
       put_stub(this->channel),
-      get_stub(this->channel),
+      stream_stub(this->channel),
       read_stub(this->channel) {}
 
 void Client::Impl::SetDeadline(grpc::ClientContext* context,

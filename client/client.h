@@ -112,8 +112,9 @@ struct ClientGet {
 };
 
 // A batch as received. Each column's data is one contiguous, 64-byte aligned
-// segment (columns[i].segments.size() == 1) inside `buffer`, which the batch
-// owns; copies of a batch share it, so spans stay valid while any copy lives.
+// segment (columns[i].segments.size() == 1) in memory that `buffer` keeps
+// alive (one buffer, or for a Get received in parts one per part); copies of
+// a batch share it, so spans stay valid while any copy lives.
 // Its metadata (common/batch_meta.h: rows, token counts, round, micro-batch
 // plan, balance statistics, lease) and its columns.
 struct ClientBatch : BatchMeta {

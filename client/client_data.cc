@@ -1,20 +1,24 @@
-// tdock::Client's data plane. Put, Get and Read are unary calls on gRPC's
-// generic stubs with ByteBuffer bodies framed by proto/tdock/v1/bulk.h, so
-// that payload never passes through a protobuf `bytes` field: a Put is sent
-// as slices borrowed from the caller next to small header slices; a Get's or
-// Read's response is decoded over the received slices and its column data
-// copied once into a buffer the batch owns. Sample carries no payload and
-// uses the typed stub.
+// tdock::Client's data plane. Put and Read are unary calls, Get a GetStream
+// call, on gRPC's generic stubs with ByteBuffer bodies framed by
+// proto/tdock/v1/bulk.h, so that payload never passes through a protobuf
+// `bytes` field: a Put is sent as slices borrowed from the caller next to
+// small header slices; each received message is decoded over its slices and
+// its column data copied once into buffers the batch owns (a Get's parts one
+// by one, each copied while the next is on its way). Sample carries no
+// payload and uses the typed stub.
 #include <cstdint>
 #include <new>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/batch_decoder.h"
 #include "client/client.h"
 #include "client/client_impl.h"
 #include "common/status.h"
 #include "grpcpp/completion_queue.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/async_unary_call.h"
 #include "proto/tdock/v1/bulk.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -23,8 +27,6 @@
 
 namespace tdock {
 namespace {
-
-constexpr size_t kAlignment = 64;
 
 // Counts slices that borrow caller memory and are still referenced by gRPC.
 // The transport may drop its last reference to a sent slice only after the
@@ -124,96 +126,51 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   return bulk::EncodePut(header, columns);
 }
 
-// Checks what the batch's accessors rely on: offsets start at 0, never
-// decrease, one more than the rows, and the data divides into the items.
-absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows) {
-  const std::vector<int64_t>& offsets = column.offsets;
-  bool ok = offsets.size() == rows + 1 && offsets.front() == 0;
-  for (size_t i = 1; ok && i < offsets.size(); ++i) {
-    ok = offsets[i] >= offsets[i - 1];
-  }
-  const int64_t items = ok ? offsets.back() : 0;
-  const int64_t bytes = column.data_bytes();
-  if (ok) ok = items > 0 ? bytes % items == 0 : bytes == 0;
-  if (ok) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(
-      "malformed response: column '", column.name, "' has ", offsets.size(),
-      " offsets and ", bytes, " data bytes for ", rows, " rows"));
-}
 
-// Copies every column's segments (pointing into received slices) into one
-// aligned buffer owned by `batch`, one contiguous region per column.
-void CopyColumnsOut(std::vector<PackedColumn> columns, internal::BufferPool& pool,
-                    ClientBatch* batch) {
-  size_t total = 0;
-  for (const PackedColumn& column : columns) {
-    total += (column.data_bytes() + kAlignment - 1) / kAlignment * kAlignment;
+// A server-streaming call on a generic stub, driven to its end by the
+// calling thread on a completion queue of its own, as Call is: sends
+// `request`, hands each message to `on_message` (asking for the next one
+// first, so the transport goes on receiving), and returns the call's status,
+// or the first error of `on_message` (the call is cancelled then).
+grpc::Status StreamCall(grpc::GenericStub& stub, const char* method,
+                        grpc::ClientContext* context, const grpc::ByteBuffer& request,
+                        absl::FunctionRef<absl::Status(const grpc::ByteBuffer&)> on_message,
+                        absl::Status* failed) {
+  grpc::CompletionQueue cq;
+  void* tag = nullptr;
+  bool ok = false;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(context, method, &cq);
+  call->StartCall(nullptr);
+  cq.Next(&tag, &ok);
+  if (ok) {
+    call->WriteLast(request, grpc::WriteOptions(), nullptr);
+    cq.Next(&tag, &ok);
   }
-  std::shared_ptr<char> buffer = total > 0 ? pool.Acquire(total) : nullptr;
-  char* out = buffer.get();
-  for (PackedColumn& column : columns) {
-    const int64_t bytes = column.data_bytes();
-    if (bytes > 0) CopyFromSegments(column.segments, 0, bytes, out);
-    column.segments = {ByteSpan(out, static_cast<size_t>(bytes))};
-    if (out != nullptr) {
-      out += (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  grpc::ByteBuffer messages[2];
+  int current = 0;
+  if (ok) {
+    call->Read(&messages[current], nullptr);
+    cq.Next(&tag, &ok);
+  }
+  while (ok) {
+    grpc::ByteBuffer& message = messages[current];
+    current ^= 1;
+    call->Read(&messages[current], nullptr);  // received while this one is copied
+    if (failed->ok()) {
+      *failed = on_message(message);
+      if (!failed->ok()) context->TryCancel();
     }
+    message.Clear();
+    cq.Next(&tag, &ok);
   }
-  batch->columns = std::move(columns);
-  batch->buffer = std::move(buffer);
-}
-
-// Checks that the micro-batches tile the batch's rows in order: each starts
-// where the one before ended, none is reversed, the last ends at the rows.
-absl::Status CheckMicroBatches(const std::vector<MicroBatchInfo>& micro_batches,
-                               size_t rows, const std::string& what) {
-  int64_t next = 0;
-  for (size_t i = 0; i < micro_batches.size(); ++i) {
-    const MicroBatchInfo& mb = micro_batches[i];
-    if (mb.begin != next || mb.end < mb.begin) {
-      return absl::InternalError(absl::StrCat(
-          "malformed response to ", what, ": micro-batch ", i, " covers rows [", mb.begin,
-          ", ", mb.end, ") where row ", next, " comes next"));
-    }
-    next = mb.end;
+  grpc::Status status;
+  call->Finish(&status, nullptr);
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
   }
-  if (!micro_batches.empty() && next != static_cast<int64_t>(rows)) {
-    return absl::InternalError(absl::StrCat("malformed response to ", what,
-                                            ": micro-batches end at row ", next, " of ",
-                                            rows));
-  }
-  return absl::OkStatus();
-}
-
-// Decodes a GetResponse received as `response`. `what` names the call for
-// messages ("Get of consumer 'actor' on dock 'grpo'").
-absl::StatusOr<ClientBatch> DecodeBatchResponse(
-    const grpc::ByteBuffer& response, const std::string& what,
-    internal::BufferPool& pool) {
-  std::vector<grpc::Slice> slices;  // references, not copies
-  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(response.Dump(&slices)));
-  std::vector<ByteSpan> segments;
-  segments.reserve(slices.size());
-  for (const grpc::Slice& slice : slices) {
-    segments.emplace_back(reinterpret_cast<const char*>(slice.begin()),
-                          slice.size());
-  }
-  absl::StatusOr<bulk::Decoded<v1::GetResponse>> message = bulk::DecodeBatch(segments);
-  if (!message.ok()) {
-    return absl::InternalError(absl::StrCat("malformed response to ", what,
-                                            ": ", message.status().message()));
-  }
-  ClientBatch batch;
-  static_cast<BatchMeta&>(batch) = FromProto(message->header);
-  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(batch.micro_batches, batch.rows.size(), what));
-  for (const PackedColumn& column : message->columns) {
-    absl::Status checked = CheckReceivedColumn(column, batch.rows.size());
-    if (!checked.ok()) {
-      return absl::InternalError(absl::StrCat(what, ": ", checked.message()));
-    }
-  }
-  CopyColumnsOut(std::move(message->columns), pool, &batch);
-  return batch;
+  return status;
 }
 
 v1::GetRequest ToGetRequest(const ClientGet& get) {
@@ -257,15 +214,22 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
 
 absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
   const v1::GetRequest request = ToGetRequest(get);
+  grpc::ByteBuffer request_bytes;
+  bool own_buffer = false;
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(grpc::SerializationTraits<v1::GetRequest>::Serialize(
+      request, &request_bytes, &own_buffer)));
   grpc::ClientContext context;
   impl_->SetDeadline(&context, get.wait);
-  grpc::ByteBuffer response;
-  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
-      Call(impl_->get_stub, "/tdock.v1.Dock/Get", &context, request, &response)));
-  return DecodeBatchResponse(
-      response, absl::StrCat("Get of consumer '", get.consumer, "' on dock '",
-                             get.dock, "'"),
+  internal::BatchDecoder decoder(
+      absl::StrCat("Get of consumer '", get.consumer, "' on dock '", get.dock, "'"),
       impl_->buffers);
+  absl::Status failed;
+  const grpc::Status status = StreamCall(
+      impl_->stream_stub, "/tdock.v1.Dock/GetStream", &context, request_bytes,
+      [&decoder](const grpc::ByteBuffer& part) { return decoder.Add(part); }, &failed);
+  TDOCK_RETURN_IF_ERROR(failed);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
+  return std::move(decoder).Finish();
 }
 
 absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
@@ -277,7 +241,7 @@ absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
       FromGrpcStatus(impl_->stub->Sample(&context, request, &response)));
   ClientBatch batch;
   static_cast<BatchMeta&>(batch) = FromProto(response);
-  TDOCK_RETURN_IF_ERROR(CheckMicroBatches(
+  TDOCK_RETURN_IF_ERROR(internal::CheckMicroBatches(
       batch.micro_batches, batch.rows.size(),
       absl::StrCat("Sample of consumer '", get.consumer, "' on dock '", get.dock, "'")));
   return batch;
@@ -296,7 +260,7 @@ absl::StatusOr<ClientBatch> Client::Read(const std::string& dock, int64_t step,
   grpc::ByteBuffer response;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
       Call(impl_->read_stub, "/tdock.v1.Dock/Read", &context, request, &response)));
-  return DecodeBatchResponse(
+  return internal::DecodeBatchResponse(
       response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"),
       impl_->buffers);
 }

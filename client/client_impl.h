@@ -43,9 +43,10 @@ class Client::Impl final {
   const std::unique_ptr<v1::Dock::Stub> stub;
   const std::unique_ptr<grpc::health::v1::Health::Stub> health;
   // The data-plane methods whose bodies are framed by proto/tdock/v1/bulk.h:
-  // Put sends a ByteBuffer, Get and Read receive one (gRPC's generic stubs).
+  // Put sends a ByteBuffer, Read receives one (gRPC's generic stubs).
   grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse> put_stub;
-  grpc::TemplatedGenericStub<v1::GetRequest, grpc::ByteBuffer> get_stub;
+  // GetStream: ByteBuffers both ways (gRPC's generic streaming calls).
+  grpc::GenericStub stream_stub;
   grpc::TemplatedGenericStub<v1::ReadRequest, grpc::ByteBuffer> read_stub;
   // Receive buffers of Get and Read, reused once their batches are gone.
   internal::BufferPool buffers;
