@@ -235,9 +235,12 @@ TEST(ServerMetrics, EndpointShowsRealTraffic) {
   EXPECT_EQ(Sample(text, "tdock_rows_available",
                    {{"dock", "m"}, {"step", "0"}, {"consumer", "actor"}}), 1);
   EXPECT_EQ(Sample(text, "tdock_requests_total", {{"method", "Put"}, {"code", "OK"}}), 1);
-  EXPECT_EQ(Sample(text, "tdock_requests_total", {{"method", "Get"}, {"code", "NOT_FOUND"}}), 1);
+  // The client's Gets are GetStream calls.
+  EXPECT_EQ(Sample(text, "tdock_requests_total", {{"method", "GetStream"}, {"code", "OK"}}), 1);
+  EXPECT_EQ(Sample(text, "tdock_requests_total",
+                   {{"method", "GetStream"}, {"code", "NOT_FOUND"}}), 1);
   EXPECT_GT(*Sample(text, "tdock_received_bytes_total", {{"method", "Put"}}), 16);
-  EXPECT_GT(*Sample(text, "tdock_sent_bytes_total", {{"method", "Get"}}), 8);
+  EXPECT_GT(*Sample(text, "tdock_sent_bytes_total", {{"method", "GetStream"}}), 8);
   EXPECT_EQ(Sample(text, "tdock_get_wait_seconds_count", {{"dock", "m"}, {"consumer", "actor"}}), 1);
   EXPECT_EQ(Sample(text, "tdock_build_info", {{"version", "0.1.0"}}), 1);
   EXPECT_GT(*Sample(text, "tdock_process_resident_memory_bytes", {}), 1 << 20);
