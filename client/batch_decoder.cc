@@ -68,7 +68,6 @@ void KeepBuffers(Buffers buffers, ClientBatch* batch) {
   batch->buffer = std::shared_ptr<const char>(all, all->front().get());
 }
 
-
 }  // namespace
 
 absl::Status CheckMicroBatches(const std::vector<MicroBatchInfo>& micro_batches,

@@ -126,7 +126,6 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   return bulk::EncodePut(header, columns);
 }
 
-
 // A server-streaming call on a generic stub, driven to its end by the
 // calling thread on a completion queue of its own, as Call is: sends
 // `request`, hands each message to `on_message` (asking for the next one

@@ -120,25 +120,15 @@ class _ChannelSettings:
 
 
 def _stub(channel: Any, stubs: dict, method: str, response_type: Any,
-          serialize: Any, deserialize: Any) -> Any:
-    """The channel's unary callable for `method`, made once."""
+          serialize: Any, deserialize: Any, arity: str = "unary_unary") -> Any:
+    """The channel's callable for `method` (`arity`: unary_unary or
+    unary_stream), made once."""
     fn = stubs.get(method)
     if fn is None:
-        fn = channel.unary_unary(
+        fn = getattr(channel, arity)(
             _SERVICE + method,
             request_serializer=serialize or (lambda m: m.SerializeToString()),
             response_deserializer=deserialize or response_type.FromString)
-        stubs[method] = fn
-    return fn
-
-
-def _stream_stub(channel: Any, stubs: dict, method: str, deserialize: Any) -> Any:
-    """The channel's unary-stream callable for `method`, made once."""
-    fn = stubs.get(method)
-    if fn is None:
-        fn = channel.unary_stream(
-            _SERVICE + method, request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=deserialize)
         stubs[method] = fn
     return fn
 
@@ -148,10 +138,7 @@ def _joined(parts: list) -> tuple:
     (each part decoded by wire.decode_get)."""
     if not parts:
         raise errors.Internal("GetStream: the server sent no message")
-    header, columns = parts[0]
-    for _, more in parts[1:]:
-        columns = columns + more
-    return header, columns
+    return parts[0][0], [column for _, columns in parts for column in columns]
 
 
 def _channel_settings(token: str | None, tls: Any, timeout: float,

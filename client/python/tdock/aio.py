@@ -25,7 +25,7 @@ from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, PutAck, Tls, _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
-                          _raw, _stream_stub, _stub, _summaries)
+                          _raw, _stub, _summaries)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "Tls"]
@@ -63,7 +63,8 @@ class Client(_Connection):
                           deserialize=None) -> list:
         """One unary-stream call's messages, all of them; gRPC errors become
         tdock.errors."""
-        fn = _stream_stub(self._open(), self._calls, method, deserialize)
+        fn = _stub(self._open(), self._calls, method, None, None, deserialize,
+                   "unary_stream")
         try:
             return [m async for m in fn(request, timeout=self.timeout + extra_timeout,
                                         metadata=self._metadata)]

@@ -9,11 +9,12 @@
 One gRPC channel per Client; a Client and its Docks may be shared by threads.
 Across processes, pickle them (a Ray actor's argument, a DataLoader worker
 started by spawn): the copy opens its own channel. gRPC does not survive
-fork: a forked process makes its own Client. Each call has a deadline of `timeout` seconds, plus its
-wait bound for Put and Get. Failures raise tdock.errors.* with the server's
-message. The channel tries to reconnect to a server that went away at least
-every `max_reconnect_backoff` seconds (0.5 by default, well within a lease);
-Dock.iter waits up to `reconnect_timeout` seconds (300) for it to come back.
+fork: a forked process makes its own Client. Each call has a deadline of
+`timeout` seconds, plus its wait bound for Put and Get. Failures raise
+tdock.errors.* with the server's message. The channel tries to reconnect to
+a server that went away at least every `max_reconnect_backoff` seconds (0.5
+by default, well within a lease); Dock.iter waits up to `reconnect_timeout`
+seconds (300) for it to come back.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
-                          _joined, _leased, _raw, _stream_stub, _stub, _summaries)
+                          _joined, _leased, _raw, _stub, _summaries)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
@@ -67,7 +68,8 @@ class Client(_Connection):
                     deserialize=None) -> list:
         """One unary-stream call's messages, all of them; gRPC errors become
         tdock.errors."""
-        fn = _stream_stub(self._channel, self._calls, method, deserialize)
+        fn = _stub(self._channel, self._calls, method, None, None, deserialize,
+                   "unary_stream")
         try:
             return list(fn(request, timeout=self.timeout + extra_timeout,
                            metadata=self._metadata))

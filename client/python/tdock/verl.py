@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from tdock import errors
-from tdock.batch import Batch
+from tdock.batch import Batch, _tensor
 from tdock.columns import Padded, _numpy
 from tdock.v1 import dock_pb2
 
@@ -73,19 +73,11 @@ def _layout(batch: Batch, prompt: str, response: str, pad_token_id: int,
         # Per-token values line up with the responses: pad to their width.
         longest = int(lengths.max()) if len(lengths) else 0
         padded, _ = batch.padded(name, 0, multiple_of=max(width, longest, 1))
-        tensors[name] = batch_tensor(padded, col.dtype)
+        tensors[name] = _tensor(torch, padded, col.dtype, None)  # an owned copy
     meta = {"global_token_num": arrays["attention_mask"].sum(axis=1).tolist(),
             "tdock": {"step": batch.step, "rows": batch.rows.tolist(),
                       "round": batch.round, "lease": batch.lease}}
     return tensors, non_tensors, meta
-
-
-def batch_tensor(array: np.ndarray, dtype: int) -> torch.Tensor:
-    """A torch tensor (owned copy) of a numpy array of a tdock dtype."""
-    array = np.array(array, copy=True)
-    if dtype == dock_pb2.BFLOAT16:
-        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
-    return torch.from_numpy(array)
 
 
 def to_data_proto(batch: Batch, *, prompt: str = "prompt_ids",
