@@ -178,6 +178,13 @@ std::vector<std::pair<std::string, int64_t>> Counts(
   return out;
 }
 
+std::vector<std::pair<DropReason, int64_t>> DropCounts(
+    const google::protobuf::RepeatedPtrField<v1::DropCount>& counts) {
+  std::vector<std::pair<DropReason, int64_t>> out;
+  for (const v1::DropCount& count : counts) out.emplace_back(FromProto(count.reason()), count.rows());
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
@@ -194,7 +201,9 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
     info.steps.push_back({.step = step.step(),
                           .partition = step.partition(),
                           .ready = Counts(step.ready()),
-                          .consumed = Counts(step.consumed())});
+                          .consumed = Counts(step.consumed()),
+                          .sealed = step.sealed(),
+                          .dropped = DropCounts(step.dropped())});
   }
   for (const v1::ConsumerStatus& consumer : response.consumers()) {
     info.waiters.emplace_back(consumer.name(), consumer.waiters());
@@ -215,6 +224,7 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
   info.arena_bytes_reserved = response.arena_bytes_reserved();
   info.memory_limit_bytes = response.memory_limit_bytes();
   info.parked_puts = response.parked_puts();
+  info.dropped_total = DropCounts(response.dropped_total());
   return info;
 }
 
@@ -239,6 +249,35 @@ absl::Status Client::ReleaseStep(const std::string& dock, int64_t step) {
   grpc::ClientContext context;
   impl_->SetDeadline(&context);
   return FromGrpcStatus(impl_->stub->ReleaseStep(&context, request, &response));
+}
+
+absl::StatusOr<int64_t> Client::Drop(const std::string& dock, int64_t step,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<int64_t>& groups, DropReason reason) {
+  v1::DropRequest request;
+  request.set_dock(dock);
+  request.set_step(step);
+  request.mutable_rows()->Add(rows.begin(), rows.end());
+  request.mutable_groups()->Add(groups.begin(), groups.end());
+  request.set_reason(ToProto(reason));
+  v1::DropResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->Drop(&context, request, &response)));
+  return response.dropped();
+}
+
+absl::StatusOr<int64_t> Client::Seal(const std::string& dock, int64_t step,
+                                     const std::vector<std::string>& required_columns) {
+  v1::SealRequest request;
+  request.set_dock(dock);
+  request.set_step(step);
+  for (const std::string& column : required_columns) request.add_required_columns(column);
+  v1::SealResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->Seal(&context, request, &response)));
+  return response.dropped();
 }
 
 absl::StatusOr<int64_t> Client::Ack(const std::string& dock,

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/batch_meta.h"
+#include "common/drop.h"
 #include "common/dtype.h"
 #include "common/packed.h"
 #include "common/spec.h"
@@ -137,6 +138,8 @@ struct StepStatusInfo {
   int32_t partition = 0;
   std::vector<std::pair<std::string, int64_t>> ready;     // column -> rows
   std::vector<std::pair<std::string, int64_t>> consumed;  // consumer -> rows
+  bool sealed = false;
+  std::vector<std::pair<DropReason, int64_t>> dropped;  // rows per reason (those with any)
 };
 
 // Per consumer with leases: in flight now, and since the dock was created.
@@ -158,6 +161,8 @@ struct DockStatusInfo {
   int64_t arena_bytes_reserved = 0;
   int64_t memory_limit_bytes = 0;
   int64_t parked_puts = 0;
+  // Rows dropped since the dock was created, per reason (those with any).
+  std::vector<std::pair<DropReason, int64_t>> dropped_total;
 };
 
 struct DockSummaryInfo {
@@ -186,6 +191,15 @@ class Client final {
   absl::StatusOr<ConsumerSpec> AddConsumer(const std::string& dock,
                                            const ConsumerSpec& consumer);
   absl::Status ReleaseStep(const std::string& dock, int64_t step);
+  // Takes rows (and every row of `groups`) out of a live step for `reason`;
+  // returns how many this call dropped (Dock::Drop).
+  absl::StatusOr<int64_t> Drop(const std::string& dock, int64_t step,
+                               const std::vector<int64_t>& rows,
+                               const std::vector<int64_t>& groups, DropReason reason);
+  // Closes a live step to new rows, dropping those that lack a cell of a
+  // required column (none: those with no cell); returns how many it dropped.
+  absl::StatusOr<int64_t> Seal(const std::string& dock, int64_t step,
+                               const std::vector<std::string>& required_columns = {});
 
   absl::StatusOr<PutAck> Put(const ClientPut& put);
   absl::StatusOr<ClientBatch> Get(const ClientGet& get);

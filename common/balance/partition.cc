@@ -39,10 +39,35 @@ absl::Status ValidateCosts(absl::Span<const double> costs) {
   return absl::OkStatus();
 }
 
-std::vector<double> GroupCosts(absl::Span<const double> costs, int g) {
-  std::vector<double> out(costs.size() / g, 0.0);
-  for (size_t i = 0; i < costs.size(); ++i) out[i / g] += costs[i];
+std::vector<double> GroupCosts(absl::Span<const double> costs, absl::Span<const int> sizes) {
+  std::vector<double> out(sizes.size(), 0.0);
+  size_t row = 0;
+  for (size_t u = 0; u < sizes.size(); ++u) {
+    for (int i = 0; i < sizes[u]; ++i) out[u] += costs[row++];
+  }
   return out;
+}
+
+// The groups' sizes: group_sizes, or groups of group_size; empty when every
+// row is its own unit.
+absl::StatusOr<std::vector<int>> GroupSizes(size_t rows, const PartitionOptions& options) {
+  if (!options.group_sizes.empty()) {
+    int64_t sum = 0;
+    for (int size : options.group_sizes) sum += size;
+    if (sum != static_cast<int64_t>(rows)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "partition of ", rows, " rows into groups whose sizes sum to ", sum));
+    }
+    return options.group_sizes;
+  }
+  const int g = options.group_size;
+  if (rows % g != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition of ", rows, " rows into groups of ", g, ": ", rows % g,
+                     " rows left over (rows must be a multiple of group_size)"));
+  }
+  if (g == 1) return std::vector<int>();
+  return std::vector<int>(rows / g, g);
 }
 
 // Max part cost first, then spread (max - min); lower is better.
@@ -88,17 +113,18 @@ std::vector<int> Solve(const internal::UnitProblem& problem,
   return Better(problem, kk, greedy) ? kk : greedy;
 }
 
-// Unit assignment to row lists: unit u covers rows [u*g, (u+1)*g).
+// Unit assignment to row lists: unit u covers the next sizes[u] rows (one
+// row when `sizes` is empty).
 std::vector<std::vector<int>> Expand(absl::Span<const int> part_of, int k,
-                                     int g) {
+                                     absl::Span<const int> sizes) {
   std::vector<std::vector<int>> parts(k);
   std::vector<int> count(k, 0);
-  for (int p : part_of) count[p] += g;
+  for (size_t u = 0; u < part_of.size(); ++u) count[part_of[u]] += sizes.empty() ? 1 : sizes[u];
   for (int p = 0; p < k; ++p) parts[p].reserve(count[p]);
+  int row = 0;
   for (size_t u = 0; u < part_of.size(); ++u) {
-    for (int i = 0; i < g; ++i) {
-      parts[part_of[u]].push_back(static_cast<int>(u) * g + i);
-    }
+    const int size = sizes.empty() ? 1 : sizes[u];
+    for (int i = 0; i < size; ++i) parts[part_of[u]].push_back(row++);
   }
   std::sort(parts.begin(), parts.end(),
             [](const std::vector<int>& x, const std::vector<int>& y) {
@@ -138,6 +164,16 @@ absl::Status PartitionOptions::Validate() const {
         "partition group_size ", group_size,
         " needs constraint kEqualGroups (group_size applies to no other)"));
   }
+  if (!group_sizes.empty() && constraint != PartitionConstraint::kEqualGroups) {
+    return absl::InvalidArgumentError(
+        "partition group_sizes needs constraint kEqualGroups (they apply to no other)");
+  }
+  for (size_t u = 0; u < group_sizes.size(); ++u) {
+    if (group_sizes[u] < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "partition group_sizes[", u, "] is ", group_sizes[u], "; must be >= 1"));
+    }
+  }
   if (time_budget < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("partition time_budget ",
@@ -154,22 +190,16 @@ absl::StatusOr<std::vector<std::vector<int>>> Partition(
   }
   TDOCK_RETURN_IF_ERROR(options.Validate());
   TDOCK_RETURN_IF_ERROR(ValidateCosts(costs));
-  const int g = options.group_size;
-  if (costs.size() % g != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("partition of ", costs.size(),
-                     " rows into groups of ", g, ": ", costs.size() % g,
-                     " rows left over (rows must be a multiple of group_size)"));
-  }
+  TDOCK_ASSIGN_OR_RETURN(const std::vector<int> sizes, GroupSizes(costs.size(), options));
   const std::vector<double> group_costs =
-      g == 1 ? std::vector<double>() : GroupCosts(costs, g);
+      sizes.empty() ? std::vector<double>() : GroupCosts(costs, sizes);
   internal::UnitProblem problem;
-  problem.costs = g == 1 ? costs : absl::MakeConstSpan(group_costs);
+  problem.costs = sizes.empty() ? costs : absl::MakeConstSpan(group_costs);
   const std::vector<int> ascending = internal::SortAscending(problem.costs);
   problem.ascending = ascending;
   problem.k = k;
   problem.equal_count = options.constraint != PartitionConstraint::kNone;
-  return Expand(Solve(problem, options), k, g);
+  return Expand(Solve(problem, options), k, sizes);
 }
 
 std::vector<double> PartCosts(absl::Span<const double> costs,

@@ -41,7 +41,8 @@ enum class PartitionConstraint {
   kNone = 0,       // parts may hold any number of rows
   kEqualSize = 1,  // every part holds floor(n/k) or ceil(n/k) rows
   // Rows [i*g, (i+1)*g) (g = group_size) stay in one part, and every part
-  // holds floor or ceil of (n/g)/k groups.
+  // holds floor or ceil of (n/g)/k groups (or consecutive groups of the
+  // sizes group_sizes lists).
   kEqualGroups = 2,
 };
 
@@ -56,6 +57,10 @@ struct PartitionOptions {
   PartitionConstraint constraint = PartitionConstraint::kEqualSize;
   // Rows per group; must be 1 unless constraint is kEqualGroups. Default: 1.
   int group_size = 1;
+  // kEqualGroups with groups of unequal sizes: the rows come in consecutive
+  // groups of these sizes (each >= 1, summing to the row count); overrides
+  // group_size. Parts hold equal numbers of groups (±1). Default: empty.
+  std::vector<int> group_sizes;
   // Default: kAuto.
   PartitionAlgorithm algorithm = PartitionAlgorithm::kAuto;
   // Run the refinement pass after construction. Default: true.

@@ -103,10 +103,11 @@ absl::StatusOr<RoundPlan> PlanRound(absl::Span<const int64_t> lengths,
     TDOCK_RETURN_IF_ERROR(CheckRowsFitBudget(lengths, *options.micro_batch));
   }
   PartitionOptions partition;
-  partition.constraint = options.group_size > 1
+  partition.constraint = options.group_size > 1 || !options.group_sizes.empty()
                              ? PartitionConstraint::kEqualGroups
                              : PartitionConstraint::kEqualSize;
   partition.group_size = options.group_size;
+  partition.group_sizes = options.group_sizes;
   partition.algorithm = options.algorithm;
   partition.time_budget = options.time_budget;
   TDOCK_ASSIGN_OR_RETURN(std::vector<std::vector<int>> parts,

@@ -36,6 +36,10 @@ struct RoundOptions {
   // Rows [i*g, (i+1)*g) stay on one rank and ranks get equal numbers of
   // groups (±1); 1 = equal row counts (±1). Default: 1.
   int group_size = 1;
+  // Groups of unequal sizes: the rows come in consecutive groups of these
+  // sizes (each >= 1), each kept on one rank, ranks getting equal numbers of
+  // groups (±1); overrides group_size. Default: empty.
+  std::vector<int> group_sizes;
   // Row cost for both the rank split and the micro-batch spread.
   // Default: a = 1, b = 0.
   CostModel cost;

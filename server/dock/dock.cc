@@ -53,6 +53,9 @@ absl::Status DockRecovery::HandOut(const DockJournal::HandOut& handout) {
   return impl_->RecoverHandOut(handout);
 }
 void DockRecovery::Acknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(lease_id); }
+absl::Status DockRecovery::Dropped(const DockJournal::DropRecord& record) {
+  return impl_->RecoverDrop(record);
+}
 
 std::unique_ptr<Dock> DockRecovery::Finish(std::shared_ptr<DockJournal> journal) && {
   std::shared_ptr<internal::DockImpl> impl = std::move(impl_);
@@ -89,6 +92,12 @@ void Dock::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
 void Dock::ReleaseStep(int64_t step, StatusCallback done) {
   impl_->ReleaseStep(step, std::move(done));
 }
+void Dock::Drop(DropInput input, RowsCallback done) {
+  impl_->Drop(std::move(input), std::move(done));
+}
+void Dock::Seal(SealInput input, RowsCallback done) {
+  impl_->Seal(std::move(input), std::move(done));
+}
 
 namespace {
 
@@ -116,6 +125,14 @@ absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
 }
 absl::Status Dock::ReleaseStep(int64_t step) {
   return Await<absl::Status>([&](StatusCallback done) { ReleaseStep(step, std::move(done)); });
+}
+absl::StatusOr<int64_t> Dock::Drop(DropInput input) {
+  return Await<absl::StatusOr<int64_t>>(
+      [&](RowsCallback done) { Drop(std::move(input), std::move(done)); });
+}
+absl::StatusOr<int64_t> Dock::Seal(SealInput input) {
+  return Await<absl::StatusOr<int64_t>>(
+      [&](RowsCallback done) { Seal(std::move(input), std::move(done)); });
 }
 DockStats Dock::Stats() const { return impl_->Stats(); }
 void Dock::Shutdown() { impl_->Shutdown(); }

@@ -99,12 +99,34 @@ class Dock final {
   // failed record makes it live again: UNAVAILABLE).
   void ReleaseStep(int64_t step, StatusCallback done);
 
-  // The same four, waiting for the callback: for tests and tools, never on a
+  // Takes rows (and every row of groups) out of a live step for a reason:
+  // a dropped row is never handed out again (a formed round's share leaves
+  // it out), counts as done for every consumer (so it never holds the step
+  // or a group), and a later Put or Read of it fails with
+  // FAILED_PRECONDITION naming the drop. Rows already handed out stay
+  // handed out; a lease none of whose rows is left ends. Dropping a row
+  // again changes nothing. Answers with the rows it dropped. Errors:
+  // INVALID_ARGUMENT (no reason, no rows, a row or group out of range),
+  // FAILED_PRECONDITION (the step is released or has not started). With a
+  // journal the drop is recorded before it takes effect (UNAVAILABLE: not
+  // stored, nothing dropped).
+  void Drop(DropInput input, RowsCallback done);
+  // Seals a live step: its rows that lack a cell of a required column (with
+  // none named: every row with no cell) are dropped as "sealed", so every
+  // row left can be completed and a consumer's end of step comes once each
+  // of them is handed to it. Sealing again drops what the new requirement
+  // adds. Answers with the rows it dropped; errors as Drop's, and
+  // INVALID_ARGUMENT for an unknown column.
+  void Seal(SealInput input, RowsCallback done);
+
+  // The same six, waiting for the callback: for tests and tools, never on a
   // thread that runs the dock's or the journal's callbacks.
   absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
   absl::Status ReleaseStep(int64_t step);
+  absl::StatusOr<int64_t> Drop(DropInput input);
+  absl::StatusOr<int64_t> Seal(SealInput input);
 
   DockStats Stats() const;
 
@@ -141,7 +163,7 @@ class DockRecovery final {
   // Writes recovered cells (waits for nothing: a Put that would wait fails).
   absl::Status Put(PutInput input);
   // What was handed out, after every cell: rounds, then deliveries, then
-  // hand-outs. Records of released steps are ignored.
+  // hand-outs; then drops. Records of released steps are ignored.
   absl::Status Round(const DockJournal::RoundRecord& record);
   absl::Status Delivery(int64_t step, int consumer, int64_t round, int32_t rank,
                         uint64_t lease_id);
@@ -149,6 +171,9 @@ class DockRecovery final {
   // Lease `lease_id` was acknowledged: an Ack of it retried after the
   // restart fails saying so.
   void Acknowledged(uint64_t lease_id);
+  // Rows dropped (a step sealed), after every hand-out: applied as Drop
+  // applies it then.
+  absl::Status Dropped(const DockJournal::DropRecord& record);
   // The dock; with a journal, the releases of steps found done are recorded.
   std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
 

@@ -118,6 +118,13 @@ void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
     part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
+  // Rows dropped before it came are done for it too.
+  for (auto& part : partitions_) {
+    if (!part->live(mu_)) continue;
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      if (part->dropped(row)) CountDroppedLocked(*part, plans_.back(), row);
+    }
+  }
 }
 
 }  // namespace tdock::internal

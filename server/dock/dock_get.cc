@@ -13,17 +13,6 @@ namespace {
 // Retries of a claim that lost rows to concurrent claimers before parking.
 constexpr int kMaxClaimRounds = 64;
 
-std::vector<int64_t> UnitsToRows(const std::vector<int64_t>& units,
-                                 bool whole_groups, int32_t n) {
-  if (!whole_groups) return units;
-  std::vector<int64_t> rows;
-  rows.reserve(units.size() * n);
-  for (int64_t g : units) {
-    for (int32_t i = 0; i < n; ++i) rows.push_back(g * n + i);
-  }
-  return rows;
-}
-
 }  // namespace
 
 absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
@@ -166,7 +155,12 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
-    std::vector<int64_t> rows = UnitsToRows(claimed, plan.whole_groups, group_size_);
+    // A group's dropped rows stay out of the batch; the unit still counts
+    // its full size (dock_drops.cc).
+    const int64_t counted = static_cast<int64_t>(claimed.size()) * unit_rows;
+    std::vector<int64_t> rows;
+    rows.reserve(static_cast<size_t>(counted));
+    for (int64_t unit : claimed) part.AppendUnitRows(mu_, unit, plan.whole_groups, rows);
     Batch planned;
     if (plan.micro_batch.has_value()) {
       absl::Status status = PlanRowsLocked(part, plan, rows, planned);
@@ -184,9 +178,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
             : 0;
     // acq_rel: exactly one claimer sees the total reach the step's rows.
     const int64_t total =
-        state.consumed_rows.fetch_add(static_cast<int64_t>(rows.size()),
-                                      std::memory_order_acq_rel) +
-        static_cast<int64_t>(rows.size());
+        state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel) + counted;
     Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
                                   !in.metadata_only);
     if (lease_id != 0) {

@@ -144,9 +144,11 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   for (const ConsumerPlan& plan : plans_) {
     // acquire: pairs with the claimers' increments (all done: the step is
     // fully taken, or released by the caller's decision).
-    released_consumed_rows_[plan.index] +=
-        part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire);
+    const ConsumerState& state = part.consumer(mu_, plan.index);
+    released_consumed_rows_[plan.index] += state.consumed_rows.load(std::memory_order_acquire) -
+                                           state.skipped_rows.load(std::memory_order_acquire);
   }
+  for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
   return part.Release(mu_);
 }
@@ -258,14 +260,19 @@ DockStats DockImpl::Stats() const {
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
     for (const auto& part : partitions_) {
       if (!part->live(mu_)) continue;
-      StepStats step{part->step(mu_), part->index(), {}, {}, {}};
+      StepStats step;
+      step.step = part->step(mu_);
+      step.partition = part->index();
+      step.sealed = part->sealed(mu_);
+      step.dropped_rows = part->drops(mu_);
       for (size_t c = 0; c < columns_.size(); ++c) {
         step.ready_rows.push_back(part->column(static_cast<int>(c)).ready.Count());
       }
       for (const ConsumerPlan& plan : plans_) {
         // relaxed: statistics only.
-        step.consumed_rows.push_back(
-            part->consumer(mu_, plan.index).consumed_rows.load(std::memory_order_relaxed));
+        const ConsumerState& state = part->consumer(mu_, plan.index);
+        step.consumed_rows.push_back(state.consumed_rows.load(std::memory_order_relaxed) -
+                                     state.skipped_rows.load(std::memory_order_relaxed));
         const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
         step.available_rows.push_back(
             CountAvailable(*part, part->consumer(mu_, plan.index), plan,
@@ -280,7 +287,9 @@ DockStats DockImpl::Stats() const {
     stats.rows_written_total.resize(columns_.size());
     stats.rows_handed_out_total = released_consumed_rows_;
     stats.rows_handed_out_total.resize(plans_.size());
+    stats.rows_dropped_total = released_dropped_rows_;
     for (const StepStats& step : stats.steps) {
+      for (int r = 0; r < kDropReasons; ++r) stats.rows_dropped_total[r] += step.dropped_rows[r];
       for (size_t c = 0; c < step.ready_rows.size(); ++c) {
         stats.rows_written_total[c] += step.ready_rows[c];
       }
@@ -343,6 +352,11 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
     if (row < 0 || row >= rows_per_step_) {
       return absl::InvalidArgumentError(absl::StrCat(
           Where(step), ": row ", row, " is out of range [0, ", rows_per_step_, ")"));
+    }
+    if (part.dropped(row)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(step), ": row ", row, " was dropped (",
+          DropReasonName(part.drop_reason(mu_, row)), ")"));
     }
     for (int c : columns) {
       if (part.cell(c, row) == nullptr || !part.ready(c, row)) {

@@ -22,6 +22,7 @@
 #ifndef TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 #define TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -75,6 +76,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                              const std::vector<std::string>& columns);
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
+  void Drop(DropInput input, RowsCallback done);
+  void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;
   void Shutdown();
 
@@ -86,6 +89,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
                                uint64_t lease_id);
   void RecoverAcknowledged(uint64_t lease_id) { leases_->RecoverAcknowledged(lease_id); }
+  absl::Status RecoverDrop(const DockJournal::DropRecord& record);
   void FinishRecovery();
 
  private:
@@ -213,7 +217,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status PlanRowsLocked(const Partition& part, const ConsumerPlan& plan,
                               std::vector<int64_t>& rows, Batch& batch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // BALANCED consumers: every rank has fetched its share of the last round.
+  // BALANCED consumers whose rows are all counted: every rank has fetched
+  // its share of every round.
   bool RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // BALANCED: the step is fully claimed and `rank` has fetched every round.
@@ -260,6 +265,40 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::shared_ptr<StepArena> ReleasePartitionLocked(Partition& part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterRelease(std::shared_ptr<StepArena> arena);
+
+  // ---- Drops and seals (dock_drops.cc)
+  // OK if rows of `step` can be dropped; else why not ("dropped from",
+  // "sealed": `what` the caller asked for).
+  absl::Status CheckDroppableLocked(int64_t step, absl::string_view what) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The rows a drop (a seal) takes out: sorted, unique; or why it cannot.
+  absl::StatusOr<std::vector<int64_t>> DropRowsLocked(const DropInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records the drop of `rows` (with a journal), then applies it and answers
+  // with the rows it dropped; answers `rows`' error if it has one.
+  void RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
+                          DropReason reason, bool seal, RowsCallback done);
+  int64_t ApplyDropLocked(const DockJournal::DropRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The consumer's accounting of a row just dropped.
+  void CountDroppedLocked(Partition& part, const ConsumerPlan& plan, int64_t row)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the leases of the partition's step none of whose rows is left.
+  void EndDroppedLeasesLocked(Partition& part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AfterDrop(int64_t step);
+  // Gives claimed units back to be handed out again; `counted`: they were
+  // counted in consumed_rows (a lease's), else claimed only (a round being
+  // formed). Units dropped meanwhile stay claimed and count as done.
+  void GiveBackLocked(Partition& part, const ConsumerPlan& plan,
+                      const std::vector<int64_t>& units, bool counted)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A round's share without the rows dropped since it was formed.
+  RoundShare LiveShareLocked(const Partition& part, const RoundShare& share) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The units (rows, or groups for whole-group consumers) of `rows`.
+  std::vector<int64_t> UnitsOfRows(bool whole_groups, const std::vector<int64_t>& rows) const;
 
   // ---- Leases (dock_leases.cc)
   // Records the lease over `rows` rows being handed out (consumers with a
@@ -324,6 +363,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // (Stats adds the live steps' counts).
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
+  std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
 
   // Parked calls; its lock comes before mu_ (a parking call re-checks its
   // condition under it).

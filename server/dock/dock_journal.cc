@@ -110,13 +110,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
     const int64_t round = batch.round;
     const uint64_t lease_id = batch.lease_id;
     DockJournal::HandOut handout{step, consumer, {}, lease_id};
-    if (round < 0) {
-      for (int64_t row : batch.rows) {
-        if (!groups || row % group_size_ == 0) {
-          handout.units.push_back(groups ? row / group_size_ : row);
-        }
-      }
-    }
+    if (round < 0) handout.units = UnitsOfRows(groups, batch.rows);
     auto answer = [this, consumer, name, rank, lease, batch = std::move(batch),
                    done = std::move(done)](absl::Status stored) mutable {
       const int64_t step = batch.step;
@@ -217,10 +211,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) 
       rows.step = batch.step;
       rows.round = batch.round;
       rows.rows = static_cast<int64_t>(batch.rows.size());
-      const bool groups = plans_[consumer].whole_groups;
-      for (int64_t row : batch.rows) {
-        if (!groups || row % group_size_ == 0) rows.units.push_back(groups ? row / group_size_ : row);
-      }
+      rows.units = UnitsOfRows(plans_[consumer].whole_groups, batch.rows);
       // Nothing was in flight for it: count it so the return evens out.
       PartitionOf(batch.step)
           .consumer(mu_, consumer)

@@ -66,11 +66,7 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
     tdock::MutexLock lock(&state.round_mu);
     state.redeliver[lease.rank].insert(lease.round);
   } else {
-    // Lower the count first: a claimer that takes a cleared bit then counts
-    // from below the step's rows and can still see the step end.
-    // acq_rel: pairs with the claimers' increments.
-    state.consumed_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
-    Unclaim(state, lease.units);
+    GiveBackLocked(part, plans_[lease.consumer], lease.units, /*counted=*/true);
   }
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }

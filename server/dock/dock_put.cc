@@ -125,6 +125,13 @@ void DockImpl::DeactivateIfUnused(int64_t step,
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
                                             const PutInput& in) const {
+  for (int64_t row : in.rows) {
+    if (part.dropped(row)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(in.step), ": row ", row, " was dropped (",
+          DropReasonName(part.drop_reason(mu_, row)), "); nothing was written"));
+    }
+  }
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
   for (const PackedColumn& column : in.columns) {
     const int c = ColumnIndex(column.name);

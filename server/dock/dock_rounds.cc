@@ -36,20 +36,25 @@ RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan&
   draft.step = part.step(mu_);
   draft.consumer = plan.index;
   draft.who = absl::StrCat(Where(part.step(mu_)), " consumer '", plan.name, "'");
-  draft.unit_rows = plan.whole_groups ? group_size_ : 1;
+  draft.whole_groups = plan.whole_groups;
   draft.units = std::move(units);
-  draft.lengths.reserve(draft.units.size() * draft.unit_rows);
+  // A group's dropped rows stay out of the round: groups may differ in size.
   for (int64_t unit : draft.units) {
-    for (int32_t i = 0; i < draft.unit_rows; ++i) {
-      const int64_t row = unit * draft.unit_rows + i;
-      draft.lengths.push_back(TokenCountLocked(part, row));
-      if (limits_.max_batch_bytes > 0) {
-        draft.row_bytes.push_back(RowResponseBytesLocked(part, plan, row));
-      }
+    const size_t before = draft.rows.size();
+    part.AppendUnitRows(mu_, unit, plan.whole_groups, draft.rows);
+    draft.unit_sizes.push_back(static_cast<int32_t>(draft.rows.size() - before));
+  }
+  draft.lengths.reserve(draft.rows.size());
+  for (int64_t row : draft.rows) {
+    draft.lengths.push_back(TokenCountLocked(part, row));
+    if (limits_.max_batch_bytes > 0) {
+      draft.row_bytes.push_back(RowResponseBytesLocked(part, plan, row));
     }
   }
   draft.options.dp_size = plan.dp_size;
-  draft.options.group_size = draft.unit_rows;
+  if (plan.whole_groups) {
+    draft.options.group_sizes.assign(draft.unit_sizes.begin(), draft.unit_sizes.end());
+  }
   draft.options.cost = plan.cost;
   draft.options.micro_batch = plan.micro_batch;
   draft.options.same_count_across_ranks = plan.same_count_across_ranks;
@@ -70,15 +75,19 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
     ConsumerState& state = part.consumer(mu_, draft.consumer);
     tdock::MutexLock round_lock(&state.round_mu);
     state.forming = false;
+    const ConsumerPlan& plan = plans_[draft.consumer];
     if (!formed.round.ok()) {
-      Unclaim(state, draft.units);
+      GiveBackLocked(part, plan, draft.units, /*counted=*/false);
       state.formation_failed = formed.round.status();
     } else {
       if (formed.kept < draft.units.size()) {
-        Unclaim(state, std::vector<int64_t>(draft.units.begin() + formed.kept,
-                                            draft.units.end()));
+        GiveBackLocked(part, plan,
+                       std::vector<int64_t>(draft.units.begin() + formed.kept, draft.units.end()),
+                       /*counted=*/false);
       }
-      const int64_t rows = static_cast<int64_t>(formed.kept) * draft.unit_rows;
+      // Every unit counts its full size (dock_drops.cc).
+      const int64_t rows =
+          static_cast<int64_t>(formed.kept) * (plan.whole_groups ? group_size_ : 1);
       // acq_rel: exactly one round sees the total reach the step's rows.
       formed.round->last =
           state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel) + rows ==
@@ -148,13 +157,21 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     return attempt;
   }
   const Round& round = state.rounds[k];
-  const RoundShare& share = round.ranks[in.rank];
+  const RoundShare share = LiveShareLocked(part, round.ranks[in.rank]);
   // The share's lease is changing hands (its hand-out or its end being
   // recorded): wait for that, so one share never has two leases (UnpinLease
   // and the lease's end wake this Get).
   if (plan.lease > absl::ZeroDuration() &&
       leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
     return attempt;
+  }
+  if (k >= state.next_round[in.rank] && pending.count(k) == 0) {
+    // First delivery: rows dropped since the round formed were counted with
+    // it but are never handed out.
+    // acq_rel: as the rounds' increments.
+    state.skipped_rows.fetch_add(
+        static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
+        std::memory_order_acq_rel);
   }
   state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
   pending.erase(k);
@@ -171,8 +188,13 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   batch.round = k;
   batch.micro_batches = share.micro_batches;
   batch.balance = round.stats;
-  batch.end_of_step = round.last;
-  if (round.last) attempt.maybe_release = part.step(mu_);
+  // The step's last round, or (drops counted the rest of the step after it
+  // formed) the last round there will be.
+  // acquire: pairs with the drops' and rounds' increments.
+  batch.end_of_step =
+      round.last || (k + 1 == formed &&
+                     state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_);
+  if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
   attempt.done = std::move(batch);
   return attempt;
 }
@@ -214,7 +236,8 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
   ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock lock(&state.round_mu);
-  if (state.rounds.empty() || !state.rounds.back().last) return false;
+  // The caller saw every row counted: the rounds are all formed (drops may
+  // have ended the step with no round marked last, or with none at all).
   const int64_t last = static_cast<int64_t>(state.rounds.size()) - 1;
   for (int64_t next : state.next_round) {
     if (next <= last) return false;

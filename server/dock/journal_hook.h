@@ -78,6 +78,16 @@ class DockJournal {
   };
   virtual void LeaseEnded(const LeaseEnd& end, Done done) = 0;
 
+  // Rows taken out of a step (Drop), or a step sealed with the rows that
+  // dropped (Seal).
+  struct DropRecord {
+    int64_t step = 0;
+    std::vector<int64_t> rows;  // ascending, unique
+    DropReason reason = DropReason::kUnspecified;
+    bool seal = false;
+  };
+  virtual void Dropped(const DropRecord& drop, Done done) = 0;
+
   // The step's records can go: it was released.
   virtual void Released(int64_t step, Done done) = 0;
   // The dock's spec changed (AddConsumer).

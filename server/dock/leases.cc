@@ -240,6 +240,22 @@ void LeaseTable::DropStep(int64_t step) {
   }
 }
 
+std::vector<Lease> LeaseTable::Unpinned(int64_t step) const {
+  tdock::MutexLock lock(&mu_);
+  std::vector<Lease> out;
+  for (const auto& [id, entry] : leases_) {
+    if (entry.lease.step == step && !entry.pinned) out.push_back(entry.lease);
+  }
+  return out;
+}
+
+Lease LeaseTable::TakeUnpinned(uint64_t id, std::string why) {
+  tdock::MutexLock lock(&mu_);
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.pinned) return Lease{};
+  return EndLocked(it, std::move(why));
+}
+
 LeaseCounts LeaseTable::Counts(int consumer) const {
   tdock::MutexLock lock(&mu_);
   if (static_cast<size_t>(consumer) >= counts_.size()) return LeaseCounts{};

@@ -112,6 +112,11 @@ class LeaseTable final {
   void NoteSuperseded(uint64_t old_id, uint64_t by);
   // Ends every lease of a released step.
   void DropStep(int64_t step);
+  // The leases of `step` that are not pinned (copies).
+  std::vector<Lease> Unpinned(int64_t step) const;
+  // Ends lease `id` unless it is pinned or gone (then returns an empty
+  // lease); a late Ack is told `why`.
+  Lease TakeUnpinned(uint64_t id, std::string why);
 
   LeaseCounts Counts(int consumer) const;
 

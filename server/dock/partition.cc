@@ -21,7 +21,13 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       index_(index),
       rows_(rows),
       group_size_(group_size),
-      groups_(rows / group_size) {
+      groups_(rows / group_size),
+      drop_reasons_(static_cast<size_t>(rows), DropReason::kUnspecified),
+      dropped_(rows),
+      live_rows_(new std::atomic<int32_t>[rows / group_size]) {
+  for (int64_t g = 0; g < groups_; ++g) {
+    live_rows_[g].store(group_size_, std::memory_order_relaxed);
+  }
   columns_.reserve(num_columns);
   for (int c = 0; c < num_columns; ++c) {
     columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
@@ -73,6 +79,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
   for (auto& consumer : consumers_) {
     consumer->consumed.Reset();
     consumer->consumed_rows.store(0, std::memory_order_relaxed);
+    consumer->skipped_rows.store(0, std::memory_order_relaxed);
     consumer->in_flight_rows.store(0, std::memory_order_relaxed);
     tdock::MutexLock lock(&consumer->round_mu);
     consumer->rounds.clear();
@@ -82,6 +89,13 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->forming = false;  // a formation in flight finds the step gone
     consumer->formation_failed = absl::OkStatus();
   }
+  dropped_.Reset();
+  std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);
+  drops_.fill(0);
+  for (int64_t g = 0; g < groups_; ++g) {
+    live_rows_[g].store(group_size_, std::memory_order_relaxed);
+  }
+  sealed_ = false;
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
   releasing_ = false;
@@ -109,14 +123,55 @@ void Partition::Unstage(int c, int64_t row, const CellBlock* block) {
 void Partition::MakeReady(int c, int64_t row) {
   ColumnState& column = *columns_[c];
   if (column.ready.Test(row)) return;  // a rewrite: ready and group counts stand
+  // A row dropped while its cell was recorded: it is never handed out, and
+  // its group no longer waits for it.
+  if (dropped_.Test(row)) return;
   column.ready.Set(row);
   const int64_t g = row / group_size_;
   // acq_rel: the increment that completes the group must see the others'
   // publications before it sets the group bit (release).
-  if (column.group_counts[g].fetch_add(1, std::memory_order_acq_rel) + 1 ==
-      group_size_) {
+  if (column.group_counts[g].fetch_add(1, std::memory_order_acq_rel) + 1 == live_rows(g)) {
     column.group_ready.Set(g);
   }
+}
+
+bool Partition::MarkDropped(const tdock::Mutex& dock_mu, int64_t row, DropReason reason) {
+  HeldExclusive(dock_mu);
+  if (!dropped_.Set(row)) return false;
+  drop_reasons_[row] = reason;
+  ++drops_[static_cast<int>(reason)];
+  const int64_t g = row / group_size_;
+  // relaxed: every access to these counters here is under the dock's mutex
+  // held exclusively; claimers read them under its shared side.
+  const int32_t live = live_rows_[g].fetch_sub(1, std::memory_order_relaxed) - 1;
+  for (auto& column : columns_) {
+    if (column->ready.Test(row)) {
+      // A ready row leaves the group's count with the row; the ready bit
+      // stays (statistics count what was written).
+      column->group_counts[g].fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (live > 0 && column->group_counts[g].load(std::memory_order_relaxed) == live) {
+      column->group_ready.Set(g);
+    }
+  }
+  return true;
+}
+
+void Partition::AppendUnitRows(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups,
+                               std::vector<int64_t>& rows) const {
+  HeldShared(dock_mu);
+  if (!whole_groups) {
+    if (!dropped_.Test(unit)) rows.push_back(unit);
+    return;
+  }
+  for (int64_t row = unit * group_size_; row < (unit + 1) * group_size_; ++row) {
+    if (!dropped_.Test(row)) rows.push_back(row);
+  }
+}
+
+bool Partition::UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const {
+  HeldShared(dock_mu);
+  return whole_groups ? live_rows(unit) == 0 : dropped_.Test(unit);
 }
 
 }  // namespace tdock::internal

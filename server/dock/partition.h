@@ -3,9 +3,13 @@
 //
 // Per column: a cell table (an atomic pointer per row to the cell's block in
 // the step's arena), a ready bitmap over rows, a ready counter per group and a
-// group-ready bitmap (set when all n rows of the group are ready). Per
-// consumer: a consumed bitmap over rows (over groups for whole-group
-// consumers) and a consumed-row counter.
+// group-ready bitmap (set when every row of the group that is not dropped is
+// ready). Per consumer: a consumed bitmap over rows (over groups for
+// whole-group consumers) and a consumed-row counter. Per row: whether it is
+// dropped and why; per group: its rows not dropped.
+//
+// Drops change the structure: MarkDropped needs the dock's mutex exclusively,
+// so claims (shared) see a row's drop whole or not at all.
 //
 // Thread safety: the dock's mutex guards structure (the step held, the
 // arena, the consumer list); every structural accessor names it, so clang
@@ -22,6 +26,7 @@
 #define TDOCK_SERVER_DOCK_PARTITION_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -29,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/drop.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "server/dock/arena.h"
@@ -76,6 +82,8 @@ struct ConsumerState {
         redeliver(static_cast<size_t>(dp_size)) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
   std::atomic<int64_t> consumed_rows{0};
+  // Of consumed_rows: rows dropped before they were handed to it.
+  std::atomic<int64_t> skipped_rows{0};
   // Consumers with leases: rows handed out and not yet acknowledged. Raised
   // before consumed_rows, so whoever sees every row consumed sees them.
   std::atomic<int64_t> in_flight_rows{0};
@@ -154,6 +162,39 @@ class Partition final {
   }
   void AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+
+  // ---- drops and seal (see the file comment)
+  // Takes `row` out of the step for `reason`: it no longer counts toward its
+  // group's readiness (which may complete the group). False if it was
+  // dropped already. The consumers' accounting is the dock's.
+  bool MarkDropped(const tdock::Mutex& dock_mu, int64_t row, DropReason reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+  DropReason drop_reason(const tdock::Mutex& dock_mu, int64_t row) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return drop_reasons_[row];
+  }
+  // Rows dropped, by reason (DropReason's value).
+  const std::array<int64_t, kDropReasons>& drops(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return drops_;
+  }
+  bool sealed(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return sealed_;
+  }
+  void Seal(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
+    HeldExclusive(dock_mu);
+    sealed_ = true;
+  }
+  // Appends the rows of a unit (a row, or a group for whole-group consumers)
+  // that are not dropped, ascending.
+  void AppendUnitRows(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups,
+                      std::vector<int64_t>& rows) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Every row of the unit is dropped.
+  bool UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   const std::shared_ptr<StepArena>& arena(const tdock::Mutex& dock_mu) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
@@ -190,6 +231,13 @@ class Partition final {
   void MakeReady(int c, int64_t row);
   void Unstage(int c, int64_t row, const CellBlock* block);
   bool ready(int c, int64_t row) const { return columns_[c]->ready.Test(row); }
+  // The row is dropped (stable under the dock's mutex: drops hold it
+  // exclusively).
+  bool dropped(int64_t row) const { return dropped_.Test(row); }
+  int32_t live_rows(int64_t group) const {
+    // relaxed: changed only under the dock's mutex held exclusively.
+    return live_rows_[group].load(std::memory_order_relaxed);
+  }
 
  private:
   // Tell the analysis that `dock_mu` held is this partition's guard, and
@@ -215,6 +263,13 @@ class Partition final {
   int64_t last_released_ ABSL_GUARDED_BY(dock_mu_) = -1;
   bool releasing_ ABSL_GUARDED_BY(dock_mu_) = false;
   std::shared_ptr<StepArena> arena_ ABSL_GUARDED_BY(dock_mu_);
+  bool sealed_ ABSL_GUARDED_BY(dock_mu_) = false;
+  std::vector<DropReason> drop_reasons_ ABSL_GUARDED_BY(dock_mu_);  // per row
+  std::array<int64_t, kDropReasons> drops_ ABSL_GUARDED_BY(dock_mu_){};
+  AtomicBitmap dropped_;  // per row; set under the dock's mutex held exclusively
+  // Per group: rows not dropped (the group is ready for a column when this
+  // many of its rows are).
+  std::unique_ptr<std::atomic<int32_t>[]> live_rows_;
 
   std::atomic<int64_t> unrecorded_handouts_{0};
 

@@ -9,11 +9,15 @@
 namespace tdock::internal {
 namespace {
 
-// The round over the draft's first `rows` rows; `largest` receives its
+// The round over the draft's first `units` units; `largest` receives its
 // largest share's response size (with a response limit).
-absl::StatusOr<Round> Plan(const RoundDraft& draft, size_t rows, int64_t& largest) {
+absl::StatusOr<Round> Plan(const RoundDraft& draft, size_t units, int64_t& largest) {
+  size_t rows = 0;
+  for (size_t u = 0; u < units; ++u) rows += draft.unit_sizes[u];
+  RoundOptions options = draft.options;
+  if (!options.group_sizes.empty()) options.group_sizes.resize(units);
   absl::StatusOr<RoundPlan> planned =
-      PlanRound(absl::MakeConstSpan(draft.lengths).first(rows), draft.options);
+      PlanRound(absl::MakeConstSpan(draft.lengths).first(rows), options);
   if (!planned.ok()) {
     return absl::Status(planned.status().code(),
                         absl::StrCat(draft.who, ": ", planned.status().message()));
@@ -28,8 +32,7 @@ absl::StatusOr<Round> Plan(const RoundDraft& draft, size_t rows, int64_t& larges
     share.rows.reserve(order.size());
     int64_t bytes = draft.fixed_bytes;
     for (int position : order) {
-      const size_t unit = static_cast<size_t>(position) / draft.unit_rows;
-      share.rows.push_back(draft.units[unit] * draft.unit_rows + position % draft.unit_rows);
+      share.rows.push_back(draft.rows[position]);
       if (draft.max_batch_bytes > 0) bytes += draft.row_bytes[position];
     }
     largest = std::max(largest, bytes);
@@ -63,7 +66,7 @@ FormedRound FormRound(const RoundDraft& draft) {
   for (;;) {
     formed.kept = units;
     int64_t largest = 0;
-    formed.round = Plan(draft, units * draft.unit_rows, largest);
+    formed.round = Plan(draft, units, largest);
     if (!formed.round.ok() || draft.max_batch_bytes <= 0) return formed;
     if (largest <= draft.max_batch_bytes) return formed;
     // A share would not fit one response: a smaller round, in proportion
@@ -73,7 +76,7 @@ FormedRound FormRound(const RoundDraft& draft) {
     if (keep < 1) {
       formed.kept = 0;
       formed.round = absl::ResourceExhaustedError(absl::StrCat(
-          draft.who, ": ", draft.unit_rows > 1 ? "group " : "row ", draft.units.front(),
+          draft.who, ": ", draft.whole_groups ? "group " : "row ", draft.units.front(),
           " alone is larger than one response carries (", draft.max_batch_bytes, " bytes)"));
       return formed;
     }

@@ -45,13 +45,17 @@ struct RoundDraft {
   int64_t step = 0;
   int consumer = 0;         // index
   std::string who;          // "dock 'x' step 3 consumer 'c'", for errors
-  int32_t unit_rows = 1;    // rows per unit (n for whole-group consumers)
+  bool whole_groups = false;  // units are groups (else rows)
   std::vector<int64_t> units;    // claimed, ascending
-  // Per row of the units, unit after unit: its token count, and (with a
-  // response limit) its share of a response.
+  // The units' rows (a group's rows that are not dropped), unit after unit,
+  // and how many each unit has.
+  std::vector<int64_t> rows;
+  std::vector<int32_t> unit_sizes;
+  // Per row of `rows`: its token count, and (with a response limit) its
+  // share of a response.
   std::vector<int64_t> lengths;
   std::vector<int64_t> row_bytes;
-  RoundOptions options;
+  RoundOptions options;  // whole groups: group_sizes lists unit_sizes
   int64_t max_batch_bytes = 0;    // one response, at most; 0: unlimited
   int64_t fixed_bytes = 0;        // a response's bytes besides its rows
 };

@@ -4,6 +4,7 @@
 #ifndef TDOCK_SERVER_DOCK_TYPES_H_
 #define TDOCK_SERVER_DOCK_TYPES_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/batch_meta.h"
+#include "common/drop.h"
 #include "common/packed.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
@@ -51,6 +53,22 @@ struct GetInput {
   // BALANCED consumers: the round of `step` to serve (asking again returns
   // the same rows; needs a step); nullopt: this rank's next round.
   std::optional<int64_t> round;
+};
+
+// Rows taken out of a step (Dock::Drop): `rows` and every row of `groups`.
+struct DropInput {
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  std::vector<int64_t> groups;
+  DropReason reason = DropReason::kUnspecified;
+};
+
+// Closing a step to new rows (Dock::Seal): its rows that lack a cell of any
+// of `required_columns` (with none named: that have no cell at all) are
+// dropped as "sealed".
+struct SealInput {
+  int64_t step = 0;
+  std::vector<std::string> required_columns;
 };
 
 // One column of a batch: segments are views into the dock's arena, valid
@@ -110,6 +128,9 @@ struct StepStats {
   // Per consumer: rows whose needed columns are all ready and that it has
   // not taken yet.
   std::vector<int64_t> available_rows;
+  bool sealed = false;
+  // Rows dropped, by reason (indexed by DropReason's value).
+  std::array<int64_t, kDropReasons> dropped_rows{};
 };
 
 struct DockStats {
@@ -127,6 +148,8 @@ struct DockStats {
   // column and rows handed out per consumer.
   std::vector<int64_t> rows_written_total;
   std::vector<int64_t> rows_handed_out_total;
+  // Rows dropped since the dock was created, by reason (DropReason's value).
+  std::array<int64_t, kDropReasons> rows_dropped_total{};
   // Per consumer: its lease_ms (0: no leases), and (zero without leases)
   // leases and their rows in flight now;
   // leases that expired or were returned by Nack, and the rows they handed

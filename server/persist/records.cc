@@ -88,6 +88,34 @@ std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease) {
   return key;
 }
 
+std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('x');
+  PutBe(key, seq, 8);
+  return key;
+}
+
+std::string EncodeDrop(const DockJournal::DropRecord& d) {
+  std::string value;
+  value.push_back(static_cast<char>(d.reason));
+  value.push_back(d.seal ? 1 : 0);
+  for (int64_t row : d.rows) PutBe(value, static_cast<uint64_t>(row), 8);
+  return value;
+}
+
+bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d) {
+  Reader in(value);
+  char reason = 0, seal = 0;
+  if (!in.Byte(reason) || !in.Byte(seal) || static_cast<unsigned char>(reason) >= kDropReasons) {
+    return false;
+  }
+  d.reason = static_cast<DropReason>(reason);
+  d.seal = seal != 0;
+  int64_t row = 0;
+  while (in.ReadI64(row)) d.rows.push_back(row);
+  return in.done();
+}
+
 std::string EncodeHandOut(const DockJournal::HandOut& h) {
   std::string value;
   PutBe(value, h.lease_id, 8);

@@ -11,6 +11,8 @@
 //   D <dock> \0 <step:8> d <consumer:4> <round:8> <rank:4>   its delivery to a
 //                                               rank: <lease:8>
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
+//   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
+//                                               <reason:1> <seal:1> then <row:8>...
 //   T <dock> \0 <step:8>                        the step was released
 //   E                                           the server's epoch: <epoch:8>,
 //                                               raised at every start
@@ -90,6 +92,7 @@ std::string RoundKey(absl::string_view dock, int64_t step, int consumer, int64_t
 std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int64_t round,
                         int32_t rank);
 std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease);
+std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq);
 
 // A hand-out's value: its lease, then its units.
 std::string EncodeHandOut(const DockJournal::HandOut& h);
@@ -98,6 +101,10 @@ std::string EncodeHandOut(const DockJournal::HandOut& h);
 // consumer, round: those are in the key); false if it does not decode.
 std::string EncodeRound(const DockJournal::RoundRecord& r);
 bool DecodeRound(absl::string_view value, DockJournal::RoundRecord& r);
+// A drop's value: its reason, whether it sealed the step, its rows.
+// DecodeDrop fills reason, seal and rows; false if it does not decode.
+std::string EncodeDrop(const DockJournal::DropRecord& d);
+bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d);
 
 }  // namespace tdock::persist::records
 

@@ -106,6 +106,7 @@ class DockScan {
       case 'r': return Round(step, in, value);
       case 'd': return Delivery(step, in, value);
       case 'k': return Ack(step, in);
+      case 'x': return Drop(step, in, value);
       default:
         return absl::DataLossError(absl::StrCat("unknown record kind '", std::string(1, kind),
                                                 "' in step ", step));
@@ -113,7 +114,8 @@ class DockScan {
   }
 
   // After the scan: the last cells, then rounds, deliveries and hand-outs
-  // with the leases that were not acknowledged.
+  // with the leases that were not acknowledged, then drops (a drop applies
+  // to rows handed out or not, as it did when it was made).
   absl::Status Restore() {
     TDOCK_RETURN_IF_ERROR(cells_.Flush());
     stats_.steps += cells_.steps();
@@ -134,6 +136,7 @@ class DockScan {
       stats_.leases += h.lease_id != 0;
     }
     for (const auto& [step, lease] : acked_) dock_.Acknowledged(lease);
+    for (const DockJournal::DropRecord& d : drops_) TDOCK_RETURN_IF_ERROR(dock_.Dropped(d));
     return absl::OkStatus();
   }
 
@@ -198,6 +201,18 @@ class DockScan {
     return absl::OkStatus();
   }
 
+  absl::Status Drop(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t seq = 0;
+    DockJournal::DropRecord d;
+    if (!in.Read(seq, 8) || !in.done() || !records::DecodeDrop(value, d)) {
+      return absl::DataLossError(absl::StrCat("a drop of step ", step, " does not decode"));
+    }
+    next_handout_ = std::max(next_handout_, seq + 1);
+    d.step = step;
+    drops_.push_back(std::move(d));  // in key order: the order they were made
+    return absl::OkStatus();
+  }
+
   absl::Status Ack(int64_t step, Reader& in) {
     uint64_t lease = 0;
     if (!in.Read(lease, 8)) return absl::DataLossError("an acknowledgement does not decode");
@@ -218,6 +233,7 @@ class DockScan {
   std::vector<DockJournal::HandOut> handouts_;
   std::vector<DockJournal::RoundRecord> rounds_;
   std::vector<DeliveryRecord> deliveries_;
+  std::vector<DockJournal::DropRecord> drops_;
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)
   uint64_t next_handout_ = 0;
 };

@@ -14,6 +14,8 @@ using records::AckKey;
 using records::CellKey;
 using records::DeliveryKey;
 using records::DockPrefix;
+using records::DropKey;
+using records::EncodeDrop;
 using records::EncodeHandOut;
 using records::EncodeRound;
 using records::HandOutKey;
@@ -64,6 +66,12 @@ void StoreDockJournal::RoundDelivered(int64_t step, int consumer, int64_t round,
 void StoreDockJournal::LeaseEnded(const LeaseEnd& end, Done done) {
   StoreBatch batch;
   AddLeaseEnd(end, batch);
+  Submit(std::move(batch), std::move(done));
+}
+
+void StoreDockJournal::Dropped(const DropRecord& drop, Done done) {
+  StoreBatch batch;
+  batch.Put(DropKey(dock_, drop.step, next_handout_++), EncodeDrop(drop));
   Submit(std::move(batch), std::move(done));
 }
 

@@ -21,8 +21,8 @@
 namespace tdock::persist {
 
 // `journal` is borrowed and must outlive the dock. Hand-outs without a lease
-// are numbered from `next_handout` (recovery passes one past the highest
-// stored).
+// and drops are numbered from `next_handout` (recovery passes one past the
+// highest stored).
 class StoreDockJournal final : public DockJournal {
  public:
   StoreDockJournal(Journal* journal, std::string dock, uint64_t next_handout)
@@ -34,6 +34,7 @@ class StoreDockJournal final : public DockJournal {
   void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank, uint64_t lease_id,
                       const RoundRecord* formed, Done done) override;
   void LeaseEnded(const LeaseEnd& end, Done done) override;
+  void Dropped(const DropRecord& drop, Done done) override;
   void Released(int64_t step, Done done) override;
   void SpecChanged(const DockSpec& spec, Done done) override;
 

@@ -1,6 +1,7 @@
 // DockService: the tdock.v1.Dock gRPC service over a DockRegistry.
 //
-// Control plane calls are typed unary callbacks: AddConsumer, ReleaseStep,
+// Control plane calls (dock_service_control.cc) are typed unary callbacks:
+// AddConsumer, ReleaseStep, Drop, Seal,
 // Ack, Nack, DeleteDock and Checkpoint finish from a callback (once
 // recorded), without a thread waiting; ListDocks and GetDockStatus finish
 // inline, and CreateDock waits for its spec's record (creations are
@@ -57,6 +58,10 @@ struct ServiceLimits {
                             absl::string_view flag);
 };
 
+// Finishes a unary call that completed inline with `status`.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status);
+
 class DockService final
     : public v1::Dock::WithRawCallbackMethod_Put<v1::Dock::WithRawCallbackMethod_Get<
           v1::Dock::WithRawCallbackMethod_GetStream<
@@ -96,6 +101,13 @@ class DockService final
       grpc::CallbackServerContext* context,
       const v1::ReleaseStepRequest* request,
       v1::ReleaseStepResponse* response) override;
+  // Rows taken out of a live step; a step closed to new rows.
+  grpc::ServerUnaryReactor* Drop(grpc::CallbackServerContext* context,
+                                 const v1::DropRequest* request,
+                                 v1::DropResponse* response) override;
+  grpc::ServerUnaryReactor* Seal(grpc::CallbackServerContext* context,
+                                 const v1::SealRequest* request,
+                                 v1::SealResponse* response) override;
   // A copy of the store (servers with --data_dir; see SetCheckpoint).
   grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* context,
                                        const v1::CheckpointRequest* request,

@@ -3,6 +3,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "common/balance/cost_model.h"
@@ -195,6 +196,46 @@ TEST(Partition, EqualGroupsKeepGroupsWhole) {
   }
 }
 
+// Groups of unequal sizes (an agent loop's sessions, groups after drops):
+// each stays in one part, parts hold equal numbers of groups (±1), and the
+// split is as balanced as the groups allow.
+TEST(Partition, GroupsOfUnequalSizesKeptWhole) {
+  std::vector<int> sizes;
+  for (int u = 0; u < 67; ++u) sizes.push_back(1 + (u * 7) % 9);
+  int rows = 0;
+  std::vector<int> first_of;  // row -> first row of its group
+  for (int size : sizes) {
+    for (int i = 0; i < size; ++i) first_of.push_back(rows);
+    rows += size;
+  }
+  const std::vector<double> costs = AsCosts(LongTail(rows, 5));
+  PartitionOptions options = Options(PartitionConstraint::kEqualGroups, PartitionAlgorithm::kAuto);
+  options.group_sizes = sizes;
+  ASSERT_OK_AND_ASSIGN(auto parts, Partition(costs, 4, options));
+  ExpectExactCover(parts, rows);
+  double total = 0, heaviest = 0, largest_group = 0;
+  for (double c : costs) total += c;
+  for (const std::vector<int>& part : parts) {
+    std::set<int> groups;
+    for (int row : part) groups.insert(first_of[row]);
+    EXPECT_TRUE(groups.size() == 16 || groups.size() == 17) << groups.size();
+    for (int first : groups) {  // every row of each group it holds
+      for (int row = first; row < rows && first_of[row] == first; ++row) {
+        EXPECT_TRUE(std::binary_search(part.begin(), part.end(), row)) << row;
+      }
+    }
+    double sum = 0;
+    for (int row : part) sum += costs[row];
+    heaviest = std::max(heaviest, sum);
+  }
+  for (size_t r = 0, u = 0; u < sizes.size(); r += sizes[u++]) {
+    double group = 0;
+    for (int i = 0; i < sizes[u]; ++i) group += costs[r + i];
+    largest_group = std::max(largest_group, group);
+  }
+  EXPECT_LE(heaviest, total / 4 + largest_group);
+}
+
 // Fewer rows than parts: each row alone, the remaining parts empty and last.
 TEST(Partition, FewerRowsThanParts) {
   const std::vector<double> costs = {5, 1, 3};
@@ -281,6 +322,17 @@ TEST(Partition, RejectsBadInput) {
   groups.group_size = 3;
   EXPECT_STATUS(Partition(costs, 2, groups), absl::StatusCode::kInvalidArgument,
                 "multiple of group_size");
+  PartitionOptions sizes = groups;
+  sizes.group_sizes = {1, 2};
+  EXPECT_STATUS(Partition(costs, 2, sizes), absl::StatusCode::kInvalidArgument,
+                "sizes sum to 3");
+  sizes.group_sizes = {4, 0};
+  EXPECT_STATUS(Partition(costs, 2, sizes), absl::StatusCode::kInvalidArgument,
+                "group_sizes[1] is 0");
+  PartitionOptions stray_sizes;
+  stray_sizes.group_sizes = {4};
+  EXPECT_STATUS(Partition(costs, 2, stray_sizes), absl::StatusCode::kInvalidArgument,
+                "group_sizes needs constraint kEqualGroups");
   PartitionOptions stray;
   stray.group_size = 2;
   EXPECT_STATUS(Partition(costs, 2, stray), absl::StatusCode::kInvalidArgument,

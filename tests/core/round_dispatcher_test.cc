@@ -30,11 +30,17 @@ RoundDraft Draft(std::vector<int64_t> units, int32_t unit_rows, std::vector<int6
                  int dp_size) {
   RoundDraft draft;
   draft.who = "dock 'd' step 0 consumer 'actor'";
+  draft.whole_groups = unit_rows > 1;
+  for (int64_t unit : units) {
+    for (int32_t i = 0; i < unit_rows; ++i) draft.rows.push_back(unit * unit_rows + i);
+    draft.unit_sizes.push_back(unit_rows);
+  }
   draft.units = std::move(units);
-  draft.unit_rows = unit_rows;
   draft.lengths = std::move(lengths);
   draft.options.dp_size = dp_size;
-  draft.options.group_size = unit_rows;
+  if (draft.whole_groups) {
+    draft.options.group_sizes.assign(draft.unit_sizes.begin(), draft.unit_sizes.end());
+  }
   return draft;
 }
 

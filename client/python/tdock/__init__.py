@@ -14,6 +14,7 @@ same client for asyncio.
 """
 
 from tdock import aio, errors
+from tdock._calls import DROP_REASONS
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
 from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
                           StepStatus, Tls)
@@ -22,7 +23,7 @@ from tdock.columns import Packed, Padded
 __version__ = "0.2.0"
 
 __all__ = [
-    "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
+    "DROP_REASONS", "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
     "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "StepStatus", "Tls",
     "aio", "errors", "__version__",
 ]

@@ -17,6 +17,8 @@ import numpy as np
 from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
+from tdock.status import (DockStatus, DockSummary, LeaseStatus, PutAck,  # noqa: F401
+                          StepStatus, drop_counts)
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
@@ -36,48 +38,23 @@ class Tls:
     server_name: str | None = None  # override the name checked in the cert
 
 
-@dataclass(frozen=True)
-class DockSummary:
-    name: str
-    rows_per_step: int
-    steps_in_flight: int
-    live_steps: list[int]
+DROP_REASONS = ("filtered", "failed", "stale", "sealed", "expired", "surplus", "other")
 
 
-@dataclass(frozen=True)
-class StepStatus:
-    step: int
-    partition: int
-    ready: dict[str, int]     # column -> rows written
-    consumed: dict[str, int]  # consumer -> rows handed out
+def _drop_reason(reason: str) -> int:
+    if reason not in DROP_REASONS:
+        raise errors.InvalidArgument(
+            f"drop reason {reason!r} is not one of {', '.join(DROP_REASONS)}")
+    return dock_pb2.DropReason.Value(reason.upper())
 
 
-@dataclass(frozen=True)
-class LeaseStatus:
-    """A consumer's leases: in flight now, and since the dock was created."""
-    in_flight: int
-    rows_in_flight: int
-    expiries: int
-    nacks: int
-    rows_returned: int  # rows handed back by expiries and nacks
-
-
-@dataclass(frozen=True)
-class DockStatus:
-    spec: dock_pb2.DockSpec
-    steps: list[StepStatus]
-    waiters: dict[str, int]  # consumer -> parked Gets
-    arena_bytes_used: int
-    arena_bytes_reserved: int
-    memory_limit_bytes: int
-    parked_puts: int
-    leases: dict[str, LeaseStatus]  # consumers with lease_ms > 0
-
-
-@dataclass(frozen=True)
-class PutAck:
-    rows: int
-    bytes: int
+def _indexes(values: Iterable[int] | None, what: str) -> list[int]:
+    if values is None:
+        return []
+    out = np.asarray(values)
+    if out.ndim != 1 or (out.size and not np.issubdtype(out.dtype, np.integer)):
+        raise errors.InvalidArgument(f"{what} must be a list of integers, got {values!r}")
+    return out.astype(np.int64).tolist()
 
 
 def _read(path: str | None) -> bytes | None:
@@ -309,7 +286,8 @@ class _DockCalls:
         self._spec = r.spec
         steps = [StepStatus(s.step, s.partition,
                             {c.name: c.rows for c in s.ready},
-                            {c.name: c.rows for c in s.consumed}) for s in r.steps]
+                            {c.name: c.rows for c in s.consumed},
+                            s.sealed, drop_counts(s.dropped)) for s in r.steps]
         leased = {c.name for c in r.spec.consumers if c.lease_ms > 0}
         leases = {c.name: LeaseStatus(c.leases_in_flight, c.rows_in_flight,
                                       c.lease_expiries, c.lease_nacks,
@@ -317,10 +295,24 @@ class _DockCalls:
                   for c in r.consumers if c.name in leased}
         return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
                           r.arena_bytes_used, r.arena_bytes_reserved,
-                          r.memory_limit_bytes, r.parked_puts, leases)
+                          r.memory_limit_bytes, r.parked_puts, leases,
+                          drop_counts(r.dropped_total))
 
     def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
         return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)
+
+    def _drop_request(self, step: int, rows: Iterable[int] | None,
+                      groups: Iterable[int] | None, reason: str) -> dock_pb2.DropRequest:
+        return dock_pb2.DropRequest(dock=self.name, step=int(step),
+                                    rows=_indexes(rows, "rows"),
+                                    groups=_indexes(groups, "groups"),
+                                    reason=_drop_reason(reason))
+
+    def _seal_request(self, step: int, required: Iterable[str]) -> dock_pb2.SealRequest:
+        if isinstance(required, str):
+            required = [required]
+        return dock_pb2.SealRequest(dock=self.name, step=int(step),
+                                    required_columns=list(required))
 
     def _add_consumer_request(self, name: str, settings: Mapping[str, Any]
                               ) -> dock_pb2.AddConsumerRequest:

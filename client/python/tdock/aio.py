@@ -180,6 +180,17 @@ class Dock(_DockCalls):
         await self.client.call("ReleaseStep", self._release_request(step),
                                dock_pb2.ReleaseStepResponse)
 
+    async def drop(self, step: int, rows: Iterable[int] | None = None,
+                   groups: Iterable[int] | None = None, reason: str = "failed") -> int:
+        """As tdock.Dock.drop."""
+        return (await self.client.call("Drop", self._drop_request(step, rows, groups, reason),
+                                       dock_pb2.DropResponse)).dropped
+
+    async def seal(self, step: int, required_columns: Iterable[str] = ()) -> int:
+        """As tdock.Dock.seal."""
+        return (await self.client.call("Seal", self._seal_request(step, required_columns),
+                                       dock_pb2.SealResponse)).dropped
+
     async def add_consumer(self, name: str, settings: Mapping[str, Any]
                            ) -> dock_pb2.ConsumerSpec:
         """As tdock.Dock.add_consumer."""

@@ -208,6 +208,26 @@ class Dock(_DockCalls):
         self.client.call("ReleaseStep", self._release_request(step),
                          dock_pb2.ReleaseStepResponse)
 
+    def drop(self, step: int, rows: Iterable[int] | None = None,
+             groups: Iterable[int] | None = None, reason: str = "failed") -> int:
+        """Takes rows (and every row of `groups`) out of a live step: they are
+        never handed out again and count as done for every consumer, so the
+        step and their groups do not wait for them; a Put or Read of one
+        fails naming the drop. `reason` is one of tdock.DROP_REASONS
+        ("filtered", "failed", ...); status() counts drops by reason.
+        Returns the rows this call dropped (a row dropped before is not
+        counted again)."""
+        return self.client.call("Drop", self._drop_request(step, rows, groups, reason),
+                                dock_pb2.DropResponse).dropped
+
+    def seal(self, step: int, required_columns: Iterable[str] = ()) -> int:
+        """Closes a live step to new rows: its rows that lack a cell of any of
+        `required_columns` (none named: that have no cell at all) are dropped
+        as "sealed", so each consumer's end of step comes once every row left
+        is handed to it. Returns the rows it dropped."""
+        return self.client.call("Seal", self._seal_request(step, required_columns),
+                                dock_pb2.SealResponse).dropped
+
     def add_consumer(self, name: str, settings: Mapping[str, Any]
                      ) -> dock_pb2.ConsumerSpec:
         """Adds a consumer at run time (settings as under `consumers:`)."""

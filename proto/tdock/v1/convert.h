@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/batch_meta.h"
+#include "common/drop.h"
 #include "common/spec.h"
 #include "grpcpp/support/status.h"
 #include "tdock/v1/dock.pb.h"
@@ -16,6 +17,15 @@ v1::DockSpec ToProto(const DockSpec& spec);
 v1::ConsumerSpec ToProto(const ConsumerSpec& consumer);
 v1::ColumnSpec ToProto(const ColumnSpec& column);
 // INVALID_ARGUMENT for enum values outside the contract (naming the field).
+// Drop reasons share their values with the wire's; a value the dock does not
+// know becomes kUnspecified (the dock refuses it, naming the valid reasons).
+inline v1::DropReason ToProto(DropReason reason) { return static_cast<v1::DropReason>(reason); }
+inline DropReason FromProto(v1::DropReason reason) {
+  const int value = static_cast<int>(reason);
+  return value > 0 && value < kDropReasons ? static_cast<DropReason>(value)
+                                           : DropReason::kUnspecified;
+}
+
 absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec);
 absl::StatusOr<ConsumerSpec> FromProto(const v1::ConsumerSpec& consumer);
 absl::StatusOr<ColumnSpec> FromProto(const v1::ColumnSpec& column);

@@ -1,0 +1,62 @@
+"""What a tdock client's status calls return (tdock.Dock.status and
+tdock.Client.list_docks, and their tdock.aio twins)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from tdock.v1 import dock_pb2
+
+@dataclass(frozen=True)
+class DockSummary:
+    name: str
+    rows_per_step: int
+    steps_in_flight: int
+    live_steps: list[int]
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    step: int
+    partition: int
+    ready: dict[str, int]     # column -> rows written
+    consumed: dict[str, int]  # consumer -> rows handed out
+    sealed: bool = False
+    # rows dropped, per reason ("filtered", "failed", ...; those with any)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeaseStatus:
+    """A consumer's leases: in flight now, and since the dock was created."""
+    in_flight: int
+    rows_in_flight: int
+    expiries: int
+    nacks: int
+    rows_returned: int  # rows handed back by expiries and nacks
+
+
+@dataclass(frozen=True)
+class DockStatus:
+    spec: dock_pb2.DockSpec
+    steps: list[StepStatus]
+    waiters: dict[str, int]  # consumer -> parked Gets
+    arena_bytes_used: int
+    arena_bytes_reserved: int
+    memory_limit_bytes: int
+    parked_puts: int
+    leases: dict[str, LeaseStatus]  # consumers with lease_ms > 0
+    # rows dropped since the dock was created, per reason (those with any)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PutAck:
+    rows: int
+    bytes: int
+
+
+def drop_counts(counts: Iterable[dock_pb2.DropCount]) -> dict[str, int]:
+    """{reason: rows} of the wire's DropCounts ("filtered", "failed", ...)."""
+    return {dock_pb2.DropReason.Name(c.reason).lower(): c.rows for c in counts}

@@ -1,0 +1,36 @@
+#include "common/drop.h"
+
+namespace tdock {
+
+absl::string_view DropReasonName(DropReason reason) {
+  switch (reason) {
+    case DropReason::kFiltered: return "filtered";
+    case DropReason::kFailed: return "failed";
+    case DropReason::kStale: return "stale";
+    case DropReason::kSealed: return "sealed";
+    case DropReason::kExpired: return "expired";
+    case DropReason::kSurplus: return "surplus";
+    case DropReason::kOther: return "other";
+    case DropReason::kUnspecified: break;
+  }
+  return "unspecified";
+}
+
+const std::array<DropReason, kDropReasons - 1>& AllDropReasons() {
+  static constexpr std::array<DropReason, kDropReasons - 1> kAll = {
+      DropReason::kFiltered, DropReason::kFailed,  DropReason::kStale, DropReason::kSealed,
+      DropReason::kExpired,  DropReason::kSurplus, DropReason::kOther};
+  return kAll;
+}
+
+bool ParseDropReason(absl::string_view name, DropReason* reason) {
+  for (DropReason r : AllDropReasons()) {
+    if (DropReasonName(r) == name) {
+      *reason = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace tdock

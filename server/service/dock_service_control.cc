@@ -1,0 +1,268 @@
+// DockService's control plane: docks, consumers, steps (release, drop,
+// seal), leases' ends and checkpoints; typed unary callbacks.
+#include <array>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "proto/tdock/v1/convert.h"
+#include "server/service/dock_service.h"
+
+namespace tdock {
+namespace {
+
+void FillDropCounts(const std::array<int64_t, kDropReasons>& counts,
+                    google::protobuf::RepeatedPtrField<v1::DropCount>* out) {
+  for (DropReason reason : AllDropReasons()) {
+    const int64_t rows = counts[static_cast<int>(reason)];
+    if (rows == 0) continue;
+    v1::DropCount* count = out->Add();
+    count->set_reason(ToProto(reason));
+    count->set_rows(rows);
+  }
+}
+
+void FillStepStatus(const DockStats& stats, const StepStats& step,
+                    v1::StepStatus* out) {
+  out->set_step(step.step);
+  out->set_partition(step.partition);
+  for (size_t i = 0; i < step.ready_rows.size() && i < stats.columns.size();
+       ++i) {
+    v1::ColumnCount* count = out->add_ready();
+    count->set_name(stats.columns[i]);
+    count->set_rows(step.ready_rows[i]);
+  }
+  for (size_t i = 0;
+       i < step.consumed_rows.size() && i < stats.consumers.size(); ++i) {
+    v1::ColumnCount* count = out->add_consumed();
+    count->set_name(stats.consumers[i]);
+    count->set_rows(step.consumed_rows[i]);
+  }
+  out->set_sealed(step.sealed);
+  FillDropCounts(step.dropped_rows, out->mutable_dropped());
+}
+
+// Finishes a Drop or Seal with the rows it dropped.
+template <typename Response>
+RowsCallback AnswerDropped(grpc::ServerUnaryReactor* reactor, Response* response) {
+  return [reactor, response](absl::StatusOr<int64_t> dropped) {
+    if (dropped.ok()) response->set_dropped(*dropped);
+    reactor->Finish(ToGrpcStatus(dropped.status()));
+  };
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* DockService::CreateDock(
+    grpc::CallbackServerContext* context, const v1::CreateDockRequest* request,
+    v1::CreateDockResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<DockSpec> spec = CreateDockSpec(*request);
+  if (!spec.ok()) return FinishNow(context, spec.status());
+  // Answered once the spec is stored: no RPC thread waits on the journal.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  registry_->Create(*std::move(spec),
+                    [reactor, response](absl::StatusOr<std::shared_ptr<Dock>> dock) {
+                      if (dock.ok()) *response->mutable_spec() = ToProto((*dock)->spec());
+                      reactor->Finish(ToGrpcStatus(dock.status()));
+                    });
+  return reactor;
+}
+
+absl::StatusOr<DockSpec> DockService::CreateDockSpec(const v1::CreateDockRequest& request) const {
+  TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
+      static_cast<int64_t>(request.ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("CreateDock of '", request.spec().name(), "': the spec's bytes"),
+      "max_spec_bytes"));
+  return FromProto(request.spec());
+}
+
+grpc::ServerUnaryReactor* DockService::DeleteDock(
+    grpc::CallbackServerContext* context, const v1::DeleteDockRequest* request,
+    v1::DeleteDockResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  registry_->Delete(request->dock(), [reactor](absl::Status deleted) {
+    reactor->Finish(ToGrpcStatus(deleted));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::ListDocks(
+    grpc::CallbackServerContext* context,
+    const v1::ListDocksRequest* /*request*/, v1::ListDocksResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  return FinishNow(context, DoListDocks(response));
+}
+
+absl::Status DockService::DoListDocks(v1::ListDocksResponse* response) {
+  for (const std::shared_ptr<Dock>& dock : registry_->List()) {
+    const DockStats stats = dock->Stats();
+    v1::DockSummary* summary = response->add_docks();
+    summary->set_name(dock->name());
+    summary->set_rows_per_step(stats.rows_per_step);
+    summary->set_steps_in_flight(dock->spec().steps_in_flight);
+    for (const StepStats& step : stats.steps)
+      summary->add_live_steps(step.step);
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::GetDockStatus(
+    grpc::CallbackServerContext* context,
+    const v1::GetDockStatusRequest* request,
+    v1::GetDockStatusResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  return FinishNow(context, DoGetDockStatus(*request, response));
+}
+
+absl::Status DockService::DoGetDockStatus(
+    const v1::GetDockStatusRequest& request,
+    v1::GetDockStatusResponse* response) {
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
+                         registry_->Find(request.dock()));
+  const DockStats stats = dock->Stats();
+  *response->mutable_spec() = ToProto(dock->spec());
+  for (const StepStats& step : stats.steps) {
+    FillStepStatus(stats, step, response->add_steps());
+  }
+  for (size_t i = 0; i < stats.consumers.size(); ++i) {
+    v1::ConsumerStatus* consumer = response->add_consumers();
+    consumer->set_name(stats.consumers[i]);
+    consumer->set_waiters(i < stats.waiters.size() ? stats.waiters[i] : 0);
+    if (i < stats.leases_in_flight.size()) {
+      consumer->set_leases_in_flight(stats.leases_in_flight[i]);
+      consumer->set_rows_in_flight(stats.rows_in_flight[i]);
+      consumer->set_lease_expiries(stats.lease_expiries_total[i]);
+      consumer->set_lease_nacks(stats.lease_nacks_total[i]);
+      consumer->set_rows_returned(stats.rows_returned_total[i]);
+    }
+  }
+  response->set_arena_bytes_used(stats.arena_bytes_used);
+  response->set_arena_bytes_reserved(stats.arena_bytes_reserved);
+  response->set_memory_limit_bytes(stats.memory_limit_bytes);
+  response->set_parked_puts(stats.parked_puts);
+  FillDropCounts(stats.rows_dropped_total, response->mutable_dropped_total());
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DockService::AddConsumer(
+    grpc::CallbackServerContext* context, const v1::AddConsumerRequest* request,
+    v1::AddConsumerResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::Status checked = ServiceLimits::Check(
+      static_cast<int64_t>(request->ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("AddConsumer on dock '", request->dock(), "': the request's bytes"),
+      "max_spec_bytes");
+  if (!checked.ok()) return FinishNow(context, checked);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<ConsumerSpec> consumer = FromProto(request->consumer());
+  if (!consumer.ok()) return FinishNow(context, consumer.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->AddConsumer(*std::move(consumer),
+                       [reactor, response](absl::StatusOr<ConsumerSpec> added) {
+                         if (added.ok()) *response->mutable_consumer() = ToProto(*added);
+                         reactor->Finish(ToGrpcStatus(added.status()));
+                       });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::ReleaseStep(
+    grpc::CallbackServerContext* context, const v1::ReleaseStepRequest* request,
+    v1::ReleaseStepResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->ReleaseStep(request->step(), [reactor](absl::Status released) {
+    reactor->Finish(ToGrpcStatus(released));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::Drop(grpc::CallbackServerContext* context,
+                                            const v1::DropRequest* request,
+                                            v1::DropResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  DropInput in;
+  in.step = request->step();
+  in.rows.assign(request->rows().begin(), request->rows().end());
+  in.groups.assign(request->groups().begin(), request->groups().end());
+  in.reason = FromProto(request->reason());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->Drop(std::move(in), AnswerDropped(reactor, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::Seal(grpc::CallbackServerContext* context,
+                                            const v1::SealRequest* request,
+                                            v1::SealResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  SealInput in;
+  in.step = request->step();
+  in.required_columns.assign(request->required_columns().begin(),
+                             request->required_columns().end());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->Seal(std::move(in), AnswerDropped(reactor, response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::Ack(grpc::CallbackServerContext* context,
+                                           const v1::AckRequest* request,
+                                           v1::AckResponse* response) {
+  return EndLease(context, *request, /*ack=*/true, response);
+}
+
+grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context,
+                                            const v1::AckRequest* request,
+                                            v1::AckResponse* response) {
+  return EndLease(context, *request, /*ack=*/false, response);
+}
+
+grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* context,
+                                                  const v1::CheckpointRequest* request,
+                                                  v1::CheckpointResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  if (!checkpoint_) {
+    return FinishNow(context, absl::FailedPreconditionError(
+                                  "Checkpoint: this server runs without --data_dir"));
+  }
+  if (request->dir().empty()) {
+    return FinishNow(context, absl::InvalidArgumentError("Checkpoint: dir is empty"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  checkpoint_(request->dir(), [reactor](absl::Status copied) {
+    reactor->Finish(ToGrpcStatus(copied));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::EndLease(grpc::CallbackServerContext* context,
+                                                const v1::AckRequest& request, bool ack,
+                                                v1::AckResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request.dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RowsCallback done = [reactor, response](absl::StatusOr<int64_t> rows) {
+    if (rows.ok()) response->set_rows(*rows);
+    reactor->Finish(ToGrpcStatus(rows.status()));
+  };
+  if (ack) {
+    (*dock)->Ack(request.consumer(), request.lease_id(), std::move(done));
+  } else {
+    (*dock)->Nack(request.consumer(), request.lease_id(), std::move(done));
+  }
+  return reactor;
+}
+
+// ---- data plane ----
+
+}  // namespace tdock

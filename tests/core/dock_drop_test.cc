@@ -1,0 +1,349 @@
+// Drops and seals: a dropped row is never handed out again, counts as done
+// for every consumer (it holds neither its group nor its step), and refuses
+// later Puts and Reads by naming the drop; a sealed step drops the rows that
+// cannot be completed. Bad input changes nothing.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "gtest/gtest.h"
+#include "server/dock/dock.h"
+#include "tests/core/dock_test_util.h"
+#include "tests/test_util.h"
+
+namespace tdock {
+namespace {
+
+using testing::GetOf;
+using testing::GetSync;
+using testing::OwnedColumn;
+using testing::PutSync;
+
+constexpr absl::Duration kLongWait = absl::Seconds(10);
+
+// 4 prompts x 2 samples: "prompt" and "response" (both count tokens);
+// consumers are added per test.
+DockSpec DropSpec(std::vector<ConsumerSpec> consumers) {
+  DockSpec spec;
+  spec.name = "drops";
+  spec.num_prompts = 4;
+  spec.n_samples_per_prompt = 2;
+  spec.length_columns = {"prompt", "response"};
+  spec.columns = {{"prompt", DType::kInt32, {}, 0, false},
+                  {"response", DType::kInt32, {}, 0, false}};
+  spec.consumers = std::move(consumers);
+  return spec;
+}
+
+ConsumerSpec Reader(std::string name, std::vector<std::string> columns, int64_t dispatch,
+                    bool whole_groups = false) {
+  return ConsumerSpec{std::move(name), std::move(columns), dispatch, 1, whole_groups,
+                      Policy::kFifo, 0};
+}
+
+// Row r holds r + 1 tokens in `name`.
+OwnedColumn Cells(const std::string& name, const std::vector<int64_t>& rows) {
+  std::vector<std::vector<int32_t>> values;
+  for (int64_t r : rows) values.emplace_back(static_cast<size_t>(r + 1), static_cast<int32_t>(r));
+  return OwnedColumn::Of<int32_t>(name, DType::kInt32, values);
+}
+
+std::vector<int64_t> Iota(int64_t from, int64_t to) {
+  std::vector<int64_t> rows(static_cast<size_t>(to - from));
+  std::iota(rows.begin(), rows.end(), from);
+  return rows;
+}
+
+DropInput DropOf(int64_t step, std::vector<int64_t> rows, DropReason reason,
+                 std::vector<int64_t> groups = {}) {
+  return DropInput{step, std::move(rows), std::move(groups), reason};
+}
+
+std::vector<int64_t> Sorted(std::vector<int64_t> rows) {
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// Dropped rows, written or not, are never handed out and count as done: the
+// consumer's last Get ends the step with the rows left, and the step is
+// released by itself.
+TEST(DropTest, DroppedRowsAreNeverHandedOutAndCountAsDone) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 6), {Cells("prompt", Iota(0, 6))}));
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Drop(DropOf(0, {2, 6, 7}, DropReason::kFailed)));
+  EXPECT_EQ(dropped, 3);
+  DockStats stats = dock->Stats();
+  ASSERT_EQ(stats.steps.size(), 1u);
+  EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kFailed)], 3);
+  EXPECT_EQ(stats.steps[0].available_rows, std::vector<int64_t>{5});
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("reader")));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 3, 4, 5}));
+  EXPECT_TRUE(batch.end_of_step);
+  stats = dock->Stats();
+  EXPECT_TRUE(stats.steps.empty()) << "the step is done and released";
+  EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{5});
+  EXPECT_EQ(stats.rows_dropped_total[static_cast<int>(DropReason::kFailed)], 3);
+}
+
+// A dropped row leaves its group: the group is complete once its other rows
+// are, and whole-group consumers receive the rows left.
+TEST(DropTest, GroupsCompleteWithoutTheirDroppedRows) {
+  ASSERT_OK_AND_ASSIGN(auto dock,
+                       Dock::Create(DropSpec({Reader("groups", {"prompt"}, 2, true)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 7), {Cells("prompt", Iota(0, 7))}));
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("groups", 8)));
+  EXPECT_TRUE(first.rows.empty()) << "row 7 is missing: not every group is complete";
+  ASSERT_OK(dock->Drop(DropOf(0, {7, 1}, DropReason::kFailed)));
+  EXPECT_EQ(dock->Stats().steps[0].available_rows, std::vector<int64_t>{8})
+      << "every group counts as available (in units of whole groups)";
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("groups", 8)));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(batch.end_of_step);
+  EXPECT_TRUE(dock->Stats().steps.empty());
+}
+
+// A group dropped whole is done for a whole-group consumer: its last group
+// ends the step.
+TEST(DropTest, GroupDroppedWholeIsDoneForWholeGroupConsumers) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("groups", {"prompt"}, 2, true)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 6), {Cells("prompt", Iota(0, 6))}));
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Drop(DropOf(0, {}, DropReason::kFiltered, {3, 1})));
+  EXPECT_EQ(dropped, 4);
+  std::vector<int64_t> got;
+  for (;;) {
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("groups", 2, kLongWait)));
+    got.insert(got.end(), batch.rows.begin(), batch.rows.end());
+    if (batch.end_of_step) break;
+    ASSERT_FALSE(batch.rows.empty());
+  }
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 4, 5}));
+}
+
+// A parked Get for the step's remainder is served when a drop makes the
+// remainder ready: it never waits for rows that cannot come.
+TEST(DropTest, ParkedGetIsServedWhenADropEndsTheWait) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 4), {Cells("prompt", Iota(0, 4))}));
+  std::promise<absl::StatusOr<Batch>> parked;
+  dock->Get(GetOf("reader", 8, kLongWait),
+            [&](absl::StatusOr<Batch> b) { parked.set_value(std::move(b)); });
+  ASSERT_OK(dock->Drop(DropOf(0, {}, DropReason::kFailed, {2, 3})));
+  ASSERT_OK_AND_ASSIGN(Batch batch, parked.get_future().get());
+  EXPECT_EQ(batch.rows, Iota(0, 4));
+  EXPECT_TRUE(batch.end_of_step);
+}
+
+// A Put or a Read of a dropped row fails naming the drop and changes
+// nothing; dropping a row again drops nothing.
+TEST(DropTest, PutAndReadOfADroppedRowNameTheDrop) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 4), {Cells("prompt", Iota(0, 4))}));
+  ASSERT_OK(dock->Drop(DropOf(0, {3, 5}, DropReason::kFiltered)));
+  EXPECT_STATUS(PutSync(*dock, 0, {4, 5}, {Cells("prompt", {4, 5})}),
+                absl::StatusCode::kFailedPrecondition, "row 5 was dropped (filtered)");
+  EXPECT_STATUS(PutSync(*dock, 0, {3}, {Cells("response", {3})}),
+                absl::StatusCode::kFailedPrecondition, "row 3 was dropped (filtered)");
+  EXPECT_EQ(dock->Stats().steps[0].ready_rows, (std::vector<int64_t>{4, 0}))
+      << "the refused Puts wrote nothing (row 4 neither)";
+  EXPECT_STATUS(dock->Read(0, {3}, {"prompt"}), absl::StatusCode::kFailedPrecondition,
+                "row 3 was dropped (filtered)");
+  ASSERT_OK_AND_ASSIGN(int64_t again, dock->Drop(DropOf(0, {3, 5}, DropReason::kFailed)));
+  EXPECT_EQ(again, 0);
+  EXPECT_STATUS(dock->Read(0, {3}, {}), absl::StatusCode::kFailedPrecondition,
+                "dropped (filtered)");
+}
+
+// Every bad drop or seal gets its own error and changes nothing.
+TEST(DropTest, BadInputGetsASpecificErrorAndChangesNothing) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 2), {Cells("prompt", Iota(0, 2))}));
+  EXPECT_STATUS(dock->Drop(DropOf(0, {1}, DropReason::kUnspecified)),
+                absl::StatusCode::kInvalidArgument, "a drop needs a reason (filtered, failed");
+  EXPECT_STATUS(dock->Drop(DropOf(0, {1}, static_cast<DropReason>(42))),
+                absl::StatusCode::kInvalidArgument, "needs a reason");
+  EXPECT_STATUS(dock->Drop(DropOf(0, {}, DropReason::kFailed)),
+                absl::StatusCode::kInvalidArgument, "names no rows or groups");
+  EXPECT_STATUS(dock->Drop(DropOf(0, {1, 8}, DropReason::kFailed)),
+                absl::StatusCode::kInvalidArgument, "row 8 is out of range [0, 8)");
+  EXPECT_STATUS(dock->Drop(DropOf(0, {1}, DropReason::kFailed, {4})),
+                absl::StatusCode::kInvalidArgument, "group 4 is out of range [0, 4)");
+  EXPECT_STATUS(dock->Drop(DropOf(-1, {1}, DropReason::kFailed)),
+                absl::StatusCode::kInvalidArgument, "step is negative");
+  EXPECT_STATUS(dock->Drop(DropOf(1, {1}, DropReason::kFailed)),
+                absl::StatusCode::kFailedPrecondition, "step 1 has not started");
+  EXPECT_STATUS(dock->Seal(SealInput{0, {"prompt", "reward"}}),
+                absl::StatusCode::kInvalidArgument, "required column 'reward' is unknown");
+  EXPECT_STATUS(dock->Seal(SealInput{3, {}}), absl::StatusCode::kFailedPrecondition,
+                "has not started");
+  DockStats stats = dock->Stats();
+  ASSERT_EQ(stats.steps.size(), 1u);
+  EXPECT_FALSE(stats.steps[0].sealed);
+  for (int64_t n : stats.rows_dropped_total) EXPECT_EQ(n, 0);
+  ASSERT_OK(dock->ReleaseStep(0));
+  EXPECT_STATUS(dock->Drop(DropOf(0, {1}, DropReason::kFailed)),
+                absl::StatusCode::kFailedPrecondition, "step 0 is released");
+  EXPECT_STATUS(dock->Seal(SealInput{0, {}}), absl::StatusCode::kFailedPrecondition,
+                "step 0 is released");
+}
+
+// Seal drops the rows that lack a required column (by default, the rows
+// with no cell), so the consumers' end of step comes with the rows left; a
+// later Put to a sealed-off row fails naming the seal.
+TEST(SealTest, SealDropsWhatCannotBeCompletedAndEndsTheStep) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("trainer", {"response"}, 8),
+                                                         Reader("prompts", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 5), {Cells("response", Iota(0, 5))}));
+  ASSERT_OK_AND_ASSIGN(Batch prompts, GetSync(*dock, GetOf("prompts")));
+  EXPECT_EQ(prompts.rows, Iota(0, 8)) << "the prompt reader took every row before the seal";
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {"response"}}));
+  EXPECT_EQ(dropped, 3);
+  DockStats stats = dock->Stats();
+  ASSERT_EQ(stats.steps.size(), 1u);
+  EXPECT_TRUE(stats.steps[0].sealed);
+  EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kSealed)], 3);
+  EXPECT_STATUS(PutSync(*dock, 0, {6}, {Cells("response", {6})}),
+                absl::StatusCode::kFailedPrecondition, "row 6 was dropped (sealed)");
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer")));
+  EXPECT_EQ(batch.rows, Iota(0, 5));
+  EXPECT_TRUE(batch.end_of_step);
+  EXPECT_TRUE(dock->Stats().steps.empty());
+}
+
+// Without required columns, seal drops only the rows nothing was written to.
+TEST(SealTest, DefaultSealDropsRowsWithNoCell) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("trainer", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Cells("response", {0, 1, 2})}));
+  ASSERT_OK(PutSync(*dock, 0, {3}, {Cells("prompt", {3})}));
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {}}));
+  EXPECT_EQ(dropped, 4);
+  ASSERT_OK_AND_ASSIGN(int64_t again, dock->Seal(SealInput{0, {}}));
+  EXPECT_EQ(again, 0) << "sealing again drops nothing more";
+  ASSERT_OK_AND_ASSIGN(Batch early, GetSync(*dock, GetOf("trainer")));
+  EXPECT_EQ(early.rows, std::vector<int64_t>{}) << "rows 0-2 still wait for their prompts";
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Cells("prompt", {0, 1, 2})}));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer")));
+  EXPECT_EQ(batch.rows, Iota(0, 4));
+  EXPECT_TRUE(batch.end_of_step);
+}
+
+// Rows dropped after their balanced round was formed leave the shares not
+// yet fetched; the micro-batch ranges shrink with them and keep their count.
+TEST(DropTest, RowsDroppedAfterTheirRoundFormedLeaveTheShare) {
+  ConsumerSpec actor{"actor", {"prompt"}, 4, 2, false, Policy::kBalanced, 0};
+  actor.micro_batch = MicroBatchOptions{.max_tokens = 12};
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({actor})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  GetInput rank0 = GetOf("actor");
+  ASSERT_OK_AND_ASSIGN(Batch r0, GetSync(*dock, rank0));
+  ASSERT_EQ(r0.rows.size(), 4u);
+  // Rank 1's share is the other four rows: drop two of them.
+  std::vector<int64_t> rest;
+  for (int64_t row : Iota(0, 8)) {
+    if (std::find(r0.rows.begin(), r0.rows.end(), row) == r0.rows.end()) rest.push_back(row);
+  }
+  ASSERT_OK(dock->Drop(DropOf(0, {rest[0], rest[2], r0.rows[0]}, DropReason::kFiltered)));
+  GetInput rank1 = GetOf("actor");
+  rank1.rank = 1;
+  ASSERT_OK_AND_ASSIGN(Batch r1, GetSync(*dock, rank1));
+  EXPECT_EQ(Sorted(r1.rows), (std::vector<int64_t>{rest[1], rest[3]}));
+  EXPECT_TRUE(r1.end_of_step);
+  int64_t in_plan = 0, tokens = 0;
+  for (const MicroBatchInfo& mb : r1.micro_batches) {
+    in_plan += mb.end - mb.begin;
+    tokens += mb.tokens;
+  }
+  EXPECT_EQ(in_plan, 2);
+  EXPECT_EQ(tokens, rest[1] + 1 + rest[3] + 1);
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "both ranks have their shares: released";
+}
+
+// Drops that take the rest of the step after its last round formed make that
+// round the step's last: the rank fetching it last ends the step, which is
+// released.
+TEST(DropTest, DropsThatEndTheStepAfterItsLastRoundRelease) {
+  ConsumerSpec actor{"actor", {"prompt"}, 2, 2, false, Policy::kBalanced, 0};
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({actor})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 4), {Cells("prompt", Iota(0, 4))}));
+  ASSERT_OK_AND_ASSIGN(Batch r0, GetSync(*dock, GetOf("actor")));
+  ASSERT_EQ(r0.rows.size(), 2u);
+  EXPECT_FALSE(r0.end_of_step);
+  ASSERT_OK(dock->Drop(DropOf(0, Iota(4, 8), DropReason::kFailed)));
+  EXPECT_EQ(dock->Stats().steps.size(), 1u) << "rank 1 has not fetched its share";
+  GetInput rank1 = GetOf("actor");
+  rank1.rank = 1;
+  ASSERT_OK_AND_ASSIGN(Batch r1, GetSync(*dock, rank1));
+  EXPECT_EQ(r1.rows.size(), 2u);
+  EXPECT_TRUE(r1.end_of_step);
+  EXPECT_TRUE(dock->Stats().steps.empty());
+}
+
+// A whole-group balanced consumer balances groups that drops left unequal.
+TEST(DropTest, BalancedRoundsOfGroupsOfUnequalSizes) {
+  ConsumerSpec actor{"actor", {"prompt"}, 4, 2, true, Policy::kBalanced, 0};
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({actor})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK(dock->Drop(DropOf(0, {0, 5}, DropReason::kFailed)));
+  std::set<int64_t> got;
+  for (int32_t rank : {0, 1}) {
+    GetInput in = GetOf("actor");
+    in.rank = rank;
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, in));
+    std::set<int64_t> groups;
+    for (int64_t row : batch.rows) groups.insert(row / 2);
+    EXPECT_EQ(groups.size(), 2u) << "equal numbers of groups per rank";
+    got.insert(batch.rows.begin(), batch.rows.end());
+  }
+  EXPECT_EQ(got, (std::set<int64_t>{1, 2, 3, 4, 6, 7}));
+}
+
+// A lease none of whose rows is left ends with the drop (a late Ack says
+// why, the step does not wait for it); a lease that keeps some rows hands
+// only those back when it expires.
+TEST(DropTest, LeasesOfDroppedRowsEnd) {
+  auto clock = std::make_shared<ManualClock>();
+  auto timers = std::make_shared<TimerService>(clock);
+  ConsumerSpec scorer = Reader("scorer", {"prompt"}, 2);
+  scorer.lease_ms = 30;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({scorer}),
+                                               DockLimits{.timers = timers, .clock = clock}));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, GetOf("scorer")));
+  ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, GetOf("scorer")));
+  ASSERT_EQ(a.rows, Iota(0, 2));
+  ASSERT_EQ(b.rows, Iota(2, 4));
+  ASSERT_OK(dock->Drop(DropOf(0, {0, 1, 2}, DropReason::kFiltered)));
+  EXPECT_STATUS(dock->Ack("scorer", a.lease_id), absl::StatusCode::kFailedPrecondition,
+                "every row of it was dropped");
+  EXPECT_EQ(dock->Stats().rows_in_flight, std::vector<int64_t>{2}) << "b's lease is in flight";
+  clock->Advance(absl::Milliseconds(31));
+  for (int i = 0; i < 1000 && dock->Stats().lease_expiries_total[0] == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));  // the expiry runs on the timer's thread
+  }
+  ASSERT_EQ(dock->Stats().lease_expiries_total[0], 1);
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, GetOf("scorer", 2, kLongWait)));
+  EXPECT_EQ(again.rows, (std::vector<int64_t>{3, 4})) << "only row 3 came back";
+  ASSERT_OK(dock->Ack("scorer", again.lease_id));
+  ASSERT_OK_AND_ASSIGN(Batch last, GetSync(*dock, GetOf("scorer", 2, kLongWait)));
+  ASSERT_EQ(last.rows, Iota(5, 7));
+  ASSERT_OK(dock->Ack("scorer", last.lease_id));
+  ASSERT_OK_AND_ASSIGN(Batch end, GetSync(*dock, GetOf("scorer", 2, kLongWait)));
+  ASSERT_EQ(end.rows, std::vector<int64_t>{7});
+  EXPECT_TRUE(end.end_of_step);
+  ASSERT_OK(dock->Ack("scorer", end.lease_id));
+  EXPECT_TRUE(dock->Stats().steps.empty());
+}
+
+// A consumer added after a drop never sees the dropped rows.
+TEST(DropTest, ConsumerAddedLaterSkipsDroppedRows) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK(dock->Drop(DropOf(0, {}, DropReason::kFailed, {1})));
+  ASSERT_OK(dock->AddConsumer(Reader("late", {"prompt"}, 8, true)));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("late")));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 4, 5, 6, 7}));
+  EXPECT_TRUE(batch.end_of_step);
+}
+
+}  // namespace
+}  // namespace tdock

@@ -1,0 +1,91 @@
+"""Drops and seals through the Python clients: dropped rows never reach a
+consumer and do not hold their group or step, a sealed step ends once its
+rows left are handed out, status counts drops by reason, iteration ends at
+the sealed step's end, and bad input is refused naming what is wrong."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import tdock
+from conftest import grpo_spec
+
+
+def cells(rows, length=3):
+    return [np.arange(length, dtype=np.int32) + 10 * r for r in rows]
+
+
+def test_drop_and_seal_shape_what_consumers_get(client, dock_name):
+    """4 prompts x 2: group 1 is filtered out, row 6's rollout failed and
+    row 7 never got a response, so the seal drops it: group 3 is gone whole.
+    The whole-group reward consumer iterates groups 0 and 2, then the step
+    ends (and is released)."""
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(8), {"prompt_ids": cells(range(8))})
+    dock.put(0, range(7), {"response_ids": cells(range(7), 4)})
+    assert dock.drop(0, groups=[1], reason="filtered") == 2
+    assert dock.drop(0, rows=[6], reason="failed") == 1
+    assert dock.drop(0, rows=[6], reason="failed") == 0  # again: nothing more
+    assert dock.seal(0, required_columns=["response_ids"]) == 1
+    status = dock.status()
+    assert status.steps[0].sealed
+    assert status.steps[0].dropped == {"filtered": 2, "failed": 1, "sealed": 1}
+    got = [b.rows.tolist() for b in dock.iter("reward", step=0)]
+    assert got == [[0, 1], [4, 5]]
+    status = dock.status()
+    assert status.steps == []  # done and released
+    assert status.dropped == {"filtered": 2, "failed": 1, "sealed": 1}
+
+
+def test_put_and_read_of_a_dropped_row_name_the_drop(client, dock_name):
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(2), {"prompt_ids": cells(range(2))})
+    dock.drop(0, rows=[1, 5], reason="stale")
+    with pytest.raises(tdock.errors.FailedPrecondition, match=r"row 5 was dropped \(stale\)"):
+        dock.put(0, [4, 5], {"prompt_ids": cells([4, 5])})
+    with pytest.raises(tdock.errors.FailedPrecondition, match=r"row 1 was dropped \(stale\)"):
+        dock.read(0, [1])
+    assert dock.status().steps[0].ready["prompt_ids"] == 2  # row 4 was not written
+
+
+def test_bad_drops_and_seals_change_nothing(client, dock_name):
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(2), {"prompt_ids": cells(range(2))})
+    with pytest.raises(tdock.errors.InvalidArgument, match="drop reason 'oops' is not one of"):
+        dock.drop(0, rows=[0], reason="oops")
+    with pytest.raises(tdock.errors.InvalidArgument, match="rows must be a list of integers"):
+        dock.drop(0, rows=[0.5], reason="failed")
+    with pytest.raises(tdock.errors.InvalidArgument, match="names no rows or groups"):
+        dock.drop(0, reason="failed")
+    with pytest.raises(tdock.errors.InvalidArgument, match=r"row 8 is out of range \[0, 8\)"):
+        dock.drop(0, rows=[8])
+    with pytest.raises(tdock.errors.FailedPrecondition, match="step 1 has not started"):
+        dock.drop(1, rows=[0])
+    with pytest.raises(tdock.errors.InvalidArgument, match="required column 'reward' is unknown"):
+        dock.seal(0, ["reward"])
+    status = dock.status()
+    assert status.dropped == {} and not status.steps[0].sealed
+    dock.release(0)
+    with pytest.raises(tdock.errors.FailedPrecondition, match="step 0 is released"):
+        dock.seal(0)
+    assert tdock.DROP_REASONS[:2] == ("filtered", "failed")
+
+
+def test_asyncio_drop_and_seal(server, dock_name):
+    async def main():
+        async with tdock.aio.Client(server, timeout=30) as client:
+            dock = await client.create_dock(grpo_spec(dock_name))
+            await dock.put(0, range(4), {"prompt_ids": cells(range(4)),
+                                         "response_ids": cells(range(4))})
+            # A Get parked for the step's remainder is served by the seal.
+            parked = asyncio.ensure_future(dock.get("reward", step=0, count=8, wait=30))
+            await asyncio.sleep(0.2)
+            assert not parked.done()
+            assert await dock.drop(0, groups=[0], reason="failed") == 2
+            assert await dock.seal(0) == 4
+            batch = await parked
+            assert batch.rows.tolist() == [2, 3] and batch.end_of_step
+            status = await dock.status()
+            assert status.dropped == {"failed": 2, "sealed": 4}
+    asyncio.run(main())
