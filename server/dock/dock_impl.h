@@ -205,6 +205,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   GetAttempt ServeRoundLocked(Partition& part, const GetInput& in,
                               const ConsumerPlan& plan, bool explicit_step)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The rank asked for the round after the last formed: claims its rows and
+  // drafts it once they are available (the step's end when none are left).
+  GetAttempt StartRoundLocked(Partition& part, const GetInput& in, const ConsumerPlan& plan,
+                              bool explicit_step) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // What planning a round over the claimed `units` reads (round_dispatcher.h).
   RoundDraft DraftRoundLocked(const Partition& part, const ConsumerPlan& plan,
                               std::vector<int64_t> units) const

@@ -101,6 +101,41 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
   WakeGets(wanted);
 }
 
+DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,
+                                                const ConsumerPlan& plan, bool explicit_step) {
+  GetAttempt attempt;
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  state.round_mu.AssertHeld();
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+  // Under round_mu every claim of this consumer is committed at once.
+  // acquire: pairs with the rounds' increments.
+  const int64_t remaining =
+      units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
+  if (remaining == 0) {
+    if (explicit_step || in.round.has_value()) {
+      Batch over;
+      over.step = part.step(mu_);
+      over.end_of_step = true;
+      attempt.done = std::move(over);
+    }
+    return attempt;
+  }
+  const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
+  const int64_t need = std::min(count * plan.dp_size, remaining);
+  if (CountAvailable(part, state, plan, need) < need) return attempt;
+  std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed);
+  if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
+    Unclaim(state, claimed);
+    return attempt;
+  }
+  // Planned outside the locks (round_dispatcher.h); this Get parks until
+  // the round is kept, unless it forms it itself (DockImpl::Get).
+  state.forming = true;
+  attempt.draft = DraftRoundLocked(part, plan, std::move(claimed));
+  return attempt;
+}
+
 DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
                                                 const ConsumerPlan& plan,
                                                 bool explicit_step) {
@@ -110,93 +145,70 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   const int64_t formed = static_cast<int64_t>(state.rounds.size());
   // A share whose lease ended unacknowledged goes to the rank first.
   std::set<int64_t>& pending = state.redeliver[in.rank];
-  const int64_t k = in.round.has_value() ? *in.round
-                    : !pending.empty()   ? *pending.begin()
-                                         : state.next_round[in.rank];
-  if (k < 0 || k > formed) {
-    attempt.done = absl::InvalidArgumentError(absl::StrCat(
-        Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
-        " is not formed; the next round is ", formed));
-    return attempt;
-  }
-  if (k == formed && state.forming) return attempt;  // its commit wakes this Get
-  if (k == formed && !state.formation_failed.ok()) {
-    // The last formation of this round failed: one Get learns why, the next
-    // tries again.
-    attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
-    return attempt;
-  }
-  if (k == formed) {
-    const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
-    const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-    // Under round_mu every claim of this consumer is committed at once.
-    // acquire: pairs with the rounds' increments.
-    const int64_t remaining =
-        units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
-    if (remaining == 0) {
-      if (explicit_step || in.round.has_value()) {
-        Batch over;
-        over.step = part.step(mu_);
-        over.end_of_step = true;
-        attempt.done = std::move(over);
-      }
+  // A share all of whose rows were dropped is passed over: the rank goes on
+  // to its next round.
+  for (;;) {
+    const int64_t k = in.round.has_value() ? *in.round
+                      : !pending.empty()   ? *pending.begin()
+                                           : state.next_round[in.rank];
+    if (k < 0 || k > formed) {
+      attempt.done = absl::InvalidArgumentError(absl::StrCat(
+          Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
+          " is not formed; the next round is ", formed));
       return attempt;
     }
-    const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
-    const int64_t need = std::min(count * plan.dp_size, remaining);
-    if (CountAvailable(part, state, plan, need) < need) return attempt;
-    std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed);
-    if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
-      Unclaim(state, claimed);
+    if (k == formed && state.forming) return attempt;  // its commit wakes this Get
+    if (k == formed && !state.formation_failed.ok()) {
+      // The last formation of this round failed: one Get learns why, the next
+      // tries again.
+      attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
       return attempt;
     }
-    // Planned outside the locks (round_dispatcher.h); this Get parks until
-    // the round is kept, unless it forms it itself (DockImpl::Get).
-    state.forming = true;
-    attempt.draft = DraftRoundLocked(part, plan, std::move(claimed));
+    if (k == formed) return StartRoundLocked(part, in, plan, explicit_step);
+    const Round& round = state.rounds[k];
+    const RoundShare share = LiveShareLocked(part, round.ranks[in.rank]);
+    // The share's lease is changing hands (its hand-out or its end being
+    // recorded): wait for that, so one share never has two leases (UnpinLease
+    // and the lease's end wake this Get).
+    if (plan.lease > absl::ZeroDuration() &&
+        leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
+      return attempt;
+    }
+    if (k >= state.next_round[in.rank] && pending.count(k) == 0) {
+      // First delivery: rows dropped since the round formed were counted with
+      // it but are never handed out.
+      // acq_rel: as the rounds' increments.
+      state.skipped_rows.fetch_add(
+          static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
+          std::memory_order_acq_rel);
+    }
+    state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
+    pending.erase(k);
+    // The step's last round, or (drops counted the rest of the step after it
+    // formed) the last round there will be.
+    // acquire: pairs with the drops' and rounds' increments.
+    const bool last =
+        round.last || (k + 1 == formed &&
+                       state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_);
+    if (share.rows.empty() && !in.round.has_value() && !last) continue;
+    Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
+    if (plan.lease > absl::ZeroDuration() && !share.rows.empty()) {
+      batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
+                                       static_cast<int64_t>(share.rows.size()));
+      batch.lease = plan.lease;
+    }
+    if (journal_ != nullptr && !share.rows.empty()) {
+      // acq_rel: counted before the hand-out is visible to auto-release.
+      part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
+    }
+    batch.round = k;
+    batch.micro_batches = share.micro_batches;
+    batch.balance = round.stats;
+    batch.end_of_step = last;
+    if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
+    attempt.done = std::move(batch);
     return attempt;
   }
-  const Round& round = state.rounds[k];
-  const RoundShare share = LiveShareLocked(part, round.ranks[in.rank]);
-  // The share's lease is changing hands (its hand-out or its end being
-  // recorded): wait for that, so one share never has two leases (UnpinLease
-  // and the lease's end wake this Get).
-  if (plan.lease > absl::ZeroDuration() &&
-      leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
-    return attempt;
-  }
-  if (k >= state.next_round[in.rank] && pending.count(k) == 0) {
-    // First delivery: rows dropped since the round formed were counted with
-    // it but are never handed out.
-    // acq_rel: as the rounds' increments.
-    state.skipped_rows.fetch_add(
-        static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
-        std::memory_order_acq_rel);
-  }
-  state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
-  pending.erase(k);
-  Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
-  if (plan.lease > absl::ZeroDuration() && !share.rows.empty()) {
-    batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
-                                     static_cast<int64_t>(share.rows.size()));
-    batch.lease = plan.lease;
-  }
-  if (journal_ != nullptr && !share.rows.empty()) {
-    // acq_rel: counted before the hand-out is visible to auto-release.
-    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
-  }
-  batch.round = k;
-  batch.micro_batches = share.micro_batches;
-  batch.balance = round.stats;
-  // The step's last round, or (drops counted the rest of the step after it
-  // formed) the last round there will be.
-  // acquire: pairs with the drops' and rounds' increments.
-  batch.end_of_step =
-      round.last || (k + 1 == formed &&
-                     state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_);
-  if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
-  attempt.done = std::move(batch);
-  return attempt;
 }
 
 absl::Status DockImpl::PlanRowsLocked(const Partition& part,

@@ -278,6 +278,30 @@ TEST(DropTest, DropsThatEndTheStepAfterItsLastRoundRelease) {
   EXPECT_TRUE(dock->Stats().steps.empty());
 }
 
+// A share every row of which was dropped is passed over: the rank's Get
+// goes on to its next round instead of answering with nothing.
+TEST(DropTest, AShareDroppedWholeIsPassedOver) {
+  ConsumerSpec actor{"actor", {"prompt"}, 1, 2, false, Policy::kBalanced, 0};
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({actor})));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK_AND_ASSIGN(Batch r0, GetSync(*dock, GetOf("actor")));
+  ASSERT_EQ(r0.round, 0);
+  ASSERT_EQ(r0.rows.size(), 1u);
+  // Round 0 took rows 0 and 1; rank 1's is the other one: drop it.
+  ASSERT_OK(dock->Drop(DropOf(0, {1 - r0.rows[0]}, DropReason::kFiltered)));
+  GetInput rank1 = GetOf("actor", 0, kLongWait);
+  rank1.rank = 1;
+  ASSERT_OK_AND_ASSIGN(Batch next, GetSync(*dock, rank1));
+  EXPECT_EQ(next.round, 1);
+  EXPECT_EQ(next.rows.size(), 1u);
+  // Asked for by number, round 0 answers as it is: empty.
+  rank1.step = 0;
+  rank1.round = 0;
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, rank1));
+  EXPECT_TRUE(again.rows.empty());
+  EXPECT_EQ(again.round, 0);
+}
+
 // A whole-group balanced consumer balances groups that drops left unequal.
 TEST(DropTest, BalancedRoundsOfGroupsOfUnequalSizes) {
   ConsumerSpec actor{"actor", {"prompt"}, 4, 2, true, Policy::kBalanced, 0};

@@ -9,10 +9,14 @@
 //   - every Put acknowledged by k is present and whole; a Put in doubt is
 //     all there or not at all; a step holding acknowledged cells is gone
 //     only if it was released, or every consumer may have been done with it;
+//   - a row dropped by an acknowledged Drop (a step sealed by an acknowledged
+//     Seal) is dropped (sealed) after recovery, and nothing is dropped or
+//     sealed unless a Drop or Seal of it may have been stored;
 //   - draining every consumer after recovery hands out no row whose
 //     hand-out (without a lease) or acknowledgement (with one) was answered
-//     by k, hands out no row twice, and hands out every row that is ready
-//     and that no consumer's answer may have counted as done.
+//     by k, hands out no row twice, no dropped row, and every row that is
+//     ready, not dropped, and that no consumer's answer may have counted as
+//     done.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -97,6 +101,59 @@ class CrashPoint {
     return false;
   }
 
+  bool AnyPossibly(const std::vector<Event>& events) const {
+    return std::any_of(events.begin(), events.end(), [&](const Event& e) { return Possibly(e); });
+  }
+  bool AnyAcked(const std::vector<Event>& events) const {
+    return std::any_of(events.begin(), events.end(), [&](const Event& e) { return Acked(e); });
+  }
+  // A Drop naming the row, or a Seal of its step, may have been stored.
+  bool MayBeDropped(const History& h, int64_t step, int64_t row) const {
+    auto drop = h.drops.find({step, row});
+    auto seal = h.seals.find(step);
+    return (drop != h.drops.end() && AnyPossibly(drop->second)) ||
+           (seal != h.seals.end() && AnyPossibly(seal->second));
+  }
+
+  // The live steps' dropped rows after recovery, with the reason the dock
+  // names; each must be one a Drop (a Seal) may have stored, and each row of
+  // an acknowledged Drop must be there. The seal likewise.
+  std::map<int64_t, std::set<int64_t>> CheckDrops(Dock& dock, const History& h,
+                                                  const std::set<int64_t>& live) {
+    std::map<int64_t, std::set<int64_t>> dropped;
+    for (int64_t step : live) {
+      for (int64_t row = 0; row < kRows; ++row) {
+        absl::StatusOr<Batch> read = dock.Read(step, {row}, {});
+        const std::string message(read.status().message());
+        const size_t at = message.find("was dropped (");
+        if (at == std::string::npos) continue;
+        dropped[step].insert(row);
+        const bool sealed = message.find("(sealed)", at) != std::string::npos;
+        auto drop = h.drops.find({step, row});
+        auto seal = h.seals.find(step);
+        const bool may = sealed ? seal != h.seals.end() && AnyPossibly(seal->second)
+                                : drop != h.drops.end() && AnyPossibly(drop->second);
+        if (!may) Fail(absl::StrCat("step ", step, " row ", row, ": ", message, ", but no such drop may have been stored"));
+      }
+    }
+    for (const auto& [cell, events] : h.drops) {
+      if (live.count(cell.first) != 0 && AnyAcked(events) && dropped[cell.first].count(cell.second) == 0) {
+        Fail(absl::StrCat("step ", cell.first, " row ", cell.second,
+                          ": an acknowledged drop is not there after recovery"));
+      }
+    }
+    for (const StepStats& step : dock.Stats().steps) {
+      auto seal = h.seals.find(step.step);
+      const bool acked = seal != h.seals.end() && AnyAcked(seal->second);
+      const bool possibly = seal != h.seals.end() && AnyPossibly(seal->second);
+      if ((acked && !step.sealed) || (step.sealed && !possibly)) {
+        Fail(absl::StrCat("step ", step.step, " is ", step.sealed ? "" : "not ",
+                          "sealed after recovery; its seal was ", acked ? "acknowledged" : "never stored"));
+      }
+    }
+    return dropped;
+  }
+
   void CheckDock(Dock& dock) {
     const DockSpec spec = dock.spec();
     std::set<int64_t> live;
@@ -122,6 +179,7 @@ class CrashPoint {
     }
     for (std::string& f : first_failures) failures_.push_back(std::move(f));
     const History& h = histories_[incarnation];
+    std::map<int64_t, std::set<int64_t>> dropped = CheckDrops(dock, h, live);
     // Which cells are there, before draining releases steps.
     std::map<int64_t, std::vector<std::set<std::string>>> cells;
     for (int64_t step : live) {
@@ -138,7 +196,9 @@ class CrashPoint {
       for (const ColumnSpec& c : spec.columns) {
         std::vector<int64_t> rows;
         for (int64_t row = 0; row < kRows; ++row) {
-          if (cells[step][row].count(c.name) == 0) rows.push_back(row);
+          if (cells[step][row].count(c.name) == 0 && dropped[step].count(row) == 0) {
+            rows.push_back(row);
+          }
         }
         if (rows.empty()) continue;
         absl::StatusOr<PutResult> put =
@@ -155,7 +215,7 @@ class CrashPoint {
     }
     for (int64_t step : live) {
       for (const ConsumerSpec& consumer : spec.consumers) {
-        CheckDrain(dock, h, consumer, step);
+        CheckDrain(dock, h, consumer, step, dropped[step]);
       }
     }
   }
@@ -188,7 +248,12 @@ class CrashPoint {
       int present = 0;
       for (int64_t row : put.rows) {
         absl::StatusOr<Batch> read = dock.Read(put.step, {row}, {put.column});
-        if (!read.ok()) continue;
+        if (!read.ok()) {
+          // A row dropped since: its cells are not served; it counts as
+          // whole (CheckDrops checks that the drop may be there).
+          present += read.status().message().find("was dropped") != absl::string_view::npos;
+          continue;
+        }
         ++present;
         const bool right =
             put.column == "ids"
@@ -210,7 +275,8 @@ class CrashPoint {
       const auto& [possible, floor] = what;
       absl::StatusOr<Batch> read = dock.Read(cell.first, {cell.second}, {"note"});
       if (!read.ok()) {
-        if (floor > 0) {
+        const bool dropped = read.status().message().find("was dropped") != absl::string_view::npos;
+        if (floor > 0 && !dropped) {
           fail(absl::StrCat("step ", cell.first, " row ", cell.second, ": note ", floor,
                             " was acknowledged, but the cell is not there"));
         }
@@ -225,7 +291,7 @@ class CrashPoint {
   }
 
   // A step may be gone if it was released, or if every consumer may have
-  // taken every row. `late` counts only if the step was live after it was
+  // taken every row (or the row may have been dropped). `late` counts only if the step was live after it was
   // added (an acknowledged Put of the step was asked for after that): a
   // step done before never reached it.
   bool MayBeReleased(const History& h, const DockSpec& spec, int64_t step) const {
@@ -238,13 +304,16 @@ class CrashPoint {
     for (const ConsumerSpec& c : spec.consumers) {
       if (c.name == LateConsumer().name && !late_joined) continue;
       for (int64_t row = 0; row < kRows; ++row) {
-        if (!DoneBy(h, c.name, step, row, /*acked=*/false)) return false;
+        if (!DoneBy(h, c.name, step, row, /*acked=*/false) && !MayBeDropped(h, step, row)) {
+          return false;
+        }
       }
     }
     return true;
   }
 
-  void CheckDrain(Dock& dock, const History& h, const ConsumerSpec& consumer, int64_t step) {
+  void CheckDrain(Dock& dock, const History& h, const ConsumerSpec& consumer, int64_t step,
+                  const std::set<int64_t>& dropped) {
     std::vector<int64_t> drained;
     for (int32_t rank = 0; rank < consumer.dp_size; ++rank) {
       for (int i = 0; i < 4 * kRows; ++i) {
@@ -267,13 +336,18 @@ class CrashPoint {
       if (!seen.insert(row).second) {
         Fail(absl::StrCat(consumer.name, " step ", step, ": row ", row, " handed out twice"));
       }
+      if (dropped.count(row) != 0) {
+        Fail(absl::StrCat(consumer.name, " step ", step, ": row ", row,
+                          " is dropped and is handed out"));
+      }
       if (DoneBy(h, consumer.name, step, row, /*acked=*/true)) {
         Fail(absl::StrCat(consumer.name, " step ", step, ": row ", row,
                           " was acknowledged before the crash and is handed out again"));
       }
     }
     for (int64_t row = 0; row < kRows; ++row) {
-      if (seen.count(row) == 0 && !DoneBy(h, consumer.name, step, row, /*acked=*/false)) {
+      if (seen.count(row) == 0 && dropped.count(row) == 0 &&
+          !DoneBy(h, consumer.name, step, row, /*acked=*/false)) {
         Fail(absl::StrCat(consumer.name, " step ", step, ": row ", row,
                           " was never acknowledged, but is not handed out"));
       }
@@ -290,13 +364,16 @@ struct Tally {
   int64_t points = 0;     // crash points checked
   int64_t recreated = 0;  // docks deleted and created again
   int64_t notes = 0;      // rewrites acknowledged
+  int64_t drops = 0;      // Drop calls acknowledged (per row)
+  int64_t seals = 0;      // Seal calls acknowledged
   std::vector<std::string> failures;
 
   void Report(const char* what) {
     std::printf("crash points: %s: %lld crash points, %lld docks re-created, %lld rewrites, "
-                "%zu failures\n",
+                "%lld rows dropped, %lld seals, %zu failures\n",
                 what, static_cast<long long>(points), static_cast<long long>(recreated),
-                static_cast<long long>(notes), failures.size());
+                static_cast<long long>(notes), static_cast<long long>(drops),
+                static_cast<long long>(seals), failures.size());
     for (size_t i = 0; i < failures.size() && i < 40; ++i) ADD_FAILURE() << failures[i];
   }
 };
@@ -345,6 +422,17 @@ void PrintJournal(const RecordingStore& store, int64_t writes,
                     static_cast<long long>(std::get<2>(key)), event(e).c_str());
       }
     }
+    for (const auto& [cell, events] : h.drops) {
+      for (const Event& e : events) {
+        std::printf("  drop step %lld row %lld: %s\n", static_cast<long long>(cell.first),
+                    static_cast<long long>(cell.second), event(e).c_str());
+      }
+    }
+    for (const auto& [step, events] : h.seals) {
+      for (const Event& e : events) {
+        std::printf("  seal step %lld: %s\n", static_cast<long long>(step), event(e).c_str());
+      }
+    }
     for (const auto& [step, issued] : h.releases) {
       std::printf("  release step %lld: %lld\n", static_cast<long long>(step),
                   static_cast<long long>(issued));
@@ -369,6 +457,12 @@ void RunAndCheck(uint64_t seed, int ops, int threads, Tally& tally) {
   tally.recreated += static_cast<int64_t>(histories.size()) - 1;
   for (const History& h : histories) {
     for (const PutRecord& put : h.puts) tally.notes += put.column == "note";
+    for (const auto& [cell, events] : h.drops) {
+      for (const Event& e : events) tally.drops += e.acked != kNever;
+    }
+    for (const auto& [step, events] : h.seals) {
+      for (const Event& e : events) tally.seals += e.acked != kNever;
+    }
   }
   const size_t failed_before = tally.failures.size();
   for (int64_t k = 0; k <= writes; ++k) {
@@ -393,6 +487,8 @@ TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   EXPECT_GT(tally.points, kWorkloads * 20);
   EXPECT_GT(tally.recreated, 0);
   EXPECT_GT(tally.notes, 0);
+  EXPECT_GT(tally.drops, 0);
+  EXPECT_GT(tally.seals, 0);
 }
 
 // The same with a producer, the scorer and the readers on three threads at

@@ -127,8 +127,12 @@ void CrashWorkload::RunActor(Actor& a, int ops, const std::atomic<bool>* until) 
       if (read) Read(a, "groups", 0);
     } else if (kind < 72) {
       if (read) Read(a, "bal", std::uniform_int_distribution<int32_t>(0, 1)(a.rng));
-    } else if (kind < 87) {
+    } else if (kind < 84) {
       EndLease(a, /*ack=*/Chance(a, 0.7));
+    } else if (kind < 87) {
+      if (produce) DropRows(a);
+    } else if (kind < 88) {
+      if (produce) SealOldest(a);
     } else if (kind < 90) {
       if (produce) ReleaseOldest(a);
     } else if (kind < 92) {
@@ -330,6 +334,32 @@ void CrashWorkload::ReleaseOldest(Actor& a) {
     tdock::MutexLock lock(&mu_);
     histories_[a.incarnation].releases.emplace(step, issued);
   }
+}
+
+void CrashWorkload::DropRows(Actor& a) {
+  const DockStats stats = a.dock->Stats();
+  if (stats.steps.empty()) return;
+  const int64_t step =
+      stats.steps[std::uniform_int_distribution<size_t>(0, stats.steps.size() - 1)(a.rng)].step;
+  std::vector<int64_t> rows = {std::uniform_int_distribution<int64_t>(0, kRows - 1)(a.rng)};
+  if (Chance(a, 0.5)) rows.push_back(std::uniform_int_distribution<int64_t>(0, kRows - 1)(a.rng));
+  const DropReason reason = Chance(a, 0.5) ? DropReason::kFailed : DropReason::kFiltered;
+  const int64_t issued = Writes();
+  const bool ok = a.dock->Drop(DropInput{step, rows, {}, reason}).ok();
+  tdock::MutexLock lock(&mu_);
+  for (int64_t row : rows) {
+    histories_[a.incarnation].drops[{step, row}].push_back({issued, ok ? Writes() : kNever});
+  }
+}
+
+void CrashWorkload::SealOldest(Actor& a) {
+  const DockStats stats = a.dock->Stats();
+  if (stats.steps.empty()) return;
+  const int64_t step = stats.steps.front().step;
+  const int64_t issued = Writes();
+  const bool ok = a.dock->Seal(SealInput{step, {}}).ok();
+  tdock::MutexLock lock(&mu_);
+  histories_[a.incarnation].seals[step].push_back({issued, ok ? Writes() : kNever});
 }
 
 void CrashWorkload::AddLate(Actor& a) {

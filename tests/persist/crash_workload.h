@@ -8,7 +8,8 @@
 // The dock: 4 prompts x 2 samples, two steps in flight; `ids` is written by
 // a producer, `score` by a leased consumer (`scorer`) that acknowledges its
 // lease with the Put of its scores (or Ack, or hands it back with Nack),
-// `note` (rewritable) is written again and again by the producer;
+// `note` (rewritable) is written again and again by the producer, who also
+// drops rows now and then and seals steps;
 // `reader` (FIFO), `groups` (whole groups) and `bal` (BALANCED over two
 // ranks, leased) read; `late` is added halfway. Steps are released early now
 // and then, some journal writes fail, and the dock may be deleted and
@@ -67,6 +68,10 @@ struct History {
   // a lease, or the acknowledgement of a lease.
   std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<Event>> done;
   std::map<int64_t, int64_t> releases;  // step -> issued
+  // Drop calls naming (step, row), and seals of a step (each acknowledged or
+  // not).
+  std::map<std::pair<int64_t, int64_t>, std::vector<Event>> drops;
+  std::map<int64_t, std::vector<Event>> seals;
   std::map<std::string, std::set<uint64_t>> leases;  // every lease id handed out
   Event late_added;  // AddConsumer of `late`, if it succeeded
 };
@@ -136,6 +141,10 @@ class CrashWorkload {
   void Read(Actor& a, const std::string& consumer, int32_t rank);
   void EndLease(Actor& a, bool ack);
   void ReleaseOldest(Actor& a);
+  // Drops a row or two of a live step as failed or filtered; seals the
+  // oldest live step (its rows with no cell are dropped).
+  void DropRows(Actor& a);
+  void SealOldest(Actor& a);
   void AddLate(Actor& a);
   // Deletes the dock (if any) and creates it again.
   void Recreate();
