@@ -7,6 +7,7 @@ the server acknowledged.
     crash_worker.py consumer ADDRESS DOCK LOG
     crash_worker.py churn ADDRESS DOCK LOG
     crash_worker.py trainer ADDRESS DOCK LOG RANK STEPS
+    crash_worker.py dropper ADDRESS DOCK LOG STEPS
 
 producer: for each step, 8 Puts of 8 rows of column x; logs "try S P" before
 a Put, "ack S P" once the server acknowledged it, "retry S P" when the server
@@ -28,6 +29,11 @@ K L R ..." when a retry found the lease already acknowledged (the Ack was
 stored before the crash); "lost S K" when a Get failed for the server's
 death (the next Get names round K: the lost answer may have handed it out);
 "fail ..." and exit 1 on any other answer; "done" after the last step.
+dropper: for steps 0..STEPS-1 of a dock of DROP_GROUPS groups of 2 rows,
+writes the first DROP_WRITTEN rows (column x), drops a row as failed and a
+group as filtered, then seals the step (its unwritten rows drop as sealed),
+retrying each call until the server answers; logs "drop S KIND R ..." (the
+rows a drop named) and "seal S" once answered, and "done".
 """
 
 import itertools
@@ -149,6 +155,47 @@ def churn(address: str, dock_name: str, log_path: str) -> int:
     return 0
 
 
+DROP_GROUPS = 6
+DROP_WRITTEN = 8  # of a dropper step's 12 rows
+
+
+def answered(call):
+    """Runs `call` until the server answers (it is killed and restarted
+    under the caller); returns its answer."""
+    for _ in range(600):
+        try:
+            return call()
+        except RETRY:
+            time.sleep(0.05)
+    raise Refused("the server never came back")
+
+
+def dropper(address: str, dock_name: str, log_path: str, steps: int) -> int:
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = tdock.Client(address, timeout=5.0)
+        dock = client.dock(dock_name)
+        for step in range(steps):
+            rows = list(range(DROP_WRITTEN))
+            try:
+                answered(lambda: dock.put(step, rows, {"x": [cell(step, r) for r in rows]},
+                                          wait=5.0))
+            except tdock.errors.AlreadyExists:
+                pass  # stored before a kill
+            row = step % DROP_WRITTEN
+            answered(lambda: dock.drop(step, rows=[row], reason="failed"))
+            log_line(log, f"drop {step} failed {row}")
+            group = (step + 1) % (DROP_WRITTEN // 2)
+            if group == row // 2:
+                group = (group + 1) % (DROP_WRITTEN // 2)
+            answered(lambda: dock.drop(step, groups=[group], reason="filtered"))
+            log_line(log, f"drop {step} filtered {2 * group} {2 * group + 1}")
+            answered(lambda: dock.seal(step))
+            log_line(log, f"seal {step}")
+            time.sleep(0.1)
+        log_line(log, "done")
+    return 0
+
+
 def connect(address: str, client=None):
     """A new client (closing `client`): its channel connects at once instead
     of waiting out the reconnect backoff of one that saw the server die."""
@@ -231,6 +278,8 @@ if __name__ == "__main__":
         sys.exit(producer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     if role == "churn":
         sys.exit(churn(sys.argv[2], sys.argv[3], sys.argv[4]))
+    if role == "dropper":
+        sys.exit(dropper(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     if role == "trainer":
         sys.exit(trainer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
                          int(sys.argv[6])))

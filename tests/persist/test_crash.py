@@ -16,7 +16,11 @@ acknowledged (stored before the kill), nothing else; a Get whose answer the
 kill lost is asked again by its round. Checked: every row of every step is
 acknowledged exactly once, by the one rank it was handed to; no row is
 handed out again once acknowledged; each step's rows are split evenly over
-both ranks; no lease is left in flight. Loopback only, bounded in time."""
+both ranks; no lease is left in flight. And a dropper process drops rows and
+groups of a third dock and seals its steps: every drop and seal answered
+before a kill is there after the restart (the rows read as dropped with
+their reason, the step as sealed), and after the last restart every step
+holds exactly the drops asked for. Loopback only, bounded in time."""
 
 import os
 import pathlib
@@ -42,7 +46,8 @@ KILLS = 10
 SEED = 20261123
 
 sys.path.insert(0, str(HERE))
-from crash_worker import CHURN_ROWS, PUTS_PER_STEP, ROWS_PER_PUT, cell, churn_cells  # noqa: E402
+from crash_worker import (CHURN_ROWS, DROP_GROUPS, DROP_WRITTEN, PUTS_PER_STEP,  # noqa: E402
+                          ROWS_PER_PUT, cell, churn_cells)
 
 ROWS = PUTS_PER_STEP * ROWS_PER_PUT  # of a step of the first dock
 RANKS = 2  # of its trainer
@@ -107,6 +112,37 @@ def churn_state(dock, step):
     return state
 
 
+def check_drops(dock, log, final=False):
+    """Every drop and seal the dropper logged as answered is there: the rows
+    read as dropped for the reason given, the step is sealed; after the last
+    run (`final`) each step's other written rows are not dropped, and its
+    unwritten ones are dropped as sealed. Returns the drops checked."""
+    answered = [l for l in lines(log) if l[0] in ("drop", "seal")]
+    sealed = {st.step for st in dock.status().steps if st.sealed}
+    dropped = {}  # (step, row) -> reason
+    for l in answered:
+        step = int(l[1])
+        if l[0] == "seal":
+            assert step in sealed, f"step {step}: its answered seal is gone"
+            continue
+        for r in l[3:]:
+            dropped[(step, int(r))] = l[2]
+    for (step, row), reason in dropped.items():
+        with pytest.raises(tdock.errors.FailedPrecondition, match=f"was dropped \\({reason}\\)"):
+            dock.read(step, [row])
+    if final:
+        for step in {int(l[1]) for l in answered}:
+            for row in range(2 * DROP_GROUPS):
+                if (step, row) in dropped:
+                    continue
+                if row >= DROP_WRITTEN:
+                    with pytest.raises(tdock.errors.FailedPrecondition, match="dropped \\(sealed\\)"):
+                        dock.read(step, [row])
+                else:
+                    assert dock.read(step, [row]).row("x", 0).tolist() == cell(step, row).tolist()
+    return len(dropped)
+
+
 def await_ack(paths, timeout=2.0):
     """Returns once a trainer rank logs "acking" (it is sending an Ack), or
     after `timeout` seconds. Killed then, the server has stored the Ack or
@@ -164,7 +200,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     rng = random.Random(SEED)
     data_dir, port = tmp_path / "db", free_port()
     produced, consumed = tmp_path / "producer.log", tmp_path / "consumer.log"
-    churned = tmp_path / "churn.log"
+    churned, dropping = tmp_path / "churn.log", tmp_path / "dropper.log"
     trained = [tmp_path / f"trainer{r}.log" for r in range(RANKS)]
     proc, address = start(data_dir, port)
     with tdock.Client(address) as c:
@@ -186,10 +222,15 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             "name": "churn", "num_prompts": CHURN_ROWS, "steps_in_flight": 2,
             "columns": {"x": {"dtype": "int32"}, "y": {"dtype": "int32"}},
             "consumers": {"never": {"columns": ["x", "y"]}}})
+        c.create_dock({
+            "name": "drops", "num_prompts": DROP_GROUPS, "n_samples_per_prompt": 2,
+            "steps_in_flight": 64, "columns": {"x": {"dtype": "int32"}},
+            "consumers": {"never": {"columns": ["x"]}}})
     workers_log = open(tmp_path / "workers.out", "w")
     producer = worker("producer", address, "crash", str(produced), str(STEPS), log=workers_log)
     consumer = worker("consumer", address, "crash", str(consumed), log=workers_log)
     churner = worker("churn", address, "churn", str(churned), log=workers_log)
+    dropper = worker("dropper", address, "drops", str(dropping), "64", log=workers_log)
     trainers = [worker("trainer", address, "crash", str(trained[r]), str(r), str(STEPS),
                        log=workers_log) for r in range(RANKS)]
     partial = []
@@ -197,7 +238,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
         # The kills start once every worker is running (has opened its log):
         # six Python processes take a while to start on two cores.
         deadline = time.monotonic() + 60
-        while not all(p.exists() for p in (produced, consumed, churned, *trained)):
+        while not all(p.exists() for p in (produced, consumed, churned, dropping, *trained)):
             assert time.monotonic() < deadline, (tmp_path / "workers.out").read_text()
             time.sleep(0.05)
         for kill in range(KILLS):
@@ -210,7 +251,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             # checked, so the retry of the Put each had in flight cannot land
             # in the middle of the check of that Put (which reads it row by
             # row, and would see it half there).
-            for w in (producer, churner):
+            for w in (producer, churner, dropper):
                 w.send_signal(signal.SIGSTOP)
             acked_before = {(int(s), int(p)) for kind, s, p in
                             (l for l in lines(produced) if l[0] in ("ack", "exists"))}
@@ -236,13 +277,15 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                 if tried and tried[-1] not in acked:
                     state = churn_state(churn, tried[-1])
                     assert all(state) or not any(state), f"kill {kill}: churn put partial"
-            for w in (producer, churner):
+                check_drops(c.dock("drops"), dropping)
+            for w in (producer, churner, dropper):
                 w.send_signal(signal.SIGCONT)
         assert producer.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
         for t in trainers:  # they finish the last step once it is written
             assert t.wait(timeout=60) == 0, trainer_failures(trained)
+        assert dropper.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
     finally:
-        for w in (producer, consumer, churner, *trainers):
+        for w in (producer, consumer, churner, dropper, *trainers):
             if w.poll() is None:
                 w.kill()
                 w.wait()
@@ -258,6 +301,8 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             for s in range(STEPS):
                 assert all(rows_state(dock, s, range(ROWS))), s
             status = dock.status()
+            drops = check_drops(c.dock("drops"), dropping, final=True)
+        assert drops >= 3 * 10, f"the dropper dropped only {drops} rows"
         assert len(status.steps) == STEPS
         # No row was handed to the eater twice, across every restart.
         got = [(int(l[1]), int(r)) for l in lines(consumed) if l[0] == "got" for r in l[2:]]
@@ -289,7 +334,8 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
         print(f"\n{KILLS} kills; producer: {puts['ack'] + puts['exists']} Puts, "
               f"{puts['retry']} retries; trainer: {kinds['got']} shares, Acks answered "
               f"{kinds['ack']} at once, {kinds['reack']} on a retry, {kinds['acked']} "
-              f"retries found them already acknowledged; {kinds['lost']} Gets lost")
+              f"retries found them already acknowledged; {kinds['lost']} Gets lost; "
+              f"{drops} rows dropped")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
