@@ -30,6 +30,8 @@ const std::vector<CommandInfo>& Commands() {
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
+      {"drop", {"DOCK", "STEP"}, {"reason"}, {"rows", "groups"}, {}},
+      {"seal", {"DOCK", "STEP"}, {}, {"required"}, {}},
       {"checkpoint", {"DIR"}, {}, {}, {}},
       {"health", {}, {}, {}, {}},
       {"delete", {"DOCK"}, {}, {}, {}},
@@ -209,6 +211,15 @@ commands:
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
+  drop DOCK STEP --reason R [--rows 0,3] [--groups 1-2]
+                              take rows (every row of the groups) out of a live
+                              step: never handed out again, done for every
+                              consumer; R: filtered, failed, stale, sealed,
+                              expired, surplus or other
+  seal DOCK STEP [--required COL,COL]
+                              close a live step to new rows: rows lacking a cell
+                              of a required column (none given: rows with no
+                              cell) are dropped as sealed
   checkpoint DIR              copy the server's store (--data_dir) to DIR on the
                               server's machine, atomically
   health                      check that the server is serving
@@ -222,7 +233,7 @@ flags (as --flag value or --flag=value, anywhere on the line):
   --server HOST:PORT   server address (default: $TDOCK_SERVER or 127.0.0.1:50051)
   --json               print one JSON object instead of text
   --timeout_ms MS      deadline of each call, added to any wait (default: 30000)
-  --rows               row indices: comma-separated, ranges allowed (0-7,12)
+  --rows, --groups     row (group) indices: comma-separated, ranges allowed (0-7,12)
   --wait_ms MS         how long the server may wait for rows or space (default: 0)
   --tls_ca FILE        TLS: PEM of the CA that signed the server's certificate
   --tls_cert FILE, --tls_key FILE

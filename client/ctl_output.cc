@@ -201,6 +201,22 @@ Json DocksToJson(const std::vector<DockSummaryInfo>& docks) {
   return {{"docks", std::move(list)}};
 }
 
+namespace {
+
+Json DropsToJson(const std::vector<std::pair<DropReason, int64_t>>& drops) {
+  Json out = Json::object();
+  for (const auto& [reason, rows] : drops) out[std::string(DropReasonName(reason))] = rows;
+  return out;
+}
+
+std::string DropsToText(const std::vector<std::pair<DropReason, int64_t>>& drops) {
+  std::vector<std::string> parts;
+  for (const auto& [reason, rows] : drops) parts.push_back(absl::StrCat(DropReasonName(reason), " ", rows));
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
 Json StatusToJson(const DockStatusInfo& status) {
   Json leases = Json::object();
   for (const ConsumerLeaseInfo& lease : status.leases) {
@@ -215,7 +231,9 @@ Json StatusToJson(const DockStatusInfo& status) {
     steps.push_back({{"step", step.step},
                      {"partition", step.partition},
                      {"ready", CountsToJson(step.ready)},
-                     {"consumed", CountsToJson(step.consumed)}});
+                     {"consumed", CountsToJson(step.consumed)},
+                     {"sealed", step.sealed},
+                     {"dropped", DropsToJson(step.dropped)}});
   }
   return {{"spec", SpecToJson(status.spec)},
           {"rows_per_step", status.spec.rows_per_step()},
@@ -225,7 +243,8 @@ Json StatusToJson(const DockStatusInfo& status) {
           {"arena_bytes_reserved", status.arena_bytes_reserved},
           {"memory_limit_bytes", status.memory_limit_bytes},
           {"parked_puts", status.parked_puts},
-          {"leases", std::move(leases)}};
+          {"leases", std::move(leases)},
+          {"dropped_total", DropsToJson(status.dropped_total)}};
 }
 
 Json BatchToJson(const ClientBatch& batch) {
@@ -297,9 +316,10 @@ std::string StatusToText(const DockStatusInfo& status) {
   std::string text = SpecToText(status.spec);
   absl::StrAppend(&text, "  steps:", status.steps.empty() ? " none live\n" : "\n");
   for (const StepStatusInfo& step : status.steps) {
-    absl::StrAppendFormat(&text, "    step %d (partition %d): ready %s; consumed %s\n",
-                          step.step, step.partition, CountsToText(step.ready),
-                          CountsToText(step.consumed));
+    absl::StrAppendFormat(&text, "    step %d (partition %d%s): ready %s; consumed %s%s\n",
+                          step.step, step.partition, step.sealed ? ", sealed" : "",
+                          CountsToText(step.ready), CountsToText(step.consumed),
+                          step.dropped.empty() ? "" : "; dropped " + DropsToText(step.dropped));
   }
   absl::StrAppend(&text, "  waiting gets: ", CountsToText(status.waiters),
                   "; parked puts: ", status.parked_puts, "\n");
@@ -308,6 +328,10 @@ std::string StatusToText(const DockStatusInfo& status) {
                   status.memory_limit_bytes > 0 ? BytesText(status.memory_limit_bytes)
                                                 : "none",
                   "\n");
+  if (!status.dropped_total.empty()) {
+    absl::StrAppend(&text, "  rows dropped since creation: ", DropsToText(status.dropped_total),
+                    "\n");
+  }
   for (const ConsumerLeaseInfo& lease : status.leases) {
     absl::StrAppendFormat(&text,
                           "  leases of %s: %d in flight (%d rows); %d expired, %d nacked, "

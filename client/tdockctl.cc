@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "client/client.h"
 #include "client/ctl_args.h"
 #include "client/ctl_balance.h"
@@ -57,6 +58,9 @@ struct Request {
   absl::Duration wait = absl::ZeroDuration();
   std::optional<int64_t> round;
   uint64_t lease = 0;
+  std::vector<int64_t> groups;      // drop
+  DropReason reason = DropReason::kUnspecified;  // drop
+  std::vector<std::string> required;  // seal
 };
 
 absl::StatusOr<int64_t> NonNegative(const CtlArgs& args, const std::string& flag,
@@ -143,7 +147,7 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
           "LEASE must be a positive integer, got '", args.positionals[2], "'"));
     }
   }
-  if (args.command == "release") {
+  if (args.command == "release" || args.command == "drop" || args.command == "seal") {
     int64_t step = 0;
     if (!absl::SimpleAtoi(args.positionals[1], &step)) {
       return absl::InvalidArgumentError(
@@ -154,6 +158,26 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   if (args.command == "put") {
     TDOCK_ASSIGN_OR_RETURN(request.rows, ParseRows(args.Get("rows", "")));
     TDOCK_RETURN_IF_ERROR(ParseColumns(args, &request));
+  }
+  if (args.command == "drop") {
+    const std::string reason = args.Get("reason", "");
+    if (!ParseDropReason(reason, &request.reason)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--reason '", reason,
+          "' is not one of filtered, failed, stale, sealed, expired, surplus, other"));
+    }
+    if (!args.Has("rows") && !args.Has("groups")) {
+      return absl::InvalidArgumentError("drop needs --rows or --groups (or both)");
+    }
+    if (args.Has("rows")) {
+      TDOCK_ASSIGN_OR_RETURN(request.rows, ParseRows(args.Get("rows", "")));
+    }
+    if (args.Has("groups")) {
+      TDOCK_ASSIGN_OR_RETURN(request.groups, ParseRows(args.Get("groups", "")));
+    }
+  }
+  if (args.command == "seal" && args.Has("required")) {
+    request.required = absl::StrSplit(args.Get("required", ""), ',', absl::SkipEmpty());
   }
   return request;
 }
@@ -267,6 +291,19 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "drop" || command == "seal") {
+    const bool drop = command == "drop";
+    TDOCK_ASSIGN_OR_RETURN(
+        const int64_t dropped,
+        drop ? client.Drop(request.dock, *request.step, request.rows, request.groups,
+                           request.reason)
+             : client.Seal(request.dock, *request.step, request.required));
+    Print(request,
+          {{"dock", request.dock}, {"step", *request.step}, {drop ? "dropped" : "sealed", true},
+           {"dropped_rows", dropped}},
+          absl::StrCat(drop ? "dropped " : "sealed step ", drop ? "" : absl::StrCat(*request.step, ": "),
+                       dropped, " rows", drop ? absl::StrCat(" of step ", *request.step) : " dropped",
+                       " of dock ", request.dock, "\n"));
   } else if (command == "checkpoint") {
     TDOCK_RETURN_IF_ERROR(client.Checkpoint(request.dock));
     Print(request, {{"checkpoint", request.dock}},

@@ -74,6 +74,13 @@ ROWS = [
               "Rows of live steps handed out to the consumer.",
               [(f"sum by (consumer) (tdock_rows_consumed{{{DOCK}}})",
                 "{{consumer}}")]),
+        panel("Rows dropped per second, by reason",
+              "Rows taken out of their steps (rate of tdock_rows_dropped_total): "
+              "filtered (DAPO's groups whose rewards do not vary), failed "
+              "rollouts, sealed (unwritten when the step was sealed), stale, "
+              "expired, surplus. A high failed rate points at the rollout side.",
+              [(f"sum by (reason) (rate(tdock_rows_dropped_total{{{DOCK}}}[{RATE}]))",
+                "{{reason}}")], unit="rows/s"),
         panel("Rows available, not yet taken, by consumer",
               "Rows whose columns are all ready but that the consumer has not "
               "taken. Growing: the consumer is the bottleneck. Near zero while "

@@ -42,6 +42,12 @@ struct Families {
   MetricFamily handed_out_total{"tdock_rows_handed_out_total",
                                 "Rows handed out since the dock was created.",
                                 MetricType::Counter, {}};
+  MetricFamily dropped_total{"tdock_rows_dropped_total",
+                             "Rows dropped since the dock was created, by reason (filtered, "
+                             "failed, stale, sealed, expired, surplus, other).",
+                             MetricType::Counter, {}};
+  MetricFamily steps_sealed{"tdock_steps_sealed", "Live steps that are sealed.",
+                            MetricType::Gauge, {}};
   MetricFamily arena_used{"tdock_arena_bytes_used",
                           "Payload bytes held by live steps.", MetricType::Gauge, {}};
   MetricFamily arena_reserved{"tdock_arena_bytes_reserved",
@@ -114,6 +120,15 @@ void AddDock(const DockStats& stats, Families& f) {
          nullptr);
   AddPer(f.handed_out_total, dock, "consumer", stats.consumers,
          stats.rows_handed_out_total, nullptr);
+  // Every reason, zero or not: a rate over a counter needs its series from
+  // the start.
+  for (DropReason reason : AllDropReasons()) {
+    Add(f.dropped_total, {{"dock", dock}, {"reason", std::string(DropReasonName(reason))}},
+        static_cast<double>(stats.rows_dropped_total[static_cast<int>(reason)]));
+  }
+  int64_t sealed = 0;
+  for (const StepStats& step : stats.steps) sealed += step.sealed;
+  Add(f.steps_sealed, {{"dock", dock}}, static_cast<double>(sealed));
   Add(f.arena_used, {{"dock", dock}}, static_cast<double>(stats.arena_bytes_used));
   Add(f.arena_reserved, {{"dock", dock}},
       static_cast<double>(stats.arena_bytes_reserved));
@@ -144,7 +159,8 @@ std::vector<MetricFamily> DockCollector::Collect() const {
           std::move(f.steps_live),    std::move(f.oldest_step),
           std::move(f.ready),         std::move(f.consumed),
           std::move(f.available),     std::move(f.written_total),
-          std::move(f.handed_out_total), std::move(f.arena_used),
+          std::move(f.handed_out_total), std::move(f.dropped_total),
+          std::move(f.steps_sealed),  std::move(f.arena_used),
           std::move(f.arena_reserved),   std::move(f.memory_limit),
           std::move(f.parked_gets),   std::move(f.parked_puts),
           std::move(f.leases),        std::move(f.rows_in_flight),

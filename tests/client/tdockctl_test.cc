@@ -196,6 +196,36 @@ TEST_F(TdockctlTest, StatusAndRelease) {
   EXPECT_TRUE(status["steps"].empty()) << status;
 }
 
+// drop and seal: the step's status shows the seal and the drops by reason,
+// a Get no longer sees the dropped rows; bad flags exit 2, a refused call 1.
+TEST_F(TdockctlTest, DropSealAndStatus) {
+  CreateDock();
+  PutRows();
+  const Json dropped = RunJson({"drop", "ctl", "0", "--groups", "1", "--reason", "filtered"});
+  EXPECT_EQ(dropped["dropped_rows"], 2);
+  EXPECT_EQ(RunJson({"seal", "ctl", "0", "--required", "ids,score"})["dropped_rows"], 0);
+  const Json status = RunJson({"status", "ctl"});
+  EXPECT_EQ(status["steps"][0]["sealed"], true);
+  EXPECT_EQ(status["steps"][0]["dropped"], Json::parse(R"({"filtered": 2})"));
+  EXPECT_EQ(status["dropped_total"], Json::parse(R"({"filtered": 2})"));
+  const RunResult text = Run({"status", "ctl"});
+  EXPECT_NE(text.out.find("(partition 0, sealed)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("; dropped filtered 2"), std::string::npos) << text.out;
+  EXPECT_EQ(RunJson({"get", "ctl", "actor"})["rows"], Json::parse("[0, 1]"));
+
+  EXPECT_EQ(Run({"drop", "ctl", "0", "--rows", "0"}).exit_code, 2);  // no --reason
+  const RunResult reason = Run({"drop", "ctl", "0", "--rows", "0", "--reason", "nope"});
+  EXPECT_EQ(reason.exit_code, 2);
+  EXPECT_NE(reason.err.find("--reason 'nope' is not one of filtered"), std::string::npos)
+      << reason.err;
+  EXPECT_EQ(Run({"drop", "ctl", "0", "--reason", "failed"}).exit_code, 2);
+  const RunResult released = Run({"drop", "ctl", "0", "--rows", "0", "--reason", "failed"});
+  EXPECT_EQ(released.exit_code, 1);
+  EXPECT_NE(released.err.find("FAILED_PRECONDITION: dock 'ctl' step 0 is released"),
+            std::string::npos)
+      << released.err;
+}
+
 // list, health and delete.
 TEST_F(TdockctlTest, ListHealthDelete) {
   CreateDock();

@@ -227,6 +227,8 @@ TEST(ServerMetrics, EndpointShowsRealTraffic) {
   ASSERT_OK(client->Put(put));
   ASSERT_OK(client->Get({.dock = "m", .consumer = "actor", .wait = absl::Seconds(5)}));
   EXPECT_FALSE(client->Get({.dock = "m", .consumer = "nobody"}).ok());
+  ASSERT_OK(client->Drop("m", 0, {3}, {}, DropReason::kFailed));
+  ASSERT_OK(client->Seal("m", 0));
 
   const std::string text = HttpGet(server.metrics()->address());
   ASSERT_FALSE(text.empty()) << "no answer from " << server.metrics()->address();
@@ -234,6 +236,9 @@ TEST(ServerMetrics, EndpointShowsRealTraffic) {
   EXPECT_EQ(Sample(text, "tdock_rows_handed_out_total", {{"dock", "m"}, {"consumer", "actor"}}), 2);
   EXPECT_EQ(Sample(text, "tdock_rows_available",
                    {{"dock", "m"}, {"step", "0"}, {"consumer", "actor"}}), 1);
+  EXPECT_EQ(Sample(text, "tdock_rows_dropped_total", {{"dock", "m"}, {"reason", "failed"}}), 1);
+  EXPECT_EQ(Sample(text, "tdock_rows_dropped_total", {{"dock", "m"}, {"reason", "filtered"}}), 0);
+  EXPECT_EQ(Sample(text, "tdock_steps_sealed", {{"dock", "m"}}), 1);
   EXPECT_EQ(Sample(text, "tdock_requests_total", {{"method", "Put"}, {"code", "OK"}}), 1);
   // The client's Gets are GetStream calls.
   EXPECT_EQ(Sample(text, "tdock_requests_total", {{"method", "GetStream"}, {"code", "OK"}}), 1);
