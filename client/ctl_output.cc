@@ -187,7 +187,11 @@ Json SpecToJson(const DockSpec& spec) {
           {"consumers", std::move(consumers)},
           {"preallocate_bytes", spec.preallocate_bytes},
           {"memory_limit_bytes", spec.memory_limit_bytes},
-          {"chunk_bytes", spec.chunk_bytes}};
+          {"chunk_bytes", spec.chunk_bytes},
+          {"seal_when", spec.seal_when.has_value()
+                            ? Json{{"consumer", spec.seal_when->consumer},
+                                   {"groups", spec.seal_when->groups}}
+                            : Json()}};
 }
 
 Json DocksToJson(const std::vector<DockSummaryInfo>& docks) {
@@ -295,6 +299,10 @@ std::string SpecToText(const DockSpec& spec) {
         consumer.dp_size, Name(PolicyName(consumer.policy)),
         consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
         consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "");
+  }
+  if (spec.seal_when.has_value()) {
+    absl::StrAppend(&text, "  seals a step once ", spec.seal_when->consumer, " has ",
+                    spec.seal_when->groups, " complete groups\n");
   }
   return text;
 }

@@ -326,6 +326,18 @@ absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
                                              "' is declared twice"));
     }
   }
+  if (spec.seal_when.has_value()) {
+    const SealWhen& when = *spec.seal_when;
+    if (spec.ConsumerIndex(when.consumer) < 0) {
+      return Invalid(spec.name, absl::StrCat("seal_when.consumer '", when.consumer,
+                                             "' is not a consumer of the dock"));
+    }
+    if (when.groups < 1 || when.groups > spec.num_groups()) {
+      return Invalid(spec.name, absl::StrCat("seal_when.groups ", when.groups,
+                                             " must be in [1, num_prompts = ",
+                                             spec.num_groups(), "]"));
+    }
+  }
   return spec;
 }
 

@@ -78,6 +78,18 @@ struct ConsumerSpec {
   bool operator==(const ConsumerSpec&) const = default;
 };
 
+// The dock seals a step by itself once `consumer` has `groups` complete
+// groups (every row of the group that is not dropped ready in each column
+// the consumer needs), counting groups it has taken: those groups stay, every
+// other group of the step is dropped as surplus (DAPO: train on the first B
+// groups that passed the filter).
+struct SealWhen {
+  std::string consumer;
+  int64_t groups = 0;
+
+  bool operator==(const SealWhen&) const = default;
+};
+
 struct DockSpec {
   std::string name;
   int64_t num_prompts = 0;
@@ -93,6 +105,7 @@ struct DockSpec {
   // needs), so a newer step that took the memory cannot stall the ring.
   int64_t memory_limit_bytes = 0;
   int64_t chunk_bytes = 0;         // 0: kDefaultChunkBytes
+  std::optional<SealWhen> seal_when;  // unset: steps are sealed only by Seal
 
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
   static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;

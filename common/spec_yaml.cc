@@ -328,6 +328,14 @@ absl::Status ParseNamed(const YAML::Node& node, const std::string& path,
                       });
 }
 
+absl::Status ParseSealWhen(const YAML::Node& node, const std::string& path,
+                           DockSpec* spec) {
+  SealWhen& when = spec->seal_when.emplace();
+  return ReadFields(node, path,
+                    {{"consumer", Into(&when.consumer), /*required=*/true},
+                     {"groups", Into(&when.groups), /*required=*/true}});
+}
+
 absl::Status ParseDock(const YAML::Node& node, const std::string& path,
                        DockSpec* spec) {
   if (node.IsNull())
@@ -349,7 +357,11 @@ absl::Status ParseDock(const YAML::Node& node, const std::string& path,
         }},
        {"preallocate_bytes", Into(&spec->preallocate_bytes)},
        {"memory_limit_bytes", Into(&spec->memory_limit_bytes)},
-       {"chunk_bytes", Into(&spec->chunk_bytes)}});
+       {"chunk_bytes", Into(&spec->chunk_bytes)},
+       {"seal_when",
+        [spec](const YAML::Node& value, const std::string& p) {
+          return ParseSealWhen(value, p, spec);
+        }}});
 }
 
 // `docks: [spec, ...]`, alone at the top level.

@@ -149,6 +149,11 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
   auto apply = [this, record, done = std::move(done)](absl::Status stored) mutable {
     const std::string what = record.seal ? "seal" : "drop";
     if (!stored.ok()) {
+      if (record.seal && record.reason == DropReason::kSurplus) {
+        // seal_when's record failed: the next Put decides again.
+        tdock::MutexLock lock(&mu_);
+        if (HoldsLocked(record.step)) PartitionOf(record.step).set_seal_pending(mu_, false);
+      }
       std::move(done)(absl::UnavailableError(absl::StrCat(
           Where(record.step), ": ", what, " not stored (", stored.message(), ")")));
       return;
@@ -289,7 +294,8 @@ std::vector<int64_t> DockImpl::UnitsOfRows(bool whole_groups,
 }
 
 void DockImpl::AfterDrop(int64_t step) {
-  WakeGets({});  // groups may be complete now, or steps over
+  MaybeAutoSeal(step);  // groups may be complete now
+  WakeGets({});         // groups may be complete now, or steps over
   MaybeAutoRelease(step);
 }
 

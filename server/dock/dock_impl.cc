@@ -62,6 +62,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       steps_in_flight_(spec.steps_in_flight),
       columns_(spec.columns),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
+      seal_when_(spec.seal_when),
       pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
                                         spec.memory_limit_bytes)),
       spec_(std::move(spec)) {

@@ -292,6 +292,21 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Ends the leases of the partition's step none of whose rows is left.
   void EndDroppedLeasesLocked(Partition& part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterDrop(int64_t step);
+  // seal_when (dock_seal.cc): seals `step` if the consumer it names has
+  // enough complete groups, dropping the other groups as surplus; then runs
+  // `then` (once the seal is recorded and applied, with a journal).
+  void MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then = {});
+  // The seal to make now, if any: applied already without a journal, else
+  // marked pending, to record.
+  std::optional<DockJournal::DropRecord> DecideSeal(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
+  // Groups of the step complete for `plan`'s consumer (every row that is
+  // not dropped ready in each column it needs), up to `enough`.
+  int64_t CompleteGroupsLocked(const Partition& part, const ConsumerPlan& plan,
+                               int64_t enough) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The rows seal_when drops: every row left of the groups beyond the first
+  // `groups` complete ones (those the consumer took first, then by index).
+  std::vector<int64_t> SurplusRowsLocked(const Partition& part, const ConsumerPlan& plan,
+                                         int64_t groups) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Gives claimed units back to be handed out again; `counted`: they were
   // counted in consumed_rows (a lease's), else claimed only (a round being
   // formed). Units dropped meanwhile stay claimed and count as done.
@@ -350,6 +365,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   const int32_t steps_in_flight_;
   const std::vector<ColumnSpec> columns_;
   const std::vector<int> length_columns_;
+  const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
   const std::shared_ptr<ChunkPool> pool_;
   std::vector<std::unique_ptr<Partition>> partitions_;
 

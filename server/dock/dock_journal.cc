@@ -92,8 +92,13 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
       std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
       return;
     }
-    std::move(done)(result);  // before the Gets it wakes are served
-    WakeConsumersOf(written);
+    // Answered once the seal it causes (seal_when) is applied; before the
+    // Gets it wakes are served.
+    MaybeAutoSeal(step, [this, result, written = std::move(written),
+                         done = std::move(done)]() mutable {
+      std::move(done)(result);
+      WakeConsumersOf(written);
+    });
   }));
 }
 
@@ -300,8 +305,16 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   Partition& part = PartitionOf(record.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock rounds(&state.round_mu);
-  if (record.round != static_cast<int64_t>(state.rounds.size())) {
-    return absl::OkStatus();  // a gap after a failed record: later rounds re-form
+  if (record.round < static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  // A round never recorded: every rank's share was dropped whole before it
+  // was fetched (passed over, with nothing to record), or its first
+  // delivery's record failed (so no rank got its rows). It stays a round
+  // with no rows, so later rounds keep their numbers; whatever rows it held
+  // and that are not dropped are claimed again by a round formed later.
+  while (static_cast<int64_t>(state.rounds.size()) < record.round) {
+    Round empty;
+    empty.ranks.resize(record.shares.size());
+    state.rounds.push_back(std::move(empty));
   }
   Round round;
   round.stats = record.stats;

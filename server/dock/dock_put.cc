@@ -344,6 +344,8 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
   if (result.ok()) {
     for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
   }
+  const int64_t step = in.step;
+  if (!written.empty()) MaybeAutoSeal(step);  // the Put is answered sealing
   // The producer's answer first: it does not wait for the Gets it wakes
   // (`in` may be gone once it is answered).
   std::move(done)(std::move(result));

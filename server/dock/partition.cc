@@ -96,6 +96,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
   }
   sealed_ = false;
+  seal_pending_ = false;
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
   releasing_ = false;

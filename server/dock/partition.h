@@ -187,6 +187,18 @@ class Partition final {
   void Seal(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
     HeldExclusive(dock_mu);
     sealed_ = true;
+    seal_pending_ = false;
+  }
+  // With a journal: the dock decided to seal the step itself (seal_when)
+  // and records it; no second decision is made meanwhile.
+  bool seal_pending(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return seal_pending_;
+  }
+  void set_seal_pending(const tdock::Mutex& dock_mu, bool pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
+    HeldExclusive(dock_mu);
+    seal_pending_ = pending;
   }
   // Appends the rows of a unit (a row, or a group for whole-group consumers)
   // that are not dropped, ascending.
@@ -264,6 +276,7 @@ class Partition final {
   bool releasing_ ABSL_GUARDED_BY(dock_mu_) = false;
   std::shared_ptr<StepArena> arena_ ABSL_GUARDED_BY(dock_mu_);
   bool sealed_ ABSL_GUARDED_BY(dock_mu_) = false;
+  bool seal_pending_ ABSL_GUARDED_BY(dock_mu_) = false;
   std::vector<DropReason> drop_reasons_ ABSL_GUARDED_BY(dock_mu_);  // per row
   std::array<int64_t, kDropReasons> drops_ ABSL_GUARDED_BY(dock_mu_){};
   AtomicBitmap dropped_;  // per row; set under the dock's mutex held exclusively

@@ -1,7 +1,6 @@
-// Drops and seals: a dropped row is never handed out again, counts as done
-// for every consumer (it holds neither its group nor its step), and refuses
-// later Puts and Reads by naming the drop; a sealed step drops the rows that
-// cannot be completed. Bad input changes nothing.
+// Drops: a dropped row is never handed out again, counts as done for every
+// consumer (it holds neither its group nor its step), and refuses later
+// Puts and Reads by naming the drop. Bad input changes nothing.
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -9,60 +8,22 @@
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
 #include "tests/core/dock_test_util.h"
+#include "tests/core/drop_test_util.h"
 #include "tests/test_util.h"
 
 namespace tdock {
 namespace {
 
+using testing::Cells;
+using testing::DropOf;
+using testing::DropSpec;
 using testing::GetOf;
 using testing::GetSync;
-using testing::OwnedColumn;
+using testing::Iota;
+using testing::kLongWait;
 using testing::PutSync;
-
-constexpr absl::Duration kLongWait = absl::Seconds(10);
-
-// 4 prompts x 2 samples: "prompt" and "response" (both count tokens);
-// consumers are added per test.
-DockSpec DropSpec(std::vector<ConsumerSpec> consumers) {
-  DockSpec spec;
-  spec.name = "drops";
-  spec.num_prompts = 4;
-  spec.n_samples_per_prompt = 2;
-  spec.length_columns = {"prompt", "response"};
-  spec.columns = {{"prompt", DType::kInt32, {}, 0, false},
-                  {"response", DType::kInt32, {}, 0, false}};
-  spec.consumers = std::move(consumers);
-  return spec;
-}
-
-ConsumerSpec Reader(std::string name, std::vector<std::string> columns, int64_t dispatch,
-                    bool whole_groups = false) {
-  return ConsumerSpec{std::move(name), std::move(columns), dispatch, 1, whole_groups,
-                      Policy::kFifo, 0};
-}
-
-// Row r holds r + 1 tokens in `name`.
-OwnedColumn Cells(const std::string& name, const std::vector<int64_t>& rows) {
-  std::vector<std::vector<int32_t>> values;
-  for (int64_t r : rows) values.emplace_back(static_cast<size_t>(r + 1), static_cast<int32_t>(r));
-  return OwnedColumn::Of<int32_t>(name, DType::kInt32, values);
-}
-
-std::vector<int64_t> Iota(int64_t from, int64_t to) {
-  std::vector<int64_t> rows(static_cast<size_t>(to - from));
-  std::iota(rows.begin(), rows.end(), from);
-  return rows;
-}
-
-DropInput DropOf(int64_t step, std::vector<int64_t> rows, DropReason reason,
-                 std::vector<int64_t> groups = {}) {
-  return DropInput{step, std::move(rows), std::move(groups), reason};
-}
-
-std::vector<int64_t> Sorted(std::vector<int64_t> rows) {
-  std::sort(rows.begin(), rows.end());
-  return rows;
-}
+using testing::Reader;
+using testing::Sorted;
 
 // Dropped rows, written or not, are never handed out and count as done: the
 // consumer's last Get ends the step with the rows left, and the step is
@@ -184,47 +145,6 @@ TEST(DropTest, BadInputGetsASpecificErrorAndChangesNothing) {
                 absl::StatusCode::kFailedPrecondition, "step 0 is released");
   EXPECT_STATUS(dock->Seal(SealInput{0, {}}), absl::StatusCode::kFailedPrecondition,
                 "step 0 is released");
-}
-
-// Seal drops the rows that lack a required column (by default, the rows
-// with no cell), so the consumers' end of step comes with the rows left; a
-// later Put to a sealed-off row fails naming the seal.
-TEST(SealTest, SealDropsWhatCannotBeCompletedAndEndsTheStep) {
-  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("trainer", {"response"}, 8),
-                                                         Reader("prompts", {"prompt"}, 8)})));
-  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
-  ASSERT_OK(PutSync(*dock, 0, Iota(0, 5), {Cells("response", Iota(0, 5))}));
-  ASSERT_OK_AND_ASSIGN(Batch prompts, GetSync(*dock, GetOf("prompts")));
-  EXPECT_EQ(prompts.rows, Iota(0, 8)) << "the prompt reader took every row before the seal";
-  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {"response"}}));
-  EXPECT_EQ(dropped, 3);
-  DockStats stats = dock->Stats();
-  ASSERT_EQ(stats.steps.size(), 1u);
-  EXPECT_TRUE(stats.steps[0].sealed);
-  EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kSealed)], 3);
-  EXPECT_STATUS(PutSync(*dock, 0, {6}, {Cells("response", {6})}),
-                absl::StatusCode::kFailedPrecondition, "row 6 was dropped (sealed)");
-  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer")));
-  EXPECT_EQ(batch.rows, Iota(0, 5));
-  EXPECT_TRUE(batch.end_of_step);
-  EXPECT_TRUE(dock->Stats().steps.empty());
-}
-
-// Without required columns, seal drops only the rows nothing was written to.
-TEST(SealTest, DefaultSealDropsRowsWithNoCell) {
-  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("trainer", {"prompt"}, 8)})));
-  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Cells("response", {0, 1, 2})}));
-  ASSERT_OK(PutSync(*dock, 0, {3}, {Cells("prompt", {3})}));
-  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {}}));
-  EXPECT_EQ(dropped, 4);
-  ASSERT_OK_AND_ASSIGN(int64_t again, dock->Seal(SealInput{0, {}}));
-  EXPECT_EQ(again, 0) << "sealing again drops nothing more";
-  ASSERT_OK_AND_ASSIGN(Batch early, GetSync(*dock, GetOf("trainer")));
-  EXPECT_EQ(early.rows, std::vector<int64_t>{}) << "rows 0-2 still wait for their prompts";
-  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Cells("prompt", {0, 1, 2})}));
-  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer")));
-  EXPECT_EQ(batch.rows, Iota(0, 4));
-  EXPECT_TRUE(batch.end_of_step);
 }
 
 // Rows dropped after their balanced round was formed leave the shares not

@@ -164,6 +164,9 @@ TEST(DockErrors, InconsistentSpecs) {
        "exceeds memory_limit_bytes"},
       {[](DockSpec& s) { s.chunk_bytes = (64 << 10) + 1; }, "must be a multiple of 64"},
       {[](DockSpec& s) { s.memory_limit_bytes = 1024; }, "is below chunk_bytes"},
+      {[](DockSpec& s) { s.seal_when = SealWhen{"nobody", 1}; },
+       "seal_when.consumer 'nobody' is not a consumer of the dock"},
+      {[](DockSpec& s) { s.seal_when = SealWhen{"actor", 0}; }, "seal_when.groups 0 must be in [1,"},
       // 4 bytes x (2^62 + 2) wraps to 8 bytes in 64 bits.
       {[](DockSpec& s) { s.columns[1].inner_shape = {(int64_t{1} << 62) + 2}; },
        "items of at most 1 GiB"},

@@ -70,6 +70,7 @@ DockSpec FullSpec() {
   spec.consumers = {actor, {"critic", {"tokens"}, 0, 1, false, Policy::kFifo, 0}};
   spec.preallocate_bytes = 1 << 20;
   spec.memory_limit_bytes = 64 << 20;
+  spec.seal_when = SealWhen{"actor", 2};
   return spec;
 }
 
@@ -85,6 +86,9 @@ std::vector<SpecChange> EveryFieldChanged() {
       {"preallocate_bytes", [](DockSpec& s) { s.preallocate_bytes = 2 << 20; }},
       {"memory_limit_bytes", [](DockSpec& s) { s.memory_limit_bytes = 32 << 20; }},
       {"chunk_bytes", [](DockSpec& s) { s.chunk_bytes = 1 << 20; }},
+      {"seal_when consumer", [](DockSpec& s) { s.seal_when->consumer = "critic"; }},
+      {"seal_when groups", [](DockSpec& s) { s.seal_when->groups = 3; }},
+      {"seal_when unset", [](DockSpec& s) { s.seal_when.reset(); }},
       {"columns (one more)",
        [](DockSpec& s) { s.columns.push_back({"extra", DType::kInt64, {}, 0, false}); }},
       {"column name", [](DockSpec& s) { s.columns[1].name = "reward"; }},

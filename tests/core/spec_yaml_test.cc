@@ -107,6 +107,7 @@ consumers:
 preallocate_bytes: 1048576
 memory_limit_bytes: 8589934592
 chunk_bytes: 4194304
+seal_when: {consumer: critic, groups: 3}
 )";
   ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
   const DockSpec& s = specs.at(0);
@@ -124,6 +125,7 @@ chunk_bytes: 4194304
   EXPECT_EQ(s.preallocate_bytes, 1 << 20);
   EXPECT_EQ(s.memory_limit_bytes, int64_t{8} << 30);
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
+  EXPECT_EQ(s.seal_when, (SealWhen{"critic", 3}));
 }
 
 // `dtype: string` and `dtype: json` are bytes columns with that encoding;

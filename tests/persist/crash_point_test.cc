@@ -246,12 +246,11 @@ class CrashPoint {
         continue;
       }
       int present = 0;
+      int gone = 0;  // rows dropped since: their cells are not served
       for (int64_t row : put.rows) {
         absl::StatusOr<Batch> read = dock.Read(put.step, {row}, {put.column});
         if (!read.ok()) {
-          // A row dropped since: its cells are not served; it counts as
-          // whole (CheckDrops checks that the drop may be there).
-          present += read.status().message().find("was dropped") != absl::string_view::npos;
+          gone += read.status().message().find("was dropped") != absl::string_view::npos;
           continue;
         }
         ++present;
@@ -263,10 +262,11 @@ class CrashPoint {
         if (!right) fail(absl::StrCat("step ", put.step, " row ", row, " ", put.column, " differs"));
       }
       const int rows = static_cast<int>(put.rows.size());
-      if (Acked(put.event) && present != rows) {
+      // Whole: every row there or dropped since; absent: none there.
+      if (Acked(put.event) && present + gone != rows) {
         fail(absl::StrCat("an acknowledged Put of step ", put.step, " ", put.column, " has ",
                           present, " of its ", rows, " cells"));
-      } else if (present != 0 && present != rows) {
+      } else if (present != 0 && present + gone != rows) {
         fail(absl::StrCat("a Put of step ", put.step, " ", put.column, " is partial: ", present,
                           " of ", rows, " cells"));
       }

@@ -32,13 +32,13 @@ struct Restarted {
 // A server on a RecordingStore holding the crash dock; Stop shuts it down
 // with every record stored.
 struct Recording {
-  Recording() {
+  explicit Recording(DockSpec spec = CrashSpec()) {
     auto owned = std::make_unique<RecordingStore>();
     store = owned.get();
     persistence = std::make_unique<Persistence>(std::move(owned),
                                                 PersistenceOptions{.data_dir = "recording"});
     EXPECT_OK(persistence->Recover(registry).status());
-    dock = *registry.Create(CrashSpec());
+    dock = *registry.Create(std::move(spec));
   }
   void Stop() {
     registry.Shutdown();

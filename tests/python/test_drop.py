@@ -89,3 +89,29 @@ def test_asyncio_drop_and_seal(server, dock_name):
             status = await dock.status()
             assert status.dropped == {"failed": 2, "sealed": 4}
     asyncio.run(main())
+
+
+def test_seal_when_keeps_the_first_complete_groups(client, dock_name):
+    """seal_when: the trainer needs advantages, written only for groups that
+    passed the filter; the second such group seals the step and the other
+    groups drop as surplus."""
+    spec = grpo_spec(dock_name, prompts=4, columns={
+        "prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
+        "advantages": {"dtype": "float32"}}, consumers={
+        "trainer": {"columns": ["response_ids", "advantages"], "whole_groups": True,
+                    "dispatch_size": 4}})
+    spec["seal_when"] = {"consumer": "trainer", "groups": 2}
+    dock = client.create_dock(spec)
+    assert dock.spec.seal_when.groups == 2
+    dock.put(0, range(8), {"prompt_ids": cells(range(8)), "response_ids": cells(range(8))})
+    adv = {"advantages": [np.ones(3, np.float32)] * 2}
+    dock.put(0, [6, 7], adv)
+    assert not dock.status().steps[0].sealed
+    dock.put(0, [2, 3], adv)
+    status = dock.status()
+    assert status.steps[0].sealed and status.steps[0].dropped == {"surplus": 4}
+    got = [b.rows.tolist() for b in dock.iter("trainer", step=0)]
+    assert got == [[2, 3, 6, 7]]
+    with pytest.raises(tdock.errors.InvalidArgument, match="seal_when.groups 9 must be in"):
+        client.create_dock({**spec, "name": dock_name + "x",
+                            "seal_when": {"consumer": "trainer", "groups": 9}})

@@ -134,6 +134,14 @@ def _micro_batch(node: Any, path: str, mb: dock_pb2.MicroBatchSpec) -> None:
     }, required=("max_tokens",))
 
 
+def _seal_when(spec: dock_pb2.DockSpec, node: Any, path: str) -> None:
+    when = spec.seal_when
+    _fields(node, path, {
+        "consumer": _setter(when, "consumer", _str),
+        "groups": _setter(when, "groups", _int),
+    }, required=("consumer", "groups"))
+
+
 def _cost(node: Any, path: str, cost: dock_pb2.CostModel) -> None:
     # A key left out keeps its default: a = 1, b = 0.
     cost.a, cost.b = 1.0, 0.0
@@ -194,6 +202,7 @@ def dock_spec(node: Any, path: str = "") -> dock_pb2.DockSpec:
         "preallocate_bytes": _setter(spec, "preallocate_bytes", _int),
         "memory_limit_bytes": _setter(spec, "memory_limit_bytes", _int),
         "chunk_bytes": _setter(spec, "chunk_bytes", _int),
+        "seal_when": lambda v, p: _seal_when(spec, v, p),
     })
     return spec
 

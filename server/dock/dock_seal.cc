@@ -1,0 +1,113 @@
+// DockImpl's seal_when (DockSpec::seal_when): the dock seals a step by
+// itself once the consumer it names has enough complete groups, and drops
+// the other groups as surplus.
+//
+// The decision is taken after every Put that made cells ready (the Put is
+// answered once the seal it caused is applied, so its producer sees the step
+// sealed) and every drop (a drop may complete groups), under the dock's
+// mutex held exclusively, so two decisions never race; with a journal the
+// step is marked seal_pending until the seal's record is stored (a failed
+// record clears it, and the next Put decides again).
+#include <algorithm>
+#include <bit>
+#include <utility>
+
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+int64_t DockImpl::CompleteGroupsLocked(const Partition& part, const ConsumerPlan& plan,
+                                       int64_t enough) const {
+  const int64_t groups = part.groups();
+  int64_t complete = 0;
+  for (int64_t w = 0; w * 64 < groups && complete < enough; ++w) {
+    uint64_t word = part.column(plan.columns[0]).group_ready.word(w);
+    for (int c : plan.columns) word &= part.column(c).group_ready.word(w);
+    for (; word != 0; word &= word - 1) {
+      const int64_t g = (w << 6) + std::countr_zero(word);
+      if (g < groups && part.live_rows(g) > 0) ++complete;
+    }
+  }
+  return complete;
+}
+
+std::vector<int64_t> DockImpl::SurplusRowsLocked(const Partition& part, const ConsumerPlan& plan,
+                                                 int64_t groups) const {
+  const ConsumerState& state = part.consumer(mu_, plan.index);
+  auto complete = [&](int64_t g) {
+    if (part.live_rows(g) == 0) return false;
+    for (int c : plan.columns) {
+      if (!part.column(c).group_ready.Test(g)) return false;
+    }
+    return true;
+  };
+  auto taken = [&](int64_t g) {
+    if (plan.whole_groups) return state.consumed.Test(g);
+    for (int64_t row = g * group_size_; row < (g + 1) * group_size_; ++row) {
+      if (!part.dropped(row) && state.consumed.Test(row)) return true;
+    }
+    return false;
+  };
+  std::vector<bool> kept(static_cast<size_t>(part.groups()), false);
+  int64_t left = groups;
+  for (bool first_taken : {true, false}) {
+    for (int64_t g = 0; g < part.groups() && left > 0; ++g) {
+      if (!kept[g] && complete(g) && (!first_taken || taken(g))) {
+        kept[g] = true;
+        --left;
+      }
+    }
+  }
+  std::vector<int64_t> rows;
+  for (int64_t g = 0; g < part.groups(); ++g) {
+    if (!kept[g]) part.AppendUnitRows(mu_, g, /*whole_groups=*/true, rows);
+  }
+  return rows;
+}
+
+void DockImpl::MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then) {
+  const std::optional<DockJournal::DropRecord> record = DecideSeal(step);
+  if (!record.has_value()) {
+    if (then) std::move(then)();
+    return;
+  }
+  if (journal_ == nullptr) {  // applied already
+    if (then) std::move(then)();
+    AfterDrop(step);
+    return;
+  }
+  // A failed record leaves the step unsealed: `then` runs all the same.
+  RecordAndApplyDrop(record->rows, step, DropReason::kSurplus, /*seal=*/true,
+                     [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
+                       if (then) std::move(then)();
+                     });
+}
+
+std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
+  if (!seal_when_.has_value()) return std::nullopt;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
+    const Partition& part = PartitionOf(step);
+    if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
+    const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
+    if (CompleteGroupsLocked(part, plan, seal_when_->groups) < seal_when_->groups) {
+      return std::nullopt;
+    }
+  }
+  tdock::MutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
+  Partition& part = PartitionOf(step);
+  if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
+  const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
+  DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
+                                 DropReason::kSurplus, /*seal=*/true};
+  if (journal_ == nullptr) {
+    ApplyDropLocked(record);
+  } else {
+    part.set_seal_pending(mu_, true);  // sealed once recorded
+  }
+  return record;
+}
+
+}  // namespace tdock::internal
