@@ -110,6 +110,8 @@ struct ClientGet {
   // BALANCED consumers: the round to serve again (the same rows as before);
   // nullopt: this rank's next round.
   std::optional<int64_t> round;
+  // Consumers with `replicas`: which replica of the rank asks.
+  int32_t replica = 0;
 };
 
 // A batch as received. Each column's data is one contiguous, 64-byte aligned

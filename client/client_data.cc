@@ -177,6 +177,7 @@ v1::GetRequest ToGetRequest(const ClientGet& get) {
   request.set_dock(get.dock);
   request.set_consumer(get.consumer);
   request.set_rank(get.rank);
+  request.set_replica(get.replica);
   request.set_has_step(get.step.has_value());
   request.set_step(get.step.value_or(0));
   request.set_count(get.count);

@@ -26,7 +26,8 @@ const std::vector<CommandInfo>& Commands() {
       {"list", {}, {}, {}, {}},
       {"status", {"DOCK"}, {}, {}, {}},
       {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms"}, {"column"}},
-      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round"}, {}},
+      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round", "replica"},
+       {}},
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
@@ -205,8 +206,9 @@ commands:
                               write cells; each FILE.json is a JSON list with one
                               array of numbers per row (a string for bytes columns)
   get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS] [--round K]
-                              claim and print a batch for a consumer; --round K
-                              asks a BALANCED consumer for round K again
+      [--replica Q]           claim and print a batch for a consumer; --round K
+                              asks a BALANCED consumer for round K again;
+                              --replica Q: which replica of the rank asks
   ack DOCK CONSUMER LEASE     acknowledge a lease (consumers with lease_ms): its
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again

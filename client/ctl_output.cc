@@ -176,7 +176,8 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"seed", consumer.seed},
                                 {"cost", {{"a", consumer.cost.a}, {"b", consumer.cost.b}}},
                                 {"micro_batch", MicroBatchSpecToJson(consumer)},
-                                {"lease_ms", consumer.lease_ms}};
+                                {"lease_ms", consumer.lease_ms},
+                                {"replicas", consumer.replicas}};
   }
   return {{"name", spec.name},
           {"num_prompts", spec.num_prompts},
@@ -294,11 +295,12 @@ std::string SpecToText(const DockSpec& spec) {
   absl::StrAppend(&text, "  consumers:\n");
   for (const ConsumerSpec& consumer : spec.consumers) {
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
         consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
-        consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "");
+        consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "",
+        consumer.replicas > 1 ? absl::StrCat(" replicas ", consumer.replicas) : "");
   }
   if (spec.seal_when.has_value()) {
     absl::StrAppend(&text, "  seals a step once ", spec.seal_when->consumer, " has ",

@@ -57,6 +57,7 @@ struct Request {
   int64_t count = 0;
   absl::Duration wait = absl::ZeroDuration();
   std::optional<int64_t> round;
+  int32_t replica = 0;
   uint64_t lease = 0;
   std::vector<int64_t> groups;      // drop
   DropReason reason = DropReason::kUnspecified;  // drop
@@ -136,6 +137,8 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   if (!args.positionals.empty()) request.dock = args.positionals[0];
   if (args.command == "get") {
     request.consumer = args.positionals[1];
+    TDOCK_ASSIGN_OR_RETURN(int64_t replica, NonNegative(args, "replica", 0, 1 << 20));
+    request.replica = static_cast<int32_t>(replica);
     if (args.Has("round")) {
       TDOCK_ASSIGN_OR_RETURN(request.round, NonNegative(args, "round", 0, kMaxRound));
     }
@@ -262,7 +265,8 @@ absl::Status RunGet(Client& client, const Request& request) {
                                      .step = request.step,
                                      .count = request.count,
                                      .wait = request.wait,
-                                     .round = request.round}));
+                                     .round = request.round,
+                                     .replica = request.replica}));
   Print(request, BatchToJson(batch), BatchToText(batch));
   return absl::OkStatus();
 }

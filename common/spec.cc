@@ -284,6 +284,17 @@ absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
                                            "' has no valid policy"));
   }
   TDOCK_RETURN_IF_ERROR(NormalizeDispatch(spec, consumer));
+  if (consumer.replicas == 0) consumer.replicas = 1;
+  if (consumer.replicas < 1 || consumer.replicas > ConsumerSpec::kMaxReplicas) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name, "' replicas ",
+                                           consumer.replicas, " must be in [1, ",
+                                           ConsumerSpec::kMaxReplicas, "]"));
+  }
+  if (consumer.replicas > 1 && consumer.policy != Policy::kBalanced) {
+    return Invalid(spec.name, absl::StrCat(
+        "consumer '", consumer.name, "' replicas ", consumer.replicas,
+        " needs policy balanced (its rounds give each rank the share its replicas take)"));
+  }
   if (consumer.lease_ms < 0 || consumer.lease_ms > ConsumerSpec::kMaxLeaseMs) {
     return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
                                            "' lease_ms ", consumer.lease_ms,

@@ -72,7 +72,12 @@ struct ConsumerSpec {
   // > 0: rows a Get hands out are leased for this long; unacknowledged, they
   // are handed out again (at-least-once). 0: handed out once (at-most-once).
   int64_t lease_ms = 0;
+  // BALANCED consumers: the replicas of each DP rank (its TP / PP / CP
+  // peers), each receiving the rank's share of every round once; a Get names
+  // its replica. Default: 1.
+  int32_t replicas = 1;
 
+  static constexpr int32_t kMaxReplicas = 1024;
   static constexpr int64_t kMaxLeaseMs = int64_t{24} * 3600 * 1000;
 
   bool operator==(const ConsumerSpec&) const = default;

@@ -301,6 +301,7 @@ absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
        {"policy", Into(&consumer->policy)},
        {"seed", Into(&consumer->seed)},
        {"lease_ms", Into(&consumer->lease_ms)},
+       {"replicas", Into(&consumer->replicas)},
        // A key left out of `cost` keeps its default (a = 1, b = 0).
        {"cost",
         [consumer](const YAML::Node& value, const std::string& p) {

@@ -45,9 +45,9 @@ absl::Status DockRecovery::Put(PutInput input) {
 absl::Status DockRecovery::Round(const DockJournal::RoundRecord& record) {
   return impl_->RecoverRound(record);
 }
-absl::Status DockRecovery::Delivery(int64_t step, int consumer, int64_t round, int32_t rank,
+absl::Status DockRecovery::Delivery(int64_t step, int consumer, int64_t round, int32_t taker,
                                     uint64_t lease_id) {
-  return impl_->RecoverDelivery(step, consumer, round, rank, lease_id);
+  return impl_->RecoverDelivery(step, consumer, round, taker, lease_id);
 }
 absl::Status DockRecovery::HandOut(const DockJournal::HandOut& handout) {
   return impl_->RecoverHandOut(handout);

@@ -165,7 +165,7 @@ class DockRecovery final {
   // What was handed out, after every cell: rounds, then deliveries, then
   // hand-outs; then drops. Records of released steps are ignored.
   absl::Status Round(const DockJournal::RoundRecord& record);
-  absl::Status Delivery(int64_t step, int consumer, int64_t round, int32_t rank,
+  absl::Status Delivery(int64_t step, int consumer, int64_t round, int32_t taker,
                         uint64_t lease_id);
   absl::Status HandOut(const DockJournal::HandOut& handout);
   // Lease `lease_id` was acknowledged: an Ack of it retried after the

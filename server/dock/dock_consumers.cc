@@ -115,7 +115,7 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
 void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
   spec_.consumers.push_back(consumer);
   for (auto& part : partitions_) {
-    part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size});
+    part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size * consumer.replicas});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
   // Rows dropped before it came are done for it too.

@@ -28,6 +28,11 @@ absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
     return absl::InvalidArgumentError(absl::StrCat(
         who, ": rank ", in.rank, " is out of range [0, ", plan.dp_size, ")"));
   }
+  if (in.replica < 0 || in.replica >= plan.replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": replica ", in.replica, " is out of range [0, ", plan.replicas, ")",
+        plan.replicas == 1 ? " (the consumer has no replicas)" : ""));
+  }
   if (in.step.has_value() && *in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": step ", *in.step, " is negative"));
   }
@@ -83,7 +88,7 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
       // done with; it must not run ahead into a newer step meanwhile.
-      if (RankDoneLocked(*part, plan, in.rank)) continue;
+      if (RankDoneLocked(*part, plan, TakerOf(plan, in.rank, in.replica))) continue;
       return ServeLocked(*part, in, plan, /*explicit_step=*/false);
     }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
@@ -257,7 +262,9 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
     std::move(done)(plan.status());
     return 0;
   }
-  if (journal_ != nullptr) done = JournalingGet(*plan, input.rank, std::move(done));
+  if (journal_ != nullptr) {
+    done = JournalingGet(*plan, input.rank, input.replica, std::move(done));
+  }
   GetAttempt attempt = TryGet(input, *plan);
   bool formed = attempt.draft.has_value();
   AfterGet(attempt, plan->index);

@@ -32,6 +32,7 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.seed = c.seed;
   plan.dispatch_size = c.dispatch_size;
   plan.dp_size = c.dp_size;
+  plan.replicas = c.replicas;
   plan.cost = c.cost;
   plan.micro_batch = c.micro_batch;
   plan.same_count_across_ranks = c.same_count_across_ranks;
@@ -68,7 +69,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       spec_(std::move(spec)) {
   std::vector<ConsumerShape> shapes;
   for (const ConsumerSpec& c : spec_.consumers) {
-    shapes.push_back({c.whole_groups, c.dp_size});
+    shapes.push_back({c.whole_groups, c.dp_size * c.replicas});
   }
   for (int p = 0; p < steps_in_flight_; ++p) {
     partitions_.push_back(std::make_unique<Partition>(

@@ -86,7 +86,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status RecoverReleased(int64_t step);
   absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
   absl::Status RecoverRound(const DockJournal::RoundRecord& record);
-  absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+  absl::Status RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t taker,
                                uint64_t lease_id);
   void RecoverAcknowledged(uint64_t lease_id) { leases_->RecoverAcknowledged(lease_id); }
   absl::Status RecoverDrop(const DockJournal::DropRecord& record);
@@ -119,12 +119,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                   PutCallback done);
   // Wraps a Get's callback: records the hand-out, then answers (or returns
   // the rows and fails), then lets the step auto-release.
-  GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done);
+  GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
+                            GetCallback done);
   // The round's record, unless one of its deliveries stored it already.
   std::optional<DockJournal::RoundRecord> RoundToRecord(int64_t step, int consumer,
                                                         int64_t round);
   void MarkRoundRecorded(int64_t step, int consumer, int64_t round);
-  void ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch);
+  void ReturnUnrecorded(int consumer, int32_t rank, int32_t replica, const Batch& batch);
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
   // `done` holding a reference to the dock, for the journal: a record's
   // callback never outlives the dock it calls into.
@@ -225,8 +226,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // its share of every round.
   bool RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // BALANCED: the step is fully claimed and `rank` has fetched every round.
-  bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t rank) const
+  // BALANCED: the step is fully claimed and `taker` (TakerOf: a rank's
+  // replica) has fetched every round.
+  bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t taker) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   int64_t TokenCountLocked(const Partition& part, int64_t row) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -327,6 +329,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   uint64_t LeaseRowsLocked(Partition& part, const ConsumerPlan& plan, int32_t rank,
                            std::vector<int64_t> units, int64_t round, int64_t rows)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A BALANCED share's lease was acknowledged: replicas that take the share
+  // later need none.
+  void NoteAckedLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Makes an ended, unacknowledged lease's rows available again.
   void ReturnLeaseLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Drops the in-flight rows of an ended lease (acknowledged or superseded).

@@ -64,7 +64,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
   if (in.ack_lease != 0) {
     if (std::optional<Lease> lease = leases_->Pinned(in.ack_lease)) {
       ack = DockJournal::LeaseEnd{lease->step, lease->consumer, lease->id, lease->round,
-                                  lease->rank, /*acked=*/true};
+                                  lease->rank, /*acked=*/true,   lease->replicas};
     }
   }
   journal_->Cells(step, cells, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
@@ -102,10 +102,12 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
   }));
 }
 
-GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetCallback done) {
+GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
+                                   GetCallback done) {
   // The plan's fields are copied: AddConsumer may grow plans_ meanwhile.
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
-          lease = plan.lease, done = std::move(done)](absl::StatusOr<Batch> got) mutable {
+          replica, taker = TakerOf(plan, rank, replica), lease = plan.lease,
+          done = std::move(done)](absl::StatusOr<Batch> got) mutable {
     if (!got.ok() || got->rows.empty()) {
       std::move(done)(std::move(got));
       return;
@@ -116,11 +118,11 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
     const uint64_t lease_id = batch.lease_id;
     DockJournal::HandOut handout{step, consumer, {}, lease_id};
     if (round < 0) handout.units = UnitsOfRows(groups, batch.rows);
-    auto answer = [this, consumer, name, rank, lease, batch = std::move(batch),
+    auto answer = [this, consumer, name, rank, replica, lease, batch = std::move(batch),
                    done = std::move(done)](absl::Status stored) mutable {
       const int64_t step = batch.step;
       if (!stored.ok()) {
-        ReturnUnrecorded(consumer, rank, batch);
+        ReturnUnrecorded(consumer, rank, replica, batch);
       } else if (batch.lease_id != 0) {
         // The lease runs from now: its hand-out is stored.
         if (batch.round >= 0) {
@@ -157,7 +159,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, GetC
     // delivery is stored before its round.
     std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
     journal_->RoundDelivered(
-        step, consumer, round, rank, lease_id, formed.has_value() ? &*formed : nullptr,
+        step, consumer, round, taker, lease_id, formed.has_value() ? &*formed : nullptr,
         KeepAlive([this, step, consumer, round,
                    answer = std::move(answer)](absl::Status stored) mutable {
           if (stored.ok()) MarkRoundRecorded(step, consumer, round);
@@ -202,15 +204,25 @@ void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   state.rounds_recorded[round] = true;
 }
 
-void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, const Batch& batch) {
+void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
+                                const Batch& batch) {
   {
     tdock::ReaderMutexLock lock(&mu_);
     Lease rows;
-    if (batch.lease_id != 0) {
+    if (batch.lease_id != 0 && leases_->Pinned(batch.lease_id).has_value()) {
       // The lease goes with the hand-out it covered (pinned until stored).
       const Lease lease = leases_->TakePinned(batch.lease_id, LeaseTable::End::kUnrecorded);
       if (lease.id != 0) ReturnLeaseLocked(lease);
-    } else if (HoldsLocked(batch.step)) {
+    } else if (batch.round >= 0 && HoldsLocked(batch.step)) {
+      // A share (under the lease another replica's hand-out holds, if any):
+      // this replica takes it again.
+      const ConsumerPlan& plan = plans_[consumer];
+      ConsumerState& state = PartitionOf(batch.step).consumer(mu_, consumer);
+      tdock::MutexLock rounds(&state.round_mu);
+      state.redeliver[TakerOf(plan, rank, replica)].insert(batch.round);
+      auto took = state.share_replicas.find({batch.round, rank});
+      if (took != state.share_replicas.end()) took->second.erase(replica);
+    } else if (batch.lease_id == 0 && HoldsLocked(batch.step)) {
       rows.consumer = consumer;
       rows.rank = rank;
       rows.step = batch.step;
@@ -234,8 +246,9 @@ void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done
     std::move(done)(absl::OkStatus());
     return;
   }
-  journal_->LeaseEnded({lease.step, lease.consumer, lease.id, lease.round, lease.rank, acked},
-                       KeepAlive(std::move(done)));
+  journal_->LeaseEnded(
+      {lease.step, lease.consumer, lease.id, lease.round, lease.rank, acked, lease.replicas},
+      KeepAlive(std::move(done)));
 }
 
 // ---- recovery
@@ -339,38 +352,47 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   return absl::OkStatus();
 }
 
-absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t rank,
+absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t taker,
                                        uint64_t lease_id) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(step) != StepState::kLive) return absl::OkStatus();
-  if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || rank < 0 ||
-      rank >= plans_[consumer].dp_size) {
+  if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || taker < 0 ||
+      taker >= plans_[consumer].dp_size * plans_[consumer].replicas) {
     return absl::DataLossError(
-        absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " rank ", rank));
+        absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " taker ", taker));
   }
   const ConsumerPlan& plan = plans_[consumer];
+  const int32_t rank = taker / plan.replicas;
   ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
-  // Deliveries come in key order, a rank's rounds ascending. A rank takes
-  // its rounds in order, so a round it skipped was handed back (expired or
-  // nacked: its delivery record went) and is queued for it again.
-  for (int64_t skipped = state.next_round[rank]; skipped < round; ++skipped) {
-    state.redeliver[rank].insert(skipped);
+  // Deliveries come in key order, a taker's rounds ascending. A rank (a
+  // replica) takes its rounds in order, so a round it skipped was handed
+  // back (expired or nacked: its delivery record went) and is queued for it
+  // again.
+  for (int64_t skipped = state.next_round[taker]; skipped < round; ++skipped) {
+    state.redeliver[taker].insert(skipped);
   }
-  state.redeliver[rank].erase(round);
-  state.next_round[rank] = std::max(state.next_round[rank], round + 1);
-  if (lease_id != 0 && plan.lease > absl::ZeroDuration()) {
-    Lease lease;
-    lease.id = lease_id;
-    lease.consumer = consumer;
-    lease.rank = rank;
-    lease.step = step;
-    lease.round = round;
-    lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
-    lease.deadline = limits_.clock->Now() + plan.lease;
+  state.redeliver[taker].erase(round);
+  state.next_round[taker] = std::max(state.next_round[taker], round + 1);
+  if (plan.lease == absl::ZeroDuration()) return absl::OkStatus();
+  if (lease_id == 0) {  // its lease was acknowledged
+    state.shares_acked.insert({round, rank});
+    return absl::OkStatus();
+  }
+  Lease lease;
+  lease.id = lease_id;
+  lease.consumer = consumer;
+  lease.rank = rank;
+  lease.replicas = plan.replicas;
+  lease.step = step;
+  lease.round = round;
+  lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
+  lease.deadline = limits_.clock->Now() + plan.lease;
+  state.share_replicas[{round, rank}].insert(taker % plan.replicas);
+  // The replicas of a rank share their share's lease: counted once.
+  if (leases_->AddRecovered(lease)) {
     state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);
-    leases_->AddRecovered(std::move(lease));
   }
   return absl::OkStatus();
 }

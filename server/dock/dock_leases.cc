@@ -34,6 +34,7 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   lease.rank = rank;
   lease.step = part.step(mu_);
   lease.round = round;
+  lease.replicas = plan.replicas;
   lease.units = std::move(units);
   lease.rows = rows;
   // With a journal the clock starts once the hand-out is stored
@@ -58,13 +59,29 @@ void DockImpl::SettleLeaseLocked(const Lease& lease) {
       .in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
+void DockImpl::NoteAckedLocked(const Lease& lease) {
+  if (lease.id == 0 || lease.round < 0 || !HoldsLocked(lease.step)) return;
+  ConsumerState& state = PartitionOf(lease.step).consumer(mu_, lease.consumer);
+  tdock::MutexLock lock(&state.round_mu);
+  state.shares_acked.insert({lease.round, lease.rank});
+  state.share_replicas.erase({lease.round, lease.rank});
+}
+
 void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   if (!HoldsLocked(lease.step)) return;
   Partition& part = PartitionOf(lease.step);
   ConsumerState& state = part.consumer(mu_, lease.consumer);
   if (lease.round >= 0) {
+    // Every replica of the rank that took the share takes it again.
     tdock::MutexLock lock(&state.round_mu);
-    state.redeliver[lease.rank].insert(lease.round);
+    for (int32_t q = 0; q < lease.replicas; ++q) {
+      const int32_t taker = lease.rank * lease.replicas + q;
+      if (state.next_round[taker] > lease.round) state.redeliver[taker].insert(lease.round);
+    }
+    state.share_replicas.erase({lease.round, lease.rank});
+    // Taken again, the share leaves out the rows dropped since.
+    std::vector<std::optional<RoundShare>>& taken = state.rounds[lease.round].taken;
+    if (static_cast<size_t>(lease.rank) < taken.size()) taken[lease.rank].reset();
   } else {
     GiveBackLocked(part, plans_[lease.consumer], lease.units, /*counted=*/true);
   }
@@ -118,6 +135,7 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
         // Its step was released while the end was recorded: nothing to settle.
       } else if (acked) {
         SettleLeaseLocked(ended);
+        NoteAckedLocked(ended);
       } else {
         ReturnLeaseLocked(ended);
       }
@@ -187,6 +205,7 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
       tdock::ReaderMutexLock lock(&mu_);
       lease = leases_->TakePinned(id);
       SettleLeaseLocked(lease);
+      NoteAckedLocked(lease);
     }
     // id 0: the step was released while the Put ran; nothing to settle.
     std::move(done)(std::move(result));

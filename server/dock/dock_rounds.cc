@@ -144,13 +144,14 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   tdock::MutexLock lock(&state.round_mu);
   const int64_t formed = static_cast<int64_t>(state.rounds.size());
   // A share whose lease ended unacknowledged goes to the rank first.
-  std::set<int64_t>& pending = state.redeliver[in.rank];
+  const int32_t taker = TakerOf(plan, in.rank, in.replica);
+  std::set<int64_t>& pending = state.redeliver[taker];
   // A share all of whose rows were dropped is passed over: the rank goes on
   // to its next round.
   for (;;) {
     const int64_t k = in.round.has_value() ? *in.round
                       : !pending.empty()   ? *pending.begin()
-                                           : state.next_round[in.rank];
+                                           : state.next_round[taker];
     if (k < 0 || k > formed) {
       attempt.done = absl::InvalidArgumentError(absl::StrCat(
           Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
@@ -165,8 +166,16 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       return attempt;
     }
     if (k == formed) return StartRoundLocked(part, in, plan, explicit_step);
-    const Round& round = state.rounds[k];
-    const RoundShare share = LiveShareLocked(part, round.ranks[in.rank]);
+    Round& round = state.rounds[k];
+    RoundShare share;
+    if (plan.replicas == 1) {
+      share = LiveShareLocked(part, round.ranks[in.rank]);
+    } else {
+      round.taken.resize(static_cast<size_t>(plan.dp_size));
+      std::optional<RoundShare>& taken = round.taken[in.rank];
+      if (!taken.has_value()) taken = LiveShareLocked(part, round.ranks[in.rank]);
+      share = *taken;
+    }
     // The share's lease is changing hands (its hand-out or its end being
     // recorded): wait for that, so one share never has two leases (UnpinLease
     // and the lease's end wake this Get).
@@ -174,7 +183,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
         leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
       return attempt;
     }
-    if (k >= state.next_round[in.rank] && pending.count(k) == 0) {
+    if (in.replica == 0 && k >= state.next_round[taker] && pending.count(k) == 0) {
       // First delivery: rows dropped since the round formed were counted with
       // it but are never handed out.
       // acq_rel: as the rounds' increments.
@@ -182,7 +191,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
           static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
           std::memory_order_acq_rel);
     }
-    state.next_round[in.rank] = std::max(state.next_round[in.rank], k + 1);
+    state.next_round[taker] = std::max(state.next_round[taker], k + 1);
     pending.erase(k);
     // The step's last round, or (drops counted the rest of the step after it
     // formed) the last round there will be.
@@ -192,9 +201,21 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                        state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_);
     if (share.rows.empty() && !in.round.has_value() && !last) continue;
     Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
-    if (plan.lease > absl::ZeroDuration() && !share.rows.empty()) {
-      batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
-                                       static_cast<int64_t>(share.rows.size()));
+    if (plan.lease > absl::ZeroDuration() && !share.rows.empty() &&
+        state.shares_acked.count({k, in.rank}) == 0) {
+      // One lease per share: a replica taking it under the lease in flight
+      // gets that lease; a replica taking it again replaces the lease.
+      std::set<int32_t>& took = state.share_replicas[{k, in.rank}];
+      const uint64_t current =
+          plan.replicas > 1 ? leases_->ShareLease(plan.index, part.step(mu_), k, in.rank) : 0;
+      if (current != 0 && took.count(in.replica) == 0) {
+        batch.lease_id = current;
+      } else {
+        batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
+                                         static_cast<int64_t>(share.rows.size()));
+        took.clear();
+      }
+      took.insert(in.replica);
       batch.lease = plan.lease;
     }
     if (journal_ != nullptr && !share.rows.empty()) {
@@ -236,13 +257,13 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
 }
 
 bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
-                              int32_t rank) const {
+                              int32_t taker) const {
   ConsumerState& state = part.consumer(mu_, plan.index);
   // acquire: pairs with the round's increment.
   if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_) return false;
   tdock::MutexLock lock(&state.round_mu);
-  return state.next_round[rank] >= static_cast<int64_t>(state.rounds.size()) &&
-         state.redeliver[rank].empty();
+  return state.next_round[taker] >= static_cast<int64_t>(state.rounds.size()) &&
+         state.redeliver[taker].empty();
 }
 
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {

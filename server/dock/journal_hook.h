@@ -62,8 +62,9 @@ class DockJournal {
     bool last = false;
   };
   // `formed`: the round itself, when this is its first delivery (recorded in
-  // the same write).
-  virtual void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank,
+  // the same write). `taker`: the rank, or with replicas the rank's replica
+  // (rank x replicas + replica).
+  virtual void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t taker,
                               uint64_t lease_id, const RoundRecord* formed, Done done) = 0;
 
   // A lease ended: acknowledged (its rows are done for the consumer) or
@@ -75,6 +76,9 @@ class DockJournal {
     int64_t round = -1;  // BALANCED: the delivered share's round and rank
     int32_t rank = 0;
     bool acked = false;
+    // BALANCED: the rank's replicas; returned, the share's delivery to each
+    // of them no longer counts.
+    int32_t replicas = 1;
   };
   virtual void LeaseEnded(const LeaseEnd& end, Done done) = 0;
 

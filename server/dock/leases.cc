@@ -34,7 +34,14 @@ uint64_t LeaseTable::Add(Lease lease, bool pinned) {
   return AddWithId(std::move(lease), pinned);
 }
 
-void LeaseTable::AddRecovered(Lease lease) { AddWithId(std::move(lease), false); }
+bool LeaseTable::AddRecovered(Lease lease) {
+  {
+    tdock::MutexLock lock(&mu_);
+    if (leases_.contains(lease.id)) return false;
+  }
+  AddWithId(std::move(lease), false);
+  return true;
+}
 
 uint64_t LeaseTable::AddWithId(Lease lease, bool pinned) {
   tdock::MutexLock lock(&mu_);
@@ -200,6 +207,14 @@ std::vector<Lease> LeaseTable::PinExpired(absl::Time now) {
     out.push_back(entry.lease);
   }
   return out;
+}
+
+uint64_t LeaseTable::ShareLease(int consumer, int64_t step, int64_t round, int32_t rank) const {
+  tdock::MutexLock lock(&mu_);
+  auto share = shares_.find({consumer, step, round, rank});
+  if (share == shares_.end()) return 0;
+  auto it = leases_.find(share->second);
+  return it != leases_.end() && !it->second.pinned ? share->second : 0;
 }
 
 bool LeaseTable::SharePinned(int consumer, int64_t step, int64_t round, int32_t rank) const {

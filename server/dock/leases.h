@@ -43,6 +43,7 @@ struct Lease {
   int32_t rank = 0;
   int64_t step = 0;
   int64_t round = -1;          // BALANCED: the round of the rank's share
+  int32_t replicas = 1;        // BALANCED: the rank's replicas, which share it
   std::vector<int64_t> units;  // others: the claimed units (rows or groups)
   int64_t rows = 0;
   absl::Time deadline;
@@ -71,8 +72,9 @@ class LeaseTable final {
   // lease runs from when its hand-out is stored).
   uint64_t Add(Lease lease, bool pinned = false);
   // Recovery: records a lease in flight with the id it had; later ids are
-  // higher.
-  void AddRecovered(Lease lease);
+  // higher. False (nothing recorded) if a lease of that id is there already
+  // (the replicas of a rank share their share's lease).
+  bool AddRecovered(Lease lease);
   // Recovery: lease `id` was acknowledged before the restart; a retried Ack
   // is told so.
   void RecoverAcknowledged(uint64_t id);
@@ -103,6 +105,8 @@ class LeaseTable final {
   std::vector<Lease> PinExpired(absl::Time now);
   // The earliest deadline of a lease whose clock runs (InfiniteFuture: none).
   absl::Time NextDeadline() const;
+  // The id of a BALANCED share's lease in flight and not pinned; 0: none.
+  uint64_t ShareLease(int consumer, int64_t step, int64_t round, int32_t rank) const;
   // A BALANCED share's lease is pinned (its hand-out or end being recorded).
   bool SharePinned(int consumer, int64_t step, int64_t round, int32_t rank) const;
   // Ends and returns the in-flight lease of a BALANCED share, if any: the

@@ -36,7 +36,7 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
 }
 
 std::unique_ptr<ConsumerState> Partition::NewConsumer(ConsumerShape shape) const {
-  return std::make_unique<ConsumerState>(shape.whole_groups ? groups_ : rows_, shape.dp_size);
+  return std::make_unique<ConsumerState>(shape.whole_groups ? groups_ : rows_, shape.takers);
 }
 
 void Partition::AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape) {
@@ -85,6 +85,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->rounds.clear();
     std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
     for (auto& rounds : consumer->redeliver) rounds.clear();
+    consumer->share_replicas.clear();
+    consumer->shares_acked.clear();
     consumer->rounds_recorded.clear();
     consumer->forming = false;  // a formation in flight finds the step gone
     consumer->formation_failed = absl::OkStatus();

@@ -26,10 +26,12 @@
 #define TDOCK_SERVER_DOCK_PARTITION_H_
 
 #include <algorithm>
+#include <map>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -66,20 +68,24 @@ struct RoundShare {
 // A round of a BALANCED consumer: claimed once, split over the dp ranks.
 struct Round {
   std::vector<RoundShare> ranks;
+  // Consumers with replicas: per rank, the share as its first replica took
+  // it (without the rows dropped by then), which every replica then takes,
+  // so that they train on the same rows; cleared when its lease comes back.
+  std::vector<std::optional<RoundShare>> taken;
   BalanceStats stats;
   bool last = false;  // it took the step's last rows
 };
 
 struct ConsumerShape {
   bool whole_groups = false;
-  int32_t dp_size = 1;
+  int32_t takers = 1;  // dp_size x replicas: who takes rounds (TakerOf)
 };
 
 struct ConsumerState {
-  ConsumerState(int64_t units, int32_t dp_size)
+  ConsumerState(int64_t units, int32_t takers)
       : consumed(units),
-        next_round(static_cast<size_t>(dp_size), 0),
-        redeliver(static_cast<size_t>(dp_size)) {}
+        next_round(static_cast<size_t>(takers), 0),
+        redeliver(static_cast<size_t>(takers)) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
   std::atomic<int64_t> consumed_rows{0};
   // Of consumed_rows: rows dropped before they were handed to it.
@@ -90,10 +96,18 @@ struct ConsumerState {
   // BALANCED consumers only: round formation and hand-out.
   tdock::Mutex round_mu;
   std::vector<Round> rounds ABSL_GUARDED_BY(round_mu);
-  std::vector<int64_t> next_round ABSL_GUARDED_BY(round_mu);  // per rank
-  // Per rank: rounds whose lease ended unacknowledged, to hand to that rank
-  // again before anything else.
+  // Per taker (rank, replica: TakerOf): its next round.
+  std::vector<int64_t> next_round ABSL_GUARDED_BY(round_mu);
+  // Per taker: rounds whose lease ended unacknowledged, to hand to it again
+  // before anything else.
   std::vector<std::set<int64_t>> redeliver ABSL_GUARDED_BY(round_mu);
+  // Consumers with replicas and leases: per (round, rank), the replicas that
+  // took the share under the lease now in flight (the share has one lease,
+  // whichever replica acknowledges it), and the shares acknowledged (a
+  // replica taking one later needs no lease).
+  std::map<std::pair<int64_t, int32_t>, std::set<int32_t>> share_replicas
+      ABSL_GUARDED_BY(round_mu);
+  std::set<std::pair<int64_t, int32_t>> shares_acked ABSL_GUARDED_BY(round_mu);
   // With a journal: which rounds have been recorded.
   std::vector<bool> rounds_recorded ABSL_GUARDED_BY(round_mu);
   // The next round is being planned outside the dock's locks

@@ -31,11 +31,18 @@ struct ConsumerPlan {
   uint64_t seed = 0;
   int64_t dispatch_size = 0;
   int32_t dp_size = 1;
+  int32_t replicas = 1;  // per rank (BALANCED)
   CostModel cost;
   std::optional<MicroBatchOptions> micro_batch;
   bool same_count_across_ranks = true;
   absl::Duration lease = absl::ZeroDuration();  // zero: no leases
 };
+
+// A BALANCED consumer's rounds are followed per (rank, replica): the index
+// of that pair in ConsumerState's per-taker tables.
+inline int32_t TakerOf(const ConsumerPlan& plan, int32_t rank, int32_t replica) {
+  return rank * plan.replicas + replica;
+}
 
 // `state` is the plan's consumer in `part` (Partition::consumer).
 

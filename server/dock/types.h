@@ -53,6 +53,8 @@ struct GetInput {
   // BALANCED consumers: the round of `step` to serve (asking again returns
   // the same rows; needs a step); nullopt: this rank's next round.
   std::optional<int64_t> round;
+  // Consumers with replicas: which replica of the rank asks.
+  int32_t replica = 0;
 };
 
 // Rows taken out of a step (Dock::Drop): `rows` and every row of `groups`.

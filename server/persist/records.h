@@ -8,8 +8,10 @@
 //   D <dock> \0 <step:8> h <consumer:4> <id:8>  rows handed out by one Get:
 //                                               <lease:8> then <unit:8>...
 //   D <dock> \0 <step:8> r <consumer:4> <round:8>   a BALANCED round, all shares
-//   D <dock> \0 <step:8> d <consumer:4> <round:8> <rank:4>   its delivery to a
-//                                               rank: <lease:8>
+//   D <dock> \0 <step:8> d <consumer:4> <round:8> <taker:4>   its delivery to a
+//                                               rank (with replicas, to a rank's
+//                                               replica: rank x replicas +
+//                                               replica): <lease:8>
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
 //   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
 //                                               <reason:1> <seal:1> then <row:8>...

@@ -50,7 +50,7 @@ void StoreDockJournal::HandedOut(const HandOut& h, Done done) {
   Submit(std::move(batch), std::move(done));
 }
 
-void StoreDockJournal::RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank,
+void StoreDockJournal::RoundDelivered(int64_t step, int consumer, int64_t round, int32_t taker,
                                       uint64_t lease_id, const RoundRecord* formed, Done done) {
   StoreBatch batch;
   if (formed != nullptr) {
@@ -59,7 +59,7 @@ void StoreDockJournal::RoundDelivered(int64_t step, int consumer, int64_t round,
   }
   std::string value;
   PutBe(value, lease_id, 8);
-  batch.Put(DeliveryKey(dock_, step, consumer, round, rank), value);
+  batch.Put(DeliveryKey(dock_, step, consumer, round, taker), value);
   Submit(std::move(batch), std::move(done));
 }
 
@@ -121,7 +121,10 @@ void StoreDockJournal::AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const
   if (end.acked) {
     batch.Put(AckKey(dock_, end.step, end.lease_id), "");
   } else if (end.round >= 0) {
-    batch.Delete(DeliveryKey(dock_, end.step, end.consumer, end.round, end.rank));
+    for (int32_t q = 0; q < end.replicas; ++q) {
+      batch.Delete(DeliveryKey(dock_, end.step, end.consumer, end.round,
+                               end.rank * end.replicas + q));
+    }
   } else {
     batch.Delete(HandOutKey(dock_, end.step, end.consumer, end.lease_id));
   }

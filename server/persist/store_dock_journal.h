@@ -31,7 +31,7 @@ class StoreDockJournal final : public DockJournal {
   void Cells(int64_t step, const std::vector<Cell>& cells, std::shared_ptr<const void> pin,
              const LeaseEnd* ack, Done done) override;
   void HandedOut(const HandOut& h, Done done) override;
-  void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t rank, uint64_t lease_id,
+  void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t taker, uint64_t lease_id,
                       const RoundRecord* formed, Done done) override;
   void LeaseEnded(const LeaseEnd& end, Done done) override;
   void Dropped(const DropRecord& drop, Done done) override;

@@ -82,6 +82,7 @@ absl::StatusOr<GetInput> ToGetInput(const v1::GetRequest& request,
   GetInput input;
   input.consumer = request.consumer();
   input.rank = request.rank();
+  input.replica = request.replica();
   if (request.has_step()) input.step = request.step();
   input.count = request.count();
   if (request.has_round()) input.round = request.round();

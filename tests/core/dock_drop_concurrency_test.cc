@@ -2,10 +2,11 @@
 // ThreadSanitizer). A producer writes steps group by group, drops some groups
 // as failed half-written and seals each step once written; a dropper drops
 // random rows of live steps meanwhile; FIFO, RANDOM, whole-group and
-// BALANCED (two ranks, micro-batches) consumers take rows as they come.
+// BALANCED (two ranks of two replicas each, micro-batches) consumers take
+// rows as they come.
 //
-// Checked: every row that is not dropped reaches every consumer exactly
-// once; no row reaches a consumer through a Get issued after its drop was
+// Checked: every row that is not dropped reaches every consumer (every
+// replica of the balanced one) exactly once; no row reaches a consumer through a Get issued after its drop was
 // acknowledged; every step ends and is released (none waits on a dropped or
 // never-written row).
 #include <atomic>
@@ -46,6 +47,7 @@ DockSpec Spec() {
       {"balanced", {"a", "b"}, 4, 2, false, Policy::kBalanced, 0},
   };
   spec.consumers[3].micro_batch = MicroBatchOptions{.max_tokens = 64};
+  spec.consumers[3].replicas = 2;
   return spec;
 }
 
@@ -63,7 +65,11 @@ struct Ledger {
   std::map<std::pair<int64_t, int64_t>, int64_t> dropped ABSL_GUARDED_BY(mu);
   // (consumer, step, row) -> times handed out.
   std::map<std::tuple<std::string, int64_t, int64_t>, int> seen ABSL_GUARDED_BY(mu);
-  std::atomic<int> late{0};  // rows handed out by a Get issued after their drop
+  // (consumer, step, row) -> when the first Get that handed it out (to any
+  // replica) was issued: the row is handed to the consumer then, and the
+  // other replicas get copies of that hand-out.
+  std::map<std::tuple<std::string, int64_t, int64_t>, int64_t> first_issued
+      ABSL_GUARDED_BY(mu);
   std::atomic<bool> producing{true};
 
   void Dropped(int64_t step, const std::vector<int64_t>& rows) {
@@ -122,7 +128,10 @@ void DropRandomRows(Dock& dock, Ledger& ledger) {
   }
 }
 
-void Consume(Dock& dock, const std::string& consumer, int32_t rank, Ledger& ledger) {
+// `taker` names the consumer (and, for the balanced one, the replica) in
+// the ledger.
+void Consume(Dock& dock, const std::string& consumer, int32_t rank, int32_t replica,
+             const std::string& taker, Ledger& ledger) {
   // Once the producer is done, a consumer that finds nothing for 10 s gives
   // up (the test then fails on the steps left) rather than hanging.
   int idle = 0;
@@ -130,6 +139,7 @@ void Consume(Dock& dock, const std::string& consumer, int32_t rank, Ledger& ledg
     GetInput in;
     in.consumer = consumer;
     in.rank = rank;
+    in.replica = replica;
     in.wait = absl::Milliseconds(20);
     const int64_t issued = ++ledger.clock;
     absl::StatusOr<Batch> got = testing::GetSync(dock, in);
@@ -141,9 +151,9 @@ void Consume(Dock& dock, const std::string& consumer, int32_t rank, Ledger& ledg
     idle = 0;
     tdock::MutexLock lock(&ledger.mu);
     for (int64_t row : got->rows) {
-      ++ledger.seen[{consumer, got->step, row}];
-      auto drop = ledger.dropped.find({got->step, row});
-      if (drop != ledger.dropped.end() && drop->second < issued) ++ledger.late;
+      ++ledger.seen[{taker, got->step, row}];
+      auto [first, fresh] = ledger.first_issued.try_emplace({consumer, got->step, row}, issued);
+      if (!fresh) first->second = std::min(first->second, issued);
     }
   }
 }
@@ -152,11 +162,16 @@ TEST(DropConcurrency, DropsAndSealsRaceWithGetsAndRounds) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(Spec()));
   Ledger ledger;
   std::vector<std::thread> threads;
-  threads.emplace_back(Consume, std::ref(*dock), "fifo", 0, std::ref(ledger));
-  threads.emplace_back(Consume, std::ref(*dock), "random", 0, std::ref(ledger));
-  threads.emplace_back(Consume, std::ref(*dock), "groups", 0, std::ref(ledger));
-  threads.emplace_back(Consume, std::ref(*dock), "balanced", 0, std::ref(ledger));
-  threads.emplace_back(Consume, std::ref(*dock), "balanced", 1, std::ref(ledger));
+  for (const char* consumer : {"fifo", "random", "groups"}) {
+    threads.emplace_back(Consume, std::ref(*dock), consumer, 0, 0, consumer, std::ref(ledger));
+  }
+  for (int32_t replica : {0, 1}) {
+    const std::string taker = "balanced/" + std::to_string(replica);
+    for (int32_t rank : {0, 1}) {
+      threads.emplace_back(Consume, std::ref(*dock), "balanced", rank, replica, taker,
+                           std::ref(ledger));
+    }
+  }
   threads.emplace_back(DropRandomRows, std::ref(*dock), std::ref(ledger));
   Produce(*dock, ledger);
   for (std::thread& t : threads) t.join();
@@ -169,26 +184,32 @@ TEST(DropConcurrency, DropsAndSealsRaceWithGetsAndRounds) {
                   << absl::StrJoin(step.ready_rows, ",") << ", dropped "
                   << absl::StrJoin(step.dropped_rows, ",");
   }
-  EXPECT_EQ(ledger.late.load(), 0);
   tdock::MutexLock lock(&ledger.mu);
+  int late = 0;  // rows handed out by a Get issued after their drop
+  for (const auto& [key, issued] : ledger.first_issued) {
+    auto drop = ledger.dropped.find({std::get<1>(key), std::get<2>(key)});
+    late += drop != ledger.dropped.end() && drop->second < issued;
+  }
+  EXPECT_EQ(late, 0);
   int64_t dropped = 0;
   for (int64_t n : stats.rows_dropped_total) dropped += n;
   EXPECT_GT(dropped, 0);
-  for (const char* consumer : {"fifo", "random", "groups", "balanced"}) {
+  for (const std::string taker : {"fifo", "random", "groups", "balanced/0", "balanced/1"}) {
+    const std::string consumer = taker.substr(0, taker.find('/'));
     int64_t handed = 0;
     for (int64_t step = 0; step < kSteps; ++step) {
       for (int64_t row = 0; row < kRows; ++row) {
-        auto seen = ledger.seen.find({consumer, step, row});
+        auto seen = ledger.seen.find({taker, step, row});
         const int times = seen == ledger.seen.end() ? 0 : seen->second;
         handed += times;
-        EXPECT_LE(times, 1) << consumer << " step " << step << " row " << row;
+        EXPECT_LE(times, 1) << taker << " step " << step << " row " << row;
       }
     }
     // Every row is handed out once or dropped (a row may be both: handed
     // out before its drop).
     const int k = dock->spec().ConsumerIndex(consumer);
-    EXPECT_EQ(handed, stats.rows_handed_out_total[k]) << consumer;
-    EXPECT_GE(handed + dropped, int64_t{kSteps} * kRows) << consumer;
+    EXPECT_EQ(handed, stats.rows_handed_out_total[k]) << taker;
+    EXPECT_GE(handed + dropped, int64_t{kSteps} * kRows) << taker;
   }
 }
 

@@ -138,7 +138,7 @@ TEST_F(PartitionTest, StagedCellsStayInvisibleUntilReadyAndUnstageTakesOnlyItsOw
 }
 
 TEST_F(PartitionTest, ReleaseClearsCellsBitsCountsAndConsumerState) {
-  auto part = Make(8, 4, {{}, {.whole_groups = true, .dp_size = 2}});
+  auto part = Make(8, 4, {{}, {.whole_groups = true, .takers = 2}});
   Write(*part, 0, Range(0, 8));
   Write(*part, 1, Range(0, 4));
   tdock::MutexLock lock(&mu_);
@@ -178,7 +178,7 @@ TEST_F(PartitionTest, ReleaseClearsCellsBitsCountsAndConsumerState) {
 TEST_F(PartitionTest, AConsumerAddedLaterGetsStateSizedForItsUnits) {
   auto part = Make(12, 4);
   tdock::MutexLock lock(&mu_);
-  part->AddConsumer(mu_, {.whole_groups = true, .dp_size = 3});
+  part->AddConsumer(mu_, {.whole_groups = true, .takers = 3});
   ConsumerState& added = part->consumer(mu_, 1);
   EXPECT_EQ(added.consumed.bits(), 3);
   tdock::MutexLock round_lock(&added.round_mu);

@@ -102,6 +102,7 @@ std::vector<SpecChange> EveryFieldChanged() {
       {"consumer name", [](DockSpec& s) { s.consumers[1].name = "value"; }},
       {"consumer columns", [](DockSpec& s) { s.consumers[1].columns = {"tokens", "score"}; }},
       {"dispatch_size", [=](DockSpec& s) { actor(s).dispatch_size = 2; }},
+      {"replicas", [=](DockSpec& s) { actor(s).replicas = 2; }},
       {"dp_size", [=](DockSpec& s) { actor(s).dp_size = 4; }},
       {"whole_groups", [=](DockSpec& s) { actor(s).whole_groups = true; }},
       {"policy", [=](DockSpec& s) { actor(s).policy = Policy::kRandom; }},

@@ -102,7 +102,7 @@ columns:
   z_hidden: {dtype: BFloat16, inner_shape: [2, 3], rewritable: true}
   a_ids: {dtype: int64}
 consumers:
-  critic: {columns: [a_ids], policy: BALANCED, seed: 18446744073709551615}
+  critic: {columns: [a_ids], policy: BALANCED, seed: 18446744073709551615, replicas: 2}
   sampler: {policy: Random, seed: 7}
 preallocate_bytes: 1048576
 memory_limit_bytes: 8589934592
@@ -120,6 +120,7 @@ seal_when: {consumer: critic, groups: 3}
   ASSERT_EQ(s.consumers.size(), 2u);
   EXPECT_EQ(s.consumers[0].policy, Policy::kBalanced);
   EXPECT_EQ(s.consumers[0].seed, 18446744073709551615ull);
+  EXPECT_EQ(s.consumers[0].replicas, 2);
   EXPECT_EQ(s.consumers[1].policy, Policy::kRandom);
   EXPECT_EQ(s.consumers[1].seed, 7u);
   EXPECT_EQ(s.preallocate_bytes, 1 << 20);

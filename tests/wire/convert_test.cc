@@ -37,6 +37,7 @@ DockSpec SampleSpec() {
                         .order = MicroBatchOrder::kSmallestAtEnds};
   actor.same_count_across_ranks = false;
   actor.lease_ms = 5000;
+  actor.replicas = 4;
   spec.consumers.push_back(actor);
   ConsumerSpec reward;
   reward.name = "reward";

@@ -254,9 +254,10 @@ class _DockCalls:
             f"{', '.join(c.name for c in spec.columns)})")
 
     def _get_request(self, consumer: str, rank: int, step: int | None,
-                     count: int | None, wait: float, round: int | None):
+                     count: int | None, wait: float, round: int | None, replica: int = 0):
         req = dock_pb2.GetRequest(dock=self.name, consumer=consumer, rank=rank,
-                                  count=count or 0, wait_ms=_millis(wait, "wait"))
+                                  count=count or 0, wait_ms=_millis(wait, "wait"),
+                                  replica=replica)
         if step is not None:
             req.has_step, req.step = True, step
         if round is not None:

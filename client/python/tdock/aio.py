@@ -118,18 +118,18 @@ class Dock(_DockCalls):
 
     async def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
                   count: int | None = None, wait: float = 30.0,
-                  round: int | None = None) -> batch_mod.Batch:
+                  round: int | None = None, replica: int = 0) -> batch_mod.Batch:
         """As tdock.Dock.get; while it waits, the event loop runs on."""
-        req = self._get_request(consumer, rank, step, count, wait, round)
+        req = self._get_request(consumer, rank, step, count, wait, round, replica)
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
         return self._batch(await self.fetch_spec(), _joined(parts), consumer, rank)
 
     async def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                      count: int | None = None, wait: float = 30.0,
-                     round: int | None = None) -> batch_mod.Batch:
+                     round: int | None = None, replica: int = 0) -> batch_mod.Batch:
         """As tdock.Dock.sample."""
-        req = self._get_request(consumer, rank, step, count, wait, round)
+        req = self._get_request(consumer, rank, step, count, wait, round, replica)
         resp = await self.client.call("Sample", req, dock_pb2.SampleResponse,
                                       extra_timeout=wait)
         return batch_mod.from_response(resp, [], {}, consumer, rank)
@@ -142,14 +142,15 @@ class Dock(_DockCalls):
         return self._batch(await self.fetch_spec(), answer)
 
     async def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
-                   count: int | None = None, wait: float | None = None
+                   count: int | None = None, wait: float | None = None, replica: int = 0
                    ) -> AsyncIterator[batch_mod.Batch]:
         """As tdock.Dock.iter, for `async for`."""
         drain = _Drain(self.name, consumer, rank, step, wait,
                        self.client.reconnect_timeout)
         while not drain.done:
             try:
-                b = await self.get(consumer, rank=rank, count=count, **drain.get_args())
+                b = await self.get(consumer, rank=rank, count=count, replica=replica,
+                                   **drain.get_args())
             except errors.Unavailable as e:
                 await asyncio.sleep(drain.retry_after(e))
                 continue

@@ -131,13 +131,15 @@ class Dock(_DockCalls):
 
     def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
             count: int | None = None, wait: float = 30.0,
-            round: int | None = None) -> batch_mod.Batch:
+            round: int | None = None, replica: int = 0) -> batch_mod.Batch:
         """Claims rows for `consumer` (rank `rank`): up to `count` (default
         its dispatch_size) of `step` (default the oldest step with rows for
         it), waiting up to `wait` seconds. An empty batch with timed_out set
         when nothing came in time. BALANCED consumers: `round` serves an
-        earlier round again."""
-        req = self._get_request(consumer, rank, step, count, wait, round)
+        earlier round again; with `replicas` in the spec, `replica` names
+        which of the rank's replicas (TP / PP / CP peers) asks — each gets
+        the rank's share of every round once."""
+        req = self._get_request(consumer, rank, step, count, wait, round, replica)
         # GetStream: the answer in parts of about 1 MiB, which grpcio takes in
         # faster than one large message (docs/benchmarks.md).
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
@@ -146,9 +148,9 @@ class Dock(_DockCalls):
 
     def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                count: int | None = None, wait: float = 30.0,
-               round: int | None = None) -> batch_mod.Batch:
+               round: int | None = None, replica: int = 0) -> batch_mod.Batch:
         """Like get, without column data: rows and token counts only."""
-        req = self._get_request(consumer, rank, step, count, wait, round)
+        req = self._get_request(consumer, rank, step, count, wait, round, replica)
         resp = self.client.call("Sample", req, dock_pb2.SampleResponse,
                                 extra_timeout=wait)
         return batch_mod.from_response(resp, [], {}, consumer, rank)
@@ -161,7 +163,7 @@ class Dock(_DockCalls):
         return self._batch(self.spec, answer)
 
     def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
-             count: int | None = None, wait: float | None = None
+             count: int | None = None, wait: float | None = None, replica: int = 0
              ) -> Iterator[batch_mod.Batch]:
         """Batches of one step for `consumer` (rank `rank`) until this rank has
         drained it (the oldest step with rows for it when step is None). By
@@ -175,7 +177,8 @@ class Dock(_DockCalls):
                        self.client.reconnect_timeout)
         while not drain.done:
             try:
-                b = self.get(consumer, rank=rank, count=count, **drain.get_args())
+                b = self.get(consumer, rank=rank, count=count, replica=replica,
+                                   **drain.get_args())
             except errors.Unavailable as e:
                 time.sleep(drain.retry_after(e))
                 continue

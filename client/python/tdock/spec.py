@@ -160,6 +160,7 @@ def consumer_spec(name: str, node: Any, path: str = "") -> dock_pb2.ConsumerSpec
         "policy": _setter(c, "policy", _enum(_POLICIES, "policy")),
         "seed": _setter(c, "seed", _int),
         "lease_ms": _setter(c, "lease_ms", _int),
+        "replicas": _setter(c, "replicas", _int),
         "cost": lambda v, p: _cost(v, p, c.cost),
         "micro_batch": lambda v, p: _micro_batch(v, p, c.micro_batch),
     })

@@ -40,6 +40,11 @@ def as_is(item: Any) -> Any:
 class StreamingDataset(torch.utils.data.IterableDataset):
     """The batches `consumer`'s rank `rank` is handed, step after step.
 
+    replica: with `replicas` in the consumer's spec, which of the rank's
+      replicas (its TP / PP / CP peers) this is; each replica iterates the
+      rank's shares, the same rows, once each. A share has one lease, which
+      replica 0 acknowledges (the others do not, whatever `ack` says).
+
     steps: None (every step, without end), a number of steps (each the
       oldest step with rows for this rank), or the step numbers to drain.
     count, wait: as Dock.iter (wait None: as long as it takes).
@@ -60,13 +65,15 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                  steps: int | Iterable[int] | None = None, count: int | None = None,
                  wait: float | None = None, columns: Iterable[str] | None = None,
                  device: Any = None, item: Callable[[Batch], Any] | None = None,
-                 ack: bool = True):
+                 ack: bool = True, replica: int = 0):
         super().__init__()
         if isinstance(steps, int) and steps < 0:
             raise errors.InvalidArgument(f"steps must be >= 0, got {steps}")
         if rank < 0:
             raise errors.InvalidArgument(f"rank must be >= 0, got {rank}")
-        self.dock, self.consumer, self.rank = dock, consumer, rank
+        if replica < 0:
+            raise errors.InvalidArgument(f"replica must be >= 0, got {replica}")
+        self.dock, self.consumer, self.rank, self.replica = dock, consumer, rank, replica
         self.steps = steps if steps is None or isinstance(steps, int) else list(steps)
         self.count, self.wait, self.ack = count, wait, ack
         self.columns = None if columns is None else list(columns)
@@ -87,10 +94,10 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         dock = self.dock
         for step in self._steps():
             for batch in dock.iter(self.consumer, rank=self.rank, step=step,
-                                   count=self.count, wait=self.wait):
+                                   count=self.count, wait=self.wait, replica=self.replica):
                 yield self._item(batch)
                 # Asked for the next item: the loop body is done with this one.
-                if self.ack:
+                if self.ack and self.replica == 0:
                     _ack(dock, batch)
 
     def loader(self, **kwargs: Any) -> torch.utils.data.DataLoader:

@@ -146,6 +146,7 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
       out.policy, PolicyFromProto(absl::StrCat(where, ".policy"), in.policy()));
   out.seed = in.seed();
   out.lease_ms = in.lease_ms();
+  out.replicas = ZeroMeansOne(in.replicas());
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -191,6 +192,7 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_policy(PolicyToProto(consumer.policy));
   out.set_seed(consumer.seed);
   out.set_lease_ms(consumer.lease_ms);
+  out.set_replicas(consumer.replicas);
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {
