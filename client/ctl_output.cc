@@ -189,6 +189,7 @@ Json SpecToJson(const DockSpec& spec) {
           {"preallocate_bytes", spec.preallocate_bytes},
           {"memory_limit_bytes", spec.memory_limit_bytes},
           {"chunk_bytes", spec.chunk_bytes},
+          {"retain_steps", spec.retain_steps},
           {"seal_when", spec.seal_when.has_value()
                             ? Json{{"consumer", spec.seal_when->consumer},
                                    {"groups", spec.seal_when->groups}}
@@ -302,6 +303,7 @@ std::string SpecToText(const DockSpec& spec) {
         consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "",
         consumer.replicas > 1 ? absl::StrCat(" replicas ", consumer.replicas) : "");
   }
+  if (spec.retain_steps) absl::StrAppend(&text, "  retains steps until released\n");
   if (spec.seal_when.has_value()) {
     absl::StrAppend(&text, "  seals a step once ", spec.seal_when->consumer, " has ",
                     spec.seal_when->groups, " complete groups\n");

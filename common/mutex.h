@@ -36,6 +36,9 @@ class ABSL_LOCKABLE Mutex final {
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
   void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() { mu_.lock_shared(); }
   void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
+  // Tells the analysis the mutex is held exclusively (absl::Mutex checks it
+  // at run time; std::shared_mutex cannot, so this only informs clang).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
   // For std::condition_variable_any.
   void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }

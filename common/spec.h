@@ -111,6 +111,10 @@ struct DockSpec {
   int64_t memory_limit_bytes = 0;
   int64_t chunk_bytes = 0;         // 0: kDefaultChunkBytes
   std::optional<SealWhen> seal_when;  // unset: steps are sealed only by Seal
+  // A step every consumer is done with stays live (readable) until
+  // ReleaseStep, instead of being released by itself; the ring's
+  // backpressure bounds how many are kept.
+  bool retain_steps = false;
 
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
   static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;

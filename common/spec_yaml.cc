@@ -359,6 +359,7 @@ absl::Status ParseDock(const YAML::Node& node, const std::string& path,
        {"preallocate_bytes", Into(&spec->preallocate_bytes)},
        {"memory_limit_bytes", Into(&spec->memory_limit_bytes)},
        {"chunk_bytes", Into(&spec->chunk_bytes)},
+       {"retain_steps", Into(&spec->retain_steps)},
        {"seal_when",
         [spec](const YAML::Node& value, const std::string& p) {
           return ParseSealWhen(value, p, spec);

@@ -189,7 +189,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
   std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
-    if (plans_.empty() || ClassifyLocked(step) != StepState::kLive) return;
+    // retain_steps: a done step stays readable until ReleaseStep.
+    if (plans_.empty() || spec_.retain_steps || ClassifyLocked(step) != StepState::kLive) return;
     Partition& part = PartitionOf(step);
     // A hand-out not yet recorded may still fail and bring its rows back.
     // acquire: pairs with the decrement once its record is stored.

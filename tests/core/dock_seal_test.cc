@@ -1,7 +1,7 @@
 // Seals: a sealed step drops the rows that cannot be completed, so its
 // consumers' end of step comes with the rows left; with seal_when the dock
 // seals a step by itself at a target of complete groups and drops the
-// surplus.
+// surplus; with retain_steps a done step stays readable until released.
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
 #include "tests/core/dock_test_util.h"
@@ -111,6 +111,29 @@ TEST(SealWhenTest, GroupsTakenAreKeptFirst) {
   EXPECT_EQ(second.rows, (std::vector<int64_t>{0, 1}));
   EXPECT_TRUE(second.end_of_step);
   EXPECT_EQ(dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kSurplus)], 8);
+}
+
+// retain_steps: a step every consumer is done with stays readable until
+// ReleaseStep, and holds its partition meanwhile (backpressure).
+TEST(RetainStepsTest, ADoneStepStaysReadableUntilReleased) {
+  DockSpec spec = DropSpec({Reader("reader", {"prompt"}, 8)});
+  spec.retain_steps = true;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("reader")));
+  EXPECT_TRUE(batch.end_of_step);
+  ASSERT_EQ(dock->Stats().steps.size(), 1u) << "done, and kept";
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, {3}, {"prompt"}));
+  EXPECT_EQ(read.rows, std::vector<int64_t>{3});
+  GetInput again = GetOf("reader");
+  again.step = 0;
+  ASSERT_OK_AND_ASSIGN(Batch over, GetSync(*dock, again));
+  EXPECT_TRUE(over.rows.empty());
+  EXPECT_TRUE(over.end_of_step);
+  EXPECT_STATUS(PutSync(*dock, 1, {0}, {Cells("prompt", {0})}),
+                absl::StatusCode::kResourceExhausted, "waits for step 0 to be released");
+  ASSERT_OK(dock->ReleaseStep(0));
+  EXPECT_OK(PutSync(*dock, 1, {0}, {Cells("prompt", {0})}));
 }
 
 }  // namespace

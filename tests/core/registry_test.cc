@@ -89,6 +89,7 @@ std::vector<SpecChange> EveryFieldChanged() {
       {"seal_when consumer", [](DockSpec& s) { s.seal_when->consumer = "critic"; }},
       {"seal_when groups", [](DockSpec& s) { s.seal_when->groups = 3; }},
       {"seal_when unset", [](DockSpec& s) { s.seal_when.reset(); }},
+      {"retain_steps", [](DockSpec& s) { s.retain_steps = true; }},
       {"columns (one more)",
        [](DockSpec& s) { s.columns.push_back({"extra", DType::kInt64, {}, 0, false}); }},
       {"column name", [](DockSpec& s) { s.columns[1].name = "reward"; }},

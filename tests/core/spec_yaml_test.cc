@@ -108,6 +108,7 @@ preallocate_bytes: 1048576
 memory_limit_bytes: 8589934592
 chunk_bytes: 4194304
 seal_when: {consumer: critic, groups: 3}
+retain_steps: true
 )";
   ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
   const DockSpec& s = specs.at(0);
@@ -127,6 +128,7 @@ seal_when: {consumer: critic, groups: 3}
   EXPECT_EQ(s.memory_limit_bytes, int64_t{8} << 30);
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
   EXPECT_EQ(s.seal_when, (SealWhen{"critic", 3}));
+  EXPECT_TRUE(s.retain_steps);
 }
 
 // `dtype: string` and `dtype: json` are bytes columns with that encoding;

@@ -49,6 +49,7 @@ DockSpec SampleSpec() {
   spec.memory_limit_bytes = int64_t{1} << 33;
   spec.chunk_bytes = 1 << 22;
   spec.seal_when = SealWhen{"reward", 3};
+  spec.retain_steps = true;
   return spec;
 }
 

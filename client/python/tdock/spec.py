@@ -204,6 +204,7 @@ def dock_spec(node: Any, path: str = "") -> dock_pb2.DockSpec:
         "memory_limit_bytes": _setter(spec, "memory_limit_bytes", _int),
         "chunk_bytes": _setter(spec, "chunk_bytes", _int),
         "seal_when": lambda v, p: _seal_when(spec, v, p),
+        "retain_steps": _setter(spec, "retain_steps", _bool),
     })
     return spec
 
