@@ -161,11 +161,16 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       }
     }
     // A group's dropped rows stay out of the batch; the unit still counts
-    // its full size (dock_drops.cc).
+    // its full size (dock_drops.cc). A row claimed is never a dropped one
+    // (a drop sets its consumed bit, under the lock this claim holds shared).
     const int64_t counted = static_cast<int64_t>(claimed.size()) * unit_rows;
     std::vector<int64_t> rows;
-    rows.reserve(static_cast<size_t>(counted));
-    for (int64_t unit : claimed) part.AppendUnitRows(mu_, unit, plan.whole_groups, rows);
+    if (!plan.whole_groups) {
+      rows = claimed;
+    } else {
+      rows.reserve(static_cast<size_t>(counted));
+      for (int64_t unit : claimed) part.AppendUnitRows(mu_, unit, /*whole_groups=*/true, rows);
+    }
     Batch planned;
     if (plan.micro_batch.has_value()) {
       absl::Status status = PlanRowsLocked(part, plan, rows, planned);

@@ -39,10 +39,16 @@ RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan&
   draft.whole_groups = plan.whole_groups;
   draft.units = std::move(units);
   // A group's dropped rows stay out of the round: groups may differ in size.
-  for (int64_t unit : draft.units) {
-    const size_t before = draft.rows.size();
-    part.AppendUnitRows(mu_, unit, plan.whole_groups, draft.rows);
-    draft.unit_sizes.push_back(static_cast<int32_t>(draft.rows.size() - before));
+  // A row claimed is never a dropped one (dock_drops.cc).
+  if (!plan.whole_groups) {
+    draft.rows = draft.units;
+    draft.unit_sizes.assign(draft.units.size(), 1);
+  } else {
+    for (int64_t unit : draft.units) {
+      const size_t before = draft.rows.size();
+      part.AppendUnitRows(mu_, unit, /*whole_groups=*/true, draft.rows);
+      draft.unit_sizes.push_back(static_cast<int32_t>(draft.rows.size() - before));
+    }
   }
   draft.lengths.reserve(draft.rows.size());
   for (int64_t row : draft.rows) {
