@@ -241,6 +241,19 @@ absl::StatusOr<ConsumerSpec> Client::AddConsumer(const std::string& dock,
   return FromProto(response.consumer());
 }
 
+absl::StatusOr<ConsumerSpec> Client::RemoveConsumer(const std::string& dock,
+                                                    const std::string& consumer) {
+  v1::RemoveConsumerRequest request;
+  request.set_dock(dock);
+  request.set_consumer(consumer);
+  v1::RemoveConsumerResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(
+      FromGrpcStatus(impl_->stub->RemoveConsumer(&context, request, &response)));
+  return FromProto(response.consumer());
+}
+
 absl::Status Client::ReleaseStep(const std::string& dock, int64_t step) {
   v1::ReleaseStepRequest request;
   request.set_dock(dock);

@@ -192,6 +192,10 @@ class Client final {
   absl::StatusOr<DockStatusInfo> GetDockStatus(const std::string& dock);
   absl::StatusOr<ConsumerSpec> AddConsumer(const std::string& dock,
                                            const ConsumerSpec& consumer);
+  // The consumer's Gets and Acks fail from then on and it holds no step; it
+  // stays in the spec marked removed. Returns its spec.
+  absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& dock,
+                                              const std::string& consumer);
   absl::Status ReleaseStep(const std::string& dock, int64_t step);
   // Takes rows (and every row of `groups`) out of a live step for `reason`;
   // returns how many this call dropped (Dock::Drop).

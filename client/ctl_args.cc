@@ -31,6 +31,7 @@ const std::vector<CommandInfo>& Commands() {
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
+      {"remove-consumer", {"DOCK", "CONSUMER"}, {}, {}, {}},
       {"drop", {"DOCK", "STEP"}, {"reason"}, {"rows", "groups"}, {}},
       {"seal", {"DOCK", "STEP"}, {}, {"required"}, {}},
       {"checkpoint", {"DIR"}, {}, {}, {}},
@@ -213,6 +214,9 @@ commands:
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
+  remove-consumer DOCK CONSUMER
+                              remove a consumer: its Gets and Acks fail from then
+                              on and it holds no step
   drop DOCK STEP --reason R [--rows 0,3] [--groups 1-2]
                               take rows (every row of the groups) out of a live
                               step: never handed out again, done for every

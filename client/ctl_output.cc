@@ -168,6 +168,7 @@ Json SpecToJson(const DockSpec& spec) {
   }
   Json consumers = Json::object();
   for (const ConsumerSpec& consumer : spec.consumers) {
+    if (consumer.removed) continue;  // its name may be taken again
     consumers[consumer.name] = {{"columns", consumer.columns},
                                 {"dispatch_size", consumer.dispatch_size},
                                 {"dp_size", consumer.dp_size},
@@ -177,7 +178,9 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"cost", {{"a", consumer.cost.a}, {"b", consumer.cost.b}}},
                                 {"micro_batch", MicroBatchSpecToJson(consumer)},
                                 {"lease_ms", consumer.lease_ms},
-                                {"replicas", consumer.replicas}};
+                                {"replicas", consumer.replicas},
+                                {"optional", consumer.optional},
+                                {"joined", consumer.joined}};
   }
   return {{"name", spec.name},
           {"num_prompts", spec.num_prompts},
@@ -295,13 +298,23 @@ std::string SpecToText(const DockSpec& spec) {
   }
   absl::StrAppend(&text, "  consumers:\n");
   for (const ConsumerSpec& consumer : spec.consumers) {
+    if (consumer.removed) continue;
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
         consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
         consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "",
-        consumer.replicas > 1 ? absl::StrCat(" replicas ", consumer.replicas) : "");
+        consumer.replicas > 1 ? absl::StrCat(" replicas ", consumer.replicas) : "",
+        consumer.optional ? (consumer.joined ? " optional (joined)" : " optional (not joined)")
+                          : "");
+  }
+  std::vector<std::string> removed;
+  for (const ConsumerSpec& consumer : spec.consumers) {
+    if (consumer.removed) removed.push_back(consumer.name);
+  }
+  if (!removed.empty()) {
+    absl::StrAppend(&text, "  removed consumers: ", absl::StrJoin(removed, ", "), "\n");
   }
   if (spec.retain_steps) absl::StrAppend(&text, "  retains steps until released\n");
   if (spec.seal_when.has_value()) {

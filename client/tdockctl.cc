@@ -150,6 +150,7 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
           "LEASE must be a positive integer, got '", args.positionals[2], "'"));
     }
   }
+  if (args.command == "remove-consumer") request.consumer = args.positionals[1];
   if (args.command == "release" || args.command == "drop" || args.command == "seal") {
     int64_t step = 0;
     if (!absl::SimpleAtoi(args.positionals[1], &step)) {
@@ -295,6 +296,10 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "remove-consumer") {
+    TDOCK_RETURN_IF_ERROR(client.RemoveConsumer(request.dock, request.consumer).status());
+    Print(request, {{"dock", request.dock}, {"consumer", request.consumer}, {"removed", true}},
+          absl::StrCat("removed consumer ", request.consumer, " of dock ", request.dock, "\n"));
   } else if (command == "drop" || command == "seal") {
     const bool drop = command == "drop";
     TDOCK_ASSIGN_OR_RETURN(

@@ -197,6 +197,14 @@ absl::Status NormalizeDispatch(const DockSpec& spec, ConsumerSpec& consumer) {
 
 }  // namespace
 
+absl::Status CheckNoServerState(absl::string_view dock, const ConsumerSpec& consumer) {
+  if (!consumer.joined && !consumer.removed) return absl::OkStatus();
+  return Invalid(dock, absl::StrCat("consumer '", consumer.name, "' sets ",
+                                    consumer.removed ? "removed" : "joined",
+                                    ", which is the server's state (RemoveConsumer removes a "
+                                    "consumer; an optional one joins with its first Get)"));
+}
+
 absl::string_view PolicyName(Policy policy) {
   switch (policy) {
     case Policy::kFifo: return "fifo";
@@ -246,7 +254,7 @@ int DockSpec::ColumnIndex(absl::string_view column) const {
 
 int DockSpec::ConsumerIndex(absl::string_view consumer) const {
   for (size_t i = 0; i < consumers.size(); ++i) {
-    if (consumers[i].name == consumer) return static_cast<int>(i);
+    if (consumers[i].name == consumer && !consumers[i].removed) return static_cast<int>(i);
   }
   return -1;
 }
@@ -332,7 +340,7 @@ absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
   std::set<std::string> seen;
   for (ConsumerSpec& consumer : spec.consumers) {
     TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec, std::move(consumer)));
-    if (!seen.insert(consumer.name).second) {
+    if (!consumer.removed && !seen.insert(consumer.name).second) {
       return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
                                              "' is declared twice"));
     }

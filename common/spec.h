@@ -76,6 +76,19 @@ struct ConsumerSpec {
   // peers), each receiving the rank's share of every round once; a Get names
   // its replica. Default: 1.
   int32_t replicas = 1;
+  // Until its first Get the consumer holds no step: a step the other
+  // consumers are done with is released without it (a role a run may leave
+  // out). From its first Get on it holds every step not yet released.
+  bool optional = false;
+  // The server's state, kept in the spec it records (CreateDock and
+  // AddConsumer cannot set them): an optional consumer that has made a Get;
+  // a consumer removed by RemoveConsumer (it stays in the spec so that the
+  // journal's records keep naming consumers by position; its name is free).
+  bool joined = false;
+  bool removed = false;
+
+  // It counts toward a step's release.
+  bool holds_steps() const { return !removed && (!optional || joined); }
 
   static constexpr int32_t kMaxReplicas = 1024;
   static constexpr int64_t kMaxLeaseMs = int64_t{24} * 3600 * 1000;
@@ -127,6 +140,7 @@ struct DockSpec {
   int64_t num_groups() const { return num_prompts; }
   // Index into columns, or -1.
   int ColumnIndex(absl::string_view column) const;
+  // Index into consumers of the consumer of that name not removed, or -1.
   int ConsumerIndex(absl::string_view consumer) const;
 
   // Every field: a CreateDock of an existing name is the same dock only if
@@ -141,6 +155,10 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name);
 // Returns `spec` with defaults filled in (dp_size, dispatch_size, chunk size,
 // ...) or INVALID_ARGUMENT naming the dock and the field at fault.
 absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec);
+
+// INVALID_ARGUMENT naming the consumer if it sets the server's state
+// (joined, removed): CreateDock and AddConsumer take specs from users.
+absl::Status CheckNoServerState(absl::string_view dock, const ConsumerSpec& consumer);
 
 // Validates a consumer against an already normalized spec (used by
 // AddConsumer) and returns it with defaults filled in.

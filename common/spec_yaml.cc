@@ -302,6 +302,7 @@ absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
        {"seed", Into(&consumer->seed)},
        {"lease_ms", Into(&consumer->lease_ms)},
        {"replicas", Into(&consumer->replicas)},
+       {"optional", Into(&consumer->optional)},
        // A key left out of `cost` keeps its default (a = 1, b = 0).
        {"cost",
         [consumer](const YAML::Node& value, const std::string& p) {

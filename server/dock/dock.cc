@@ -86,6 +86,10 @@ absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
                                  const std::vector<std::string>& columns) {
   return impl_->Read(step, rows, columns);
 }
+void Dock::RemoveConsumer(const std::string& consumer, ConsumerCallback done) {
+  impl_->RemoveConsumer(consumer, std::move(done));
+}
+
 void Dock::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
   impl_->AddConsumer(std::move(consumer), std::move(done));
 }
@@ -119,6 +123,11 @@ absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_i
   return Await<absl::StatusOr<int64_t>>(
       [&](RowsCallback done) { Nack(consumer, lease_id, std::move(done)); });
 }
+absl::StatusOr<ConsumerSpec> Dock::RemoveConsumer(const std::string& consumer) {
+  return Await<absl::StatusOr<ConsumerSpec>>(
+      [&](ConsumerCallback done) { RemoveConsumer(consumer, std::move(done)); });
+}
+
 absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
   return Await<absl::StatusOr<ConsumerSpec>>(
       [&](ConsumerCallback done) { AddConsumer(std::move(consumer), std::move(done)); });

@@ -92,6 +92,14 @@ class Dock final {
   // journal, the consumer exists (takes Gets) only once the new spec is
   // stored; additions are recorded one at a time, in the order asked.
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
+  // Removes a consumer: its Gets, parked ones included, and Acks fail with
+  // NOT_FOUND ("was removed"), and it no longer holds any step (live steps
+  // the others are done with are released). It stays in the spec, marked
+  // removed; its name is free for a new consumer. NOT_FOUND for an unknown
+  // consumer; FAILED_PRECONDITION if seal_when names it. Answers with the
+  // consumer's spec. With a journal, recorded before it takes effect, in
+  // order with additions.
+  void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
 
   // Frees the step's partition now, consumed or not. FAILED_PRECONDITION if the
   // step is not live. With a journal the step takes no Put and hands out
@@ -119,11 +127,12 @@ class Dock final {
   // INVALID_ARGUMENT for an unknown column.
   void Seal(SealInput input, RowsCallback done);
 
-  // The same six, waiting for the callback: for tests and tools, never on a
+  // The same seven, waiting for the callback: for tests and tools, never on a
   // thread that runs the dock's or the journal's callbacks.
   absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
+  absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& consumer);
   absl::Status ReleaseStep(int64_t step);
   absl::StatusOr<int64_t> Drop(DropInput input);
   absl::StatusOr<int64_t> Seal(SealInput input);

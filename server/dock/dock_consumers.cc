@@ -1,7 +1,10 @@
-// DockImpl's consumers added while it runs (AddConsumer): one addition at a
-// time, in the order asked; with a journal, the new spec is recorded before
-// the consumer exists, so no hand-out can name a consumer the store does not
-// know, while Puts already keep to its budgets.
+// DockImpl's consumers changing while it runs: added (AddConsumer), removed
+// (RemoveConsumer), and optional ones joining with their first Get. Changes
+// of the spec go one at a time, in the order asked; with a journal, the new
+// spec is recorded before the change takes effect (an added consumer takes no
+// Get, a removed one still holds its steps, a joining one gets nothing), so
+// the stored spec is always one the dock has served.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,75 +14,237 @@
 namespace tdock::internal {
 
 void DockImpl::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
+  ChangeSpec({SpecChange::Kind::kAdd, std::move(consumer), std::move(done)});
+}
+
+void DockImpl::RemoveConsumer(const std::string& consumer, ConsumerCallback done) {
+  ConsumerSpec named;
+  named.name = consumer;
+  ChangeSpec({SpecChange::Kind::kRemove, std::move(named), std::move(done)});
+}
+
+void DockImpl::RequestJoin(const ConsumerPlan& plan) {
   {
     tdock::MutexLock lock(&mu_);
-    adding_.push_back({std::move(consumer), std::move(done)});
-    if (adding_busy_) return;  // the addition in progress goes on to it
-    adding_busy_ = true;
+    ConsumerPlan& now = plans_[plan.index];
+    if (!now.optional || now.joined || now.removed || now.joining) return;
+    now.joining = true;
+    now.join_failed = absl::OkStatus();
   }
-  NextAddition();
+  ConsumerSpec named;
+  named.name = plan.name;
+  ChangeSpec({SpecChange::Kind::kJoin, std::move(named), {}});
 }
 
-void DockImpl::NextAddition() {
+void DockImpl::ChangeSpec(SpecChange change) {
+  {
+    tdock::MutexLock lock(&mu_);
+    changes_.push_back(std::move(change));
+    if (changes_busy_) return;  // the change in progress goes on to it
+    changes_busy_ = true;
+  }
+  NextChange();
+}
+
+void DockImpl::NextChange() {
   for (;;) {
-    ConsumerCallback done;
+    SpecChange change;
     absl::StatusOr<ConsumerSpec> answer;
     DockSpec to_record;
+    bool record = false;
+    int index = -1;
     {
       tdock::MutexLock lock(&mu_);
-      if (adding_.empty()) {
-        adding_busy_ = false;
+      if (changes_.empty()) {
+        changes_busy_ = false;
         return;
       }
-      answer = CheckConsumerLocked(adding_.front().consumer);
-      if (answer.ok() && journal_ != nullptr) {
-        // Record first: until the spec is stored the consumer takes no Get
-        // (no hand-out can name it), but Puts keep to its budget.
-        recording_consumer_ = *answer;
-        to_record = spec_;
-        to_record.consumers.push_back(*answer);
-        recording_plan_ = MakePlan(to_record, static_cast<int>(to_record.consumers.size()) - 1);
+      absl::StatusOr<DockSpec> next = CheckChangeLocked(changes_.front(), &index);
+      if (!next.ok()) {
+        answer = next.status();
+      } else if (*next == spec_) {
+        answer = spec_.consumers[index];  // nothing to change
+      } else if (journal_ != nullptr) {
+        // Record first; the change takes effect once the record is stored.
+        record = true;
+        to_record = *next;
+        recording_spec_ = *std::move(next);
+        if (changes_.front().kind == SpecChange::Kind::kAdd) {
+          // Until then the consumer takes no Get (no hand-out can name it),
+          // but Puts keep to its budget.
+          recording_consumer_ = to_record.consumers.back();
+          recording_plan_ = MakePlan(to_record, index);
+        }
       } else {
-        if (answer.ok()) AddConsumerLocked(*answer);
-        done = std::move(adding_.front().done);
-        adding_.pop_front();
+        answer = ApplyChangeLocked(changes_.front().kind, index, *std::move(next));
+      }
+      if (!record) {
+        change = std::move(changes_.front());
+        changes_.pop_front();
       }
     }
-    if (done) {
-      std::move(done)(std::move(answer));
-      continue;
+    if (record) {
+      journal_->SpecChanged(to_record, KeepAlive([this, index](absl::Status stored) {
+        FinishChange(index, stored);
+      }));
+      return;
     }
-    journal_->SpecChanged(to_record, KeepAlive([this](absl::Status stored) {
-      FinishAddition(stored);
-    }));
-    return;
+    if (answer.ok()) AfterChange(change.kind, index);
+    if (change.done) std::move(change.done)(std::move(answer));
   }
 }
 
-void DockImpl::FinishAddition(const absl::Status& stored) {
-  ConsumerCallback done;
+void DockImpl::FinishChange(int index, const absl::Status& stored) {
+  SpecChange change;
   absl::StatusOr<ConsumerSpec> answer;
   {
     tdock::MutexLock lock(&mu_);
-    ConsumerSpec consumer = *std::move(recording_consumer_);
+    change = std::move(changes_.front());
+    changes_.pop_front();
+    DockSpec next = *std::move(recording_spec_);
+    recording_spec_.reset();
     recording_consumer_.reset();
     recording_plan_.reset();
-    done = std::move(adding_.front().done);
-    adding_.pop_front();
     if (stored.ok()) {
-      AddConsumerLocked(consumer);
-      answer = std::move(consumer);
+      // Nothing else changed the spec meanwhile: changes go one at a time.
+      answer = ApplyChangeLocked(change.kind, index, std::move(next));
     } else {
       answer = absl::UnavailableError(absl::StrCat("dock '", name_, "': consumer '",
-                                                   consumer.name, "': not stored (",
+                                                   change.consumer.name, "': ",
+                                                   ChangeName(change.kind), " not stored (",
                                                    stored.message(), ")"));
+      if (change.kind == SpecChange::Kind::kJoin) {
+        // Its parked Gets fail with this; its next Get tries again.
+        plans_[index].joining = false;
+        plans_[index].join_failed = answer.status();
+      }
     }
   }
-  std::move(done)(std::move(answer));
-  NextAddition();
+  if (answer.ok() || change.kind == SpecChange::Kind::kJoin) AfterChange(change.kind, index);
+  if (change.done) std::move(change.done)(std::move(answer));
+  NextChange();
+}
+
+absl::string_view DockImpl::ChangeName(SpecChange::Kind kind) {
+  switch (kind) {
+    case SpecChange::Kind::kAdd: return "addition";
+    case SpecChange::Kind::kRemove: return "removal";
+    case SpecChange::Kind::kJoin: return "join";
+  }
+  return "change";
+}
+
+absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
+                                                     int* index) const {
+  DockSpec next = spec_;
+  if (change.kind == SpecChange::Kind::kAdd) {
+    TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, CheckConsumerLocked(change.consumer));
+    next.consumers.push_back(std::move(consumer));
+    *index = static_cast<int>(next.consumers.size()) - 1;
+    return next;
+  }
+  const std::string& name = change.consumer.name;
+  *index = spec_.ConsumerIndex(name);
+  if (*index < 0) return UnknownConsumerLocked(name);
+  ConsumerSpec& consumer = next.consumers[*index];
+  if (change.kind == SpecChange::Kind::kJoin) {
+    consumer.joined = true;
+    return next;
+  }
+  if (spec_.seal_when.has_value() && spec_.seal_when->consumer == name) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dock '", name_, "': consumer '", name,
+        "' cannot be removed: the dock's seal_when counts its groups"));
+  }
+  consumer.removed = true;
+  return next;
+}
+
+ConsumerSpec DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next) {
+  switch (kind) {
+    case SpecChange::Kind::kAdd:
+      AddConsumerLocked(next.consumers[index]);
+      break;
+    case SpecChange::Kind::kRemove:
+      spec_ = std::move(next);
+      plans_[index].removed = true;
+      break;
+    case SpecChange::Kind::kJoin:
+      spec_ = std::move(next);
+      plans_[index].joined = true;
+      plans_[index].joining = false;
+      break;
+  }
+  return spec_.consumers[index];
+}
+
+void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
+  if (kind == SpecChange::Kind::kAdd) return;
+  // Parked Gets of a removed consumer learn it; those of a joined one are
+  // served (or fail, if the join was not stored).
+  std::vector<bool> wanted;
+  std::vector<int64_t> live;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    wanted.assign(plans_.size(), false);
+    wanted[index] = true;
+    for (const auto& part : partitions_) {
+      if (part->live(mu_)) live.push_back(part->step(mu_));
+    }
+  }
+  WakeGets(wanted);
+  // A removed consumer held steps the others may be done with.
+  if (kind == SpecChange::Kind::kRemove) {
+    std::sort(live.begin(), live.end());
+    for (int64_t step : live) MaybeAutoRelease(step);
+  }
+}
+
+absl::Status DockImpl::UnknownConsumerLocked(absl::string_view name) const {
+  const bool removed =
+      std::any_of(spec_.consumers.begin(), spec_.consumers.end(),
+                  [&](const ConsumerSpec& c) { return c.name == name && c.removed; });
+  return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '", name, "' ",
+                                          removed ? "was removed" : "is unknown"));
+}
+
+absl::Status DockImpl::ConsumerGoneLocked(const ConsumerPlan& plan) const {
+  const ConsumerPlan& now = plans_[plan.index];
+  if (now.removed) {
+    return absl::NotFoundError(
+        absl::StrCat("dock '", name_, "': consumer '", plan.name, "' was removed"));
+  }
+  if (now.optional && !now.joined && !now.joining) return now.join_failed;
+  return absl::OkStatus();
+}
+
+void DockImpl::OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
+  auto omit = [&](auto& per_consumer) {
+    size_t kept = 0;
+    for (size_t k = 0; k < per_consumer.size(); ++k) {
+      if (k < removed.size() && removed[k]) continue;
+      if (kept != k) per_consumer[kept] = std::move(per_consumer[k]);
+      ++kept;
+    }
+    per_consumer.resize(kept);
+  };
+  omit(stats.consumers);
+  omit(stats.waiters);
+  omit(stats.rows_handed_out_total);
+  omit(stats.lease_ms);
+  omit(stats.leases_in_flight);
+  omit(stats.rows_in_flight);
+  omit(stats.lease_expiries_total);
+  omit(stats.lease_nacks_total);
+  omit(stats.rows_returned_total);
+  for (StepStats& step : stats.steps) {
+    omit(step.consumed_rows);
+    omit(step.available_rows);
+  }
 }
 
 absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer) const {
+  TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, consumer));
   TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(

@@ -18,10 +18,7 @@ constexpr int kMaxClaimRounds = 64;
 absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
   tdock::ReaderMutexLock lock(&mu_);
   const int k = spec_.ConsumerIndex(in.consumer);
-  if (k < 0) {
-    return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '",
-                                            in.consumer, "' is unknown"));
-  }
+  if (k < 0) return UnknownConsumerLocked(in.consumer);
   const ConsumerPlan& plan = plans_[k];
   const std::string who = absl::StrCat("dock '", name_, "' consumer '", plan.name, "'");
   if (in.rank < 0 || in.rank >= plan.dp_size) {
@@ -59,6 +56,16 @@ DockImpl::GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& pl
 
 DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
                                             const ConsumerPlan& plan) {
+  {
+    absl::Status gone = ConsumerGoneLocked(plan);
+    if (!gone.ok()) {
+      GetAttempt attempt;
+      attempt.done = std::move(gone);
+      return attempt;
+    }
+    // An optional consumer takes nothing before its join is recorded.
+    if (!plans_[plan.index].holds_steps()) return GetAttempt{};
+  }
   if (in.step.has_value()) {
     switch (ClassifyLocked(*in.step)) {
       case StepState::kLive:
@@ -267,6 +274,8 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
     std::move(done)(plan.status());
     return 0;
   }
+  // An optional consumer joins with its first Get (Sample too).
+  if (plan->optional && !plan->joined) RequestJoin(*plan);
   if (journal_ != nullptr) {
     done = JournalingGet(*plan, input.rank, input.replica, std::move(done));
   }

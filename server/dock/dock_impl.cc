@@ -37,6 +37,9 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.micro_batch = c.micro_batch;
   plan.same_count_across_ranks = c.same_count_across_ranks;
   plan.lease = absl::Milliseconds(c.lease_ms);
+  plan.optional = c.optional;
+  plan.joined = c.joined;
+  plan.removed = c.removed;
   return plan;
 }
 
@@ -190,12 +193,19 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
   {
     tdock::MutexLock lock(&mu_);
     // retain_steps: a done step stays readable until ReleaseStep.
-    if (plans_.empty() || spec_.retain_steps || ClassifyLocked(step) != StepState::kLive) return;
+    // A step nobody holds (no consumer, or none that counts) stays until
+    // ReleaseStep, as does every step with retain_steps.
+    if (spec_.retain_steps || ClassifyLocked(step) != StepState::kLive ||
+        std::none_of(plans_.begin(), plans_.end(),
+                     [](const ConsumerPlan& plan) { return plan.holds_steps(); })) {
+      return;
+    }
     Partition& part = PartitionOf(step);
     // A hand-out not yet recorded may still fail and bring its rows back.
     // acquire: pairs with the decrement once its record is stored.
     if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
     for (const ConsumerPlan& plan : plans_) {
+      if (!plan.holds_steps()) continue;
       // acquire: pairs with the claimers' increments and the leases'
       // settlements.
       if (part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire) <
@@ -255,6 +265,7 @@ void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
 
 DockStats DockImpl::Stats() const {
   DockStats stats;
+  std::vector<bool> removed;  // per consumer
   stats.name = name_;
   stats.rows_per_step = rows_per_step_;
   for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
@@ -317,11 +328,13 @@ DockStats DockImpl::Stats() const {
       stats.lease_nacks_total.push_back(counts.nacked);
       stats.rows_returned_total.push_back(counts.rows_returned);
     }
+    for (const ConsumerPlan& plan : plans_) removed.push_back(plan.removed);
   }
   std::sort(stats.steps.begin(), stats.steps.end(),
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
   stats.waiters.assign(stats.consumers.size(), 0);
   stats.parked_puts = waiters_.Count(stats.waiters);
+  OmitRemoved(removed, stats);
   stats.arena_bytes_reserved = pool_->reserved_bytes();
   stats.memory_limit_bytes = pool_->limit_bytes();
   return stats;

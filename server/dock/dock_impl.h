@@ -75,6 +75,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
+  void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
   void Drop(DropInput input, RowsCallback done);
   void Seal(SealInput input, RowsCallback done);
@@ -93,15 +94,42 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void FinishRecovery();
 
  private:
-  // ---- Adding consumers (dock_consumers.cc), one at a time: the first of
-  // adding_ is checked, recorded (with a journal), then added.
-  struct Addition {
-    ConsumerSpec consumer;
-    ConsumerCallback done;
+  // ---- Consumers changing (dock_consumers.cc): additions, removals and
+  // joins of optional consumers, one at a time in the order asked: the first
+  // of changes_ is checked, recorded (with a journal), then applied.
+  struct SpecChange {
+    enum class Kind { kAdd, kRemove, kJoin };
+    Kind kind = Kind::kAdd;
+    ConsumerSpec consumer;  // kAdd: the consumer; otherwise its name
+    ConsumerCallback done;  // answered with the consumer; empty for kJoin
   };
-  // Checks and adds (or starts recording) additions until one is recorded.
-  void NextAddition();
-  void FinishAddition(const absl::Status& stored);
+  void ChangeSpec(SpecChange change);
+  // Checks and applies (or starts recording) changes until one is recorded.
+  void NextChange();
+  // The record of the first change came back: apply it, or answer why not.
+  void FinishChange(int index, const absl::Status& stored);
+  static absl::string_view ChangeName(SpecChange::Kind kind);
+  // The spec after `change`, and the index of its consumer; or why it
+  // cannot be made.
+  absl::StatusOr<DockSpec> CheckChangeLocked(const SpecChange& change, int* index) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  ConsumerSpec ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the consumer's parked Gets; a removal lets live steps release.
+  void AfterChange(SpecChange::Kind kind, int index);
+  // An optional consumer's first Get: joins it (with a journal, once the
+  // join is recorded; its Gets wait for that).
+  void RequestJoin(const ConsumerPlan& plan);
+  // Takes the consumers `removed` out of the per-consumer fields of `stats`
+  // (built over every consumer, in spec order).
+  static void OmitRemoved(const std::vector<bool>& removed, DockStats& stats);
+  // NOT_FOUND: no consumer of that name (saying if one was removed).
+  absl::Status UnknownConsumerLocked(absl::string_view name) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Why the consumer's Gets cannot be served: it was removed, or the record
+  // of its join failed. OK otherwise.
+  absl::Status ConsumerGoneLocked(const ConsumerPlan& plan) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The normalized consumer, or why it cannot be added.
   absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -377,11 +405,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   mutable tdock::Mutex mu_;
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
   std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
-  std::deque<Addition> adding_ ABSL_GUARDED_BY(mu_);  // AddConsumer calls, in order
-  // A thread (or a record in flight) is working through adding_: only it
-  // takes additions off it.
-  bool adding_busy_ ABSL_GUARDED_BY(mu_) = false;
-  // The first of adding_ while its spec is recorded (normalized).
+  std::deque<SpecChange> changes_ ABSL_GUARDED_BY(mu_);  // in the order asked
+  // A thread (or a record in flight) is working through changes_: only it
+  // takes changes off it.
+  bool changes_busy_ ABSL_GUARDED_BY(mu_) = false;
+  // The spec being recorded for the first of changes_.
+  std::optional<DockSpec> recording_spec_ ABSL_GUARDED_BY(mu_);
+  // The consumer being added while its spec is recorded (normalized).
   std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
   std::optional<ConsumerPlan> recording_plan_ ABSL_GUARDED_BY(mu_);  // its plan
   // Rows written per column and handed out per consumer in released steps

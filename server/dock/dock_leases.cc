@@ -96,8 +96,7 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
     tdock::ReaderMutexLock lock(&mu_);
     const int index = spec_.ConsumerIndex(consumer);
     if (index < 0) {
-      refused = absl::NotFoundError(
-          absl::StrCat("dock '", name_, "': consumer '", consumer, "' is unknown"));
+      refused = UnknownConsumerLocked(consumer);
     } else if (plans_[index].lease == absl::ZeroDuration()) {
       refused = absl::FailedPreconditionError(absl::StrCat(
           "dock '", name_, "': consumer '", consumer,

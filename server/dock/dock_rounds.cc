@@ -310,7 +310,8 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
     return absl::OkStatus();
   };
   for (const ConsumerPlan& plan : plans_) {
-    if (plan.micro_batch.has_value()) TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
+    if (plan.removed || !plan.micro_batch.has_value()) continue;
+    TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
   }
   // A consumer being added checked the rows written so far; it must fit
   // the rows written while its record is stored as well.

@@ -73,7 +73,9 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
     return bytes;
   };
   std::vector<const ConsumerPlan*> plans;
-  for (const ConsumerPlan& plan : plans_) plans.push_back(&plan);
+  for (const ConsumerPlan& plan : plans_) {
+    if (!plan.removed) plans.push_back(&plan);  // a removed one takes no more rows
+  }
   // A consumer being added checked the rows written so far; it must fit
   // the rows written while its record is stored as well.
   if (recording_plan_.has_value()) plans.push_back(&*recording_plan_);

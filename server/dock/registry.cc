@@ -67,6 +67,13 @@ void DockRegistry::Create(DockSpec spec, DockCallback done) {
         " (--max_columns_per_dock)")));
     return;
   }
+  for (const ConsumerSpec& consumer : spec.consumers) {
+    absl::Status user = CheckNoServerState(spec.name, consumer);
+    if (!user.ok()) {
+      std::move(done)(std::move(user));
+      return;
+    }
+  }
   absl::StatusOr<DockSpec> normalized = NormalizeSpec(std::move(spec));
   if (!normalized.ok()) {
     std::move(done)(normalized.status());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/spec.h"
 #include "server/dock/partition.h"
@@ -36,6 +37,16 @@ struct ConsumerPlan {
   std::optional<MicroBatchOptions> micro_batch;
   bool same_count_across_ranks = true;
   absl::Duration lease = absl::ZeroDuration();  // zero: no leases
+  // The consumer's life (ConsumerSpec's fields of that name); the dock's
+  // plans_ follow it, copies do not.
+  bool optional = false;
+  bool joined = false;
+  bool removed = false;
+  // With a journal: the join of an optional consumer is being recorded, or
+  // why its record failed (the next Get tries again).
+  bool joining = false;
+  absl::Status join_failed;
+  bool holds_steps() const { return !removed && (!optional || joined); }
 };
 
 // A BALANCED consumer's rounds are followed per (rank, replica): the index

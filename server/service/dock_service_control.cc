@@ -170,6 +170,21 @@ grpc::ServerUnaryReactor* DockService::AddConsumer(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* DockService::RemoveConsumer(
+    grpc::CallbackServerContext* context, const v1::RemoveConsumerRequest* request,
+    v1::RemoveConsumerResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->RemoveConsumer(request->consumer(),
+                          [reactor, response](absl::StatusOr<ConsumerSpec> removed) {
+                            if (removed.ok()) *response->mutable_consumer() = ToProto(*removed);
+                            reactor->Finish(ToGrpcStatus(removed.status()));
+                          });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* DockService::ReleaseStep(
     grpc::CallbackServerContext* context, const v1::ReleaseStepRequest* request,
     v1::ReleaseStepResponse* /*response*/) {

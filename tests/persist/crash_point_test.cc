@@ -180,6 +180,7 @@ class CrashPoint {
     for (std::string& f : first_failures) failures_.push_back(std::move(f));
     const History& h = histories_[incarnation];
     std::map<int64_t, std::set<int64_t>> dropped = CheckDrops(dock, h, live);
+    CheckLateRemoval(spec, h);
     // Which cells are there, before draining releases steps.
     std::map<int64_t, std::vector<std::set<std::string>>> cells;
     for (int64_t step : live) {
@@ -215,6 +216,7 @@ class CrashPoint {
     }
     for (int64_t step : live) {
       for (const ConsumerSpec& consumer : spec.consumers) {
+        if (consumer.removed) continue;
         CheckDrain(dock, h, consumer, step, dropped[step]);
       }
     }
@@ -290,6 +292,19 @@ class CrashPoint {
     }
   }
 
+  // The removal of `late` is in the recovered spec once acknowledged, and
+  // only if it may have been stored.
+  void CheckLateRemoval(const DockSpec& spec, const History& h) {
+    bool removed = false;
+    for (const ConsumerSpec& c : spec.consumers) removed |= c.name == "late" && c.removed;
+    if (Acked(h.late_removed) && !removed) {
+      Fail("the acknowledged removal of late is not there after recovery");
+    }
+    if (removed && !Possibly(h.late_removed)) {
+      Fail("late is removed after recovery, but no removal of it may have been stored");
+    }
+  }
+
   // A step may be gone if it was released, or if every consumer may have
   // taken every row (or the row may have been dropped). `late` counts only if the step was live after it was
   // added (an acknowledged Put of the step was asked for after that): a
@@ -302,7 +317,9 @@ class CrashPoint {
       late_joined |= put.step == step && Acked(put.event) && put.event.issued >= h.late_added.acked;
     }
     for (const ConsumerSpec& c : spec.consumers) {
-      if (c.name == LateConsumer().name && !late_joined) continue;
+      // A removed consumer holds nothing (its removal was stored before any
+      // release it allowed).
+      if (c.removed || (c.name == LateConsumer().name && !late_joined)) continue;
       for (int64_t row = 0; row < kRows; ++row) {
         if (!DoneBy(h, c.name, step, row, /*acked=*/false) && !MayBeDropped(h, step, row)) {
           return false;
@@ -366,14 +383,16 @@ struct Tally {
   int64_t notes = 0;      // rewrites acknowledged
   int64_t drops = 0;      // Drop calls acknowledged (per row)
   int64_t seals = 0;      // Seal calls acknowledged
+  int64_t removals = 0;   // RemoveConsumer calls acknowledged
   std::vector<std::string> failures;
 
   void Report(const char* what) {
     std::printf("crash points: %s: %lld crash points, %lld docks re-created, %lld rewrites, "
-                "%lld rows dropped, %lld seals, %zu failures\n",
+                "%lld rows dropped, %lld seals, %lld removals, %zu failures\n",
                 what, static_cast<long long>(points), static_cast<long long>(recreated),
                 static_cast<long long>(notes), static_cast<long long>(drops),
-                static_cast<long long>(seals), failures.size());
+                static_cast<long long>(seals), static_cast<long long>(removals),
+                failures.size());
     for (size_t i = 0; i < failures.size() && i < 40; ++i) ADD_FAILURE() << failures[i];
   }
 };
@@ -463,6 +482,7 @@ void RunAndCheck(uint64_t seed, int ops, int threads, Tally& tally) {
     for (const auto& [step, events] : h.seals) {
       for (const Event& e : events) tally.seals += e.acked != kNever;
     }
+    tally.removals += h.late_removed.acked != kNever;
   }
   const size_t failed_before = tally.failures.size();
   for (int64_t k = 0; k <= writes; ++k) {
@@ -489,6 +509,7 @@ TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   EXPECT_GT(tally.notes, 0);
   EXPECT_GT(tally.drops, 0);
   EXPECT_GT(tally.seals, 0);
+  EXPECT_GT(tally.removals, 0);
 }
 
 // The same with a producer, the scorer and the readers on three threads at

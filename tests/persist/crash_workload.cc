@@ -139,7 +139,10 @@ void CrashWorkload::RunActor(Actor& a, int ops, const std::atomic<bool>* until) 
       if (produce && may_delete_ && op > ops / 2) Recreate();
     } else if (kind < 95) {
       if (read && !a.late_added && op > ops / 3) AddLate(a);
-    } else if (read && a.late_added) {
+      if (read && a.late_added && !a.late_removed && op > 2 * ops / 3 && Chance(a, 0.3)) {
+        RemoveLate(a);
+      }
+    } else if (read && a.late_added && !a.late_removed) {
       Read(a, "late", 0);
     }
   }
@@ -171,6 +174,7 @@ bool CrashWorkload::Sync(Actor& a) {
     a.scored.clear();
     a.held.clear();
     a.late_added = false;
+    a.late_removed = false;
   }
   a.dock = dock_;
   return true;
@@ -369,6 +373,13 @@ void CrashWorkload::AddLate(Actor& a) {
     tdock::MutexLock lock(&mu_);
     histories_[a.incarnation].late_added = {issued, Writes()};
   }
+}
+
+void CrashWorkload::RemoveLate(Actor& a) {
+  const int64_t issued = Writes();
+  a.late_removed = a.dock->RemoveConsumer(LateConsumer().name).ok();
+  tdock::MutexLock lock(&mu_);
+  histories_[a.incarnation].late_removed = {issued, a.late_removed ? Writes() : kNever};
 }
 
 void CrashWorkload::Recreate() {

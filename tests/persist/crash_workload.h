@@ -11,7 +11,8 @@
 // `note` (rewritable) is written again and again by the producer, who also
 // drops rows now and then and seals steps;
 // `reader` (FIFO), `groups` (whole groups) and `bal` (BALANCED over two
-// ranks, leased) read; `late` is added halfway. Steps are released early now
+// ranks, leased) read; `late` is added a third of the way in and may be
+// removed later. Steps are released early now
 // and then, some journal writes fail, and the dock may be deleted and
 // created again under its name (a new incarnation, whose cells differ).
 //
@@ -74,6 +75,7 @@ struct History {
   std::map<int64_t, std::vector<Event>> seals;
   std::map<std::string, std::set<uint64_t>> leases;  // every lease id handed out
   Event late_added;  // AddConsumer of `late`, if it succeeded
+  Event late_removed;  // RemoveConsumer of `late` (acked kNever: it failed)
 };
 
 // The value of a cell; every cell of `ids` and `score` is a function of its
@@ -123,6 +125,7 @@ class CrashWorkload {
     std::map<int64_t, std::set<int64_t>> scored;  // rows whose scores are stored
     std::vector<Held> held;                       // leases not yet ended
     bool late_added = false;
+    bool late_removed = false;
   };
 
   static bool Chance(Actor& a, double p) {
@@ -146,6 +149,7 @@ class CrashWorkload {
   void DropRows(Actor& a);
   void SealOldest(Actor& a);
   void AddLate(Actor& a);
+  void RemoveLate(Actor& a);
   // Deletes the dock (if any) and creates it again.
   void Recreate();
   void Done(int incarnation, const std::string& consumer, int64_t step,

@@ -289,7 +289,7 @@ class _DockCalls:
                             {c.name: c.rows for c in s.ready},
                             {c.name: c.rows for c in s.consumed},
                             s.sealed, drop_counts(s.dropped)) for s in r.steps]
-        leased = {c.name for c in r.spec.consumers if c.lease_ms > 0}
+        leased = {c.name for c in r.spec.consumers if c.lease_ms > 0 and not c.removed}
         leases = {c.name: LeaseStatus(c.leases_in_flight, c.rows_in_flight,
                                       c.lease_expiries, c.lease_nacks,
                                       c.rows_returned)

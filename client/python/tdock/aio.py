@@ -198,3 +198,10 @@ class Dock(_DockCalls):
         return (await self.client.call("AddConsumer",
                                        self._add_consumer_request(name, settings),
                                        dock_pb2.AddConsumerResponse)).consumer
+
+    async def remove_consumer(self, name: str) -> dock_pb2.ConsumerSpec:
+        """As tdock.Dock.remove_consumer."""
+        self._spec = None
+        return (await self.client.call(
+            "RemoveConsumer", dock_pb2.RemoveConsumerRequest(dock=self.name, consumer=name),
+            dock_pb2.RemoveConsumerResponse)).consumer

@@ -236,3 +236,13 @@ class Dock(_DockCalls):
         """Adds a consumer at run time (settings as under `consumers:`)."""
         return self.client.call("AddConsumer", self._add_consumer_request(name, settings),
                                 dock_pb2.AddConsumerResponse).consumer
+
+    def remove_consumer(self, name: str) -> dock_pb2.ConsumerSpec:
+        """Removes a consumer at run time: its Gets and Acks fail from then on
+        (NotFound, "was removed") and it no longer holds any step, so steps
+        the other consumers are done with are released. Returns its spec,
+        marked removed; the name is free for a new consumer."""
+        self._spec = None
+        return self.client.call("RemoveConsumer",
+                                dock_pb2.RemoveConsumerRequest(dock=self.name, consumer=name),
+                                dock_pb2.RemoveConsumerResponse).consumer

@@ -161,6 +161,7 @@ def consumer_spec(name: str, node: Any, path: str = "") -> dock_pb2.ConsumerSpec
         "seed": _setter(c, "seed", _int),
         "lease_ms": _setter(c, "lease_ms", _int),
         "replicas": _setter(c, "replicas", _int),
+        "optional": _setter(c, "optional", _bool),
         "cost": lambda v, p: _cost(v, p, c.cost),
         "micro_batch": lambda v, p: _micro_batch(v, p, c.micro_batch),
     })

@@ -147,6 +147,9 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
   out.seed = in.seed();
   out.lease_ms = in.lease_ms();
   out.replicas = ZeroMeansOne(in.replicas());
+  out.optional = in.optional();
+  out.joined = in.joined();
+  out.removed = in.removed();
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -193,6 +196,9 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_seed(consumer.seed);
   out.set_lease_ms(consumer.lease_ms);
   out.set_replicas(consumer.replicas);
+  out.set_optional(consumer.optional);
+  out.set_joined(consumer.joined);
+  out.set_removed(consumer.removed);
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {

@@ -1,0 +1,115 @@
+// Roles across restarts: an optional consumer's join and a consumer's
+// removal are recorded before they take effect. At every crash point the
+// recovered dock has the join (the removal) exactly from the point its record
+// was stored on, at the latest once it was answered; a joined consumer holds
+// its steps after the restart, and a removed one holds none.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/persist/recording_server.h"
+
+namespace tdock::persist::crash {
+namespace {
+
+// The crash dock's columns with `reader` and an optional `opt`, both on ids.
+DockSpec RolesSpec() {
+  DockSpec spec = CrashSpec();
+  ConsumerSpec opt{"opt", {"ids"}, 8, 1, false, Policy::kFifo, 0};
+  opt.optional = true;
+  spec.consumers = {{"reader", {"ids"}, 8, 1, false, Policy::kFifo, 0}, opt};
+  return spec;
+}
+
+// The state of `opt` in the recovered spec: -1 removed, 0 not joined, 1 joined.
+int OptState(const DockSpec& spec) {
+  for (const ConsumerSpec& c : spec.consumers) {
+    if (c.name == "opt") return c.removed ? -1 : c.joined ? 1 : 0;
+  }
+  ADD_FAILURE() << "opt is not in the spec";
+  return 0;
+}
+
+// A release is recorded after the call that allows it was answered.
+template <typename Done>
+bool Await(Done done) {
+  for (int i = 0; i < 2000 && !done(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  return done();
+}
+
+bool Live(const Dock& dock, int64_t step) {
+  for (const StepStats& s : dock.Stats().steps) {
+    if (s.step == step) return true;
+  }
+  return false;
+}
+
+TEST(RolesRestart, JoinAndRemovalAreRecordedBeforeTheyTakeEffect) {
+  Recording recording(RolesSpec());
+  RecordingStore* store = recording.store;
+  Dock& dock = *recording.dock;
+  WriteIds(dock, 0);
+  ASSERT_OK(testing::GetSync(dock, testing::GetOf("reader")));
+  ASSERT_TRUE(Await([&] { return !Live(dock, 0); }))
+      << "opt has not joined: step 0 is released";
+
+  const int64_t join_issued = store->writes();
+  // The Get waits for the join's record, then for rows: none come.
+  ASSERT_OK_AND_ASSIGN(Batch none,
+                       testing::GetSync(dock, testing::GetOf("opt", 0, absl::Milliseconds(300))));
+  EXPECT_TRUE(none.rows.empty());
+  EXPECT_TRUE(none.timed_out);
+  const int64_t join_acked = store->writes();
+  WriteIds(dock, 1);
+  ASSERT_OK(testing::GetSync(dock, testing::GetOf("reader")));
+  const int64_t reader_done = store->writes();
+  ASSERT_TRUE(Live(dock, 1)) << "opt holds step 1";
+
+  const int64_t removal_issued = store->writes();
+  ASSERT_OK(dock.RemoveConsumer("opt"));
+  const int64_t removal_acked = store->writes();
+  ASSERT_TRUE(Await([&] { return !Live(dock, 1); }));
+  recording.Stop();
+  ASSERT_GT(join_acked, join_issued) << "the join is a record";
+  ASSERT_GT(removal_acked, removal_issued) << "the removal is a record";
+
+  int last = 0;
+  for (int64_t k = join_issued; k <= store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Persistence persistence(store->Replay(k), {.data_dir = "replayed"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    std::shared_ptr<Dock> recovered = *registry.Find("crash");
+    const int state = OptState(recovered->spec());
+    // Each change is there from one point on: not joined, joined, removed.
+    EXPECT_TRUE(state == last || (last == 0 && state == 1) || (last == 1 && state == -1))
+        << "opt went from " << last << " to " << state;
+    last = state;
+    if (k <= join_issued) {
+      EXPECT_EQ(state, 0);
+    } else if (k >= join_acked && k <= removal_issued) {
+      EXPECT_EQ(state, 1);
+    } else if (k >= removal_acked) {
+      EXPECT_EQ(state, -1);
+    }
+    if (state == 1 && k >= reader_done) {
+      // Joined, opt holds step 1 across the restart and gets all of it.
+      EXPECT_TRUE(Live(*recovered, 1));
+      ASSERT_OK_AND_ASSIGN(Batch all, testing::GetSync(*recovered, testing::GetOf("opt")));
+      EXPECT_EQ(all.step, 1);
+      EXPECT_EQ(all.rows.size(), static_cast<size_t>(kRows));
+    }
+    if (state == -1) {
+      // Removed: nothing holds step 1, which the reader is done with.
+      EXPECT_FALSE(Live(*recovered, 1));
+      EXPECT_EQ(testing::GetSync(*recovered, testing::GetOf("opt")).status().code(),
+                absl::StatusCode::kNotFound);
+    }
+    registry.Shutdown();
+  }
+  EXPECT_EQ(last, -1);
+}
+
+}  // namespace
+}  // namespace tdock::persist::crash
