@@ -241,6 +241,18 @@ absl::StatusOr<ConsumerSpec> Client::AddConsumer(const std::string& dock,
   return FromProto(response.consumer());
 }
 
+absl::StatusOr<ColumnSpec> Client::AddColumn(const std::string& dock,
+                                             const ColumnSpec& column) {
+  v1::AddColumnRequest request;
+  request.set_dock(dock);
+  *request.mutable_column() = ToProto(column);
+  v1::AddColumnResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->AddColumn(&context, request, &response)));
+  return FromProto(response.column());
+}
+
 absl::StatusOr<ConsumerSpec> Client::RemoveConsumer(const std::string& dock,
                                                     const std::string& consumer) {
   v1::RemoveConsumerRequest request;

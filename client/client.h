@@ -192,6 +192,8 @@ class Client final {
   absl::StatusOr<DockStatusInfo> GetDockStatus(const std::string& dock);
   absl::StatusOr<ConsumerSpec> AddConsumer(const std::string& dock,
                                            const ConsumerSpec& consumer);
+  // A column added to a live dock (no cell written yet); Puts may write it.
+  absl::StatusOr<ColumnSpec> AddColumn(const std::string& dock, const ColumnSpec& column);
   // The consumer's Gets and Acks fail from then on and it holds no step; it
   // stays in the spec marked removed. Returns its spec.
   absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& dock,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace tdock::ctl {
 namespace {
@@ -32,6 +33,7 @@ const std::vector<CommandInfo>& Commands() {
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
       {"remove-consumer", {"DOCK", "CONSUMER"}, {}, {}, {}},
+      {"add-column", {"DOCK", "COLUMN"}, {"dtype"}, {"max_len", "inner_shape", "rewritable"}, {}},
       {"drop", {"DOCK", "STEP"}, {"reason"}, {"rows", "groups"}, {}},
       {"seal", {"DOCK", "STEP"}, {}, {"required"}, {}},
       {"checkpoint", {"DIR"}, {}, {}, {}},
@@ -214,6 +216,9 @@ commands:
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
+  add-column DOCK COLUMN --dtype T [--max_len N] [--inner_shape 2,3] [--rewritable true]
+                              add a column to a live dock (T: a dtype, string or
+                              json); no cell of it is written yet
   remove-consumer DOCK CONSUMER
                               remove a consumer: its Gets and Acks fail from then
                               on and it holds no step
@@ -250,6 +255,33 @@ flags (as --flag value or --flag=value, anywhere on the line):
 
 exit status: 0 on success, 1 when a call or input file fails, 2 on usage errors.
 )";
+}
+
+absl::StatusOr<ColumnSpec> ColumnFromArgs(const CtlArgs& args) {
+  ColumnSpec column;
+  column.name = args.positionals[1];
+  const std::string type = args.Get("dtype", "");
+  if (!ParseColumnType(type, &column)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dtype '", type, "' is not a dtype (int32, float32, bfloat16, ...), string or json"));
+  }
+  TDOCK_ASSIGN_OR_RETURN(std::optional<int64_t> max_len, args.GetInt("max_len"));
+  column.max_len = max_len.value_or(0);  // the server names a bad one
+  for (absl::string_view dim : absl::StrSplit(args.Get("inner_shape", ""), ',', absl::SkipEmpty())) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(dim, &d)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--inner_shape must be integers separated by commas, got '", dim, "'"));
+    }
+    column.inner_shape.push_back(d);
+  }
+  const std::string rewritable = args.Get("rewritable", "false");
+  if (rewritable != "true" && rewritable != "false") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rewritable must be true or false, got '", rewritable, "'"));
+  }
+  column.rewritable = rewritable == "true";
+  return column;
 }
 
 }  // namespace tdock::ctl

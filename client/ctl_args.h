@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/spec.h"
 
 namespace tdock::ctl {
 
@@ -44,6 +45,10 @@ absl::StatusOr<CtlArgs> ParseCtlArgs(const std::vector<std::string>& argv);
 
 // The usage text printed for --help and on usage errors.
 const char* UsageText();
+
+// add-column's column: its name (the second positional) and --dtype,
+// --max_len, --inner_shape, --rewritable; INVALID_ARGUMENT naming a bad flag.
+absl::StatusOr<ColumnSpec> ColumnFromArgs(const CtlArgs& args);
 
 // Parses "0,1,2" or ranges "0-3,8" into row indices.
 absl::StatusOr<std::vector<int64_t>> ParseRows(const std::string& text);

@@ -62,6 +62,7 @@ struct Request {
   std::vector<int64_t> groups;      // drop
   DropReason reason = DropReason::kUnspecified;  // drop
   std::vector<std::string> required;  // seal
+  ColumnSpec column;                  // add-column
 };
 
 absl::StatusOr<int64_t> NonNegative(const CtlArgs& args, const std::string& flag,
@@ -151,6 +152,9 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     }
   }
   if (args.command == "remove-consumer") request.consumer = args.positionals[1];
+  if (args.command == "add-column") {
+    TDOCK_ASSIGN_OR_RETURN(request.column, ColumnFromArgs(args));
+  }
   if (args.command == "release" || args.command == "drop" || args.command == "seal") {
     int64_t step = 0;
     if (!absl::SimpleAtoi(args.positionals[1], &step)) {
@@ -296,6 +300,11 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "add-column") {
+    TDOCK_ASSIGN_OR_RETURN(const ColumnSpec added, client.AddColumn(request.dock, request.column));
+    Print(request, {{"dock", request.dock}, {"column", added.name}, {"added", true}},
+          absl::StrCat("added column ", added.name, " (", ColumnTypeName(added), ") to dock ",
+                       request.dock, "\n"));
   } else if (command == "remove-consumer") {
     TDOCK_RETURN_IF_ERROR(client.RemoveConsumer(request.dock, request.consumer).status());
     Print(request, {{"dock", request.dock}, {"consumer", request.consumer}, {"removed", true}},

@@ -90,6 +90,10 @@ void Dock::RemoveConsumer(const std::string& consumer, ConsumerCallback done) {
   impl_->RemoveConsumer(consumer, std::move(done));
 }
 
+void Dock::AddColumn(ColumnSpec column, ColumnCallback done) {
+  impl_->AddColumn(std::move(column), std::move(done));
+}
+
 void Dock::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
   impl_->AddConsumer(std::move(consumer), std::move(done));
 }
@@ -123,6 +127,11 @@ absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_i
   return Await<absl::StatusOr<int64_t>>(
       [&](RowsCallback done) { Nack(consumer, lease_id, std::move(done)); });
 }
+absl::StatusOr<ColumnSpec> Dock::AddColumn(ColumnSpec column) {
+  return Await<absl::StatusOr<ColumnSpec>>(
+      [&](ColumnCallback done) { AddColumn(std::move(column), std::move(done)); });
+}
+
 absl::StatusOr<ConsumerSpec> Dock::RemoveConsumer(const std::string& consumer) {
   return Await<absl::StatusOr<ConsumerSpec>>(
       [&](ConsumerCallback done) { RemoveConsumer(consumer, std::move(done)); });

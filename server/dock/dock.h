@@ -100,6 +100,14 @@ class Dock final {
   // consumer's spec. With a journal, recorded before it takes effect, in
   // order with additions.
   void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
+  // Adds a column: no cell of it is written in any step; Puts may write it
+  // (live steps included) and consumers added from then on may need it.
+  // ALREADY_EXISTS for a name taken; INVALID_ARGUMENT for a bad column
+  // (named as CreateDock names it); RESOURCE_EXHAUSTED past the columns a
+  // dock holds (DockLimits::max_columns). Answers with the column,
+  // normalized. With a journal, recorded before it takes effect, in order
+  // with the consumers' changes.
+  void AddColumn(ColumnSpec column, ColumnCallback done);
 
   // Frees the step's partition now, consumed or not. FAILED_PRECONDITION if the
   // step is not live. With a journal the step takes no Put and hands out
@@ -127,12 +135,13 @@ class Dock final {
   // INVALID_ARGUMENT for an unknown column.
   void Seal(SealInput input, RowsCallback done);
 
-  // The same seven, waiting for the callback: for tests and tools, never on a
+  // The same eight, waiting for the callback: for tests and tools, never on a
   // thread that runs the dock's or the journal's callbacks.
   absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
   absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& consumer);
+  absl::StatusOr<ColumnSpec> AddColumn(ColumnSpec column);
   absl::Status ReleaseStep(int64_t step);
   absl::StatusOr<int64_t> Drop(DropInput input);
   absl::StatusOr<int64_t> Seal(SealInput input);

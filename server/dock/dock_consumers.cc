@@ -1,9 +1,10 @@
-// DockImpl's consumers changing while it runs: added (AddConsumer), removed
-// (RemoveConsumer), and optional ones joining with their first Get. Changes
-// of the spec go one at a time, in the order asked; with a journal, the new
-// spec is recorded before the change takes effect (an added consumer takes no
-// Get, a removed one still holds its steps, a joining one gets nothing), so
-// the stored spec is always one the dock has served.
+// DockImpl's spec changing while it runs: consumers added (AddConsumer),
+// removed (RemoveConsumer) and optional ones joining with their first Get;
+// columns added (AddColumn). Changes go one at a time, in the order asked;
+// with a journal, the new spec is recorded before the change takes effect (an
+// added consumer takes no Get, a removed one still holds its steps, a joining
+// one gets nothing, an added column takes no Put), so the stored spec is
+// always one the dock has served.
 #include <algorithm>
 #include <utility>
 
@@ -21,6 +22,32 @@ void DockImpl::RemoveConsumer(const std::string& consumer, ConsumerCallback done
   ConsumerSpec named;
   named.name = consumer;
   ChangeSpec({SpecChange::Kind::kRemove, std::move(named), std::move(done)});
+}
+
+void DockImpl::AddColumn(ColumnSpec column, ColumnCallback done) {
+  SpecChange change;
+  change.kind = SpecChange::Kind::kAddColumn;
+  change.column = std::move(column);
+  change.column_done = std::move(done);
+  ChangeSpec(std::move(change));
+}
+
+absl::StatusOr<DockSpec> DockImpl::CheckColumnLocked(const ColumnSpec& column) const {
+  TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
+  if (spec_.ColumnIndex(column.name) >= 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("dock '", name_, "': column '", column.name, "' already exists"));
+  }
+  if (columns_.size() >= columns_.capacity()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "dock '", name_, "': column '", column.name, "': the dock has ", columns_.size(),
+        " columns, the most it can hold",
+        limits_.max_columns > 0 ? " (the server's --max_columns_per_dock)" : ""));
+  }
+  DockSpec next = spec_;
+  next.columns.push_back(column);
+  // The column's own checks, and the bound on the cells of a dock.
+  return NormalizeSpec(std::move(next));
 }
 
 void DockImpl::RequestJoin(const ConsumerPlan& plan) {
@@ -49,7 +76,7 @@ void DockImpl::ChangeSpec(SpecChange change) {
 void DockImpl::NextChange() {
   for (;;) {
     SpecChange change;
-    absl::StatusOr<ConsumerSpec> answer;
+    ChangeAnswer answer;
     DockSpec to_record;
     bool record = false;
     int index = -1;
@@ -59,24 +86,26 @@ void DockImpl::NextChange() {
         changes_busy_ = false;
         return;
       }
+      const SpecChange::Kind kind = changes_.front().kind;
       absl::StatusOr<DockSpec> next = CheckChangeLocked(changes_.front(), &index);
       if (!next.ok()) {
-        answer = next.status();
+        answer.status = next.status();
       } else if (*next == spec_) {
-        answer = spec_.consumers[index];  // nothing to change
+        answer = AnswerLocked(kind, index, absl::OkStatus());  // nothing to change
       } else if (journal_ != nullptr) {
         // Record first; the change takes effect once the record is stored.
         record = true;
         to_record = *next;
         recording_spec_ = *std::move(next);
-        if (changes_.front().kind == SpecChange::Kind::kAdd) {
+        if (kind == SpecChange::Kind::kAdd) {
           // Until then the consumer takes no Get (no hand-out can name it),
           // but Puts keep to its budget.
           recording_consumer_ = to_record.consumers.back();
           recording_plan_ = MakePlan(to_record, index);
         }
       } else {
-        answer = ApplyChangeLocked(changes_.front().kind, index, *std::move(next));
+        ApplyChangeLocked(kind, index, *std::move(next));
+        answer = AnswerLocked(kind, index, absl::OkStatus());
       }
       if (!record) {
         change = std::move(changes_.front());
@@ -89,14 +118,14 @@ void DockImpl::NextChange() {
       }));
       return;
     }
-    if (answer.ok()) AfterChange(change.kind, index);
-    if (change.done) std::move(change.done)(std::move(answer));
+    if (answer.status.ok()) AfterChange(change.kind, index);
+    Answer(change, std::move(answer));
   }
 }
 
 void DockImpl::FinishChange(int index, const absl::Status& stored) {
   SpecChange change;
-  absl::StatusOr<ConsumerSpec> answer;
+  ChangeAnswer answer;
   {
     tdock::MutexLock lock(&mu_);
     change = std::move(changes_.front());
@@ -107,22 +136,58 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
     recording_plan_.reset();
     if (stored.ok()) {
       // Nothing else changed the spec meanwhile: changes go one at a time.
-      answer = ApplyChangeLocked(change.kind, index, std::move(next));
+      ApplyChangeLocked(change.kind, index, std::move(next));
+      answer = AnswerLocked(change.kind, index, absl::OkStatus());
     } else {
-      answer = absl::UnavailableError(absl::StrCat("dock '", name_, "': consumer '",
-                                                   change.consumer.name, "': ",
-                                                   ChangeName(change.kind), " not stored (",
-                                                   stored.message(), ")"));
+      const std::string& name = change.kind == SpecChange::Kind::kAddColumn
+                                    ? change.column.name
+                                    : change.consumer.name;
+      answer.status = absl::UnavailableError(absl::StrCat(
+          "dock '", name_, "': ",
+          change.kind == SpecChange::Kind::kAddColumn ? "column '" : "consumer '", name, "': ",
+          ChangeName(change.kind), " not stored (", stored.message(), ")"));
       if (change.kind == SpecChange::Kind::kJoin) {
         // Its parked Gets fail with this; its next Get tries again.
         plans_[index].joining = false;
-        plans_[index].join_failed = answer.status();
+        plans_[index].join_failed = answer.status;
       }
     }
   }
-  if (answer.ok() || change.kind == SpecChange::Kind::kJoin) AfterChange(change.kind, index);
-  if (change.done) std::move(change.done)(std::move(answer));
+  if (answer.status.ok() || change.kind == SpecChange::Kind::kJoin) {
+    AfterChange(change.kind, index);
+  }
+  Answer(change, std::move(answer));
   NextChange();
+}
+
+void DockImpl::Answer(SpecChange& change, ChangeAnswer answer) {
+  if (change.kind == SpecChange::Kind::kAddColumn) {
+    if (!change.column_done) return;
+    if (!answer.status.ok()) {
+      std::move(change.column_done)(std::move(answer.status));
+    } else {
+      std::move(change.column_done)(std::move(answer.column));
+    }
+    return;
+  }
+  if (!change.done) return;
+  if (!answer.status.ok()) {
+    std::move(change.done)(std::move(answer.status));
+  } else {
+    std::move(change.done)(std::move(answer.consumer));
+  }
+}
+
+DockImpl::ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
+                                              absl::Status status) const {
+  ChangeAnswer answer;
+  answer.status = std::move(status);
+  if (kind == SpecChange::Kind::kAddColumn) {
+    answer.column = spec_.columns[index];
+  } else {
+    answer.consumer = spec_.consumers[index];
+  }
+  return answer;
 }
 
 absl::string_view DockImpl::ChangeName(SpecChange::Kind kind) {
@@ -130,12 +195,18 @@ absl::string_view DockImpl::ChangeName(SpecChange::Kind kind) {
     case SpecChange::Kind::kAdd: return "addition";
     case SpecChange::Kind::kRemove: return "removal";
     case SpecChange::Kind::kJoin: return "join";
+    case SpecChange::Kind::kAddColumn: return "addition";
   }
   return "change";
 }
 
 absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
                                                      int* index) const {
+  if (change.kind == SpecChange::Kind::kAddColumn) {
+    TDOCK_ASSIGN_OR_RETURN(DockSpec next, CheckColumnLocked(change.column));
+    *index = static_cast<int>(next.columns.size()) - 1;
+    return next;
+  }
   DockSpec next = spec_;
   if (change.kind == SpecChange::Kind::kAdd) {
     TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, CheckConsumerLocked(change.consumer));
@@ -160,7 +231,7 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
   return next;
 }
 
-ConsumerSpec DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next) {
+void DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next) {
   switch (kind) {
     case SpecChange::Kind::kAdd:
       AddConsumerLocked(next.consumers[index]);
@@ -174,12 +245,20 @@ ConsumerSpec DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockS
       plans_[index].joined = true;
       plans_[index].joining = false;
       break;
+    case SpecChange::Kind::kAddColumn:
+      // Every partition first, then the table: a Put that finds the column
+      // finds its cells.
+      for (auto& part : partitions_) part->AddColumn(mu_);
+      columns_.Append(next.columns[index]);
+      released_ready_rows_.resize(columns_.size());
+      spec_ = std::move(next);
+      break;
   }
-  return spec_.consumers[index];
 }
 
 void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
-  if (kind == SpecChange::Kind::kAdd) return;
+  // Nobody needs a column just added, nor waits for a consumer just added.
+  if (kind == SpecChange::Kind::kAdd || kind == SpecChange::Kind::kAddColumn) return;
   // Parked Gets of a removed consumer learn it; those of a joined one are
   // served (or fail, if the join was not stored).
   std::vector<bool> wanted;

@@ -64,7 +64,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       rows_per_step_(spec.rows_per_step()),
       group_size_(spec.n_samples_per_prompt),
       steps_in_flight_(spec.steps_in_flight),
-      columns_(spec.columns),
+      columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
       pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
@@ -76,7 +76,8 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   }
   for (int p = 0; p < steps_in_flight_; ++p) {
     partitions_.push_back(std::make_unique<Partition>(
-        &mu_, p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes));
+        &mu_, p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes,
+        columns_.capacity()));
   }
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
@@ -268,9 +269,9 @@ DockStats DockImpl::Stats() const {
   std::vector<bool> removed;  // per consumer
   stats.name = name_;
   stats.rows_per_step = rows_per_step_;
-  for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
   {
     tdock::ReaderMutexLock lock(&mu_);
+    for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
     for (const auto& part : partitions_) {
       if (!part->live(mu_)) continue;

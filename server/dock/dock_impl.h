@@ -38,6 +38,7 @@
 #include "common/spec.h"
 #include "common/timer_service.h"
 #include "server/dock/arena.h"
+#include "server/dock/column_table.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
@@ -76,6 +77,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                              const std::vector<std::string>& columns);
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
   void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
+  void AddColumn(ColumnSpec column, ColumnCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
   void Drop(DropInput input, RowsCallback done);
   void Seal(SealInput input, RowsCallback done);
@@ -98,11 +100,20 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // joins of optional consumers, one at a time in the order asked: the first
   // of changes_ is checked, recorded (with a journal), then applied.
   struct SpecChange {
-    enum class Kind { kAdd, kRemove, kJoin };
+    enum class Kind { kAdd, kRemove, kJoin, kAddColumn };
     Kind kind = Kind::kAdd;
-    ConsumerSpec consumer;  // kAdd: the consumer; otherwise its name
+    ConsumerSpec consumer;  // kAdd: the consumer; kRemove, kJoin: its name
     ConsumerCallback done;  // answered with the consumer; empty for kJoin
+    ColumnSpec column;      // kAddColumn
+    ColumnCallback column_done;
   };
+  // What a change answers: its status, and the consumer (or column) after it.
+  struct ChangeAnswer {
+    absl::Status status;
+    ConsumerSpec consumer;
+    ColumnSpec column;
+  };
+  static void Answer(SpecChange& change, ChangeAnswer answer);
   void ChangeSpec(SpecChange change);
   // Checks and applies (or starts recording) changes until one is recorded.
   void NextChange();
@@ -113,8 +124,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // cannot be made.
   absl::StatusOr<DockSpec> CheckChangeLocked(const SpecChange& change, int* index) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  ConsumerSpec ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next)
+  void ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The consumer (column) `index` of the spec now, with `status`.
+  ChangeAnswer AnswerLocked(SpecChange::Kind kind, int index, absl::Status status) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The spec with the column added, or why it cannot be.
+  absl::StatusOr<DockSpec> CheckColumnLocked(const ColumnSpec& column) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Wakes the consumer's parked Gets; a removal lets live steps release.
   void AfterChange(SpecChange::Kind kind, int index);
   // An optional consumer's first Get: joins it (with a journal, once the
@@ -396,7 +413,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   const int64_t rows_per_step_;
   const int32_t group_size_;
   const int32_t steps_in_flight_;
-  const std::vector<ColumnSpec> columns_;
+  ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
   const std::vector<int> length_columns_;
   const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
   const std::shared_ptr<ChunkPool> pool_;

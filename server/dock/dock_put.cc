@@ -41,20 +41,22 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
   if (in.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
   }
-  std::vector<bool> given(columns_.size(), false);
+  // The columns there now (AddColumn may add more meanwhile).
+  const absl::Span<const ColumnSpec> columns = columns_.view();
+  std::vector<bool> given(columns.size(), false);
   for (const PackedColumn& column : in.columns) {
-    auto it = std::find_if(columns_.begin(), columns_.end(),
+    auto it = std::find_if(columns.begin(), columns.end(),
                            [&](const ColumnSpec& c) { return c.name == column.name; });
-    if (it == columns_.end()) {
+    if (it == columns.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": column '", column.name, "' is unknown"));
     }
     const ColumnSpec& spec = *it;
-    if (given[it - columns_.begin()]) {
+    if (given[it - columns.begin()]) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": column '", column.name, "' appears twice"));
     }
-    given[it - columns_.begin()] = true;
+    given[it - columns.begin()] = true;
     if (column.dtype != spec.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": column '", column.name, "' has dtype ", DTypeName(spec.dtype),

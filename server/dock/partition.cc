@@ -16,7 +16,7 @@ ColumnState::ColumnState(int64_t rows, int64_t groups)
 
 Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
                      int32_t group_size, int num_columns,
-                     const std::vector<ConsumerShape>& consumers)
+                     const std::vector<ConsumerShape>& consumers, size_t column_capacity)
     : dock_mu_(dock_mu),
       index_(index),
       rows_(rows),
@@ -28,7 +28,7 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
   }
-  columns_.reserve(num_columns);
+  columns_.reserve(std::max(column_capacity, static_cast<size_t>(num_columns)));
   for (int c = 0; c < num_columns; ++c) {
     columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
   }
@@ -42,6 +42,12 @@ std::unique_ptr<ConsumerState> Partition::NewConsumer(ConsumerShape shape) const
 void Partition::AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape) {
   HeldExclusive(dock_mu);
   consumers_.push_back(NewConsumer(shape));
+}
+
+void Partition::AddColumn(const tdock::Mutex& dock_mu) {
+  HeldExclusive(dock_mu);
+  TDOCK_CHECK(columns_.size() < columns_.capacity()) << "partition " << index_ << ": no room";
+  columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
 }
 
 void Partition::Activate(const tdock::Mutex& dock_mu, int64_t step,

@@ -123,8 +123,11 @@ class Partition final {
   // `consumers[k]` says how consumer k claims (rows or whole groups) and
   // how many ranks it has.
   // `dock_mu` is the dock's mutex, which guards the partition's structure.
+  // Room is made for `column_capacity` columns (AddColumn), at least
+  // `num_columns`.
   Partition(const tdock::Mutex* dock_mu, int index, int64_t rows, int32_t group_size,
-            int num_columns, const std::vector<ConsumerShape>& consumers);
+            int num_columns, const std::vector<ConsumerShape>& consumers,
+            size_t column_capacity = 0);
   Partition(const Partition&) = delete;
   Partition& operator=(const Partition&) = delete;
 
@@ -176,6 +179,9 @@ class Partition final {
   }
   void AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+  // A column added to the dock: no cell written (within the capacity given
+  // at construction, so no column moves).
+  void AddColumn(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
 
   // ---- drops and seal (see the file comment)
   // Takes `row` out of the step for `reason`: it no longer counts toward its

@@ -19,6 +19,7 @@ DockRegistry::~DockRegistry() {
 
 DockLimits DockRegistry::dock_limits() const {
   DockLimits limits = limits_.dock;
+  limits.max_columns = limits_.max_columns_per_dock;
   limits.first_lease_id = first_lease_id_;
   if (limits.timers == nullptr) limits.timers = timers_;
   return limits;

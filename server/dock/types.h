@@ -93,6 +93,9 @@ struct DockLimits {
   // claims no more rows than fit, and a Put of a row (or group) that would
   // not fit alone is INVALID_ARGUMENT. 0: unlimited.
   int64_t max_batch_bytes = 0;
+  // Columns a dock holds at most, AddColumn included (the server's
+  // --max_columns_per_dock). 0: its spec's columns and 256 more.
+  int64_t max_columns = 0;
   // Gets of one consumer that may wait at once; one more fails with
   // RESOURCE_EXHAUSTED. 0: unlimited.
   int64_t max_parked_gets_per_consumer = 0;
@@ -120,6 +123,7 @@ using GetCallback = absl::AnyInvocable<void(absl::StatusOr<Batch>) &&>;
 using StatusCallback = absl::AnyInvocable<void(absl::Status) &&>;
 using RowsCallback = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
 using ConsumerCallback = absl::AnyInvocable<void(absl::StatusOr<ConsumerSpec>) &&>;
+using ColumnCallback = absl::AnyInvocable<void(absl::StatusOr<ColumnSpec>) &&>;
 
 // Snapshot for metrics and status, taken without stopping the data path.
 struct StepStats {

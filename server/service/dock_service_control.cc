@@ -170,6 +170,22 @@ grpc::ServerUnaryReactor* DockService::AddConsumer(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* DockService::AddColumn(grpc::CallbackServerContext* context,
+                                                 const v1::AddColumnRequest* request,
+                                                 v1::AddColumnResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<ColumnSpec> column = FromProto(request->column());
+  if (!column.ok()) return FinishNow(context, column.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->AddColumn(*std::move(column), [reactor, response](absl::StatusOr<ColumnSpec> added) {
+    if (added.ok()) *response->mutable_column() = ToProto(*added);
+    reactor->Finish(ToGrpcStatus(added.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* DockService::RemoveConsumer(
     grpc::CallbackServerContext* context, const v1::RemoveConsumerRequest* request,
     v1::RemoveConsumerResponse* response) {

@@ -257,10 +257,12 @@ class CrashPoint {
         }
         ++present;
         const bool right =
-            put.column == "ids"
-                ? RowValues<int32_t>(read->columns[0], 0) == IdsOf(incarnation, put.step, row)
-                : RowValues<float>(read->columns[0], 0) ==
-                      std::vector<float>{ScoreOf(incarnation, put.step, row)};
+            put.column == "ids"     ? RowValues<int32_t>(read->columns[0], 0) ==
+                                          IdsOf(incarnation, put.step, row)
+            : put.column == "extra" ? RowValues<int32_t>(read->columns[0], 0) ==
+                                          std::vector<int32_t>{put.note}
+                                    : RowValues<float>(read->columns[0], 0) ==
+                                          std::vector<float>{ScoreOf(incarnation, put.step, row)};
         if (!right) fail(absl::StrCat("step ", put.step, " row ", row, " ", put.column, " differs"));
       }
       const int rows = static_cast<int>(put.rows.size());
@@ -293,8 +295,16 @@ class CrashPoint {
   }
 
   // The removal of `late` is in the recovered spec once acknowledged, and
-  // only if it may have been stored.
+  // only if it may have been stored; the addition of column `extra` too.
   void CheckLateRemoval(const DockSpec& spec, const History& h) {
+    // The column `extra` likewise.
+    const bool extra = spec.ColumnIndex("extra") >= 0;
+    if (Acked(h.extra_added) && !extra) {
+      Fail("the acknowledged addition of column extra is not there after recovery");
+    }
+    if (extra && !Possibly(h.extra_added)) {
+      Fail("column extra is there after recovery, but no addition of it may have been stored");
+    }
     bool removed = false;
     for (const ConsumerSpec& c : spec.consumers) removed |= c.name == "late" && c.removed;
     if (Acked(h.late_removed) && !removed) {
@@ -384,14 +394,17 @@ struct Tally {
   int64_t drops = 0;      // Drop calls acknowledged (per row)
   int64_t seals = 0;      // Seal calls acknowledged
   int64_t removals = 0;   // RemoveConsumer calls acknowledged
+  int64_t extras = 0;     // cells of the column added at run time, acknowledged
   std::vector<std::string> failures;
 
   void Report(const char* what) {
     std::printf("crash points: %s: %lld crash points, %lld docks re-created, %lld rewrites, "
-                "%lld rows dropped, %lld seals, %lld removals, %zu failures\n",
+                "%lld rows dropped, %lld seals, %lld removals, %lld cells of an added column, "
+                "%zu failures\n",
                 what, static_cast<long long>(points), static_cast<long long>(recreated),
                 static_cast<long long>(notes), static_cast<long long>(drops),
                 static_cast<long long>(seals), static_cast<long long>(removals),
+                static_cast<long long>(extras),
                 failures.size());
     for (size_t i = 0; i < failures.size() && i < 40; ++i) ADD_FAILURE() << failures[i];
   }
@@ -475,7 +488,10 @@ void RunAndCheck(uint64_t seed, int ops, int threads, Tally& tally) {
   const std::vector<History> histories = workload.histories();
   tally.recreated += static_cast<int64_t>(histories.size()) - 1;
   for (const History& h : histories) {
-    for (const PutRecord& put : h.puts) tally.notes += put.column == "note";
+    for (const PutRecord& put : h.puts) {
+      tally.notes += put.column == "note";
+      tally.extras += put.column == "extra";
+    }
     for (const auto& [cell, events] : h.drops) {
       for (const Event& e : events) tally.drops += e.acked != kNever;
     }
@@ -510,6 +526,7 @@ TEST(CrashPoint, EveryPrefixOfTheJournalRecovers) {
   EXPECT_GT(tally.drops, 0);
   EXPECT_GT(tally.seals, 0);
   EXPECT_GT(tally.removals, 0);
+  EXPECT_GT(tally.extras, 0);
 }
 
 // The same with a producer, the scorer and the readers on three threads at

@@ -116,7 +116,13 @@ void CrashWorkload::RunActor(Actor& a, int ops, const std::atomic<bool>* until) 
     if (kind < 20) {
       if (produce) PutIds(a);
     } else if (kind < 27) {
-      if (produce) WriteNote(a);
+      if (produce && !a.extra_added && op > ops / 4) {
+        AddExtra(a);
+      } else if (produce && a.extra_added && Chance(a, 0.4)) {
+        WriteExtra(a);
+      } else if (produce) {
+        WriteNote(a);
+      }
     } else if (kind < 37) {
       if (score) WriteScores(a, /*with_ack=*/true);
     } else if (kind < 46) {
@@ -175,6 +181,8 @@ bool CrashWorkload::Sync(Actor& a) {
     a.held.clear();
     a.late_added = false;
     a.late_removed = false;
+    a.extra_added = false;
+    a.extra.clear();
   }
   a.dock = dock_;
   return true;
@@ -264,6 +272,34 @@ void CrashWorkload::WriteNote(Actor& a) {
   const int64_t issued = Writes();
   if (PutSync(*a.dock, step, {row}, {ColumnOf("note", a.incarnation, step, {row}, note)}).ok()) {
     AddPut(a.incarnation, {step, {row}, "note", {issued, Writes()}, note});
+  }
+}
+
+void CrashWorkload::AddExtra(Actor& a) {
+  const int64_t issued = Writes();
+  a.extra_added = a.dock->AddColumn({"extra", DType::kInt32, {1}, 0, false}).ok();
+  if (a.extra_added) {
+    tdock::MutexLock lock(&mu_);
+    histories_[a.incarnation].extra_added = {issued, Writes()};
+  }
+}
+
+void CrashWorkload::WriteExtra(Actor& a) {
+  const DockStats stats = a.dock->Stats();
+  if (stats.steps.empty()) return;
+  const int64_t step =
+      stats.steps[std::uniform_int_distribution<size_t>(0, stats.steps.size() - 1)(a.rng)].step;
+  const int64_t row = std::uniform_int_distribution<int64_t>(0, kRows - 1)(a.rng);
+  if (a.extra[step].count(row) != 0) return;
+  int32_t value = 0;
+  {
+    tdock::MutexLock lock(&mu_);
+    value = ++next_note_;
+  }
+  const int64_t issued = Writes();
+  if (PutSync(*a.dock, step, {row}, {ColumnOf("extra", a.incarnation, step, {row}, value)}).ok()) {
+    a.extra[step].insert(row);
+    AddPut(a.incarnation, {step, {row}, "extra", {issued, Writes()}, value});
   }
 }
 

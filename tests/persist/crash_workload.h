@@ -12,7 +12,8 @@
 // drops rows now and then and seals steps;
 // `reader` (FIFO), `groups` (whole groups) and `bal` (BALANCED over two
 // ranks, leased) read; `late` is added a third of the way in and may be
-// removed later. Steps are released early now
+// removed later. The producer adds the column `extra` a quarter of the way in
+// and writes it now and then. Steps are released early now
 // and then, some journal writes fail, and the dock may be deleted and
 // created again under its name (a new incarnation, whose cells differ).
 //
@@ -76,6 +77,7 @@ struct History {
   std::map<std::string, std::set<uint64_t>> leases;  // every lease id handed out
   Event late_added;  // AddConsumer of `late`, if it succeeded
   Event late_removed;  // RemoveConsumer of `late` (acked kNever: it failed)
+  Event extra_added;   // AddColumn of `extra`, if it succeeded
 };
 
 // The value of a cell; every cell of `ids` and `score` is a function of its
@@ -126,6 +128,8 @@ class CrashWorkload {
     std::vector<Held> held;                       // leases not yet ended
     bool late_added = false;
     bool late_removed = false;
+    bool extra_added = false;
+    std::map<int64_t, std::set<int64_t>> extra;  // rows whose extra is stored
   };
 
   static bool Chance(Actor& a, double p) {
@@ -150,6 +154,10 @@ class CrashWorkload {
   void SealOldest(Actor& a);
   void AddLate(Actor& a);
   void RemoveLate(Actor& a);
+  // Adds the column `extra` (int32 [1], not rewritable) to the live dock;
+  // writes it into a row of a live step that lacks it.
+  void AddExtra(Actor& a);
+  void WriteExtra(Actor& a);
   // Deletes the dock (if any) and creates it again.
   void Recreate();
   void Done(int incarnation, const std::string& consumer, int64_t step,

@@ -1,5 +1,6 @@
-// Roles across restarts: an optional consumer's join and a consumer's
-// removal are recorded before they take effect. At every crash point the
+// Roles and columns across restarts: an optional consumer's join, a
+// consumer's removal and a column's addition are recorded before they take
+// effect. At every crash point the
 // recovered dock has the join (the removal) exactly from the point its record
 // was stored on, at the latest once it was answered; a joined consumer holds
 // its steps after the restart, and a removed one holds none.
@@ -109,6 +110,43 @@ TEST(RolesRestart, JoinAndRemovalAreRecordedBeforeTheyTakeEffect) {
     registry.Shutdown();
   }
   EXPECT_EQ(last, -1);
+}
+
+// A column added to the live dock and written: at every crash point it is
+// there once its addition was answered, and its cells only with it.
+TEST(ColumnRestart, AddedColumnAndItsCellsSurvive) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  Dock& dock = *recording.dock;
+  WriteIds(dock, 0);
+  const int64_t issued = store->writes();
+  ASSERT_OK(dock.AddColumn({"teacher", DType::kInt32, {1}, 0, false}));
+  const int64_t acked = store->writes();
+  ASSERT_OK(testing::PutSync(dock, 0, {2, 5}, {ColumnOf("teacher", 0, 0, {2, 5}, 7)}));
+  const int64_t written = store->writes();
+  recording.Stop();
+  ASSERT_GT(acked, issued) << "the addition is a record";
+  for (int64_t k = issued; k <= store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Persistence persistence(store->Replay(k), {.data_dir = "replayed"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    std::shared_ptr<Dock> recovered = *registry.Find("crash");
+    const bool there = recovered->spec().ColumnIndex("teacher") >= 0;
+    if (k >= acked) {
+      EXPECT_TRUE(there);
+    } else if (k <= issued) {
+      EXPECT_FALSE(there);
+    }
+    absl::StatusOr<Batch> cells = recovered->Read(0, {2, 5}, {"teacher"});
+    if (k >= written) {
+      ASSERT_OK(cells.status());
+      EXPECT_EQ(testing::RowValues<int32_t>(cells->columns[0], 1), std::vector<int32_t>{7});
+    } else if (!there) {
+      EXPECT_EQ(cells.status().code(), absl::StatusCode::kInvalidArgument);
+    }
+    registry.Shutdown();
+  }
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ class _DockCalls:
         for col in spec.columns:
             if col.name == name:
                 return col
-        raise errors.InvalidArgument(
+        raise _UnknownColumn(
             f"dock '{self.name}' has no column '{name}' (columns: "
             f"{', '.join(c.name for c in spec.columns)})")
 
@@ -268,6 +268,15 @@ class _DockCalls:
                       columns: Iterable[str] | None) -> dock_pb2.ReadRequest:
         return dock_pb2.ReadRequest(dock=self.name, step=step, rows=list(rows),
                                     columns=list(columns or []))
+
+    def _forget_stale_spec(self, answer: Any) -> Any:
+        """Drops the cached spec if the answer has a column it lacks (added
+        since it was fetched), so that the column's encoding is known."""
+        if self._spec is not None:
+            known = {c.name for c in self._spec.columns}
+            if any(wc.name not in known for wc in answer[1]):
+                self._spec = None
+        return answer
 
     @staticmethod
     def _batch(spec: dock_pb2.DockSpec, answer: Any, consumer: str | None = None,
@@ -315,11 +324,22 @@ class _DockCalls:
         return dock_pb2.SealRequest(dock=self.name, step=int(step),
                                     required_columns=list(required))
 
+    def _add_column_request(self, name: str, settings: Mapping[str, Any]
+                            ) -> dock_pb2.AddColumnRequest:
+        column = spec_mod.column_spec(name, settings, f"columns.{name}")
+        self._spec = None  # refetched with the new column (its encoding)
+        return dock_pb2.AddColumnRequest(dock=self.name, column=column)
+
     def _add_consumer_request(self, name: str, settings: Mapping[str, Any]
                               ) -> dock_pb2.AddConsumerRequest:
         consumer = spec_mod.consumer_spec(name, settings, f"consumers.{name}")
         self._spec = None  # refetched with the new consumer
         return dock_pb2.AddConsumerRequest(dock=self.name, consumer=consumer)
+
+
+class _UnknownColumn(errors.InvalidArgument):
+    """A Put names a column the cached spec lacks: the spec is fetched again
+    (another process may have added it) before the Put fails."""
 
 
 class _Drain:

@@ -20,12 +20,13 @@ from typing import Any, AsyncIterator, Iterable, Mapping
 
 import grpc
 import grpc.aio
+import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, PutAck, Tls, _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
-                          _raw, _stub, _summaries)
+                          _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "Tls"]
@@ -109,8 +110,14 @@ class Dock(_DockCalls):
     async def put(self, step: int, rows: Iterable[int], columns: Mapping[str, Any],
                   *, ack: Any = None, wait: float = 30.0) -> PutAck:
         """As tdock.Dock.put."""
-        payload, leased = self._put_request(await self.fetch_spec(), step, rows,
-                                            columns, ack, wait)
+        rows = rows if isinstance(rows, (range, list, tuple, np.ndarray)) else list(rows)
+        try:
+            payload, leased = self._put_request(await self.fetch_spec(), step, rows,
+                                                columns, ack, wait)
+        except _UnknownColumn:
+            self._spec = None  # a column added since the spec was fetched?
+            payload, leased = self._put_request(await self.fetch_spec(), step, rows,
+                                                columns, ack, wait)
         resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                       extra_timeout=wait, serialize=_raw)
         await self.ack(leased[1:])
@@ -123,7 +130,8 @@ class Dock(_DockCalls):
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
-        return self._batch(await self.fetch_spec(), _joined(parts), consumer, rank)
+        answer = self._forget_stale_spec(_joined(parts))
+        return self._batch(await self.fetch_spec(), answer, consumer, rank)
 
     async def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                      count: int | None = None, wait: float = 30.0,
@@ -139,6 +147,7 @@ class Dock(_DockCalls):
         """As tdock.Dock.read."""
         answer = await self.client.call("Read", self._read_request(step, rows, columns),
                                         deserialize=wire.decode_get)
+        answer = self._forget_stale_spec(answer)
         return self._batch(await self.fetch_spec(), answer)
 
     async def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -198,6 +207,11 @@ class Dock(_DockCalls):
         return (await self.client.call("AddConsumer",
                                        self._add_consumer_request(name, settings),
                                        dock_pb2.AddConsumerResponse)).consumer
+
+    async def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
+        """As tdock.Dock.add_column."""
+        return (await self.client.call("AddColumn", self._add_column_request(name, settings),
+                                       dock_pb2.AddColumnResponse)).column
 
     async def remove_consumer(self, name: str) -> dock_pb2.ConsumerSpec:
         """As tdock.Dock.remove_consumer."""

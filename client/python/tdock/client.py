@@ -24,12 +24,13 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
+import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
 from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
-                          _joined, _leased, _raw, _stub, _summaries)
+                          _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
@@ -123,7 +124,12 @@ class Dock(_DockCalls):
         FailedPrecondition if it is no longer in flight, nothing written);
         further ones are acknowledged after it. Batches without a lease
         (consumers without lease_ms) need none."""
-        payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait)
+        rows = rows if isinstance(rows, (range, list, tuple, np.ndarray)) else list(rows)
+        try:
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait)
+        except _UnknownColumn:
+            self._spec = None  # a column added since the spec was fetched?
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])
@@ -144,7 +150,8 @@ class Dock(_DockCalls):
         # faster than one large message (docs/benchmarks.md).
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
                                         deserialize=wire.decode_get)
-        return self._batch(self.spec, _joined(parts), consumer, rank)
+        answer = self._forget_stale_spec(_joined(parts))
+        return self._batch(self.spec, answer, consumer, rank)
 
     def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                count: int | None = None, wait: float = 30.0,
@@ -160,6 +167,7 @@ class Dock(_DockCalls):
         """Written cells by row, without claiming them."""
         answer = self.client.call("Read", self._read_request(step, rows, columns),
                                   deserialize=wire.decode_get)
+        answer = self._forget_stale_spec(answer)
         return self._batch(self.spec, answer)
 
     def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -236,6 +244,13 @@ class Dock(_DockCalls):
         """Adds a consumer at run time (settings as under `consumers:`)."""
         return self.client.call("AddConsumer", self._add_consumer_request(name, settings),
                                 dock_pb2.AddConsumerResponse).consumer
+
+    def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
+        """Adds a column at run time (settings as under `columns:`, e.g.
+        {"dtype": "float32"}): no cell of it is written yet; Puts may write it
+        in live steps too, and consumers added later may need it."""
+        return self.client.call("AddColumn", self._add_column_request(name, settings),
+                                dock_pb2.AddColumnResponse).column
 
     def remove_consumer(self, name: str) -> dock_pb2.ConsumerSpec:
         """Removes a consumer at run time: its Gets and Acks fail from then on

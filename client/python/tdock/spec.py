@@ -149,6 +149,13 @@ def _cost(node: Any, path: str, cost: dock_pb2.CostModel) -> None:
                          "b": _setter(cost, "b", _float)})
 
 
+def column_spec(name: str, node: Any, path: str = "") -> dock_pb2.ColumnSpec:
+    """A ColumnSpec from its settings map (the value under its name)."""
+    col = dock_pb2.ColumnSpec(name=name)
+    _column(node, path, col)
+    return col
+
+
 def consumer_spec(name: str, node: Any, path: str = "") -> dock_pb2.ConsumerSpec:
     """A ConsumerSpec from its settings map (the value under its name)."""
     c = dock_pb2.ConsumerSpec(name=name)
