@@ -209,7 +209,7 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
     info.waiters.emplace_back(consumer.name(), consumer.waiters());
   }
   for (const ConsumerSpec& consumer : info.spec.consumers) {
-    if (consumer.lease_ms == 0) continue;
+    if (consumer.lease_ms == 0 || consumer.removed) continue;
     for (const v1::ConsumerStatus& status : response.consumers()) {
       if (status.name() != consumer.name) continue;
       info.leases.push_back({.consumer = status.name(),
@@ -251,6 +251,17 @@ absl::StatusOr<ColumnSpec> Client::AddColumn(const std::string& dock,
   impl_->SetDeadline(&context);
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->AddColumn(&context, request, &response)));
   return FromProto(response.column());
+}
+
+absl::StatusOr<RowListing> Client::ListRows(const std::string& dock, int64_t step) {
+  v1::ListRowsRequest request;
+  request.set_dock(dock);
+  request.set_step(step);
+  v1::ListRowsResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ListRows(&context, request, &response)));
+  return FromProto(response);
 }
 
 absl::StatusOr<ConsumerSpec> Client::RemoveConsumer(const std::string& dock,

@@ -34,10 +34,15 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/batch_meta.h"
+#include "common/row_state.h"
 #include "common/drop.h"
 #include "common/dtype.h"
 #include "common/packed.h"
 #include "common/spec.h"
+
+namespace tdock::v1 {
+class ReadRequest;
+}  // namespace tdock::v1
 
 namespace tdock {
 
@@ -98,6 +103,9 @@ struct ClientPut {
   // Non-zero: the lease (ClientBatch::lease_id) this Put acknowledges once
   // written; a lease not in flight fails the Put and nothing is written.
   uint64_t ack_lease = 0;
+  // Empty, or one per row: the rows' keys (a row's key comes with its first
+  // write). With `rows` empty, the rows are those that have these keys.
+  std::vector<std::string> keys;
 };
 
 struct ClientGet {
@@ -222,6 +230,13 @@ class Client final {
   absl::StatusOr<ClientBatch> Read(const std::string& dock, int64_t step,
                                    const std::vector<int64_t>& rows,
                                    const std::vector<std::string>& columns);
+  // The rows that have `keys` (all in one step), in that order.
+  absl::StatusOr<ClientBatch> ReadKeys(const std::string& dock,
+                                       const std::vector<std::string>& keys,
+                                       const std::vector<std::string>& columns);
+  // A live step's rows without payload: key, group, columns written,
+  // consumers that have taken it, drop reason.
+  absl::StatusOr<RowListing> ListRows(const std::string& dock, int64_t step);
   // An atomic copy of the server's store (--data_dir) in `dir` on the
   // server's machine (which must not exist yet).
   absl::Status Checkpoint(const std::string& dir);
@@ -231,6 +246,11 @@ class Client final {
  private:
   class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // Read and ReadKeys: sends `request` with `columns`; `what` names it in
+  // errors.
+  absl::StatusOr<ClientBatch> DoRead(v1::ReadRequest& request,
+                                     const std::vector<std::string>& columns,
+                                     const std::string& what);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -115,6 +115,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.mutable_rows()->Assign(put.rows.begin(), put.rows.end());
   header.set_wait_ms(absl::ToInt64Milliseconds(put.wait));
   header.set_ack_lease(put.ack_lease);
+  header.mutable_keys()->Assign(put.keys.begin(), put.keys.end());
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {
@@ -254,15 +255,28 @@ absl::StatusOr<ClientBatch> Client::Read(const std::string& dock, int64_t step,
   request.set_dock(dock);
   request.set_step(step);
   request.mutable_rows()->Add(rows.begin(), rows.end());
+  return DoRead(request, columns, absl::StrCat("Read of step ", step, " on dock '", dock, "'"));
+}
+
+absl::StatusOr<ClientBatch> Client::ReadKeys(const std::string& dock,
+                                             const std::vector<std::string>& keys,
+                                             const std::vector<std::string>& columns) {
+  v1::ReadRequest request;
+  request.set_dock(dock);
+  request.mutable_keys()->Assign(keys.begin(), keys.end());
+  return DoRead(request, columns, absl::StrCat("Read by key on dock '", dock, "'"));
+}
+
+absl::StatusOr<ClientBatch> Client::DoRead(v1::ReadRequest& request,
+                                           const std::vector<std::string>& columns,
+                                           const std::string& what) {
   for (const std::string& column : columns) request.add_columns(column);
   grpc::ClientContext context;
   impl_->SetDeadline(&context);
   grpc::ByteBuffer response;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
       Call(impl_->read_stub, "/tdock.v1.Dock/Read", &context, request, &response)));
-  return internal::DecodeBatchResponse(
-      response, absl::StrCat("Read of step ", step, " on dock '", dock, "'"),
-      impl_->buffers);
+  return internal::DecodeBatchResponse(response, what, impl_->buffers);
 }
 
 }  // namespace tdock

@@ -26,7 +26,9 @@ const std::vector<CommandInfo>& Commands() {
       {"create", {}, {"spec"}, {}, {}},
       {"list", {}, {}, {}, {}},
       {"status", {"DOCK"}, {}, {}, {}},
-      {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms"}, {"column"}},
+      {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms", "keys"}, {"column"}},
+      {"read", {"DOCK"}, {}, {"step", "rows", "keys", "columns"}, {}},
+      {"rows", {"DOCK", "STEP"}, {}, {}, {}},
       {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round", "replica"},
        {}},
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
@@ -206,8 +208,14 @@ commands:
   list                        list docks
   status DOCK                 spec, steps, readiness and consumption of a dock
   put DOCK --step S --rows 0,1,2 --column NAME=FILE.json [--column ...] [--wait_ms MS]
+      [--keys K,K]
                               write cells; each FILE.json is a JSON list with one
                               array of numbers per row (a string for bytes columns)
+  read DOCK (--step S --rows 0,1 | --keys K,K) [--columns C,C]
+                              print written cells without claiming them: rows of a
+                              step, or the rows that have the keys
+  rows DOCK STEP              list a live step's rows: key, group, columns written,
+                              consumers that took it, drop reason
   get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS] [--round K]
       [--replica Q]           claim and print a batch for a consumer; --round K
                               asks a BALANCED consumer for round K again;

@@ -28,6 +28,9 @@ std::string SpecToText(const DockSpec& spec);
 std::string DocksToText(const std::vector<DockSummaryInfo>& docks);
 std::string StatusToText(const DockStatusInfo& status);
 std::string BatchToText(const ClientBatch& batch);
+// A step's rows (ctl_rows.cc).
+Json RowsToJson(const RowListing& listing);
+std::string RowsToText(const RowListing& listing);
 
 // Serializes without throwing: invalid UTF-8 (from bytes columns) is
 // replaced by U+FFFD.

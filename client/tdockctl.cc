@@ -28,6 +28,7 @@
 #include "client/ctl_args.h"
 #include "client/ctl_balance.h"
 #include "client/ctl_output.h"
+#include "client/ctl_request.h"
 #include "client/ctl_values.h"
 #include "common/files.h"
 #include "common/spec_yaml.h"
@@ -38,157 +39,6 @@ namespace {
 
 constexpr int kExitError = 1;
 constexpr int kExitUsage = 2;
-
-// A command line checked and converted: what the command runs on.
-struct Request {
-  std::string command;
-  std::string server;
-  ClientTls tls;
-  std::string token;
-  bool json = false;
-  absl::Duration timeout = absl::Seconds(30);
-  std::string dock;
-  std::string consumer;
-  std::string spec_path;
-  std::optional<int64_t> step;
-  std::vector<int64_t> rows;
-  std::vector<std::pair<std::string, std::string>> columns;  // name, file
-  int32_t rank = 0;
-  int64_t count = 0;
-  absl::Duration wait = absl::ZeroDuration();
-  std::optional<int64_t> round;
-  int32_t replica = 0;
-  uint64_t lease = 0;
-  std::vector<int64_t> groups;      // drop
-  DropReason reason = DropReason::kUnspecified;  // drop
-  std::vector<std::string> required;  // seal
-  ColumnSpec column;                  // add-column
-};
-
-absl::StatusOr<int64_t> NonNegative(const CtlArgs& args, const std::string& flag,
-                                    int64_t fallback, int64_t max) {
-  TDOCK_ASSIGN_OR_RETURN(std::optional<int64_t> value, args.GetInt(flag));
-  if (value.has_value() && (*value < 0 || *value > max)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("flag --", flag, " must be in [0, ", max, "], got ", *value));
-  }
-  return value.value_or(fallback);
-}
-
-absl::Status ParseColumns(const CtlArgs& args, Request* request) {
-  std::set<std::string> seen;
-  for (const std::string& value : args.GetAll("column")) {
-    const size_t eq = value.find('=');
-    if (eq == 0 || eq == std::string::npos || eq + 1 == value.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--column '", value, "' is not NAME=FILE.json"));
-    }
-    std::string name = value.substr(0, eq);
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--column '", name, "' given more than once"));
-    }
-    request->columns.emplace_back(std::move(name), value.substr(eq + 1));
-  }
-  return absl::OkStatus();
-}
-
-constexpr int64_t kMaxRound = std::numeric_limits<int64_t>::max();
-
-// Usage errors only: everything a command needs, checked before any call.
-absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
-  constexpr int64_t kMaxMs = int64_t{1} << 40;
-  Request request;
-  request.command = args.command;
-  const char* env_server = std::getenv("TDOCK_SERVER");
-  request.server = args.Get("server", env_server ? env_server : "127.0.0.1:50051");
-  request.json = args.json();
-  request.tls = {.ca_file = args.Get("tls_ca", ""),
-                 .cert_file = args.Get("tls_cert", ""),
-                 .key_file = args.Get("tls_key", ""),
-                 .server_name = args.Get("tls_server_name", "")};
-  request.tls.enabled = !request.tls.ca_file.empty() || !request.tls.cert_file.empty() ||
-                        !request.tls.server_name.empty();
-  if (request.tls.cert_file.empty() != request.tls.key_file.empty()) {
-    return absl::InvalidArgumentError("flags --tls_cert and --tls_key go together");
-  }
-  if (args.Has("token_file")) {
-    absl::StatusOr<std::string> token = ReadFile(args.Get("token_file", ""));
-    if (!token.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token_file: ", token.status().message()));
-    }
-    request.token = std::string(absl::StripAsciiWhitespace(*token));
-    if (request.token.empty()) {
-      return absl::InvalidArgumentError("--token_file: the file holds no token");
-    }
-  }
-  TDOCK_ASSIGN_OR_RETURN(int64_t timeout_ms, NonNegative(args, "timeout_ms", 30000, kMaxMs));
-  if (timeout_ms == 0) return absl::InvalidArgumentError("flag --timeout_ms must be positive");
-  request.timeout = absl::Milliseconds(timeout_ms);
-  TDOCK_ASSIGN_OR_RETURN(int64_t wait_ms, NonNegative(args, "wait_ms", 0, kMaxMs));
-  request.wait = absl::Milliseconds(wait_ms);
-  TDOCK_ASSIGN_OR_RETURN(request.step, args.GetInt("step"));
-  TDOCK_ASSIGN_OR_RETURN(int64_t rank,
-                         NonNegative(args, "rank", 0, std::numeric_limits<int32_t>::max()));
-  request.rank = static_cast<int32_t>(rank);
-  TDOCK_ASSIGN_OR_RETURN(request.count,
-                         NonNegative(args, "count", 0, std::numeric_limits<int64_t>::max()));
-  request.spec_path = args.Get("spec", "");
-  if (!args.positionals.empty()) request.dock = args.positionals[0];
-  if (args.command == "get") {
-    request.consumer = args.positionals[1];
-    TDOCK_ASSIGN_OR_RETURN(int64_t replica, NonNegative(args, "replica", 0, 1 << 20));
-    request.replica = static_cast<int32_t>(replica);
-    if (args.Has("round")) {
-      TDOCK_ASSIGN_OR_RETURN(request.round, NonNegative(args, "round", 0, kMaxRound));
-    }
-  }
-  if (args.command == "ack" || args.command == "nack") {
-    request.consumer = args.positionals[1];
-    if (!absl::SimpleAtoi(args.positionals[2], &request.lease) || request.lease == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "LEASE must be a positive integer, got '", args.positionals[2], "'"));
-    }
-  }
-  if (args.command == "remove-consumer") request.consumer = args.positionals[1];
-  if (args.command == "add-column") {
-    TDOCK_ASSIGN_OR_RETURN(request.column, ColumnFromArgs(args));
-  }
-  if (args.command == "release" || args.command == "drop" || args.command == "seal") {
-    int64_t step = 0;
-    if (!absl::SimpleAtoi(args.positionals[1], &step)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("STEP must be an integer, got '", args.positionals[1], "'"));
-    }
-    request.step = step;
-  }
-  if (args.command == "put") {
-    TDOCK_ASSIGN_OR_RETURN(request.rows, ParseRows(args.Get("rows", "")));
-    TDOCK_RETURN_IF_ERROR(ParseColumns(args, &request));
-  }
-  if (args.command == "drop") {
-    const std::string reason = args.Get("reason", "");
-    if (!ParseDropReason(reason, &request.reason)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--reason '", reason,
-          "' is not one of filtered, failed, stale, sealed, expired, surplus, other"));
-    }
-    if (!args.Has("rows") && !args.Has("groups")) {
-      return absl::InvalidArgumentError("drop needs --rows or --groups (or both)");
-    }
-    if (args.Has("rows")) {
-      TDOCK_ASSIGN_OR_RETURN(request.rows, ParseRows(args.Get("rows", "")));
-    }
-    if (args.Has("groups")) {
-      TDOCK_ASSIGN_OR_RETURN(request.groups, ParseRows(args.Get("groups", "")));
-    }
-  }
-  if (args.command == "seal" && args.Has("required")) {
-    request.required = absl::StrSplit(args.Get("required", ""), ',', absl::SkipEmpty());
-  }
-  return request;
-}
 
 void Print(const Request& request, const Json& json, const std::string& text) {
   if (request.json) {
@@ -249,6 +99,7 @@ absl::Status RunPut(Client& client, const Request& request) {
   put.step = *request.step;
   put.rows = request.rows;
   put.wait = request.wait;
+  put.keys = request.keys;
   for (const auto& [name, path] : request.columns) {
     TDOCK_ASSIGN_OR_RETURN(ClientColumn column,
                            LoadColumn(status.spec, name, path, request.rows.size()));
@@ -300,6 +151,15 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "read") {
+    TDOCK_ASSIGN_OR_RETURN(
+        const ClientBatch batch,
+        request.keys.empty() ? client.Read(request.dock, *request.step, request.rows, request.names)
+                             : client.ReadKeys(request.dock, request.keys, request.names));
+    Print(request, BatchToJson(batch), BatchToText(batch));
+  } else if (command == "rows") {
+    TDOCK_ASSIGN_OR_RETURN(const RowListing listing, client.ListRows(request.dock, *request.step));
+    Print(request, RowsToJson(listing), RowsToText(listing));
   } else if (command == "add-column") {
     TDOCK_ASSIGN_OR_RETURN(const ColumnSpec added, client.AddColumn(request.dock, request.column));
     Print(request, {{"dock", request.dock}, {"column", added.name}, {"added", true}},

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -54,6 +55,9 @@ struct BatchMeta {
   // out again.
   uint64_t lease_id = 0;
   absl::Duration lease = absl::ZeroDuration();
+  // The rows' keys, in row order ("" for a row without one); empty when no
+  // row of the batch has a key.
+  std::vector<std::string> keys;
 
   bool operator==(const BatchMeta&) const = default;
 };

@@ -198,11 +198,26 @@ absl::Status NormalizeDispatch(const DockSpec& spec, ConsumerSpec& consumer) {
 }  // namespace
 
 absl::Status CheckNoServerState(absl::string_view dock, const ConsumerSpec& consumer) {
-  if (!consumer.joined && !consumer.removed) return absl::OkStatus();
+  if (!consumer.joined && !consumer.removed && !consumer.added) return absl::OkStatus();
   return Invalid(dock, absl::StrCat("consumer '", consumer.name, "' sets ",
-                                    consumer.removed ? "removed" : "joined",
+                                    consumer.removed  ? "removed"
+                                    : consumer.joined ? "joined"
+                                                      : "added",
                                     ", which is the server's state (RemoveConsumer removes a "
                                     "consumer; an optional one joins with its first Get)"));
+}
+
+absl::Status CheckNoServerState(absl::string_view dock, const ColumnSpec& column) {
+  if (!column.added) return absl::OkStatus();
+  return Invalid(dock, absl::StrCat("column '", column.name,
+                                    "' sets added, which is the server's state"));
+}
+
+DockSpec AsCreated(DockSpec spec) {
+  std::erase_if(spec.consumers, [](const ConsumerSpec& c) { return c.added; });
+  for (ConsumerSpec& c : spec.consumers) c.joined = c.removed = false;
+  std::erase_if(spec.columns, [](const ColumnSpec& c) { return c.added; });
+  return spec;
 }
 
 absl::string_view PolicyName(Policy policy) {

@@ -37,6 +37,8 @@ struct ColumnSpec {
   int64_t max_len = 0;               // max items per row; 0: unbounded
   bool rewritable = false;
   ColumnEncoding encoding = ColumnEncoding::kRaw;  // kRaw unless dtype is BYTES
+  // The server's state (CreateDock cannot set it): added by AddColumn.
+  bool added = false;
 
   // Bytes of one item: DTypeSize(dtype) * product(inner_shape).
   int64_t item_bytes() const;
@@ -86,6 +88,7 @@ struct ConsumerSpec {
   // journal's records keep naming consumers by position; its name is free).
   bool joined = false;
   bool removed = false;
+  bool added = false;  // added by AddConsumer
 
   // It counts toward a step's release.
   bool holds_steps() const { return !removed && (!optional || joined); }
@@ -140,6 +143,9 @@ struct DockSpec {
   int64_t num_groups() const { return num_prompts; }
   // Index into columns, or -1.
   int ColumnIndex(absl::string_view column) const;
+  // Consumers a dock holds at most, removed ones included (each keeps its
+  // state in every partition).
+  static constexpr int64_t kMaxConsumers = 1024;
   // Index into consumers of the consumer of that name not removed, or -1.
   int ConsumerIndex(absl::string_view consumer) const;
 
@@ -156,9 +162,16 @@ absl::Status ValidateName(absl::string_view what, absl::string_view name);
 // ...) or INVALID_ARGUMENT naming the dock and the field at fault.
 absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec);
 
-// INVALID_ARGUMENT naming the consumer if it sets the server's state
-// (joined, removed): CreateDock and AddConsumer take specs from users.
+// INVALID_ARGUMENT naming the consumer (the column) if it sets the server's
+// state (joined, removed, added): CreateDock, AddConsumer and AddColumn take
+// specs from users.
 absl::Status CheckNoServerState(absl::string_view dock, const ConsumerSpec& consumer);
+absl::Status CheckNoServerState(absl::string_view dock, const ColumnSpec& column);
+
+// The spec a dock was created with, from its spec now: without the consumers
+// and columns added since, its consumers neither removed nor joined. A
+// CreateDock of an existing name is the same dock if its spec is this.
+DockSpec AsCreated(DockSpec spec);
 
 // Validates a consumer against an already normalized spec (used by
 // AddConsumer) and returns it with defaults filled in.

@@ -53,6 +53,10 @@ absl::Status DockRecovery::HandOut(const DockJournal::HandOut& handout) {
   return impl_->RecoverHandOut(handout);
 }
 void DockRecovery::Acknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(lease_id); }
+absl::Status DockRecovery::Key(int64_t step, int64_t row, const std::string& key) {
+  return impl_->RecoverKey(step, row, key);
+}
+
 absl::Status DockRecovery::Dropped(const DockJournal::DropRecord& record) {
   return impl_->RecoverDrop(record);
 }
@@ -86,6 +90,11 @@ absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
                                  const std::vector<std::string>& columns) {
   return impl_->Read(step, rows, columns);
 }
+absl::StatusOr<Batch> Dock::ReadKeys(const std::vector<std::string>& keys,
+                                     const std::vector<std::string>& columns) {
+  return impl_->ReadKeys(keys, columns);
+}
+absl::StatusOr<RowListing> Dock::ListRows(int64_t step) const { return impl_->ListRows(step); }
 void Dock::RemoveConsumer(const std::string& consumer, ConsumerCallback done) {
   impl_->RemoveConsumer(consumer, std::move(done));
 }

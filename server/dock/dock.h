@@ -87,6 +87,15 @@ class Dock final {
   // means every column. FAILED_PRECONDITION if a cell is not written.
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
+  // The same for the rows that have `keys` (all in one step), in that order:
+  // NOT_FOUND for a key no live row has, INVALID_ARGUMENT for keys of two
+  // steps.
+  absl::StatusOr<Batch> ReadKeys(const std::vector<std::string>& keys,
+                                 const std::vector<std::string>& columns);
+  // A live step's rows without payload: key, group, columns written,
+  // consumers that have taken it, drop reason. FAILED_PRECONDITION if the
+  // step is not live.
+  absl::StatusOr<RowListing> ListRows(int64_t step) const;
 
   // Adds a consumer; it sees every row of live steps as unconsumed. With a
   // journal, the consumer exists (takes Gets) only once the new spec is
@@ -192,6 +201,8 @@ class DockRecovery final {
   // Rows dropped (a step sealed), after every hand-out: applied as Drop
   // applies it then.
   absl::Status Dropped(const DockJournal::DropRecord& record);
+  // Row `row` of `step` has `key`: after the step's cells, before drops.
+  absl::Status Key(int64_t step, int64_t row, const std::string& key);
   // The dock; with a journal, the releases of steps found done are recorded.
   std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
 

@@ -24,32 +24,6 @@ void DockImpl::RemoveConsumer(const std::string& consumer, ConsumerCallback done
   ChangeSpec({SpecChange::Kind::kRemove, std::move(named), std::move(done)});
 }
 
-void DockImpl::AddColumn(ColumnSpec column, ColumnCallback done) {
-  SpecChange change;
-  change.kind = SpecChange::Kind::kAddColumn;
-  change.column = std::move(column);
-  change.column_done = std::move(done);
-  ChangeSpec(std::move(change));
-}
-
-absl::StatusOr<DockSpec> DockImpl::CheckColumnLocked(const ColumnSpec& column) const {
-  TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
-  if (spec_.ColumnIndex(column.name) >= 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("dock '", name_, "': column '", column.name, "' already exists"));
-  }
-  if (columns_.size() >= columns_.capacity()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "dock '", name_, "': column '", column.name, "': the dock has ", columns_.size(),
-        " columns, the most it can hold",
-        limits_.max_columns > 0 ? " (the server's --max_columns_per_dock)" : ""));
-  }
-  DockSpec next = spec_;
-  next.columns.push_back(column);
-  // The column's own checks, and the bound on the cells of a dock.
-  return NormalizeSpec(std::move(next));
-}
-
 void DockImpl::RequestJoin(const ConsumerPlan& plan) {
   {
     tdock::MutexLock lock(&mu_);
@@ -58,9 +32,11 @@ void DockImpl::RequestJoin(const ConsumerPlan& plan) {
     now.joining = true;
     now.join_failed = absl::OkStatus();
   }
-  ConsumerSpec named;
-  named.name = plan.name;
-  ChangeSpec({SpecChange::Kind::kJoin, std::move(named), {}});
+  SpecChange change;
+  change.kind = SpecChange::Kind::kJoin;
+  change.consumer.name = plan.name;
+  change.join_index = plan.index;
+  ChangeSpec(std::move(change));
 }
 
 void DockImpl::ChangeSpec(SpecChange change) {
@@ -92,6 +68,7 @@ void DockImpl::NextChange() {
         answer.status = next.status();
       } else if (*next == spec_) {
         answer = AnswerLocked(kind, index, absl::OkStatus());  // nothing to change
+        if (kind == SpecChange::Kind::kJoin) plans_[index].joining = false;
       } else if (journal_ != nullptr) {
         // Record first; the change takes effect once the record is stored.
         record = true;
@@ -104,7 +81,7 @@ void DockImpl::NextChange() {
           recording_plan_ = MakePlan(to_record, index);
         }
       } else {
-        ApplyChangeLocked(kind, index, *std::move(next));
+        ApplyChangeLocked(changes_.front(), index, *std::move(next));
         answer = AnswerLocked(kind, index, absl::OkStatus());
       }
       if (!record) {
@@ -136,7 +113,7 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
     recording_plan_.reset();
     if (stored.ok()) {
       // Nothing else changed the spec meanwhile: changes go one at a time.
-      ApplyChangeLocked(change.kind, index, std::move(next));
+      ApplyChangeLocked(change, index, std::move(next));
       answer = AnswerLocked(change.kind, index, absl::OkStatus());
     } else {
       const std::string& name = change.kind == SpecChange::Kind::kAddColumn
@@ -210,18 +187,24 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
   DockSpec next = spec_;
   if (change.kind == SpecChange::Kind::kAdd) {
     TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, CheckConsumerLocked(change.consumer));
+    consumer.added = true;
     next.consumers.push_back(std::move(consumer));
     *index = static_cast<int>(next.consumers.size()) - 1;
     return next;
   }
+  if (change.kind == SpecChange::Kind::kJoin) {
+    // The consumer whose Get asked, if it still has not joined (a consumer
+    // of the same name added since is another one).
+    *index = change.join_index;
+    const ConsumerPlan& plan = plans_[*index];
+    if (plan.optional && !plan.removed) next.consumers[*index].joined = true;
+    return next;
+  }
   const std::string& name = change.consumer.name;
+  TDOCK_RETURN_IF_ERROR(ValidateName("consumer name", name));
   *index = spec_.ConsumerIndex(name);
   if (*index < 0) return UnknownConsumerLocked(name);
   ConsumerSpec& consumer = next.consumers[*index];
-  if (change.kind == SpecChange::Kind::kJoin) {
-    consumer.joined = true;
-    return next;
-  }
   if (spec_.seal_when.has_value() && spec_.seal_when->consumer == name) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dock '", name_, "': consumer '", name,
@@ -231,8 +214,8 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
   return next;
 }
 
-void DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next) {
-  switch (kind) {
+void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
+  switch (change.kind) {
     case SpecChange::Kind::kAdd:
       AddConsumerLocked(next.consumers[index]);
       break;
@@ -248,7 +231,9 @@ void DockImpl::ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next
     case SpecChange::Kind::kAddColumn:
       // Every partition first, then the table: a Put that finds the column
       // finds its cells.
-      for (auto& part : partitions_) part->AddColumn(mu_);
+      for (size_t p = 0; p < partitions_.size(); ++p) {
+        partitions_[p]->AddColumn(mu_, std::move((*change.column_states)[p]));
+      }
       columns_.Append(next.columns[index]);
       released_ready_rows_.resize(columns_.size());
       spec_ = std::move(next);
@@ -272,8 +257,9 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
     }
   }
   WakeGets(wanted);
-  // A removed consumer held steps the others may be done with.
-  if (kind == SpecChange::Kind::kRemove) {
+  // A removed consumer held steps the others may be done with, as did one
+  // whose join was being recorded (and failed).
+  if (kind == SpecChange::Kind::kRemove || kind == SpecChange::Kind::kJoin) {
     std::sort(live.begin(), live.end());
     for (int64_t step : live) MaybeAutoRelease(step);
   }
@@ -328,6 +314,11 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
   if (spec_.ConsumerIndex(consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
+  }
+  if (static_cast<int64_t>(spec_.consumers.size()) >= DockSpec::kMaxConsumers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "dock '", name_, "': consumer '", consumer.name, "': the dock has held ",
+        spec_.consumers.size(), " consumers (removed ones count), the most it can"));
   }
   {
     // Rows already written must fit one response to it, or it could never

@@ -187,6 +187,7 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
     ++dropped;
     for (const ConsumerPlan& plan : plans_) CountDroppedLocked(part, plan, row);
   }
+  ForgetKeysOfRowsLocked(part, record.rows);  // a dropped row's key is free
   if (dropped > 0) EndDroppedLeasesLocked(part);
   return dropped;
 }

@@ -156,6 +156,7 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   }
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
+  ForgetKeysOfStepLocked(part);
   return part.Release(mu_);
 }
 
@@ -197,8 +198,9 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // A step nobody holds (no consumer, or none that counts) stays until
     // ReleaseStep, as does every step with retain_steps.
     if (spec_.retain_steps || ClassifyLocked(step) != StepState::kLive ||
-        std::none_of(plans_.begin(), plans_.end(),
-                     [](const ConsumerPlan& plan) { return plan.holds_steps(); })) {
+        std::none_of(plans_.begin(), plans_.end(), [](const ConsumerPlan& plan) {
+          return plan.holds_steps() || plan.joining;
+        })) {
       return;
     }
     Partition& part = PartitionOf(step);
@@ -206,7 +208,9 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // acquire: pairs with the decrement once its record is stored.
     if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
     for (const ConsumerPlan& plan : plans_) {
-      if (!plan.holds_steps()) continue;
+      // An optional consumer whose join is being recorded holds the steps
+      // its first Get may ask for.
+      if (!plan.holds_steps() && !plan.joining) continue;
       // acquire: pairs with the claimers' increments and the leases'
       // settlements.
       if (part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire) <

@@ -2,7 +2,9 @@
 // contract). Split over dock_impl.cc (creation, status, release), dock_put.cc,
 // dock_get.cc, dock_rounds.cc, dock_leases.cc (over the LeaseTable,
 // leases.h), dock_waiters.cc (over the WaiterTable, waiter_table.h),
-// dock_consumers.cc, dock_sizes.cc and dock_journal.cc.
+// dock_consumers.cc (additions, removals, joins), dock_columns.cc,
+// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc and
+// dock_journal.cc.
 //
 // Synchronization:
 // - mu_ guards structure: which step each partition holds, the consumer list.
@@ -12,7 +14,9 @@
 // - The waiter table's lock guards parked calls. Lock order: it comes before
 //   mu_ (a parking call re-checks its condition under it). Nothing takes it
 //   while holding mu_.
-// - No callback runs with either lock held.
+// - key_mu_ guards the index of row keys (dock_keys.cc); it comes after mu_
+//   and a partition's commit lock, and nothing is taken while holding it.
+// - No callback runs with any of these locks held.
 //
 // Wake-ups without loss: a Put publishes its cells, then takes the waiter
 // table's lock to collect the waiters of the consumers it may serve; a Get
@@ -75,6 +79,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                 RowsCallback done);
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
+  // The rows that have `keys` (all in one step), in that order.
+  absl::StatusOr<Batch> ReadKeys(const std::vector<std::string>& keys,
+                                 const std::vector<std::string>& columns);
+  absl::StatusOr<RowListing> ListRows(int64_t step) const;
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
   void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
   void AddColumn(ColumnSpec column, ColumnCallback done);
@@ -93,6 +101,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                uint64_t lease_id);
   void RecoverAcknowledged(uint64_t lease_id) { leases_->RecoverAcknowledged(lease_id); }
   absl::Status RecoverDrop(const DockJournal::DropRecord& record);
+  // Row `row` of `step` (which holds its cells) has `key`.
+  absl::Status RecoverKey(int64_t step, int64_t row, const std::string& key);
   void FinishRecovery();
 
  private:
@@ -106,6 +116,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     ConsumerCallback done;  // answered with the consumer; empty for kJoin
     ColumnSpec column;      // kAddColumn
     ColumnCallback column_done;
+    // kAddColumn: its state in each partition, built before the change
+    // takes the dock's lock.
+    std::shared_ptr<std::vector<std::unique_ptr<ColumnState>>> column_states;
+    int join_index = -1;  // kJoin: the consumer, by position (names are reused)
   };
   // What a change answers: its status, and the consumer (or column) after it.
   struct ChangeAnswer {
@@ -124,7 +138,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // cannot be made.
   absl::StatusOr<DockSpec> CheckChangeLocked(const SpecChange& change, int* index) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void ApplyChangeLocked(SpecChange::Kind kind, int index, DockSpec next)
+  void ApplyChangeLocked(SpecChange& change, int index, DockSpec next)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The consumer (column) `index` of the spec now, with `status`.
   ChangeAnswer AnswerLocked(SpecChange::Kind kind, int index, absl::Status status) const
@@ -366,6 +380,43 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The units (rows, or groups for whole-group consumers) of `rows`.
   std::vector<int64_t> UnitsOfRows(bool whole_groups, const std::vector<int64_t>& rows) const;
 
+  // ---- Keys (dock_keys.cc)
+  static constexpr size_t kMaxKeyBytes = 1024;
+  struct RowRef {
+    int64_t step = 0;
+    int64_t row = 0;
+  };
+  // A Put's keys: one per row, none empty or too long, no two alike.
+  absl::Status ValidateKeys(const PutInput& in) const;
+  static absl::Status CheckKey(absl::string_view where, absl::string_view key);
+  absl::StatusOr<RowRef> FindKey(absl::string_view key) const ABSL_LOCKS_EXCLUDED(key_mu_);
+  // A Put naming rows by key: the rows of `step` that have them.
+  absl::StatusOr<std::vector<int64_t>> RowsOfKeys(int64_t step,
+                                                  const std::vector<std::string>& keys) const;
+  // The Put's keys fit its rows: a row has the key named, or none yet and
+  // no cell (a key comes with a row's first write), and no other live row
+  // has it.
+  absl::Status CheckKeysLocked(const Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(key_mu_);
+  // Gives the Put's rows their keys (after CheckKeysLocked, in the same
+  // commit); UnsetKeysLocked undoes it for rows left with no cell (the Put's
+  // record failed).
+  void SetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) ABSL_LOCKS_EXCLUDED(key_mu_);
+  void UnsetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) ABSL_LOCKS_EXCLUDED(key_mu_);
+  // The index forgets `key` if it names row `row` of `step`.
+  void ForgetKeyLocked(const std::string& key, int64_t step, int64_t row)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(key_mu_);
+  // Dropped rows, and a released step's rows, free their keys.
+  void ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(key_mu_);
+  void ForgetKeysOfStepLocked(const Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(key_mu_);
+  // The batch's keys, if a row of the step has one.
+  void AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows, Batch& batch) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   // ---- Leases (dock_leases.cc)
   // Records the lease over `rows` rows being handed out (consumers with a
   // lease) and returns its id: `units` are the claimed units (non-BALANCED),
@@ -436,6 +487,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
+
+  // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
+  // partitions' commit locks.
+  mutable tdock::Mutex key_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<std::string, RowRef> key_index_ ABSL_GUARDED_BY(key_mu_);
 
   // Parked calls; its lock comes before mu_ (a parking call re-checks its
   // condition under it).

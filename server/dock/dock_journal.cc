@@ -67,8 +67,16 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                   lease->rank, /*acked=*/true,   lease->replicas};
     }
   }
-  journal_->Cells(step, cells, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
-                                written = std::move(written), result,
+  // The rows' keys go with their cells (and are undone with them).
+  PutInput keyed;
+  std::vector<DockJournal::Key> keys;
+  if (!in.keys.empty()) {
+    keyed.rows = in.rows;
+    keyed.keys = in.keys;
+    for (size_t i = 0; i < in.rows.size(); ++i) keys.push_back({in.rows[i], in.keys[i]});
+  }
+  journal_->Cells(step, cells, keys, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
+                                written = std::move(written), result, keyed = std::move(keyed),
                                 done = std::move(done)](absl::Status stored) mutable {
     {
       tdock::ReaderMutexLock lock(&mu_);
@@ -86,6 +94,8 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
             part.Unstage(cell.column, cell.row, cell.block);
           }
         }
+        // Not stored: rows this Put gave their first cells lose their keys.
+        if (!stored.ok()) UnsetKeysLocked(part, keyed);
       }
     }
     if (!stored.ok()) {

@@ -189,6 +189,21 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
                                     pinned.message(), "; nothing was written")));
     return;
   }
+  // A removed consumer's lease is acknowledged by nobody.
+  if (std::optional<Lease> lease = leases_->Pinned(id)) {
+    absl::Status gone;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      if (plans_[lease->consumer].removed) gone = UnknownConsumerLocked(plans_[lease->consumer].name);
+    }
+    if (!gone.ok()) {
+      UnpinLease(id, lease->consumer, std::nullopt);
+      std::move(done)(absl::Status(gone.code(), absl::StrCat(Where(input.step), ": ack_lease: ",
+                                                             gone.message(),
+                                                             "; nothing was written")));
+      return;
+    }
+  }
   // The Put's record carries the acknowledgement (JournalPut).
   WritePut(std::move(input), [this, id, done = std::move(done)](
                                  absl::StatusOr<PutResult> result) mutable {

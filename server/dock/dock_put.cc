@@ -38,6 +38,7 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
     }
     seen[row] = true;
   }
+  TDOCK_RETURN_IF_ERROR(ValidateKeys(in));
   if (in.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
   }
@@ -90,8 +91,10 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
         TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
         return part.arena(mu_);
       case StepState::kFree:
-        // No cells yet: only the rows' token budgets can refuse the Put.
+        // No cells yet: only the rows' token budgets, and keys other steps'
+        // rows have, can refuse the Put.
         TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
+        TDOCK_RETURN_IF_ERROR(CheckKeysLocked(part, in));
         break;
       case StepState::kBlocked:
         *blocked = absl::StrCat(Where(step), " waits for step ",
@@ -134,6 +137,7 @@ absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
           DropReasonName(part.drop_reason(mu_, row)), "); nothing was written"));
     }
   }
+  TDOCK_RETURN_IF_ERROR(CheckKeysLocked(part, in));
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
   for (const PackedColumn& column : in.columns) {
     const int c = ColumnIndex(column.name);
@@ -293,6 +297,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // Re-check under the commit lock: a concurrent Put may have written the
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
+  SetKeysLocked(part, in);  // before any cell is ready
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;
     for (size_t i = 0; i < in.rows.size(); ++i) {
@@ -354,22 +359,6 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
   if (!written.empty()) WakeConsumersOf(written);
 }
 
-void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {
-  std::vector<bool> wanted;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    wanted.assign(plans_.size(), false);
-    for (const ConsumerPlan& plan : plans_) {
-      for (int c : plan.columns) {
-        if (std::find(columns.begin(), columns.end(), c) != columns.end()) {
-          wanted[plan.index] = true;
-        }
-      }
-    }
-  }
-  if (std::find(wanted.begin(), wanted.end(), true) != wanted.end()) WakeGets(wanted);
-}
-
 void DockImpl::Put(PutInput input, PutCallback done) {
   if (input.ack_lease != 0) {
     PutAndAck(std::move(input), std::move(done));
@@ -379,6 +368,15 @@ void DockImpl::Put(PutInput input, PutCallback done) {
 }
 
 void DockImpl::WritePut(PutInput input, PutCallback done) {
+  if (input.rows.empty() && !input.keys.empty()) {
+    // Rows named by their keys.
+    absl::StatusOr<std::vector<int64_t>> rows = RowsOfKeys(input.step, input.keys);
+    if (!rows.ok()) {
+      std::move(done)(rows.status());
+      return;
+    }
+    input.rows = *std::move(rows);
+  }
   absl::Status valid = ValidatePut(input);
   if (!valid.ok()) {
     std::move(done)(valid);

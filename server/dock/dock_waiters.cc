@@ -174,4 +174,20 @@ void DockImpl::OnAlarm() {
   if (expiry.puts_parked) WakePuts();
 }
 
+void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {
+  std::vector<bool> wanted;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    wanted.assign(plans_.size(), false);
+    for (const ConsumerPlan& plan : plans_) {
+      for (int c : plan.columns) {
+        if (std::find(columns.begin(), columns.end(), c) != columns.end()) {
+          wanted[plan.index] = true;
+        }
+      }
+    }
+  }
+  if (std::find(wanted.begin(), wanted.end(), true) != wanted.end()) WakeGets(wanted);
+}
+
 }  // namespace tdock::internal

@@ -33,11 +33,17 @@ class DockJournal {
     ByteSpan bytes;  // valid while `pin` is held
   };
   struct LeaseEnd;
-  // Cells a Put wrote; `pin` keeps their bytes (the step's arena) alive.
+  // A row's key, recorded with the row's cells.
+  struct Key {
+    int64_t row = 0;
+    std::string key;
+  };
+  // Cells a Put wrote, and the keys of its rows (empty: none); `pin` keeps
+  // their bytes (the step's arena) alive.
   // `ack` (may be null): the lease the Put acknowledges, recorded in the same
   // write, so the cells and the acknowledgement are stored together or not
   // at all.
-  virtual void Cells(int64_t step, const std::vector<Cell>& cells,
+  virtual void Cells(int64_t step, const std::vector<Cell>& cells, const std::vector<Key>& keys,
                      std::shared_ptr<const void> pin, const LeaseEnd* ack, Done done) = 0;
 
   // Rows handed to a consumer by one Get (units: rows, or groups for

@@ -24,7 +24,9 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       groups_(rows / group_size),
       drop_reasons_(static_cast<size_t>(rows), DropReason::kUnspecified),
       dropped_(rows),
-      live_rows_(new std::atomic<int32_t>[rows / group_size]) {
+      live_rows_(new std::atomic<int32_t>[rows / group_size]),
+      keys_(new std::atomic<const std::string*>[rows]) {
+  for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
   }
@@ -44,10 +46,16 @@ void Partition::AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape) {
   consumers_.push_back(NewConsumer(shape));
 }
 
-void Partition::AddColumn(const tdock::Mutex& dock_mu) {
+void Partition::SetKey(int64_t row, std::string key) {
+  key_store_.push_back(std::make_unique<std::string>(std::move(key)));
+  keys_[row].store(key_store_.back().get(), std::memory_order_release);
+  keyed_.store(true, std::memory_order_release);
+}
+
+void Partition::AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnState> column) {
   HeldExclusive(dock_mu);
   TDOCK_CHECK(columns_.size() < columns_.capacity()) << "partition " << index_ << ": no room";
-  columns_.push_back(std::make_unique<ColumnState>(rows_, groups_));
+  columns_.push_back(std::move(column));
 }
 
 void Partition::Activate(const tdock::Mutex& dock_mu, int64_t step,
@@ -96,6 +104,12 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->rounds_recorded.clear();
     consumer->forming = false;  // a formation in flight finds the step gone
     consumer->formation_failed = absl::OkStatus();
+  }
+  {
+    tdock::MutexLock commit(&commit_mu_);
+    for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
+    key_store_.clear();
+    keyed_.store(false, std::memory_order_relaxed);
   }
   dropped_.Reset();
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);

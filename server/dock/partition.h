@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -181,7 +182,8 @@ class Partition final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // A column added to the dock: no cell written (within the capacity given
   // at construction, so no column moves).
-  void AddColumn(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+  void AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnState> column)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
 
   // ---- drops and seal (see the file comment)
   // Takes `row` out of the step for `reason`: it no longer counts toward its
@@ -246,11 +248,33 @@ class Partition final {
     // acquire: pairs with Publish's release store.
     return columns_[c]->cells[row].load(std::memory_order_acquire);
   }
+  // ---- keys: a row's key is set with its first write (under commit_mu())
+  // and published (release) before its cells are made ready; it stays until
+  // Release, or until ClearKey undoes a first write that was not recorded.
+  // The key's string lives as long as the step.
+  const std::string* key(int64_t row) const {
+    return keys_[row].load(std::memory_order_acquire);
+  }
+  void SetKey(int64_t row, std::string key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // (Clearing needs no lock of its own but is a commit's undo, under it.)
+  void ClearKey(int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    keys_[row].store(nullptr, std::memory_order_release);
+  }
+  // Some row of the step has had a key.
+  bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
+  // Some column has a cell of the row (ready or staged).
+  bool has_cell(int64_t row) const {
+    for (const auto& column : columns_) {
+      if (column->cells[row].load(std::memory_order_acquire) != nullptr) return true;
+    }
+    return false;
+  }
+
   // With a journal: hand-outs claimed in this partition whose record is not
   // yet stored (whatever the step); auto-release waits for them.
   std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
   // Serializes commits so a multi-cell Put is all-or-nothing.
-  tdock::Mutex& commit_mu() { return commit_mu_; }
+  tdock::Mutex& commit_mu() ABSL_LOCK_RETURNED(commit_mu_) { return commit_mu_; }
   // Stores the cell and, on its first write, sets its ready bit and counts
   // it for its group. REQUIRES: commit_mu() held.
   void Publish(int c, int64_t row, const CellBlock* block);
@@ -288,6 +312,8 @@ class Partition final {
   const int64_t rows_;
   const int32_t group_size_;
   const int64_t groups_;
+  // Grows (AddColumn) under the dock's mutex held exclusively, within the
+  // capacity reserved at construction; read under its shared side.
   std::vector<std::unique_ptr<ColumnState>> columns_;
 
   std::vector<std::unique_ptr<ConsumerState>> consumers_ ABSL_GUARDED_BY(dock_mu_);
@@ -307,6 +333,9 @@ class Partition final {
   std::atomic<int64_t> unrecorded_handouts_{0};
 
   tdock::Mutex commit_mu_;
+  std::unique_ptr<std::atomic<const std::string*>[]> keys_;  // per row
+  std::vector<std::unique_ptr<std::string>> key_store_ ABSL_GUARDED_BY(commit_mu_);
+  std::atomic<bool> keyed_{false};
 };
 
 }  // namespace tdock::internal

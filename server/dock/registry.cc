@@ -32,7 +32,9 @@ DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallb
     return Found::kAnswer;
   }
   if (auto it = docks_.find(spec.name); it != docks_.end()) {
-    if (it->second.spec == spec) {
+    // Consumers and columns added (or removed) since do not make it another
+    // dock.
+    if (AsCreated(it->second.spec) == spec) {
       answer = it->second.dock;
     } else {
       answer = absl::AlreadyExistsError(
@@ -70,6 +72,13 @@ void DockRegistry::Create(DockSpec spec, DockCallback done) {
   }
   for (const ConsumerSpec& consumer : spec.consumers) {
     absl::Status user = CheckNoServerState(spec.name, consumer);
+    if (!user.ok()) {
+      std::move(done)(std::move(user));
+      return;
+    }
+  }
+  for (const ColumnSpec& column : spec.columns) {
+    absl::Status user = CheckNoServerState(spec.name, column);
     if (!user.ok()) {
       std::move(done)(std::move(user));
       return;

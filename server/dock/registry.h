@@ -97,7 +97,7 @@ class DockRegistry final {
   tdock::Mutex create_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable tdock::Mutex mu_;
   struct Entry {
-    DockSpec spec;  // as created (normalized), before any AddConsumer
+    DockSpec spec;  // as created, or (recovered) as it is now: compared AsCreated
     std::shared_ptr<Dock> dock;
   };
   // A dock whose spec is being stored: not served yet.

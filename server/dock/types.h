@@ -18,6 +18,7 @@
 #include "common/batch_meta.h"
 #include "common/drop.h"
 #include "common/packed.h"
+#include "common/row_state.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
 
@@ -36,6 +37,10 @@ struct PutInput {
   // writing its results for the rows it was handed). Checked first: a lease
   // that is not in flight fails the Put and nothing is written.
   uint64_t ack_lease = 0;
+  // Empty, or one per row: the rows' keys. A row's key comes with its first
+  // write (a later Put may name it again) and is unique among the dock's
+  // live rows. With `rows` empty, the rows are those that have these keys.
+  std::vector<std::string> keys;
 };
 
 struct PutResult {

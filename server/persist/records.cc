@@ -55,6 +55,13 @@ std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t ro
   return key;
 }
 
+std::string KeyKey(absl::string_view dock, int64_t step, int64_t row) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('b');
+  PutBe(key, static_cast<uint64_t>(row), 8);
+  return key;
+}
+
 std::string HandOutKey(absl::string_view dock, int64_t step, int consumer, uint64_t id) {
   std::string key = StepPrefix(dock, step);
   key.push_back('h');

@@ -4,6 +4,7 @@
 // What is stored, and under which keys (bytewise ordered; dock names hold no
 // NUL, so "\0" ends them; numbers are big-endian):
 //   S <dock>                                    the dock's spec (tdock.v1.DockSpec)
+//   D <dock> \0 <step:8> b <row:8>              a row's key (its bytes)
 //   D <dock> \0 <step:8> c <column:4> <row:8>   a cell's bytes
 //   D <dock> \0 <step:8> h <consumer:4> <id:8>  rows handed out by one Get:
 //                                               <lease:8> then <unit:8>...
@@ -89,6 +90,7 @@ std::string TombKey(absl::string_view dock, int64_t step);
 std::string PrefixEnd(std::string prefix);
 
 std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t row);
+std::string KeyKey(absl::string_view dock, int64_t step, int64_t row);
 std::string HandOutKey(absl::string_view dock, int64_t step, int consumer, uint64_t id);
 std::string RoundKey(absl::string_view dock, int64_t step, int consumer, int64_t round);
 std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int64_t round,

@@ -1,5 +1,7 @@
 // Recovery: rebuilding a dock from its records (persistence.h).
 #include <set>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,7 @@ class DockScan {
     if (!in.ReadI64(step) || !in.Byte(kind)) return absl::DataLossError("a key does not decode");
     if (released_.count(step) != 0) return absl::OkStatus();  // landed after the release
     switch (kind) {
+      case 'b': return Key(step, in, value);
       case 'c': return Cell(step, in, value);
       case 'h': return HandOut(step, in, value);
       case 'r': return Round(step, in, value);
@@ -119,6 +122,7 @@ class DockScan {
   absl::Status Restore() {
     TDOCK_RETURN_IF_ERROR(cells_.Flush());
     stats_.steps += cells_.steps();
+    for (const auto& [step, row, key] : keys_) TDOCK_RETURN_IF_ERROR(dock_.Key(step, row, key));
     for (const DockJournal::RoundRecord& r : rounds_) {
       TDOCK_RETURN_IF_ERROR(dock_.Round(r));
       ++stats_.handouts;
@@ -149,6 +153,15 @@ class DockScan {
     int32_t rank;
     uint64_t lease;
   };
+
+  absl::Status Key(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t row = 0;
+    if (!in.Read(row, 8) || !in.done() || value.empty()) {
+      return absl::DataLossError(absl::StrCat("a key of step ", step, " does not decode"));
+    }
+    keys_.emplace_back(step, static_cast<int64_t>(row), std::string(value));
+    return absl::OkStatus();
+  }
 
   absl::Status Cell(int64_t step, Reader& in, absl::string_view value) {
     uint64_t column = 0, row = 0;
@@ -234,6 +247,7 @@ class DockScan {
   std::vector<DockJournal::RoundRecord> rounds_;
   std::vector<DeliveryRecord> deliveries_;
   std::vector<DockJournal::DropRecord> drops_;
+  std::vector<std::tuple<int64_t, int64_t, std::string>> keys_;  // step, row, key
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)
   uint64_t next_handout_ = 0;
 };

@@ -19,6 +19,7 @@ using records::EncodeDrop;
 using records::EncodeHandOut;
 using records::EncodeRound;
 using records::HandOutKey;
+using records::KeyKey;
 using records::PrefixEnd;
 using records::PutBe;
 using records::RoundKey;
@@ -29,9 +30,11 @@ using records::TombKey;
 }  // namespace
 
 void StoreDockJournal::Cells(int64_t step, const std::vector<Cell>& cells,
-                             std::shared_ptr<const void> pin, const LeaseEnd* ack, Done done) {
+                             const std::vector<Key>& keys, std::shared_ptr<const void> pin,
+                             const LeaseEnd* ack, Done done) {
   StoreBatch batch;
   if (ack != nullptr) AddLeaseEnd(*ack, batch);
+  for (const Key& key : keys) batch.Put(KeyKey(dock_, step, key.row), key.key);
   for (const Cell& cell : cells) {
     // The dock's cells share value-log segments (its own steps only).
     batch.PutBorrowed(CellKey(dock_, step, cell.column, cell.row),

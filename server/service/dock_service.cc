@@ -160,7 +160,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<absl::Duration> wait = WaitBound(header.dock(), "Put", header.wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
   if (absl::Status rows = ServiceLimits::Check(
-          header.rows_size(), limits_.max_rows_per_request,
+          std::max(header.rows_size(), header.keys_size()), limits_.max_rows_per_request,
           absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
       !rows.ok()) {
     return FinishNow(context, rows);
@@ -172,6 +172,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.columns = std::move(message->columns);  // spans into *bytes
   input.wait = ClampToDeadline(*wait, *context);
   input.ack_lease = header.ack_lease();
+  input.keys.assign(header.keys().begin(), header.keys().end());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.
@@ -230,12 +231,22 @@ absl::Status DockService::DoRead(const grpc::ByteBuffer& request,
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<Dock> dock,
                          registry_->Find(read.dock()));
   TDOCK_RETURN_IF_ERROR(ServiceLimits::Check(
-      read.rows_size(), limits_.max_rows_per_request,
+      std::max(read.rows_size(), read.keys_size()), limits_.max_rows_per_request,
       absl::StrCat("Read on dock '", read.dock(), "': rows"), "max_rows_per_request"));
   const std::vector<int64_t> rows(read.rows().begin(), read.rows().end());
   const std::vector<std::string> columns(read.columns().begin(),
                                          read.columns().end());
-  TDOCK_ASSIGN_OR_RETURN(Batch batch, dock->Read(read.step(), rows, columns));
+  if (read.keys_size() > 0 && !rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Read on dock '", read.dock(), "' names rows and keys; name one or the other"));
+  }
+  Batch batch;
+  if (read.keys_size() > 0) {
+    const std::vector<std::string> keys(read.keys().begin(), read.keys().end());
+    TDOCK_ASSIGN_OR_RETURN(batch, dock->ReadKeys(keys, columns));
+  } else {
+    TDOCK_ASSIGN_OR_RETURN(batch, dock->Read(read.step(), rows, columns));
+  }
   *response = internal::BatchToByteBuffer(std::move(batch));
   return absl::OkStatus();
 }

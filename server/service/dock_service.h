@@ -1,7 +1,7 @@
 // DockService: the tdock.v1.Dock gRPC service over a DockRegistry.
 //
 // Control plane calls (dock_service_control.cc) are typed unary callbacks:
-// AddConsumer, RemoveConsumer, AddColumn, ReleaseStep, Drop, Seal,
+// AddConsumer, RemoveConsumer, AddColumn, ReleaseStep, Drop, Seal, ListRows,
 // Ack, Nack, DeleteDock and Checkpoint finish from a callback (once
 // recorded), without a thread waiting; ListDocks and GetDockStatus finish
 // inline, and CreateDock waits for its spec's record (creations are
@@ -97,6 +97,9 @@ class DockService final
       grpc::CallbackServerContext* context,
       const v1::AddConsumerRequest* request,
       v1::AddConsumerResponse* response) override;
+  grpc::ServerUnaryReactor* ListRows(grpc::CallbackServerContext* context,
+                                     const v1::ListRowsRequest* request,
+                                     v1::ListRowsResponse* response) override;
   grpc::ServerUnaryReactor* AddColumn(grpc::CallbackServerContext* context,
                                       const v1::AddColumnRequest* request,
                                       v1::AddColumnResponse* response) override;

@@ -174,6 +174,11 @@ grpc::ServerUnaryReactor* DockService::AddColumn(grpc::CallbackServerContext* co
                                                  const v1::AddColumnRequest* request,
                                                  v1::AddColumnResponse* response) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::Status checked = ServiceLimits::Check(
+      static_cast<int64_t>(request->ByteSizeLong()), limits_.max_spec_bytes,
+      absl::StrCat("AddColumn on dock '", request->dock(), "': the request's bytes"),
+      "max_spec_bytes");
+  if (!checked.ok()) return FinishNow(context, checked);
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
   absl::StatusOr<ColumnSpec> column = FromProto(request->column());
@@ -184,6 +189,18 @@ grpc::ServerUnaryReactor* DockService::AddColumn(grpc::CallbackServerContext* co
     reactor->Finish(ToGrpcStatus(added.status()));
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::ListRows(grpc::CallbackServerContext* context,
+                                                const v1::ListRowsRequest* request,
+                                                v1::ListRowsResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<RowListing> listing = (*dock)->ListRows(request->step());
+  if (!listing.ok()) return FinishNow(context, listing.status());
+  *response = ToProto(*listing);
+  return FinishNow(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* DockService::RemoveConsumer(

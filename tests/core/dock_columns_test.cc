@@ -82,10 +82,18 @@ TEST(ColumnsTest, BadAdditionsChangeNothing) {
   negative.max_len = -1;
   EXPECT_STATUS(dock->AddColumn(negative), absl::StatusCode::kInvalidArgument,
                 "max_len -1 is negative");
+  ColumnSpec state = Float("extra");
+  state.added = true;
+  EXPECT_STATUS(dock->AddColumn(state), absl::StatusCode::kInvalidArgument,
+                "column 'extra' sets added");
   EXPECT_EQ(dock->spec(), before);
-  ASSERT_OK(dock->AddColumn(Float("extra")));
+  ASSERT_OK_AND_ASSIGN(ColumnSpec added, dock->AddColumn(Float("extra")));
+  EXPECT_TRUE(added.added);
   EXPECT_STATUS(dock->AddColumn(Float("more")), absl::StatusCode::kResourceExhausted,
                 "the dock has 3 columns, the most it can hold");
+  // A bad column is named as bad, full dock or not.
+  negative.name = "other";
+  EXPECT_STATUS(dock->AddColumn(negative), absl::StatusCode::kInvalidArgument, "is negative");
   EXPECT_EQ(dock->spec().columns.size(), 3u);
 }
 

@@ -65,12 +65,27 @@ TEST(RolesTest, RemovedConsumerReleasesItsStepsAndItsCallsFail) {
   EXPECT_STATUS(dock->Ack("ref", leased.lease_id).status(), absl::StatusCode::kNotFound,
                 "was removed");
 
+
   const DockStats stats = dock->Stats();
   EXPECT_EQ(stats.consumers, std::vector<std::string>{"actor"}) << "status omits it";
   EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{8});
   ASSERT_EQ(dock->spec().consumers.size(), 2u) << "the spec keeps it, marked removed";
   EXPECT_TRUE(dock->spec().consumers[1].removed);
   EXPECT_EQ(dock->spec().ConsumerIndex("ref"), -1);
+}
+
+// No Put acknowledges a removed consumer's lease; nothing is written.
+TEST(RolesTest, PutDoesNotAcknowledgeARemovedConsumersLease) {
+  ConsumerSpec ref = Reader("ref", {"prompt"}, 2);
+  ref.lease_ms = 60'000;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("actor", {"prompt"}, 8), ref})));
+  Fill(*dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch leased, GetSync(*dock, GetOf("ref")));
+  ASSERT_OK(dock->RemoveConsumer("ref"));
+  EXPECT_STATUS(testing::PutSync(*dock, 0, leased.rows, {Cells("response", leased.rows)},
+                                 absl::ZeroDuration(), leased.lease_id),
+                absl::StatusCode::kNotFound, "ack_lease: dock 'drops': consumer 'ref' was removed");
+  EXPECT_EQ(dock->Stats().steps.at(0).ready_rows, (std::vector<int64_t>{8, 0}));
 }
 
 // A Get of the consumer parked when it is removed ends with NOT_FOUND.
@@ -118,6 +133,8 @@ TEST(RolesTest, BadRemovalsChangeNothing) {
   const DockSpec before = dock->spec();
   EXPECT_STATUS(dock->RemoveConsumer("critic").status(), absl::StatusCode::kNotFound,
                 "'critic' is unknown");
+  EXPECT_STATUS(dock->RemoveConsumer("").status(), absl::StatusCode::kInvalidArgument,
+                "consumer name is empty");
   EXPECT_STATUS(dock->RemoveConsumer("actor").status(), absl::StatusCode::kFailedPrecondition,
                 "seal_when");
   EXPECT_EQ(dock->spec(), before);
@@ -168,6 +185,26 @@ TEST(RolesTest, UnjoinedOptionalConsumersAloneHoldNothingAndReleaseNothing) {
   ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("ref")));
   EXPECT_EQ(batch.rows, Iota(0, 8));
   EXPECT_TRUE(LiveSteps(*dock).empty());
+}
+
+// A CreateDock of the spec the dock was created with finds the dock, whatever
+// consumers and columns were added, removed or joined since.
+TEST(RolesTest, CreateOfTheOriginalSpecFindsTheChangedDock) {
+  const DockSpec spec = DropSpec({Reader("actor", {"prompt"}, 8), Reader("ref", {"prompt"}, 8),
+                                  Optional(Reader("metrics", {"prompt"}, 8))});
+  DockRegistry registry;
+  ASSERT_OK_AND_ASSIGN(auto dock, registry.Create(spec));
+  ASSERT_OK(dock->AddConsumer(Reader("critic", {"prompt"}, 8)));
+  ASSERT_OK(dock->AddColumn({"values", DType::kFloat32, {1}, 0, false}));
+  ASSERT_OK(dock->RemoveConsumer("ref"));
+  ASSERT_OK(GetSync(*dock, GetOf("metrics")));
+  ASSERT_TRUE(dock->spec().consumers[2].joined);
+  ASSERT_OK_AND_ASSIGN(auto again, registry.Create(spec));
+  EXPECT_EQ(again.get(), dock.get());
+  DockSpec other = spec;
+  other.consumers.pop_back();
+  EXPECT_STATUS(registry.Create(other).status(), absl::StatusCode::kAlreadyExists,
+                "different spec");
 }
 
 // CreateDock refuses specs that set the server's state.

@@ -43,12 +43,14 @@ inline absl::StatusOr<PutResult> PutSync(Dock& dock, int64_t step,
                                          std::vector<int64_t> rows,
                                          const std::vector<OwnedColumn>& columns,
                                          absl::Duration wait = absl::ZeroDuration(),
-                                         uint64_t ack_lease = 0) {
+                                         uint64_t ack_lease = 0,
+                                         std::vector<std::string> keys = {}) {
   PutInput in;
   in.step = step;
   in.rows = std::move(rows);
   in.wait = wait;
   in.ack_lease = ack_lease;
+  in.keys = std::move(keys);
   for (const OwnedColumn& c : columns) in.columns.push_back(c.View());
   std::promise<absl::StatusOr<PutResult>> promise;
   auto future = promise.get_future();

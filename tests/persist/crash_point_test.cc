@@ -181,6 +181,7 @@ class CrashPoint {
     const History& h = histories_[incarnation];
     std::map<int64_t, std::set<int64_t>> dropped = CheckDrops(dock, h, live);
     CheckLateRemoval(spec, h);
+    CheckKeys(dock, h, incarnation, live);
     // Which cells are there, before draining releases steps.
     std::map<int64_t, std::vector<std::set<std::string>>> cells;
     for (int64_t step : live) {
@@ -290,6 +291,50 @@ class CrashPoint {
       if (possible.count(note) == 0 || note < floor) {
         fail(absl::StrCat("step ", cell.first, " row ", cell.second, ": note is ", note,
                           ", the last acknowledged is ", floor));
+      }
+    }
+  }
+
+  // Keys: a row an acknowledged Put named has its key (a dropped one too: the
+  // listing shows it), and a row has a key only if a Put naming it may have
+  // been stored; a row not dropped is found by its key.
+  void CheckKeys(Dock& dock, const History& h, int incarnation, const std::set<int64_t>& live) {
+    std::map<std::pair<int64_t, int64_t>, std::pair<bool, bool>> named;  // acked, possibly
+    for (const PutRecord& put : h.puts) {
+      for (int64_t row : put.rows) {
+        auto& [acked, possibly] = named[{put.step, row}];
+        acked |= Acked(put.event);
+        possibly |= Possibly(put.event);
+      }
+    }
+    for (int64_t step : live) {
+      absl::StatusOr<RowListing> listing = dock.ListRows(step);
+      if (!listing.ok()) {
+        Fail(absl::StrCat("step ", step, ": ListRows failed: ", listing.status().ToString()));
+        continue;
+      }
+      for (const RowState& row : listing->rows) {
+        auto it = named.find({step, row.row});
+        const bool acked = it != named.end() && it->second.first;
+        const bool possibly = it != named.end() && it->second.second;
+        const std::string want = KeyOf(incarnation, step, row.row);
+        const std::string where = absl::StrCat("step ", step, " row ", row.row, ": ");
+        if (acked && row.key != want) {
+          Fail(absl::StrCat(where, "an acknowledged Put named key ", want, ", the row has '",
+                            row.key, "'"));
+        }
+        if (!row.key.empty() && (row.key != want || !possibly)) {
+          Fail(absl::StrCat(where, "key '", row.key, "', which no stored Put may have named"));
+        }
+        if (!row.key.empty() && row.written.empty()) {
+          Fail(absl::StrCat(where, "key '", row.key, "' on a row with no cell"));
+        } else if (!row.key.empty() && row.dropped == DropReason::kUnspecified) {
+          absl::StatusOr<Batch> read = dock.ReadKeys({row.key}, {row.written.front()});
+          if (!read.ok() || read->rows != std::vector<int64_t>{row.row}) {
+            Fail(absl::StrCat(where, "its key does not find it: ",
+                              read.ok() ? "another row" : read.status().ToString()));
+          }
+        }
       }
     }
   }

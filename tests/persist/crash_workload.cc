@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "tests/test_util.h"
 
 namespace tdock::persist::crash {
@@ -21,6 +22,16 @@ std::vector<int32_t> IdsOf(int incarnation, int64_t step, int64_t row) {
 
 float ScoreOf(int incarnation, int64_t step, int64_t row) {
   return static_cast<float>(incarnation * 10000 + step * 100 + row) / 8;
+}
+
+std::string KeyOf(int incarnation, int64_t step, int64_t row) {
+  return absl::StrCat("i", incarnation, "s", step, "r", row);
+}
+
+std::vector<std::string> KeysOf(int incarnation, int64_t step, const std::vector<int64_t>& rows) {
+  std::vector<std::string> keys;
+  for (int64_t row : rows) keys.push_back(KeyOf(incarnation, step, row));
+  return keys;
 }
 
 DockSpec CrashSpec() {
@@ -233,6 +244,7 @@ void CrashWorkload::PutIds(Actor& a) {
   in.step = step;
   in.rows = rows;
   in.wait = absl::Seconds(30);  // a step whose partition is busy parks
+  in.keys = KeysOf(inc, step, rows);
   auto column = std::make_shared<OwnedColumn>(ColumnOf("ids", inc, step, rows));
   in.columns.push_back(column->View());
   size_t index = 0;
@@ -270,7 +282,9 @@ void CrashWorkload::WriteNote(Actor& a) {
     note = ++next_note_;
   }
   const int64_t issued = Writes();
-  if (PutSync(*a.dock, step, {row}, {ColumnOf("note", a.incarnation, step, {row}, note)}).ok()) {
+  if (PutSync(*a.dock, step, {row}, {ColumnOf("note", a.incarnation, step, {row}, note)},
+              absl::ZeroDuration(), 0, KeysOf(a.incarnation, step, {row}))
+          .ok()) {
     AddPut(a.incarnation, {step, {row}, "note", {issued, Writes()}, note});
   }
 }
@@ -297,7 +311,9 @@ void CrashWorkload::WriteExtra(Actor& a) {
     value = ++next_note_;
   }
   const int64_t issued = Writes();
-  if (PutSync(*a.dock, step, {row}, {ColumnOf("extra", a.incarnation, step, {row}, value)}).ok()) {
+  if (PutSync(*a.dock, step, {row}, {ColumnOf("extra", a.incarnation, step, {row}, value)},
+              absl::ZeroDuration(), 0, KeysOf(a.incarnation, step, {row}))
+          .ok()) {
     a.extra[step].insert(row);
     AddPut(a.incarnation, {step, {row}, "extra", {issued, Writes()}, value});
   }
@@ -315,7 +331,8 @@ void CrashWorkload::WriteScores(Actor& a, bool with_ack) {
     const int64_t issued = Writes();
     absl::StatusOr<PutResult> put =
         PutSync(*a.dock, held.step, rows, {ColumnOf("score", a.incarnation, held.step, rows)},
-                absl::ZeroDuration(), with_ack ? held.lease : 0);
+                absl::ZeroDuration(), with_ack ? held.lease : 0,
+                KeysOf(a.incarnation, held.step, rows));
     if (!put.ok()) return;
     const Event stored{issued, Writes()};
     AddPut(a.incarnation, {held.step, rows, "score", stored});

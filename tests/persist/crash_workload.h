@@ -17,6 +17,9 @@
 // and then, some journal writes fail, and the dock may be deleted and
 // created again under its name (a new incarnation, whose cells differ).
 //
+// Every Put names its rows' keys (KeyOf): whichever write of a row comes
+// first gives it its key.
+//
 // Run with one thread does all of it in a seeded order; with three, a
 // producer, the scorer and the readers run at once, each on its own thread.
 //
@@ -88,6 +91,10 @@ float ScoreOf(int incarnation, int64_t step, int64_t row);
 // A Put's column of `name` for `rows` of `step` (notes: `note` in each).
 testing::OwnedColumn ColumnOf(const std::string& name, int incarnation, int64_t step,
                               const std::vector<int64_t>& rows, int32_t note = 0);
+
+// The key every Put of the workload gives row `row` of `step`.
+std::string KeyOf(int incarnation, int64_t step, int64_t row);
+std::vector<std::string> KeysOf(int incarnation, int64_t step, const std::vector<int64_t>& rows);
 
 DockSpec CrashSpec();
 ConsumerSpec LateConsumer();

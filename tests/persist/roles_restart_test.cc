@@ -107,6 +107,10 @@ TEST(RolesRestart, JoinAndRemovalAreRecordedBeforeTheyTakeEffect) {
       EXPECT_EQ(testing::GetSync(*recovered, testing::GetOf("opt")).status().code(),
                 absl::StatusCode::kNotFound);
     }
+    // A CreateDock of the spec it was created with (a server's --config at
+    // every start) finds it, joined or removed consumers and all.
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> created, registry.Create(RolesSpec()));
+    EXPECT_EQ(created.get(), recovered.get());
     registry.Shutdown();
   }
   EXPECT_EQ(last, -1);
@@ -145,6 +149,8 @@ TEST(ColumnRestart, AddedColumnAndItsCellsSurvive) {
     } else if (!there) {
       EXPECT_EQ(cells.status().code(), absl::StatusCode::kInvalidArgument);
     }
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> created, registry.Create(CrashSpec()));
+    EXPECT_EQ(created.get(), recovered.get()) << "the column added since makes no other dock";
     registry.Shutdown();
   }
 }

@@ -18,7 +18,7 @@ from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
 from tdock.status import (DockStatus, DockSummary, LeaseStatus, PutAck,  # noqa: F401
-                          StepStatus, drop_counts)
+                          RowState, StepStatus, drop_counts)
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
@@ -226,23 +226,30 @@ class _DockCalls:
         # A Dock pickles as its Client (address and options) and name.
         return (_dock_of, (self.client, self.name))
 
-    def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int],
-                     columns: Mapping[str, Any], ack: Any, wait: float
+    def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int] | None,
+                     columns: Mapping[str, Any], ack: Any, wait: float,
+                     keys: Iterable[str] | None = None
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
+        keys = _keys(keys, "put")
+        if rows is None:
+            if not keys:
+                raise errors.InvalidArgument("put: name the rows, or their keys")
+            rows = np.zeros(0, dtype=np.int64)
         rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
                           dtype=np.int64).reshape(-1)
+        count = len(rows) if len(rows) else len(keys)
         columns = columns_mod.from_mapping(columns)
         if not columns:
             raise errors.InvalidArgument("put: no columns given")
         wire_columns = [
-            columns_mod.put_column(name, value, self._column_spec(spec, name), len(rows))
+            columns_mod.put_column(name, value, self._column_spec(spec, name), count)
             for name, value in columns.items()]
         leased = _leased(ack)
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
-                                     ack_lease=leased[0].lease if leased else 0)
+                                     ack_lease=leased[0].lease if leased else 0, keys=keys)
         return wire.encode_put(header, wire_columns), leased
 
     def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:
@@ -264,10 +271,24 @@ class _DockCalls:
             req.round = round
         return req
 
-    def _read_request(self, step: int, rows: Iterable[int],
-                      columns: Iterable[str] | None) -> dock_pb2.ReadRequest:
+    def _read_request(self, step: int | None, rows: Iterable[int] | None,
+                      columns: Iterable[str] | None,
+                      keys: Iterable[str] | None = None) -> dock_pb2.ReadRequest:
+        keys = _keys(keys, "read")
+        if keys:
+            if rows is not None:
+                raise errors.InvalidArgument("read: name rows or keys, not both")
+            return dock_pb2.ReadRequest(dock=self.name, keys=keys, columns=list(columns or []))
+        if step is None or rows is None:
+            raise errors.InvalidArgument("read: name a step and its rows, or keys")
         return dock_pb2.ReadRequest(dock=self.name, step=step, rows=list(rows),
                                     columns=list(columns or []))
+
+    def _list_rows(self, r: dock_pb2.ListRowsResponse) -> list[RowState]:
+        return [RowState(row.row, row.key or None, row.group, list(row.written),
+                         list(row.taken),
+                         dock_pb2.DropReason.Name(row.dropped).lower() if row.dropped else None)
+                for row in r.rows]
 
     def _forget_stale_spec(self, answer: Any) -> Any:
         """Drops the cached spec if the answer has a column it lacks (added
@@ -335,6 +356,19 @@ class _DockCalls:
         consumer = spec_mod.consumer_spec(name, settings, f"consumers.{name}")
         self._spec = None  # refetched with the new consumer
         return dock_pb2.AddConsumerRequest(dock=self.name, consumer=consumer)
+
+
+def _keys(keys: Iterable[str] | None, what: str) -> list[str]:
+    if keys is None:
+        return []
+    if isinstance(keys, str):
+        raise errors.InvalidArgument(f"{what}: keys must be a list of strings, got one string")
+    out = list(keys)
+    for key in out:
+        if not isinstance(key, str):
+            raise errors.InvalidArgument(
+                f"{what}: keys must be strings, got {type(key).__name__}")
+    return out
 
 
 class _UnknownColumn(errors.InvalidArgument):

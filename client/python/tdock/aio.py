@@ -24,7 +24,7 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, PutAck, Tls, _Connection,
+from tdock._calls import (DockStatus, DockSummary, PutAck, RowState, Tls, _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
                           _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
@@ -107,17 +107,20 @@ class Dock(_DockCalls):
             self._spec = (await self.status()).spec
         return self._spec
 
-    async def put(self, step: int, rows: Iterable[int], columns: Mapping[str, Any],
-                  *, ack: Any = None, wait: float = 30.0) -> PutAck:
+    async def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
+                  *, ack: Any = None, wait: float = 30.0,
+                  keys: Iterable[str] | None = None) -> PutAck:
         """As tdock.Dock.put."""
-        rows = rows if isinstance(rows, (range, list, tuple, np.ndarray)) else list(rows)
+        if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
+            rows = list(rows)
+        keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
-                                                columns, ack, wait)
+                                                columns, ack, wait, keys)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
-                                                columns, ack, wait)
+                                                columns, ack, wait, keys)
         resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                       extra_timeout=wait, serialize=_raw)
         await self.ack(leased[1:])
@@ -142,10 +145,11 @@ class Dock(_DockCalls):
                                       extra_timeout=wait)
         return batch_mod.from_response(resp, [], {}, consumer, rank)
 
-    async def read(self, step: int, rows: Iterable[int],
-                   columns: Iterable[str] | None = None) -> batch_mod.Batch:
+    async def read(self, step: int | None = None, rows: Iterable[int] | None = None,
+                   columns: Iterable[str] | None = None, *,
+                   keys: Iterable[str] | None = None) -> batch_mod.Batch:
         """As tdock.Dock.read."""
-        answer = await self.client.call("Read", self._read_request(step, rows, columns),
+        answer = await self.client.call("Read", self._read_request(step, rows, columns, keys),
                                         deserialize=wire.decode_get)
         answer = self._forget_stale_spec(answer)
         return self._batch(await self.fetch_spec(), answer)
@@ -207,6 +211,12 @@ class Dock(_DockCalls):
         return (await self.client.call("AddConsumer",
                                        self._add_consumer_request(name, settings),
                                        dock_pb2.AddConsumerResponse)).consumer
+
+    async def list_rows(self, step: int) -> list[RowState]:
+        """As tdock.Dock.list_rows."""
+        return self._list_rows(await self.client.call(
+            "ListRows", dock_pb2.ListRowsRequest(dock=self.name, step=step),
+            dock_pb2.ListRowsResponse))
 
     async def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
         """As tdock.Dock.add_column."""

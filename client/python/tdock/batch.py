@@ -99,7 +99,7 @@ class Batch:
                  micro_batch_info: list[MicroBatchInfo] | None = None,
                  stats: BalanceStats | None = None, consumer: str = "",
                  rank: int = 0, lease: int | None = None,
-                 lease_seconds: float = 0.0):
+                 lease_seconds: float = 0.0, keys: list[str] | None = None):
         self.step = step
         self.rows = rows
         self.token_counts = token_counts
@@ -115,6 +115,8 @@ class Batch:
         # no leases (rows are complete on hand-out).
         self.lease = lease
         self.lease_seconds = lease_seconds
+        # The rows' keys ("" for a row without one); None when no row has one.
+        self.keys = keys
         self._columns = columns or {}
 
     def __len__(self) -> int:
@@ -311,4 +313,5 @@ def from_response(header, wire_columns, column_specs: dict,
                           for m in header.micro_batches],
         stats=stats, consumer=consumer, rank=rank,
         lease=getattr(header, "lease_id", 0) or None,
-        lease_seconds=getattr(header, "lease_ms", 0) / 1000.0)
+        lease_seconds=getattr(header, "lease_ms", 0) / 1000.0,
+        keys=list(header.keys) or None)

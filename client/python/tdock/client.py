@@ -28,7 +28,7 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, StepStatus,
+from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, RowState, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
                           _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
@@ -115,21 +115,27 @@ class Dock(_DockCalls):
             self._spec = self.status().spec
         return self._spec
 
-    def put(self, step: int, rows: Iterable[int], columns: Mapping[str, Any],
-            *, ack: Any = None, wait: float = 30.0) -> PutAck:
+    def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
+            *, ack: Any = None, wait: float = 30.0,
+            keys: Iterable[str] | None = None) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
         before anything is written and completed with the write (errors.
         FailedPrecondition if it is no longer in flight, nothing written);
         further ones are acknowledged after it. Batches without a lease
-        (consumers without lease_ms) need none."""
-        rows = rows if isinstance(rows, (range, list, tuple, np.ndarray)) else list(rows)
+        (consumers without lease_ms) need none. `keys`: one per row, the
+        rows' keys (a uid; a row's key comes with its first write and is
+        unique among the dock's live rows); with `rows` None, the rows are
+        those that have these keys."""
+        if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
+            rows = list(rows)
+        keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait)
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait, keys)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait)
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait, keys)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])
@@ -162,10 +168,12 @@ class Dock(_DockCalls):
                                 extra_timeout=wait)
         return batch_mod.from_response(resp, [], {}, consumer, rank)
 
-    def read(self, step: int, rows: Iterable[int],
-             columns: Iterable[str] | None = None) -> batch_mod.Batch:
-        """Written cells by row, without claiming them."""
-        answer = self.client.call("Read", self._read_request(step, rows, columns),
+    def read(self, step: int | None = None, rows: Iterable[int] | None = None,
+             columns: Iterable[str] | None = None, *,
+             keys: Iterable[str] | None = None) -> batch_mod.Batch:
+        """Written cells by row, without claiming them: the `rows` of `step`,
+        or the rows that have `keys` (all in one step), in that order."""
+        answer = self.client.call("Read", self._read_request(step, rows, columns, keys),
                                   deserialize=wire.decode_get)
         answer = self._forget_stale_spec(answer)
         return self._batch(self.spec, answer)
@@ -244,6 +252,13 @@ class Dock(_DockCalls):
         """Adds a consumer at run time (settings as under `consumers:`)."""
         return self.client.call("AddConsumer", self._add_consumer_request(name, settings),
                                 dock_pb2.AddConsumerResponse).consumer
+
+    def list_rows(self, step: int) -> list[RowState]:
+        """A live step's rows without payload: key, group, columns written,
+        consumers that have taken each, and the drop reason of dropped ones."""
+        return self._list_rows(self.client.call(
+            "ListRows", dock_pb2.ListRowsRequest(dock=self.name, step=step),
+            dock_pb2.ListRowsResponse))
 
     def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
         """Adds a column at run time (settings as under `columns:`, e.g.

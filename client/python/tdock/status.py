@@ -52,6 +52,17 @@ class DockStatus:
 
 
 @dataclass(frozen=True)
+class RowState:
+    """One row of a live step (Dock.list_rows), without payload."""
+    row: int
+    key: str | None        # None: the row has no key
+    group: int
+    written: list[str]     # columns with a cell
+    taken: list[str]       # consumers that have taken it
+    dropped: str | None    # the drop reason ("failed", ...), None if not dropped
+
+
+@dataclass(frozen=True)
 class PutAck:
     rows: int
     bytes: int

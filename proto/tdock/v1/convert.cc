@@ -126,6 +126,7 @@ absl::StatusOr<ColumnSpec> ColumnFromProto(absl::string_view where,
   out.inner_shape.assign(in.inner_shape().begin(), in.inner_shape().end());
   out.max_len = in.max_len();
   out.rewritable = in.rewritable();
+  out.added = in.added();
   if (!v1::ColumnEncoding_IsValid(in.encoding())) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".encoding: unknown ColumnEncoding value ", in.encoding()));
@@ -150,6 +151,7 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
   out.optional = in.optional();
   out.joined = in.joined();
   out.removed = in.removed();
+  out.added = in.added();
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -181,6 +183,7 @@ v1::ColumnSpec ToProto(const ColumnSpec& column) {
   for (int64_t d : column.inner_shape) out.add_inner_shape(d);
   out.set_max_len(column.max_len);
   out.set_rewritable(column.rewritable);
+  out.set_added(column.added);
   out.set_encoding(static_cast<v1::ColumnEncoding>(column.encoding));
   return out;
 }
@@ -199,6 +202,7 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_optional(consumer.optional);
   out.set_joined(consumer.joined);
   out.set_removed(consumer.removed);
+  out.set_added(consumer.added);
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/batch_meta.h"
 #include "common/drop.h"
+#include "common/row_state.h"
 #include "common/spec.h"
 #include "grpcpp/support/status.h"
 #include "tdock/v1/dock.pb.h"
@@ -33,6 +34,8 @@ absl::StatusOr<ColumnSpec> FromProto(const v1::ColumnSpec& column);
 // Batch metadata (convert_batch.cc). A GetResponse (also Read's) and a
 // SampleResponse carry the same fields; ToProto sets them and leaves the
 // columns alone.
+v1::ListRowsResponse ToProto(const RowListing& listing);
+RowListing FromProto(const v1::ListRowsResponse& in);
 void ToProto(const BatchMeta& meta, v1::GetResponse* out);
 void ToProto(const BatchMeta& meta, v1::SampleResponse* out);
 BatchMeta FromProto(const v1::GetResponse& in);

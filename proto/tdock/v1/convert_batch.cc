@@ -32,6 +32,7 @@ void MetaToProto(const BatchMeta& meta, Response* out) {
   }
   out->set_lease_id(meta.lease_id);
   out->set_lease_ms(absl::ToInt64Milliseconds(meta.lease));
+  out->mutable_keys()->Assign(meta.keys.begin(), meta.keys.end());
 }
 
 template <typename Response>
@@ -40,6 +41,7 @@ BatchMeta MetaFromProto(const Response& in) {
   meta.step = in.step();
   meta.rows.assign(in.rows().begin(), in.rows().end());
   meta.token_counts.assign(in.token_counts().begin(), in.token_counts().end());
+  meta.keys.assign(in.keys().begin(), in.keys().end());
   meta.end_of_step = in.end_of_step();
   meta.timed_out = in.timed_out();
   meta.round = in.round();
@@ -58,6 +60,35 @@ BatchMeta MetaFromProto(const Response& in) {
 }
 
 }  // namespace
+
+v1::ListRowsResponse ToProto(const RowListing& listing) {
+  v1::ListRowsResponse out;
+  out.set_step(listing.step);
+  out.set_sealed(listing.sealed);
+  for (const RowState& row : listing.rows) {
+    v1::RowState& r = *out.add_rows();
+    r.set_row(row.row);
+    r.set_key(row.key);
+    r.set_group(row.group);
+    r.mutable_written()->Assign(row.written.begin(), row.written.end());
+    r.mutable_taken()->Assign(row.taken.begin(), row.taken.end());
+    r.set_dropped(ToProto(row.dropped));
+  }
+  return out;
+}
+
+RowListing FromProto(const v1::ListRowsResponse& in) {
+  RowListing listing;
+  listing.step = in.step();
+  listing.sealed = in.sealed();
+  for (const v1::RowState& r : in.rows()) {
+    listing.rows.push_back({r.row(), r.key(), r.group(),
+                            std::vector<std::string>(r.written().begin(), r.written().end()),
+                            std::vector<std::string>(r.taken().begin(), r.taken().end()),
+                            FromProto(r.dropped())});
+  }
+  return listing;
+}
 
 void ToProto(const BatchMeta& meta, v1::GetResponse* out) { MetaToProto(meta, out); }
 void ToProto(const BatchMeta& meta, v1::SampleResponse* out) { MetaToProto(meta, out); }

@@ -1,0 +1,230 @@
+// DockImpl's row keys: a row's key (a uid) comes with its first write and is
+// unique among the dock's live rows; the dock's index maps it to the row
+// until the row is dropped or its step released. Puts and Reads may name
+// rows by key; batches carry them; ListRows shows each row's key and state.
+//
+// Lock order: the dock's mu_ (shared) -> the partition's commit_mu() ->
+// key_mu_. A key is set under commit_mu(), before the row's cells are made
+// ready, so a reader that saw a cell ready sees its row's key.
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+absl::Status DockImpl::ValidateKeys(const PutInput& in) const {
+  if (in.keys.empty()) return absl::OkStatus();
+  const std::string where = Where(in.step);
+  if (in.keys.size() != in.rows.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", in.keys.size(),
+                                                   " keys for ", in.rows.size(),
+                                                   " rows; give one key per row"));
+  }
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const std::string& key : in.keys) {
+    TDOCK_RETURN_IF_ERROR(CheckKey(where, key));
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": key '", key, "' appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::CheckKey(absl::string_view where, absl::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": a key is empty"));
+  if (key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": a key of ", key.size(),
+                                                   " bytes is over the limit of ",
+                                                   kMaxKeyBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DockImpl::RowRef> DockImpl::FindKey(absl::string_view key) const {
+  tdock::MutexLock lock(&key_mu_);
+  auto it = key_index_.find(key);
+  if (it == key_index_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("dock '", name_, "': no live row has key '", key, "'"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
+                                                          const std::vector<std::string>& keys) const {
+  std::vector<int64_t> rows;
+  for (const std::string& key : keys) {
+    TDOCK_RETURN_IF_ERROR(CheckKey(Where(step), key));
+    TDOCK_ASSIGN_OR_RETURN(RowRef ref, FindKey(key));
+    if (ref.step != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(step), ": key '", key, "' is row ", ref.row, " of step ", ref.step));
+    }
+    rows.push_back(ref.row);
+  }
+  return rows;
+}
+
+absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in) const {
+  if (in.keys.empty()) return absl::OkStatus();
+  const int64_t step = in.step;  // the partition may not hold it yet (free)
+  tdock::MutexLock lock(&key_mu_);
+  for (size_t i = 0; i < in.rows.size(); ++i) {
+    const int64_t row = in.rows[i];
+    const std::string& key = in.keys[i];
+    if (const std::string* has = part.key(row); has != nullptr) {
+      if (*has == key) continue;  // named again
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(step), ": row ", row, " has key '", *has, "'; the Put names '", key, "'"));
+    }
+    if (part.has_cell(row)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(step), ": row ", row, " was written without a key; a row's key comes with "
+          "its first write"));
+    }
+    auto it = key_index_.find(key);
+    if (it != key_index_.end()) {
+      return absl::AlreadyExistsError(absl::StrCat(Where(step), ": key '", key, "' is row ",
+                                                   it->second.row, " of step ",
+                                                   it->second.step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DockImpl::SetKeysLocked(Partition& part, const PutInput& in) {
+  if (in.keys.empty()) return;
+  const int64_t step = part.step(mu_);
+  tdock::MutexLock lock(&key_mu_);
+  for (size_t i = 0; i < in.rows.size(); ++i) {
+    if (part.key(in.rows[i]) != nullptr) continue;  // CheckKeysLocked: the same key
+    part.SetKey(in.rows[i], in.keys[i]);
+    key_index_[in.keys[i]] = RowRef{step, in.rows[i]};
+  }
+}
+
+void DockImpl::UnsetKeysLocked(Partition& part, const PutInput& in) {
+  if (in.keys.empty()) return;
+  tdock::MutexLock lock(&key_mu_);
+  for (int64_t row : in.rows) {
+    const std::string* key = part.key(row);
+    // Another Put's cell of the row, staged or stored, keeps the key.
+    if (key == nullptr || part.has_cell(row)) continue;
+    ForgetKeyLocked(*key, part.step(mu_), row);
+    part.ClearKey(row);
+  }
+}
+
+void DockImpl::ForgetKeyLocked(const std::string& key, int64_t step, int64_t row) {
+  auto it = key_index_.find(key);
+  if (it != key_index_.end() && it->second.step == step && it->second.row == row) {
+    key_index_.erase(it);
+  }
+}
+
+void DockImpl::ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows) {
+  if (!part.has_keys()) return;
+  tdock::MutexLock lock(&key_mu_);
+  for (int64_t row : rows) {
+    if (const std::string* key = part.key(row)) ForgetKeyLocked(*key, part.step(mu_), row);
+  }
+}
+
+void DockImpl::ForgetKeysOfStepLocked(const Partition& part) {
+  if (!part.has_keys()) return;
+  tdock::MutexLock lock(&key_mu_);
+  for (int64_t row = 0; row < rows_per_step_; ++row) {
+    if (const std::string* key = part.key(row)) ForgetKeyLocked(*key, part.step(mu_), row);
+  }
+}
+
+void DockImpl::AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows,
+                             Batch& batch) const {
+  if (!part.has_keys()) return;
+  batch.keys.reserve(rows.size());
+  for (int64_t row : rows) {
+    const std::string* key = part.key(row);
+    batch.keys.push_back(key != nullptr ? *key : std::string());
+  }
+}
+
+absl::StatusOr<Batch> DockImpl::ReadKeys(const std::vector<std::string>& keys,
+                                         const std::vector<std::string>& columns) {
+  if (keys.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("dock '", name_, "': Read names no keys"));
+  }
+  int64_t step = -1;
+  std::vector<int64_t> rows;
+  for (const std::string& key : keys) {
+    TDOCK_RETURN_IF_ERROR(CheckKey(absl::StrCat("dock '", name_, "'"), key));
+    TDOCK_ASSIGN_OR_RETURN(RowRef ref, FindKey(key));
+    if (step >= 0 && ref.step != step) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dock '", name_, "': key '", key, "' is in step ", ref.step, ", key '", keys.front(),
+          "' in step ", step, "; one Read reads one step"));
+    }
+    step = ref.step;
+    rows.push_back(ref.row);
+  }
+  return Read(step, rows, columns);
+}
+
+absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& key) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": a key of row ", row,
+                                            " whose step holds no cell"));
+  }
+  PutInput in;
+  in.rows = {row};
+  in.keys = {key};
+  Partition& part = PartitionOf(step);
+  tdock::MutexLock commit(&part.commit_mu());
+  if (const std::string* has = part.key(row); has != nullptr && *has != key) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": row ", row, " has two keys"));
+  }
+  SetKeysLocked(part, in);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(step), " is not live (not started or already released)"));
+  }
+  const Partition& part = PartitionOf(step);
+  RowListing listing;
+  listing.step = step;
+  listing.sealed = part.sealed(mu_);
+  listing.rows.reserve(static_cast<size_t>(rows_per_step_));
+  for (int64_t row = 0; row < rows_per_step_; ++row) {
+    RowState state;
+    state.row = row;
+    state.group = row / group_size_;
+    if (const std::string* key = part.key(row)) state.key = *key;
+    if (part.dropped(row)) state.dropped = part.drop_reason(mu_, row);
+    for (size_t c = 0; c < columns_.size(); ++c) {
+      if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
+    }
+    for (const ConsumerPlan& plan : plans_) {
+      if (plan.removed) continue;
+      const int64_t unit = plan.whole_groups ? row / group_size_ : row;
+      // A dropped row counts as done for the consumers that never took it:
+      // it is listed as taken only by those that did before the drop, which
+      // the consumed bit cannot tell apart; so none.
+      if (!part.dropped(row) && part.consumer(mu_, plan.index).consumed.Test(unit)) {
+        state.taken.push_back(plan.name);
+      }
+    }
+    listing.rows.push_back(std::move(state));
+  }
+  return listing;
+}
+
+}  // namespace tdock::internal
