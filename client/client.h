@@ -104,8 +104,12 @@ struct ClientPut {
   // written; a lease not in flight fails the Put and nothing is written.
   uint64_t ack_lease = 0;
   // Empty, or one per row: the rows' keys (a row's key comes with its first
-  // write). With `rows` empty, the rows are those that have these keys.
+  // write). With `rows` empty, the rows are those that have these keys (or,
+  // keys no live row has, new rows).
   std::vector<std::string> keys;
+  // With `rows` empty: the server assigns this many new rows (whole groups);
+  // PutAck::assigned lists them.
+  int64_t new_rows = 0;
 };
 
 struct ClientGet {
@@ -185,6 +189,7 @@ struct DockSummaryInfo {
 struct PutAck {
   int64_t rows = 0;
   int64_t bytes = 0;
+  std::vector<int64_t> assigned;  // the rows the server assigned (new_rows)
 };
 
 class Client final {

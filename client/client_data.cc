@@ -116,6 +116,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.set_wait_ms(absl::ToInt64Milliseconds(put.wait));
   header.set_ack_lease(put.ack_lease);
   header.mutable_keys()->Assign(put.keys.begin(), put.keys.end());
+  header.set_new_rows(put.new_rows);
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {
@@ -210,7 +211,9 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
   }
   tracker.AwaitReleased();
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
-  return PutAck{.rows = response.rows(), .bytes = response.bytes()};
+  return PutAck{.rows = response.rows(),
+                .bytes = response.bytes(),
+                .assigned = {response.assigned().begin(), response.assigned().end()}};
 }
 
 absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {

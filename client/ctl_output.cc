@@ -193,6 +193,7 @@ Json SpecToJson(const DockSpec& spec) {
           {"memory_limit_bytes", spec.memory_limit_bytes},
           {"chunk_bytes", spec.chunk_bytes},
           {"retain_steps", spec.retain_steps},
+          {"max_rows_per_step", spec.max_rows_per_step},
           {"seal_when", spec.seal_when.has_value()
                             ? Json{{"consumer", spec.seal_when->consumer},
                                    {"groups", spec.seal_when->groups}}
@@ -281,9 +282,12 @@ Json BatchToJson(const ClientBatch& batch) {
 
 std::string SpecToText(const DockSpec& spec) {
   std::string text = absl::StrFormat(
-      "dock %s: %d prompts x %d samples = %d rows/step, %d step(s) in flight\n",
-      spec.name, spec.num_prompts, spec.n_samples_per_prompt,
-      spec.rows_per_step(), spec.steps_in_flight);
+      "dock %s: %d prompts x %d samples = %d rows/step%s, %d step(s) in flight\n",
+      spec.name, spec.num_prompts, spec.n_samples_per_prompt, spec.planned_rows(),
+      spec.rows_per_step() > spec.planned_rows()
+          ? absl::StrCat(" (room for ", spec.rows_per_step(), ")")
+          : "",
+      spec.steps_in_flight);
   absl::StrAppend(&text, "  length columns: ",
                   spec.length_columns.empty() ? "-" : absl::StrJoin(spec.length_columns, ", "),
                   "\n  columns:\n");

@@ -100,6 +100,15 @@ absl::Status NormalizeShape(DockSpec& spec) {
                    absl::StrCat("num_prompts x n_samples_per_prompt exceeds ",
                                 DockSpec::kMaxRowsPerStep, " rows per step"));
   }
+  const int64_t planned = spec.num_prompts * spec.n_samples_per_prompt;
+  if (spec.max_rows_per_step == 0) spec.max_rows_per_step = planned;
+  if (spec.max_rows_per_step < planned || spec.max_rows_per_step > DockSpec::kMaxRowsPerStep ||
+      spec.max_rows_per_step % spec.n_samples_per_prompt != 0) {
+    return Invalid(spec.name, absl::StrCat("max_rows_per_step ", spec.max_rows_per_step,
+                                           " must be a multiple of n_samples_per_prompt ",
+                                           spec.n_samples_per_prompt, " in [num_prompts x n = ",
+                                           planned, ", ", DockSpec::kMaxRowsPerStep, "]"));
+  }
   if (spec.steps_in_flight == 0) spec.steps_in_flight = 1;
   if (spec.steps_in_flight < 1 ||
       spec.steps_in_flight > DockSpec::kMaxStepsInFlight) {
@@ -167,8 +176,8 @@ absl::Status NormalizeDispatch(const DockSpec& spec, ConsumerSpec& consumer) {
   if (consumer.dispatch_size == 0) {
     consumer.dispatch_size =
         consumer.whole_groups
-            ? (spec.num_groups() / consumer.dp_size) * n
-            : spec.rows_per_step() / consumer.dp_size;
+            ? (spec.num_prompts / consumer.dp_size) * n
+            : spec.planned_rows() / consumer.dp_size;
     if (consumer.dispatch_size == 0) {
       return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
                                              "' has dp_size ", consumer.dp_size,

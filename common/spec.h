@@ -131,6 +131,11 @@ struct DockSpec {
   // ReleaseStep, instead of being released by itself; the ring's
   // backpressure bounds how many are kept.
   bool retain_steps = false;
+  // A step's capacity in rows, a multiple of n_samples_per_prompt, at least
+  // num_prompts x n (0: exactly that). Rows beyond num_prompts x n are room to
+  // over-generate (DAPO): Puts that ask the server for new rows take them
+  // group by group.
+  int64_t max_rows_per_step = 0;
 
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
   static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;
@@ -139,8 +144,15 @@ struct DockSpec {
   // creation, 8 bytes each).
   static constexpr int64_t kMaxCells = int64_t{1} << 27;
 
-  int64_t rows_per_step() const { return num_prompts * n_samples_per_prompt; }
-  int64_t num_groups() const { return num_prompts; }
+  // Rows a step holds at most (its partition's size): max_rows_per_step,
+  // once normalized; num_prompts x n before.
+  int64_t rows_per_step() const {
+    return max_rows_per_step > 0 ? max_rows_per_step : num_prompts * n_samples_per_prompt;
+  }
+  int64_t num_groups() const { return rows_per_step() / n_samples_per_prompt; }
+  // The rows of a step as the job plans it, num_prompts x n: what consumers'
+  // default dispatch sizes divide.
+  int64_t planned_rows() const { return num_prompts * n_samples_per_prompt; }
   // Index into columns, or -1.
   int ColumnIndex(absl::string_view column) const;
   // Consumers a dock holds at most, removed ones included (each keeps its

@@ -57,7 +57,11 @@ class Dock final {
   // duplicate row, row over max_len), ALREADY_EXISTS (cell already written in
   // a non-rewritable column), FAILED_PRECONDITION (step already released),
   // RESOURCE_EXHAUSTED (the step's partition still holds an older step, or the
-  // memory limit, past `wait`).
+  // memory limit, past `wait`). Keys (PutInput::keys) and new rows
+  // (PutInput::new_rows) add their own: a key another live row has
+  // (ALREADY_EXISTS), a row that has another key or none though written
+  // (FAILED_PRECONDITION), no room for new rows (RESOURCE_EXHAUSTED), a
+  // sealed step (FAILED_PRECONDITION). The result lists the rows assigned.
   void Put(PutInput input, PutCallback done);
 
   // Claims and returns up to `count` rows for a consumer. Waits up to `wait`

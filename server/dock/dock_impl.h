@@ -215,8 +215,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::vector<WrittenCell> cells;  // committed with a journal: to record
   };
   absl::Status ValidatePut(const PutInput& in) const;
-  PutAttempt TryPut(const PutInput& in);
-  PutAttempt TryPutOnce(const PutInput& in);
+  // `in` gets its rows when it asks for new ones (AssignRows).
+  PutAttempt TryPut(PutInput& in);
+  PutAttempt TryPutOnce(PutInput& in);
   // The live step's arena for a Put, starting the step if its partition is
   // free (*activated). nullptr with *blocked set: an older step holds the
   // partition. Checks the cells and budgets the Put would touch first.
@@ -386,6 +387,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     int64_t step = 0;
     int64_t row = 0;
   };
+  // A Put asking for new rows (in.new_rows, rows empty) of its live step:
+  // the first free groups (no cell, key or drop) from the step's append
+  // cursor, enough for them; their first new_rows rows become in.rows.
+  // RESOURCE_EXHAUSTED past the step's capacity, FAILED_PRECONDITION once
+  // it is sealed (or not live: then the caller tries again).
+  absl::Status AssignRows(PutInput& in);
   // A Put's keys: one per row, none empty or too long, no two alike.
   absl::Status ValidateKeys(const PutInput& in) const;
   static absl::Status CheckKey(absl::string_view where, absl::string_view key);

@@ -19,9 +19,9 @@ namespace tdock::internal {
 absl::Status DockImpl::ValidateKeys(const PutInput& in) const {
   if (in.keys.empty()) return absl::OkStatus();
   const std::string where = Where(in.step);
-  if (in.keys.size() != in.rows.size()) {
+  if (static_cast<int64_t>(in.keys.size()) != in.row_count()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", in.keys.size(),
-                                                   " keys for ", in.rows.size(),
+                                                   " keys for ", in.row_count(),
                                                    " rows; give one key per row"));
   }
   absl::flat_hash_set<absl::string_view> seen;
@@ -58,16 +58,67 @@ absl::StatusOr<DockImpl::RowRef> DockImpl::FindKey(absl::string_view key) const 
 absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
                                                           const std::vector<std::string>& keys) const {
   std::vector<int64_t> rows;
+  const std::string* unknown = nullptr;
   for (const std::string& key : keys) {
     TDOCK_RETURN_IF_ERROR(CheckKey(Where(step), key));
-    TDOCK_ASSIGN_OR_RETURN(RowRef ref, FindKey(key));
-    if (ref.step != step) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(step), ": key '", key, "' is row ", ref.row, " of step ", ref.step));
+    absl::StatusOr<RowRef> ref = FindKey(key);
+    if (!ref.ok()) {
+      unknown = &key;
+      continue;
     }
-    rows.push_back(ref.row);
+    if (ref->step != step) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(step), ": key '", key, "' is row ", ref->row, " of step ", ref->step));
+    }
+    rows.push_back(ref->row);
   }
-  return rows;
+  if (unknown == nullptr) return rows;
+  if (!rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(step), ": key '", *unknown, "' is new and key '", keys.front() == *unknown
+            ? keys.back() : keys.front(),
+        "' is not: a Put names the rows of keys live rows have, or asks for new rows "
+        "for new keys, not both"));
+  }
+  return std::vector<int64_t>();  // every key new: new rows
+}
+
+absl::Status DockImpl::AssignRows(PutInput& in) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(in.step) != StepState::kLive) {
+    return absl::FailedPreconditionError(absl::StrCat(Where(in.step), " is not live"));
+  }
+  Partition& part = PartitionOf(in.step);
+  if (part.sealed(mu_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(in.step), " is sealed: no new rows join it"));
+  }
+  const int64_t n = group_size_;
+  const int64_t need = (in.new_rows + n - 1) / n;
+  tdock::MutexLock commit(&part.commit_mu());
+  std::vector<int64_t> groups;
+  int64_t g = part.append_cursor();
+  for (; g < part.groups() && static_cast<int64_t>(groups.size()) < need; ++g) {
+    bool free = true;
+    for (int64_t row = g * n; free && row < (g + 1) * n; ++row) {
+      free = !part.has_cell(row) && part.key(row) == nullptr && !part.dropped(row);
+    }
+    if (free) groups.push_back(g);
+  }
+  if (static_cast<int64_t>(groups.size()) < need) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        Where(in.step), ": no room for ", in.new_rows, " new rows (", need,
+        " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
+        groups.size(), " free groups are left; write to a later step"));
+  }
+  part.set_append_cursor(g);
+  for (int64_t group : groups) {
+    for (int64_t row = group * n;
+         row < (group + 1) * n && static_cast<int64_t>(in.rows.size()) < in.new_rows; ++row) {
+      in.rows.push_back(row);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in) const {

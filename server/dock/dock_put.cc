@@ -25,7 +25,12 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
   if (in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": step is negative"));
   }
-  if (in.rows.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no rows"));
+  if (in.row_count() == 0) return absl::InvalidArgumentError(absl::StrCat(where, ": no rows"));
+  if (in.new_rows < 0 || in.new_rows > rows_per_step_ || (in.new_rows > 0 && !in.rows.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": new_rows ", in.new_rows, in.rows.empty() ? "" : " with rows named",
+        " (ask for new rows in [1, ", rows_per_step_, "] without naming rows)"));
+  }
   std::vector<bool> seen(static_cast<size_t>(rows_per_step_), false);
   for (int64_t row : in.rows) {
     if (row < 0 || row >= rows_per_step_) {
@@ -63,15 +68,14 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
           where, ": column '", column.name, "' has dtype ", DTypeName(spec.dtype),
           ", the request sent ", DTypeName(column.dtype)));
     }
-    absl::Status packed = ValidatePacked(column, static_cast<int64_t>(in.rows.size()),
-                                         spec.item_bytes());
+    absl::Status packed = ValidatePacked(column, in.row_count(), spec.item_bytes());
     if (!packed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", packed.message()));
     }
-    for (size_t i = 0; spec.max_len > 0 && i < in.rows.size(); ++i) {
+    for (int64_t i = 0; spec.max_len > 0 && i < in.row_count(); ++i) {
       if (column.length(i) > spec.max_len) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, ": row ", in.rows[i], " of column '", column.name, "' has ",
+            where, ": row ", in.rows.empty() ? i : in.rows[i], " of column '", column.name, "' has ",
             column.length(i), " items, more than max_len ", spec.max_len));
       }
     }
@@ -207,7 +211,7 @@ void CopyColumn(const PackedColumn& in, StagedColumn& out,
 
 }  // namespace
 
-DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
+DockImpl::PutAttempt DockImpl::TryPut(PutInput& in) {
   // A concurrent Put that started the step and then undid it (it could not
   // get memory) is no reason to wait: look again at once.
   PutAttempt attempt;
@@ -219,7 +223,7 @@ DockImpl::PutAttempt DockImpl::TryPut(const PutInput& in) {
   return attempt;
 }
 
-DockImpl::PutAttempt DockImpl::TryPutOnce(const PutInput& in) {
+DockImpl::PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   PutAttempt attempt;
   std::string blocked;
   bool activated = false;
@@ -245,8 +249,17 @@ DockImpl::PutAttempt DockImpl::TryPutOnce(const PutInput& in) {
     }
     return attempt;
   }
+  if (in.rows.empty()) {
+    // New rows: assigned once the step is live, kept across retries.
+    if (absl::Status assigned = AssignRows(in); !assigned.ok()) {
+      if (activated) DeactivateIfUnused(in.step, *arena);
+      attempt.done = std::move(assigned);
+      return attempt;
+    }
+  }
   std::vector<StagedColumn> staged(in.columns.size());
-  PutResult result{static_cast<int64_t>(in.rows.size()), 0};
+  PutResult result{static_cast<int64_t>(in.rows.size()), 0, {}};
+  if (in.new_rows > 0) result.assigned = in.rows;
   for (size_t i = 0; i < in.columns.size(); ++i) {
     staged[i].column = ColumnIndex(in.columns[i].name);
     staged[i].item_bytes = columns_[staged[i].column].item_bytes();
@@ -368,14 +381,15 @@ void DockImpl::Put(PutInput input, PutCallback done) {
 }
 
 void DockImpl::WritePut(PutInput input, PutCallback done) {
-  if (input.rows.empty() && !input.keys.empty()) {
-    // Rows named by their keys.
+  if (input.rows.empty() && !input.keys.empty() && input.new_rows == 0) {
+    // Rows named by their keys, or new rows for new keys.
     absl::StatusOr<std::vector<int64_t>> rows = RowsOfKeys(input.step, input.keys);
     if (!rows.ok()) {
       std::move(done)(rows.status());
       return;
     }
     input.rows = *std::move(rows);
+    if (input.rows.empty()) input.new_rows = static_cast<int64_t>(input.keys.size());
   }
   absl::Status valid = ValidatePut(input);
   if (!valid.ok()) {

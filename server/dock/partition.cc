@@ -110,6 +110,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
     key_store_.clear();
     keyed_.store(false, std::memory_order_relaxed);
+    append_cursor_ = 0;
   }
   dropped_.Reset();
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);

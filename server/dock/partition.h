@@ -260,6 +260,13 @@ class Partition final {
   void ClearKey(int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
     keys_[row].store(nullptr, std::memory_order_release);
   }
+  // Appends (DockImpl::AssignRows): the first group not yet looked at.
+  int64_t append_cursor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return append_cursor_;
+  }
+  void set_append_cursor(int64_t group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    append_cursor_ = group;
+  }
   // Some row of the step has had a key.
   bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
@@ -336,6 +343,7 @@ class Partition final {
   std::unique_ptr<std::atomic<const std::string*>[]> keys_;  // per row
   std::vector<std::unique_ptr<std::string>> key_store_ ABSL_GUARDED_BY(commit_mu_);
   std::atomic<bool> keyed_{false};
+  int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
 };
 
 }  // namespace tdock::internal

@@ -41,11 +41,20 @@ struct PutInput {
   // write (a later Put may name it again) and is unique among the dock's
   // live rows. With `rows` empty, the rows are those that have these keys.
   std::vector<std::string> keys;
+  // With `rows` empty: the server assigns this many new rows of the step
+  // (whole groups, from its first free one) and the result lists them. Keys
+  // no live row has ask for new rows the same way.
+  int64_t new_rows = 0;
+  // The rows the Put writes: `rows`, or as many as it asks the server for.
+  int64_t row_count() const {
+    return rows.empty() ? new_rows : static_cast<int64_t>(rows.size());
+  }
 };
 
 struct PutResult {
   int64_t rows = 0;
   int64_t bytes = 0;
+  std::vector<int64_t> assigned;  // the rows the server assigned (new_rows)
 };
 
 struct GetInput {

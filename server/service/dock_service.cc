@@ -62,6 +62,7 @@ absl::Status WritePutResponse(const PutResult& result,
   v1::PutResponse reply;
   reply.set_rows(result.rows);
   reply.set_bytes(result.bytes);
+  reply.mutable_assigned()->Assign(result.assigned.begin(), result.assigned.end());
   bool own_buffer = false;
   return FromGrpcStatus(grpc::SerializationTraits<v1::PutResponse>::Serialize(
       reply, response, &own_buffer));
@@ -173,6 +174,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.wait = ClampToDeadline(*wait, *context);
   input.ack_lease = header.ack_lease();
   input.keys.assign(header.keys().begin(), header.keys().end());
+  input.new_rows = header.new_rows();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

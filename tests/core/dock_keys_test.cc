@@ -88,8 +88,8 @@ TEST(KeysTest, BadKeysChangeNothing) {
                 absl::StatusCode::kFailedPrecondition, "row 1 has key 'b'; the Put names 'z'");
   EXPECT_STATUS(PutKeyed(*dock, 0, {2}, {"c"}, "response", {2}),
                 absl::StatusCode::kFailedPrecondition, "row 2 was written without a key");
-  EXPECT_STATUS(PutKeyed(*dock, 0, {}, {"nope"}, "response", {0}), absl::StatusCode::kNotFound,
-                "no live row has key 'nope'");
+  EXPECT_STATUS(PutKeyed(*dock, 0, {}, {"nope", "a"}, "response", {0, 1}),
+                absl::StatusCode::kInvalidArgument, "key 'nope' is new and key 'a' is not");
   EXPECT_STATUS(PutKeyed(*dock, 1, {}, {"a"}, "response", {0}),
                 absl::StatusCode::kFailedPrecondition, "key 'a' is row 0 of step 0");
   // Nothing changed: rows 3 and 4 are unwritten and keyless, "c" is free.

@@ -4,6 +4,7 @@
 // recovered dock has the join (the removal) exactly from the point its record
 // was stored on, at the latest once it was answered; a joined consumer holds
 // its steps after the restart, and a removed one holds none.
+#include <future>
 #include <string>
 #include <vector>
 
@@ -153,6 +154,36 @@ TEST(ColumnRestart, AddedColumnAndItsCellsSurvive) {
     EXPECT_EQ(created.get(), recovered.get()) << "the column added since makes no other dock";
     registry.Shutdown();
   }
+}
+
+// Rows the server assigned and whose cells were stored are not assigned
+// again after a restart; the keys they were given find them.
+TEST(AppendRestart, AssignedRowsStayAssigned) {
+  DockSpec spec = CrashSpec();
+  spec.max_rows_per_step = 16;
+  Recording recording(spec);
+  PutInput in;
+  in.step = 0;
+  in.keys = {"a", "b", "c"};
+  testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0, 1, 2});
+  in.columns.push_back(ids.View());
+  std::promise<absl::StatusOr<PutResult>> put;
+  recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r); });
+  ASSERT_OK_AND_ASSIGN(PutResult first, put.get_future().get());
+  EXPECT_EQ(first.assigned, (std::vector<int64_t>{0, 1, 2}));
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  ASSERT_OK_AND_ASSIGN(Batch read, restarted.dock->ReadKeys({"c"}, {"ids"}));
+  EXPECT_EQ(read.rows, std::vector<int64_t>{2});
+  PutInput more;
+  more.step = 0;
+  more.new_rows = 2;
+  testing::OwnedColumn more_ids = ColumnOf("ids", 0, 0, {0, 1});
+  more.columns.push_back(more_ids.View());
+  std::promise<absl::StatusOr<PutResult>> second;
+  restarted.dock->Put(std::move(more), [&](absl::StatusOr<PutResult> r) { second.set_value(r); });
+  ASSERT_OK_AND_ASSIGN(PutResult next, second.get_future().get());
+  EXPECT_EQ(next.assigned, (std::vector<int64_t>{4, 5})) << "group 1 holds row 2";
 }
 
 }  // namespace

@@ -79,3 +79,19 @@ def test_tdockctl_keys(client, dock_name, server, tmp_path):
     rows = tdockctl(server, "rows", dock_name, "0")
     assert rows["rows"][4] == {"row": 4, "key": "u4", "group": 2, "written": ["prompt_ids"],
                                "taken": [], "dropped": None}
+
+
+def test_append_rows(client, dock_name, server):
+    """Rollouts append rows: the server assigns whole groups from the step's
+    first free one, up to max_rows_per_step, and says which."""
+    dock = client.create_dock(grpo_spec(dock_name, prompts=2, max_rows_per_step=8))
+    assert dock.spec.max_rows_per_step == 8
+    assert dock.put(0, None, {"prompt_ids": cells(range(2))}, new_rows=2).assigned == [0, 1]
+    ack = dock.put(0, None, {"prompt_ids": cells(range(3))}, keys=["x", "y", "z"])
+    assert ack.assigned == [2, 3, 4]
+    with pytest.raises(tdock.errors.ResourceExhausted, match="no room for 4 new rows"):
+        dock.put(0, None, {"prompt_ids": cells(range(4))}, new_rows=4)
+    with pytest.raises(tdock.errors.InvalidArgument, match="new_rows asks for rows"):
+        dock.put(0, [6], {"prompt_ids": cells([6])}, new_rows=1)
+    assert dock.seal(0) == 3  # rows 5 to 7 were never written
+    assert dock.read(keys=["z"], columns=["prompt_ids"]).rows.tolist() == [4]

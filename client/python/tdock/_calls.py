@@ -228,18 +228,21 @@ class _DockCalls:
 
     def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int] | None,
                      columns: Mapping[str, Any], ack: Any, wait: float,
-                     keys: Iterable[str] | None = None
+                     keys: Iterable[str] | None = None, new_rows: int = 0
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
         keys = _keys(keys, "put")
         if rows is None:
-            if not keys:
-                raise errors.InvalidArgument("put: name the rows, or their keys")
+            if not keys and new_rows <= 0:
+                raise errors.InvalidArgument(
+                    "put: name the rows, their keys, or how many new rows (new_rows)")
             rows = np.zeros(0, dtype=np.int64)
+        elif new_rows:
+            raise errors.InvalidArgument("put: new_rows asks for rows; do not name rows too")
         rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
                           dtype=np.int64).reshape(-1)
-        count = len(rows) if len(rows) else len(keys)
+        count = len(rows) if len(rows) else (new_rows or len(keys))
         columns = columns_mod.from_mapping(columns)
         if not columns:
             raise errors.InvalidArgument("put: no columns given")
@@ -249,7 +252,8 @@ class _DockCalls:
         leased = _leased(ack)
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
-                                     ack_lease=leased[0].lease if leased else 0, keys=keys)
+                                     ack_lease=leased[0].lease if leased else 0, keys=keys,
+                                     new_rows=new_rows)
         return wire.encode_put(header, wire_columns), leased
 
     def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:

@@ -109,22 +109,22 @@ class Dock(_DockCalls):
 
     async def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
                   *, ack: Any = None, wait: float = 30.0,
-                  keys: Iterable[str] | None = None) -> PutAck:
+                  keys: Iterable[str] | None = None, new_rows: int = 0) -> PutAck:
         """As tdock.Dock.put."""
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
-                                                columns, ack, wait, keys)
+                                                columns, ack, wait, keys, new_rows)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
-                                                columns, ack, wait, keys)
+                                                columns, ack, wait, keys, new_rows)
         resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                       extra_timeout=wait, serialize=_raw)
         await self.ack(leased[1:])
-        return PutAck(resp.rows, resp.bytes)
+        return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 
     async def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
                   count: int | None = None, wait: float = 30.0,

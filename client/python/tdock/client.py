@@ -117,7 +117,7 @@ class Dock(_DockCalls):
 
     def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
             *, ack: Any = None, wait: float = 30.0,
-            keys: Iterable[str] | None = None) -> PutAck:
+            keys: Iterable[str] | None = None, new_rows: int = 0) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
@@ -127,19 +127,24 @@ class Dock(_DockCalls):
         (consumers without lease_ms) need none. `keys`: one per row, the
         rows' keys (a uid; a row's key comes with its first write and is
         unique among the dock's live rows); with `rows` None, the rows are
-        those that have these keys."""
+        those that have these keys — or, for keys no live row has, new rows
+        the server assigns, as it does for `new_rows=N` (whole groups from the
+        step's first free one, up to its max_rows_per_step); the PutAck's
+        `assigned` lists them."""
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait, keys)
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
+                                                keys, new_rows)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait, keys)
+            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
+                                                keys, new_rows)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])
-        return PutAck(resp.rows, resp.bytes)
+        return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 
     def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
             count: int | None = None, wait: float = 30.0,

@@ -66,6 +66,7 @@ class RowState:
 class PutAck:
     rows: int
     bytes: int
+    assigned: list[int] = field(default_factory=list)  # rows the server assigned
 
 
 def drop_counts(counts: Iterable[dock_pb2.DropCount]) -> dict[str, int]:

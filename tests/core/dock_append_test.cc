@@ -1,0 +1,149 @@
+// Appends: a Put may ask the server for new rows (or give keys no live row
+// has) instead of naming rows; the server assigns whole groups from the
+// step's first free one, up to max_rows_per_step, and answers with them. A
+// step with room to over-generate is sealed when it has what it needs; bad
+// requests change nothing.
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "server/dock/dock.h"
+#include "tests/core/dock_test_util.h"
+#include "tests/core/drop_test_util.h"
+#include "tests/test_util.h"
+
+namespace tdock {
+namespace {
+
+using testing::Cells;
+using testing::GetOf;
+using testing::GetSync;
+using testing::Iota;
+using testing::Reader;
+
+// 2 prompts x 2 samples planned, room for 8 rows (4 groups).
+DockSpec AppendSpec(std::vector<ConsumerSpec> consumers) {
+  DockSpec spec = testing::DropSpec(std::move(consumers));
+  spec.num_prompts = 2;
+  spec.max_rows_per_step = 8;
+  return spec;
+}
+
+absl::StatusOr<PutResult> Append(Dock& dock, int64_t step, int64_t count,
+                                 std::vector<std::string> keys = {}) {
+  PutInput in;
+  in.step = step;
+  in.new_rows = keys.empty() ? count : 0;
+  in.keys = std::move(keys);
+  // Row i of the Put holds i + 1 tokens.
+  testing::OwnedColumn cells = Cells("prompt", Iota(0, count));
+  in.columns.push_back(cells.View());
+  std::promise<absl::StatusOr<PutResult>> promise;
+  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { promise.set_value(std::move(r)); });
+  return promise.get_future().get();
+}
+
+TEST(AppendTest, TheServerAssignsWholeGroupsUpToTheCapacity) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(AppendSpec({Reader("actor", {"prompt"}, 0)})));
+  EXPECT_EQ(dock->spec().max_rows_per_step, 8);
+  EXPECT_EQ(dock->spec().consumers[0].dispatch_size, 4) << "planned rows, not the capacity";
+  ASSERT_OK_AND_ASSIGN(PutResult first, Append(*dock, 0, 2));
+  EXPECT_EQ(first.assigned, (std::vector<int64_t>{0, 1}));
+  ASSERT_OK_AND_ASSIGN(PutResult odd, Append(*dock, 0, 3));
+  EXPECT_EQ(odd.assigned, (std::vector<int64_t>{2, 3, 4})) << "groups 1 and 2; row 5 stays open";
+  ASSERT_OK_AND_ASSIGN(PutResult keyed, Append(*dock, 0, 2, {"a", "b"}));
+  EXPECT_EQ(keyed.assigned, (std::vector<int64_t>{6, 7}));
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->ReadKeys({"b"}, {"prompt"}));
+  EXPECT_EQ(read.rows, std::vector<int64_t>{7});
+  EXPECT_STATUS(Append(*dock, 0, 1), absl::StatusCode::kResourceExhausted,
+                "no room for 1 new rows (1 groups): the step holds 8 rows");
+  // Sealed: the open row is dropped and the actor's end of step comes.
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {}}));
+  EXPECT_EQ(dropped, 1);
+  EXPECT_STATUS(Append(*dock, 0, 1), absl::StatusCode::kFailedPrecondition, "is sealed");
+  std::vector<int64_t> got;
+  for (;;) {
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("actor")));
+    got.insert(got.end(), batch.rows.begin(), batch.rows.end());
+    if (batch.end_of_step) break;
+    ASSERT_FALSE(batch.rows.empty());
+  }
+  EXPECT_EQ(got, (std::vector<int64_t>{0, 1, 2, 3, 4, 6, 7}));
+}
+
+TEST(AppendTest, BadAppendsChangeNothing) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(AppendSpec({Reader("actor", {"prompt"}, 4)})));
+  ASSERT_OK(Append(*dock, 0, 2, {"a", "b"}));
+  EXPECT_STATUS(Append(*dock, 0, 9), absl::StatusCode::kInvalidArgument,
+                "ask for new rows in [1, 8]");
+  PutInput both;
+  both.step = 0;
+  both.rows = {4};
+  both.new_rows = 1;
+  testing::OwnedColumn cells = Cells("prompt", {4});
+  both.columns.push_back(cells.View());
+  std::promise<absl::Status> answered;
+  dock->Put(std::move(both),
+            [&](absl::StatusOr<PutResult> r) { answered.set_value(r.status()); });
+  EXPECT_STATUS(answered.get_future().get(), absl::StatusCode::kInvalidArgument,
+                "new_rows 1 with rows named");
+  EXPECT_STATUS(Append(*dock, 0, 2, {"c", "a"}), absl::StatusCode::kInvalidArgument,
+                "key 'c' is new and key 'a' is not");
+  // Nothing was assigned: the next append takes group 1.
+  ASSERT_OK_AND_ASSIGN(PutResult next, Append(*dock, 0, 2));
+  EXPECT_EQ(next.assigned, (std::vector<int64_t>{2, 3}));
+
+  DockSpec bad = AppendSpec({});
+  bad.max_rows_per_step = 7;
+  EXPECT_STATUS(Dock::Create(bad).status(), absl::StatusCode::kInvalidArgument,
+                "max_rows_per_step 7 must be a multiple of n_samples_per_prompt 2");
+  bad.max_rows_per_step = 2;
+  EXPECT_STATUS(Dock::Create(bad).status(), absl::StatusCode::kInvalidArgument,
+                "in [num_prompts x n = 4,");
+}
+
+// Under ThreadSanitizer: producers append groups at once until the step is
+// full; every row is assigned to exactly one of them, and a reader, once the
+// step is full, takes every row.
+TEST(AppendConcurrency, ProducersShareTheStepsRows) {
+  DockSpec spec = AppendSpec({Reader("reader", {"prompt"}, 4)});
+  spec.max_rows_per_step = 256;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec));
+  std::vector<std::vector<int64_t>> assigned(4);
+  std::vector<std::thread> producers;
+  for (size_t p = 0; p < assigned.size(); ++p) {
+    producers.emplace_back([&, p] {
+      for (;;) {
+        absl::StatusOr<PutResult> put = Append(*dock, 0, 2);
+        if (!put.ok()) {
+          // Full; or, its every row taken, released already.
+          EXPECT_TRUE(absl::IsResourceExhausted(put.status()) ||
+                      absl::IsFailedPrecondition(put.status()))
+              << put.status();
+          return;
+        }
+        assigned[p].insert(assigned[p].end(), put->assigned.begin(), put->assigned.end());
+      }
+    });
+  }
+  std::vector<int64_t> got;
+  for (int i = 0; i < 1000 && got.size() < 256; ++i) {
+    GetInput in = GetOf("reader", 4, absl::Milliseconds(50));
+    in.step = 0;
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, in));
+    got.insert(got.end(), batch.rows.begin(), batch.rows.end());
+  }
+  for (std::thread& t : producers) t.join();
+  std::vector<int64_t> all;
+  for (const auto& rows : assigned) all.insert(all.end(), rows.begin(), rows.end());
+  std::sort(all.begin(), all.end());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(all, Iota(0, 256));
+  EXPECT_EQ(got, Iota(0, 256));
+}
+
+}  // namespace
+}  // namespace tdock
