@@ -7,13 +7,16 @@ the filtered ones, seal each step at B valid groups, train on exactly those.
     ... --server HOST:PORT                                    # a running server
 
 It starts tdock-server on a free loopback port (unless --server is given) and
-creates a dock whose steps hold up to --overgen x --groups groups of --n
-rows, with `seal_when: {consumer: actor_update, groups: --groups}`. One
-asyncio process runs every role on tdock.aio:
+creates a dock of --groups prompts x --n samples per step with room for
+--overgen times as many rows (`max_rows_per_step`), and `seal_when:
+{consumer: actor_update, groups: --groups}`. One asyncio process runs every
+role on tdock.aio:
 
-  rollout (xK)   generates groups of a step as long as it is not sealed; a
-                 rollout that fails (--p_fail: an engine error, a tool
-                 timeout) drops its group as `failed` before writing it.
+  rollout (xK)   generates groups of a step as long as it is not sealed; it
+                 names samples by uid: the prompt's Put gives new keys, so
+                 the server assigns the group's rows, and the responses come
+                 back by key. A rollout that fails (--p_fail: an engine
+                 error, a tool timeout) drops its group as `failed`.
   reward         scores whole groups; a group whose rewards do not vary
                  (--p_flat) carries no learning signal and is dropped as
                  `filtered`; the others get their GRPO advantages.
@@ -24,7 +27,7 @@ asyncio process runs every role on tdock.aio:
                  `surplus`: rollouts still running find their Put refused
                  and move to the next step.
 
-Every value is a deterministic function of (--seed, step, group, sample).
+Every value is a deterministic function of (--seed, step, prompt, sample).
 Checked at the end (exit status 1 otherwise): every row trained on belongs to
 a group that did not fail and whose rewards vary, with the advantages
 recomputed here; each step trained on exactly B whole groups; no failed
@@ -90,8 +93,8 @@ def advantages(rewards: np.ndarray) -> np.ndarray:
 def dock_spec(args) -> dict:
     capacity = math.ceil(args.groups * args.overgen)
     return {
-        "name": args.dock, "num_prompts": capacity, "n_samples_per_prompt": args.n,
-        "steps_in_flight": 2, "length_columns": ["prompt_ids", "response_ids"],
+        "name": args.dock, "num_prompts": args.groups, "n_samples_per_prompt": args.n,
+        "max_rows_per_step": capacity * args.n, "steps_in_flight": 2, "length_columns": ["prompt_ids", "response_ids"],
         "columns": {"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
                     "uid": {"dtype": "string"},
                     "rewards": {"dtype": "float32", "max_len": 1},
@@ -113,8 +116,8 @@ class Run:
         self.capacity = math.ceil(args.groups * args.overgen)
         self.sealed = defaultdict(asyncio.Event)   # step -> the rollouts learned it
         self.log = defaultdict(lambda: defaultdict(int))  # step -> what happened
-        self.reward_saw = set()                    # (step, group)
-        self.trained = defaultdict(list)           # step -> [(row, uid, advantage)]
+        self.reward_saw = set()                    # (step, prompt)
+        self.trained = defaultdict(list)           # step -> [(row, key, uid, advantage)]
         self.failures: list[str] = []
 
     async def sleep(self, seconds: float) -> None:
@@ -126,33 +129,38 @@ class Run:
     # ---- rollout
     async def rollout(self, worker: int, queue: asyncio.Queue) -> None:
         while True:
-            step, g = await queue.get()
+            step, p = await queue.get()
             try:
-                await self.generate(worker, step, g)
+                await self.generate(worker, step, p)
             finally:
                 queue.task_done()
 
-    async def generate(self, worker: int, step: int, g: int) -> None:
-        """One group: its prompt goes in first (the step starts, waiting for
-        its partition if need be), then the responses, or a drop."""
+    async def generate(self, worker: int, step: int, p: int) -> None:
+        """One prompt's group: its prompt goes in first under new keys (the
+        server assigns a group of rows; the step starts, waiting for its
+        partition if need be), then the responses by key, or a drop."""
         if self.sealed[step].is_set():
             return  # the step is full: the seal dropped this group already
-        rows = list(range(g * self.args.n, (g + 1) * self.args.n))
+        n = self.args.n
+        keys = [f"s{step}p{p}i{i}" for i in range(n)]
         try:
-            await self.dock.put(step, rows, {"prompt_ids": [self.plan.prompt(step, g)] * self.args.n,
-                                             "uid": [f"s{step}g{g}"] * self.args.n}, wait=60)
-            await self.sleep(0.02 + 0.05 * self.plan.rng("gen", step, g).random())
-            if self.plan.failed(step, g):
+            ack = await self.dock.put(step, None, {"prompt_ids": [self.plan.prompt(step, p)] * n,
+                                                   "uid": [f"s{step}p{p}"] * n},
+                                      keys=keys, wait=60)
+            g = ack.assigned[0] // n
+            await self.sleep(0.02 + 0.05 * self.plan.rng("gen", step, p).random())
+            if self.plan.failed(step, p):
                 dropped = await self.dock.drop(step, groups=[g], reason="failed")
                 self.log[step]["failed"] += dropped > 0  # 0: dropped as surplus already
                 return
-            await self.dock.put(step, rows, {"response_ids": [self.plan.response(step, g, i)
-                                                              for i in range(self.args.n)]})
+            await self.dock.put(step, None, {"response_ids": [self.plan.response(step, p, i)
+                                                              for i in range(n)]}, keys=keys)
             self.log[step]["generated"] += 1
-        except tdock.errors.FailedPrecondition as e:
-            # Dropped as surplus (the step sealed while this group was
-            # generated) or the step already released: it is full.
-            if "surplus" not in str(e) and "released" not in str(e):
+        except (tdock.errors.FailedPrecondition, tdock.errors.NotFound) as e:
+            # Sealed (no new rows join it), dropped as surplus while generated
+            # (its keys are free, so the responses find no row), or released:
+            # the step is full.
+            if not any(w in str(e) for w in ("surplus", "released", "sealed", "no live row")):
                 self.fail(f"rollout {worker}: {e}")
             self.sealed[step].set()
 
@@ -161,10 +169,10 @@ class Run:
         workers = [asyncio.create_task(self.rollout(w, queue))
                    for w in range(self.args.rollout_workers)]
         for step in range(self.args.steps):
-            for g in range(self.capacity):
+            for p in range(self.capacity):
                 if self.sealed[step].is_set():
                     break
-                await queue.put((step, g))
+                await queue.put((step, p))
         await queue.join()
         for w in workers:
             w.cancel()
@@ -175,8 +183,9 @@ class Run:
         for step in range(self.args.steps):
             async for batch in self.dock.iter("reward", step=step, wait=self.args.wait):
                 g = int(batch.rows[0]) // self.args.n
-                self.reward_saw.add((step, g))
-                rewards = self.plan.rewards(step, g)
+                p = int(batch.cell("uid", 0).split("p")[1])
+                self.reward_saw.add((step, p))
+                rewards = self.plan.rewards(step, p)
                 await self.sleep(0.01)
                 try:
                     await self.dock.put(step, batch.rows, {"rewards": [[r] for r in rewards]})
@@ -189,7 +198,7 @@ class Run:
                     self.log[step]["valid"] += 1
                 except tdock.errors.FailedPrecondition as e:
                     if "surplus" not in str(e):  # sealed meanwhile: not needed
-                        self.fail(f"reward step {step} group {g}: {e}")
+                        self.fail(f"reward step {step} prompt {p}: {e}")
 
     # ---- actor update
     async def train(self, rank: int) -> None:
@@ -197,40 +206,41 @@ class Run:
             async for batch in self.dock.iter("actor_update", rank=rank, step=step,
                                               wait=self.args.wait):
                 uids, adv = batch.cells("uid"), batch.cells("advantages")
-                self.trained[step] += [(int(r), u, float(a[0]))
-                                       for r, u, a in zip(batch.rows, uids, adv)]
+                self.trained[step] += [(int(r), k, u, float(a[0]))
+                                       for r, k, u, a in zip(batch.rows, batch.keys, uids, adv)]
                 await self.sleep(0.05)
 
     def check(self, status) -> None:
         n = self.args.n
         for step in range(self.args.steps):
-            groups = defaultdict(list)
-            for row, uid, adv in self.trained[step]:
-                g = row // n
-                groups[g].append((row, adv))
-                if uid != f"s{step}g{g}":
-                    self.fail(f"step {step} row {row}: uid {uid!r}")
+            groups = defaultdict(list)  # prompt -> [(row, sample, advantage)]
+            for row, key, uid, adv in self.trained[step]:
+                p, i = (int(x) for x in key.split("p")[1].split("i"))
+                groups[p].append((row, i, adv))
+                if uid != f"s{step}p{p}":
+                    self.fail(f"step {step} row {row}: uid {uid!r}, key {key!r}")
             # B groups, or every valid one when fewer passed: the step then
             # ends once every group is written or dropped.
             want = min(self.args.groups,
-                       sum(self.plan.valid(step, g) for g in range(self.capacity)))
+                       sum(self.plan.valid(step, p) for p in range(self.capacity)))
             if len(groups) != want:
                 self.fail(f"step {step}: trained on {len(groups)} groups, not {want}")
-            for g, rows in groups.items():
-                rewards = self.plan.rewards(step, g)
-                if not self.plan.valid(step, g):
-                    self.fail(f"step {step}: trained on group {g}, which "
-                              f"{'failed' if self.plan.failed(step, g) else 'was filtered'}")
+            for p, rows in groups.items():
+                rewards = self.plan.rewards(step, p)
+                if not self.plan.valid(step, p):
+                    self.fail(f"step {step}: trained on prompt {p}, which "
+                              f"{'failed' if self.plan.failed(step, p) else 'was filtered'}")
                     continue
-                if sorted(r for r, _ in rows) != list(range(g * n, (g + 1) * n)):
-                    self.fail(f"step {step} group {g}: rows {sorted(r for r, _ in rows)}")
+                g = rows[0][0] // n
+                if sorted((r, i) for r, i, _ in rows) != [(g * n + i, i) for i in range(n)]:
+                    self.fail(f"step {step} prompt {p}: rows {sorted(r for r, _, _ in rows)}")
                 want = advantages(rewards)
-                for row, adv in rows:
-                    if abs(adv - want[row - g * n]) > 1e-5:
+                for row, i, adv in rows:
+                    if abs(adv - want[i]) > 1e-5:
                         self.fail(f"step {step} row {row}: advantage {adv}")
-            for g in range(self.capacity):
-                if self.plan.failed(step, g) and (step, g) in self.reward_saw:
-                    self.fail(f"step {step}: failed group {g} reached the reward role")
+            for p in range(self.capacity):
+                if self.plan.failed(step, p) and (step, p) in self.reward_saw:
+                    self.fail(f"step {step}: failed prompt {p} reached the reward role")
         if status.steps:
             self.fail(f"steps left live: {[s.step for s in status.steps]}")
 
@@ -249,7 +259,7 @@ def report(run: Run, status, seconds: float) -> None:
           f"{'trained':>7}")
     for step in range(run.args.steps):
         log = run.log[step]
-        trained = len({row // run.args.n for row, _, _ in run.trained[step]})
+        trained = len({uid for _, _, uid, _ in run.trained[step]})
         print(f"{step:>4} {log['generated']:>9} {log['failed']:>6} {log['filtered']:>8} "
               f"{log['valid']:>5} {trained:>7}")
     print(f"rows dropped by reason: {status.dropped}; {seconds:.2f} s")
