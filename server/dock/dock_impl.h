@@ -405,13 +405,19 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // has it.
   absl::Status CheckKeysLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(key_mu_);
-  // Gives the Put's rows their keys (after CheckKeysLocked, in the same
-  // commit); UnsetKeysLocked undoes it for rows left with no cell (the Put's
-  // record failed).
-  void SetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
+  absl::Status CheckKeysHeld(const Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(key_mu_);
+  // Checks the Put's keys again and gives its rows their keys, in one hold
+  // of key_mu_; UnsetKeysLocked undoes it for `rows` no stored or in-flight
+  // write keeps (the Put's record failed).
+  absl::Status SetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) ABSL_LOCKS_EXCLUDED(key_mu_);
-  void UnsetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) ABSL_LOCKS_EXCLUDED(key_mu_);
+  void UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu())
+          ABSL_LOCKS_EXCLUDED(key_mu_);
+  // Recovery, once drops are applied: the index of the keys of rows not
+  // dropped.
+  void RebuildKeyIndex() ABSL_LOCKS_EXCLUDED(mu_, key_mu_);
   // The index forgets `key` if it names row `row` of `step`.
   void ForgetKeyLocked(const std::string& key, int64_t step, int64_t row)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(key_mu_);

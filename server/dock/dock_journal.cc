@@ -67,16 +67,19 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                   lease->rank, /*acked=*/true,   lease->replicas};
     }
   }
-  // The rows' keys go with their cells (and are undone with them).
-  PutInput keyed;
+  // Every record of a keyed row carries its key, so that a key stays
+  // exactly as long as a stored write of its row does.
+  std::vector<int64_t> rows = in.rows;
   std::vector<DockJournal::Key> keys;
-  if (!in.keys.empty()) {
-    keyed.rows = in.rows;
-    keyed.keys = in.keys;
-    for (size_t i = 0; i < in.rows.size(); ++i) keys.push_back({in.rows[i], in.keys[i]});
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    const Partition& part = PartitionOf(in.step);
+    for (int64_t row : in.rows) {
+      if (const std::string* key = part.key(row)) keys.push_back({row, *key});
+    }
   }
   journal_->Cells(step, cells, keys, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
-                                written = std::move(written), result, keyed = std::move(keyed),
+                                written = std::move(written), result, rows = std::move(rows),
                                 done = std::move(done)](absl::Status stored) mutable {
     {
       tdock::ReaderMutexLock lock(&mu_);
@@ -94,8 +97,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
             part.Unstage(cell.column, cell.row, cell.block);
           }
         }
-        // Not stored: rows this Put gave their first cells lose their keys.
-        if (!stored.ok()) UnsetKeysLocked(part, keyed);
+        for (int64_t row : rows) part.AddPendingWrite(row, -1);
+        // Not stored: rows no other write keeps lose their keys.
+        if (!stored.ok()) UnsetKeysLocked(part, rows);
       }
     }
     if (!stored.ok()) {
@@ -408,6 +412,7 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
 }
 
 void DockImpl::FinishRecovery() {
+  RebuildKeyIndex();
   std::vector<int64_t> live;
   {
     tdock::ReaderMutexLock lock(&mu_);

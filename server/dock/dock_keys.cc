@@ -59,13 +59,20 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
                                                           const std::vector<std::string>& keys) const {
   std::vector<int64_t> rows;
   const std::string* unknown = nullptr;
+  const std::string* known = nullptr;
+  absl::flat_hash_set<absl::string_view> seen;
   for (const std::string& key : keys) {
     TDOCK_RETURN_IF_ERROR(CheckKey(Where(step), key));
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(step), ": key '", key,
+                                                     "' appears twice"));
+    }
     absl::StatusOr<RowRef> ref = FindKey(key);
     if (!ref.ok()) {
       unknown = &key;
       continue;
     }
+    known = &key;
     if (ref->step != step) {
       return absl::FailedPreconditionError(absl::StrCat(
           Where(step), ": key '", key, "' is row ", ref->row, " of step ", ref->step));
@@ -75,8 +82,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
   if (unknown == nullptr) return rows;
   if (!rows.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Where(step), ": key '", *unknown, "' is new and key '", keys.front() == *unknown
-            ? keys.back() : keys.front(),
+        Where(step), ": key '", *unknown, "' is new and key '", *known,
         "' is not: a Put names the rows of keys live rows have, or asks for new rows "
         "for new keys, not both"));
   }
@@ -86,7 +92,8 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
 absl::Status DockImpl::AssignRows(PutInput& in) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(in.step) != StepState::kLive) {
-    return absl::FailedPreconditionError(absl::StrCat(Where(in.step), " is not live"));
+    // Undone by a concurrent Put that started it: the caller tries again.
+    return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   Partition& part = PartitionOf(in.step);
   if (part.sealed(mu_)) {
@@ -111,20 +118,30 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
         " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
         groups.size(), " free groups are left; write to a later step"));
   }
-  part.set_append_cursor(g);
   for (int64_t group : groups) {
     for (int64_t row = group * n;
          row < (group + 1) * n && static_cast<int64_t>(in.rows.size()) < in.new_rows; ++row) {
       in.rows.push_back(row);
     }
   }
+  // What the rows' tokens and keys would refuse, refused before anything is
+  // taken: the cursor moves only for a Put that can go in.
+  if (absl::Status fits = CheckUnwrittenLocked(part, in); !fits.ok()) {
+    in.rows.clear();
+    return fits;
+  }
+  part.set_append_cursor(g);
   return absl::OkStatus();
 }
 
 absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in) const {
   if (in.keys.empty()) return absl::OkStatus();
-  const int64_t step = in.step;  // the partition may not hold it yet (free)
   tdock::MutexLock lock(&key_mu_);
+  return CheckKeysHeld(part, in);
+}
+
+absl::Status DockImpl::CheckKeysHeld(const Partition& part, const PutInput& in) const {
+  const int64_t step = in.step;  // the partition may not hold it yet (free)
   for (size_t i = 0; i < in.rows.size(); ++i) {
     const int64_t row = in.rows[i];
     const std::string& key = in.keys[i];
@@ -148,24 +165,28 @@ absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in
   return absl::OkStatus();
 }
 
-void DockImpl::SetKeysLocked(Partition& part, const PutInput& in) {
-  if (in.keys.empty()) return;
+absl::Status DockImpl::SetKeysLocked(Partition& part, const PutInput& in) {
+  if (in.keys.empty()) return absl::OkStatus();
   const int64_t step = part.step(mu_);
+  // Checked and set in one hold: Puts of two steps (two commit locks) may
+  // give the same new key at once.
   tdock::MutexLock lock(&key_mu_);
+  TDOCK_RETURN_IF_ERROR(CheckKeysHeld(part, in));
   for (size_t i = 0; i < in.rows.size(); ++i) {
-    if (part.key(in.rows[i]) != nullptr) continue;  // CheckKeysLocked: the same key
+    if (part.key(in.rows[i]) != nullptr) continue;  // the same key, named again
     part.SetKey(in.rows[i], in.keys[i]);
     key_index_[in.keys[i]] = RowRef{step, in.rows[i]};
   }
+  return absl::OkStatus();
 }
 
-void DockImpl::UnsetKeysLocked(Partition& part, const PutInput& in) {
-  if (in.keys.empty()) return;
+void DockImpl::UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows) {
   tdock::MutexLock lock(&key_mu_);
-  for (int64_t row : in.rows) {
+  for (int64_t row : rows) {
     const std::string* key = part.key(row);
-    // Another Put's cell of the row, staged or stored, keeps the key.
-    if (key == nullptr || part.has_cell(row)) continue;
+    // A stored cell of the row, or another write of it whose record is in
+    // flight (every record of a keyed row carries its key), keeps the key.
+    if (key == nullptr || part.pending_writes(row) > 0 || part.has_ready_cell(row)) continue;
     ForgetKeyLocked(*key, part.step(mu_), row);
     part.ClearKey(row);
   }
@@ -231,16 +252,27 @@ absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& 
     return absl::DataLossError(absl::StrCat(Where(step), ": a key of row ", row,
                                             " whose step holds no cell"));
   }
-  PutInput in;
-  in.rows = {row};
-  in.keys = {key};
   Partition& part = PartitionOf(step);
   tdock::MutexLock commit(&part.commit_mu());
-  if (const std::string* has = part.key(row); has != nullptr && *has != key) {
+  if (const std::string* has = part.key(row); has != nullptr) {
+    if (*has == key) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(Where(step), ": row ", row, " has two keys"));
   }
-  SetKeysLocked(part, in);
+  part.SetKey(row, key);  // indexed by RebuildKeyIndex, once drops are applied
   return absl::OkStatus();
+}
+
+void DockImpl::RebuildKeyIndex() {
+  tdock::ReaderMutexLock lock(&mu_);
+  tdock::MutexLock keys(&key_mu_);
+  key_index_.clear();
+  for (const auto& part : partitions_) {
+    if (!part->live(mu_) || !part->has_keys()) continue;
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      const std::string* key = part->key(row);
+      if (key != nullptr && !part->dropped(row)) key_index_[*key] = RowRef{part->step(mu_), row};
+    }
+  }
 }
 
 absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {

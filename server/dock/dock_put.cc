@@ -253,7 +253,12 @@ DockImpl::PutAttempt DockImpl::TryPutOnce(PutInput& in) {
     // New rows: assigned once the step is live, kept across retries.
     if (absl::Status assigned = AssignRows(in); !assigned.ok()) {
       if (activated) DeactivateIfUnused(in.step, *arena);
-      attempt.done = std::move(assigned);
+      if (absl::IsAborted(assigned)) {
+        attempt.raced = true;  // the step was started and undone meanwhile
+        attempt.park_reason = std::string(assigned.message());
+      } else {
+        attempt.done = std::move(assigned);
+      }
       return attempt;
     }
   }
@@ -310,7 +315,18 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // Re-check under the commit lock: a concurrent Put may have written the
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
-  SetKeysLocked(part, in);  // before any cell is ready
+  for (int64_t row : in.rows) {
+    if (in.new_rows > 0 && part.has_cell(row)) {
+      // Assigned to this Put, then written by a Put naming the row.
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(in.step), ": row ", row, ", assigned to this Put, was written by another "
+          "Put naming it; nothing was written"));
+    }
+  }
+  TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
+  if (journal_ != nullptr) {
+    for (int64_t row : in.rows) part.AddPendingWrite(row, 1);  // until recorded
+  }
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;
     for (size_t i = 0; i < in.rows.size(); ++i) {

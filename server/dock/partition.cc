@@ -25,7 +25,8 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       drop_reasons_(static_cast<size_t>(rows), DropReason::kUnspecified),
       dropped_(rows),
       live_rows_(new std::atomic<int32_t>[rows / group_size]),
-      keys_(new std::atomic<const std::string*>[rows]) {
+      keys_(new std::atomic<const std::string*>[rows]),
+      pending_(static_cast<size_t>(rows), 0) {
   for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
@@ -111,6 +112,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     key_store_.clear();
     keyed_.store(false, std::memory_order_relaxed);
     append_cursor_ = 0;
+    std::fill(pending_.begin(), pending_.end(), 0);
   }
   dropped_.Reset();
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);

@@ -267,6 +267,21 @@ class Partition final {
   void set_append_cursor(int64_t group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
     append_cursor_ = group;
   }
+  // With a journal: writes of the row committed whose record is in flight
+  // (a failed one clears the row's key only if none is left).
+  int32_t pending_writes(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return pending_[row];
+  }
+  void AddPendingWrite(int64_t row, int32_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    pending_[row] += delta;
+  }
+  // Some column has a ready cell of the row (one that is stored).
+  bool has_ready_cell(int64_t row) const {
+    for (const auto& column : columns_) {
+      if (column->ready.Test(row)) return true;
+    }
+    return false;
+  }
   // Some row of the step has had a key.
   bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
@@ -344,6 +359,7 @@ class Partition final {
   std::vector<std::unique_ptr<std::string>> key_store_ ABSL_GUARDED_BY(commit_mu_);
   std::atomic<bool> keyed_{false};
   int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
+  std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
 };
 
 }  // namespace tdock::internal

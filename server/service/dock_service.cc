@@ -161,7 +161,8 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<absl::Duration> wait = WaitBound(header.dock(), "Put", header.wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
   if (absl::Status rows = ServiceLimits::Check(
-          std::max(header.rows_size(), header.keys_size()), limits_.max_rows_per_request,
+          std::max<int64_t>({header.rows_size(), header.keys_size(), header.new_rows()}),
+          limits_.max_rows_per_request,
           absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
       !rows.ok()) {
     return FinishNow(context, rows);

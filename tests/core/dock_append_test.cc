@@ -105,6 +105,20 @@ TEST(AppendTest, BadAppendsChangeNothing) {
                 "in [num_prompts x n = 4,");
 }
 
+// An append its rows' tokens refuse takes no group and starts no step.
+TEST(AppendTest, RefusedAppendTakesNothing) {
+  ConsumerSpec actor = Reader("actor", {"prompt"}, 4);
+  actor.micro_batch = MicroBatchOptions{};
+  actor.micro_batch->max_tokens = 2;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(AppendSpec({actor})));
+  // Its second row holds 2 tokens, its third 3: over the budget.
+  EXPECT_STATUS(Append(*dock, 0, 3), absl::StatusCode::kInvalidArgument,
+                "over the micro-batch budget");
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "the step was not started";
+  ASSERT_OK_AND_ASSIGN(PutResult next, Append(*dock, 0, 2));
+  EXPECT_EQ(next.assigned, (std::vector<int64_t>{0, 1})) << "group 0 is still free";
+}
+
 // Under ThreadSanitizer: producers append groups at once until the step is
 // full; every row is assigned to exactly one of them, and a reader, once the
 // step is full, takes every row.

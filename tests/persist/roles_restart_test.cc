@@ -186,5 +186,24 @@ TEST(AppendRestart, AssignedRowsStayAssigned) {
   EXPECT_EQ(next.assigned, (std::vector<int64_t>{4, 5})) << "group 1 holds row 2";
 }
 
+// A key freed by a drop and given to another row belongs to that row after a
+// restart, whatever the order its records are read back in.
+TEST(KeysRestart, AKeyFreedByADropFindsItsNewRow) {
+  Recording recording;
+  Dock& dock = *recording.dock;
+  ASSERT_OK(testing::PutSync(dock, 0, {4}, {ColumnOf("ids", 0, 0, {4})}, absl::ZeroDuration(),
+                             0, {"K"}));
+  ASSERT_OK(dock.Drop(DropInput{0, {4}, {}, DropReason::kFailed}));
+  ASSERT_OK(testing::PutSync(dock, 0, {1}, {ColumnOf("ids", 0, 0, {1})}, absl::ZeroDuration(),
+                             0, {"K"}));
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  ASSERT_OK_AND_ASSIGN(Batch read, restarted.dock->ReadKeys({"K"}, {"ids"}));
+  EXPECT_EQ(read.rows, std::vector<int64_t>{1});
+  EXPECT_STATUS(testing::PutSync(*restarted.dock, 0, {2}, {ColumnOf("ids", 0, 0, {2})},
+                                 absl::ZeroDuration(), 0, {"K"}),
+                absl::StatusCode::kAlreadyExists, "key 'K' is row 1 of step 0");
+}
+
 }  // namespace
 }  // namespace tdock::persist::crash

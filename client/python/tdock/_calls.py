@@ -233,6 +233,8 @@ class _DockCalls:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
         keys = _keys(keys, "put")
+        if rows is not None and len(rows) == 0:
+            rows = None  # no rows named: keys or new_rows name them
         if rows is None:
             if not keys and new_rows <= 0:
                 raise errors.InvalidArgument(
