@@ -3,8 +3,8 @@
 // dock_get.cc, dock_rounds.cc, dock_leases.cc (over the LeaseTable,
 // leases.h), dock_waiters.cc (over the WaiterTable, waiter_table.h),
 // dock_consumers.cc (additions, removals, joins), dock_columns.cc,
-// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc and
-// dock_journal.cc.
+// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc, dock_validate.cc
+// (a Put's checks), dock_journal.cc and dock_recovery.cc.
 //
 // Synchronization:
 // - mu_ guards structure: which step each partition holds, the consumer list.

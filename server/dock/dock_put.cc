@@ -20,69 +20,6 @@ int64_t PayloadBytes(const PackedColumn& column, int64_t item_bytes) {
 
 }  // namespace
 
-absl::Status DockImpl::ValidatePut(const PutInput& in) const {
-  const std::string where = Where(in.step);
-  if (in.step < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": step is negative"));
-  }
-  if (in.row_count() == 0) return absl::InvalidArgumentError(absl::StrCat(where, ": no rows"));
-  if (in.new_rows < 0 || in.new_rows > rows_per_step_ || (in.new_rows > 0 && !in.rows.empty())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": new_rows ", in.new_rows, in.rows.empty() ? "" : " with rows named",
-        " (ask for new rows in [1, ", rows_per_step_, "] without naming rows)"));
-  }
-  std::vector<bool> seen(static_cast<size_t>(rows_per_step_), false);
-  for (int64_t row : in.rows) {
-    if (row < 0 || row >= rows_per_step_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": row ", row, " is out of range [0, ", rows_per_step_, ")"));
-    }
-    if (seen[row]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": row ", row, " appears twice"));
-    }
-    seen[row] = true;
-  }
-  TDOCK_RETURN_IF_ERROR(ValidateKeys(in));
-  if (in.columns.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
-  }
-  // The columns there now (AddColumn may add more meanwhile).
-  const absl::Span<const ColumnSpec> columns = columns_.view();
-  std::vector<bool> given(columns.size(), false);
-  for (const PackedColumn& column : in.columns) {
-    auto it = std::find_if(columns.begin(), columns.end(),
-                           [&](const ColumnSpec& c) { return c.name == column.name; });
-    if (it == columns.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": column '", column.name, "' is unknown"));
-    }
-    const ColumnSpec& spec = *it;
-    if (given[it - columns.begin()]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": column '", column.name, "' appears twice"));
-    }
-    given[it - columns.begin()] = true;
-    if (column.dtype != spec.dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": column '", column.name, "' has dtype ", DTypeName(spec.dtype),
-          ", the request sent ", DTypeName(column.dtype)));
-    }
-    absl::Status packed = ValidatePacked(column, in.row_count(), spec.item_bytes());
-    if (!packed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", packed.message()));
-    }
-    for (int64_t i = 0; spec.max_len > 0 && i < in.row_count(); ++i) {
-      if (column.length(i) > spec.max_len) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": row ", in.rows.empty() ? i : in.rows[i], " of column '", column.name, "' has ",
-            column.length(i), " items, more than max_len ", spec.max_len));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
     const PutInput& in, std::string* blocked, bool* activated) {
   const int64_t step = in.step;

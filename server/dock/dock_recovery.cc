@@ -1,0 +1,170 @@
+// DockImpl's recovery (DockRecovery, dock.h): what the journal held, put back
+// before the dock serves — released steps, hand-outs, rounds and their
+// deliveries — and, once drops are applied, the index of keys and the
+// releases of steps found done.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+absl::Status DockImpl::RecoverReleased(int64_t step) {
+  if (step < 0) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": a release record names a negative step"));
+  }
+  tdock::MutexLock lock(&mu_);
+  Partition& part = PartitionOf(step);
+  if (part.live(mu_)) {
+    return absl::DataLossError(
+        absl::StrCat(Where(step), ": a release record comes after the partition's cells"));
+  }
+  part.MarkReleased(mu_, step);
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(handout.step) != StepState::kLive) return absl::OkStatus();
+  if (handout.consumer < 0 || handout.consumer >= static_cast<int>(plans_.size())) {
+    return absl::DataLossError(absl::StrCat(Where(handout.step), ": a hand-out names consumer #",
+                                            handout.consumer, ", which does not exist"));
+  }
+  const ConsumerPlan& plan = plans_[handout.consumer];
+  Partition& part = PartitionOf(handout.step);
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+  const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+  int64_t rows = 0;
+  std::vector<int64_t> claimed;
+  for (int64_t unit : handout.units) {
+    if (unit < 0 || unit >= units) {
+      return absl::DataLossError(absl::StrCat(Where(handout.step), " consumer '", plan.name,
+                                              "': a hand-out names unit ", unit));
+    }
+    if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
+      claimed.push_back(unit);
+      rows += unit_rows;
+    }
+  }
+  if (handout.lease_id != 0 && plan.lease > absl::ZeroDuration()) {
+    Lease lease;
+    lease.id = handout.lease_id;
+    lease.consumer = plan.index;
+    lease.step = handout.step;
+    lease.units = std::move(claimed);
+    lease.rows = rows;
+    lease.deadline = limits_.clock->Now() + plan.lease;
+    state.in_flight_rows.fetch_add(rows, std::memory_order_acq_rel);
+    leases_->AddRecovered(std::move(lease));
+  }
+  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(record.step) != StepState::kLive) return absl::OkStatus();
+  if (record.consumer < 0 || record.consumer >= static_cast<int>(plans_.size()) ||
+      static_cast<int>(record.shares.size()) != plans_[record.consumer].dp_size) {
+    return absl::DataLossError(absl::StrCat(Where(record.step), ": round ", record.round,
+                                            " does not fit its consumer"));
+  }
+  const ConsumerPlan& plan = plans_[record.consumer];
+  Partition& part = PartitionOf(record.step);
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (record.round < static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  // A round never recorded: every rank's share was dropped whole before it
+  // was fetched (passed over, with nothing to record), or its first
+  // delivery's record failed (so no rank got its rows). It stays a round
+  // with no rows, so later rounds keep their numbers; whatever rows it held
+  // and that are not dropped are claimed again by a round formed later.
+  while (static_cast<int64_t>(state.rounds.size()) < record.round) {
+    Round empty;
+    empty.ranks.resize(record.shares.size());
+    state.rounds.push_back(std::move(empty));
+  }
+  Round round;
+  round.stats = record.stats;
+  round.last = record.last;
+  int64_t rows = 0;
+  for (size_t r = 0; r < record.shares.size(); ++r) {
+    RoundShare share{record.shares[r], record.micro_batches[r]};
+    for (int64_t row : share.rows) {
+      if (row < 0 || row >= part.rows()) {
+        return absl::DataLossError(absl::StrCat(Where(record.step), " consumer '", plan.name,
+                                                "': round ", record.round, " names row ", row));
+      }
+      const int64_t unit = plan.whole_groups ? row / group_size_ : row;
+      (void)state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63));
+      ++rows;
+    }
+    round.ranks.push_back(std::move(share));
+  }
+  state.rounds.push_back(std::move(round));
+  state.rounds_recorded.assign(state.rounds.size(), true);
+  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t taker,
+                                       uint64_t lease_id) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive) return absl::OkStatus();
+  if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || taker < 0 ||
+      taker >= plans_[consumer].dp_size * plans_[consumer].replicas) {
+    return absl::DataLossError(
+        absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " taker ", taker));
+  }
+  const ConsumerPlan& plan = plans_[consumer];
+  const int32_t rank = taker / plan.replicas;
+  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
+  tdock::MutexLock rounds(&state.round_mu);
+  if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  // Deliveries come in key order, a taker's rounds ascending. A rank (a
+  // replica) takes its rounds in order, so a round it skipped was handed
+  // back (expired or nacked: its delivery record went) and is queued for it
+  // again.
+  for (int64_t skipped = state.next_round[taker]; skipped < round; ++skipped) {
+    state.redeliver[taker].insert(skipped);
+  }
+  state.redeliver[taker].erase(round);
+  state.next_round[taker] = std::max(state.next_round[taker], round + 1);
+  if (plan.lease == absl::ZeroDuration()) return absl::OkStatus();
+  if (lease_id == 0) {  // its lease was acknowledged
+    state.shares_acked.insert({round, rank});
+    return absl::OkStatus();
+  }
+  Lease lease;
+  lease.id = lease_id;
+  lease.consumer = consumer;
+  lease.rank = rank;
+  lease.replicas = plan.replicas;
+  lease.step = step;
+  lease.round = round;
+  lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
+  lease.deadline = limits_.clock->Now() + plan.lease;
+  state.share_replicas[{round, rank}].insert(taker % plan.replicas);
+  // The replicas of a rank share their share's lease: counted once.
+  if (leases_->AddRecovered(lease)) {
+    state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);
+  }
+  return absl::OkStatus();
+}
+
+void DockImpl::FinishRecovery() {
+  RebuildKeyIndex();
+  std::vector<int64_t> live;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : partitions_) {
+      if (part->live(mu_)) live.push_back(part->step(mu_));
+    }
+  }
+  for (int64_t step : live) MaybeAutoRelease(step);
+}
+
+}  // namespace tdock::internal
