@@ -107,12 +107,19 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->formation_failed = absl::OkStatus();
   }
   {
+    // Per-row state of keys and pending writes is cleared only if the step
+    // had any: a dock without keys or a journal pays nothing per row here.
     tdock::MutexLock commit(&commit_mu_);
-    for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
-    key_store_.clear();
-    keyed_.store(false, std::memory_order_relaxed);
+    if (keyed_.load(std::memory_order_relaxed)) {
+      for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
+      key_store_.clear();
+      keyed_.store(false, std::memory_order_relaxed);
+    }
     append_cursor_ = 0;
-    std::fill(pending_.begin(), pending_.end(), 0);
+    if (pending_used_) {
+      std::fill(pending_.begin(), pending_.end(), 0);
+      pending_used_ = false;
+    }
   }
   dropped_.Reset();
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);

@@ -274,6 +274,7 @@ class Partition final {
   }
   void AddPendingWrite(int64_t row, int32_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
     pending_[row] += delta;
+    pending_used_ = true;
   }
   // Some column has a ready cell of the row (one that is stored).
   bool has_ready_cell(int64_t row) const {
@@ -360,6 +361,7 @@ class Partition final {
   std::atomic<bool> keyed_{false};
   int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
   std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
+  bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;
 };
 
 }  // namespace tdock::internal
