@@ -33,6 +33,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
   std::vector<DockJournal::Cell> cells;
   std::shared_ptr<StepArena> arena;
   std::vector<int> written;
+  std::vector<DockJournal::Key> keys;
   bool freed = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
@@ -48,6 +49,13 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
         cells.push_back({cell.column, cell.row,
                          ByteSpan(cell.block->data,
                                   cell.block->length * columns_[cell.column].item_bytes())});
+      }
+      // Every record of a keyed row carries its key, so that a key stays
+      // exactly as long as a stored write of its row does.
+      if (part.has_keys()) {
+        for (int64_t row : in.rows) {
+          if (const std::string* key = part.key(row)) keys.push_back({row, *key});
+        }
       }
     }
   }
@@ -67,17 +75,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                   lease->rank, /*acked=*/true,   lease->replicas};
     }
   }
-  // Every record of a keyed row carries its key, so that a key stays
-  // exactly as long as a stored write of its row does.
   std::vector<int64_t> rows = in.rows;
-  std::vector<DockJournal::Key> keys;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    const Partition& part = PartitionOf(in.step);
-    for (int64_t row : in.rows) {
-      if (const std::string* key = part.key(row)) keys.push_back({row, *key});
-    }
-  }
   journal_->Cells(step, cells, keys, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
                                 written = std::move(written), result, rows = std::move(rows),
                                 done = std::move(done)](absl::Status stored) mutable {
