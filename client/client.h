@@ -110,6 +110,10 @@ struct ClientPut {
   // With `rows` empty: the server assigns this many new rows (whole groups);
   // PutAck::assigned lists them.
   int64_t new_rows = 0;
+  // With rows the server assigns: the sizes of the groups they open, in
+  // order, each at most n, adding up to them; a group's rows past its size
+  // are closed (dropped as "unused"). Empty: groups of n.
+  std::vector<int32_t> group_sizes;
 };
 
 struct ClientGet {

@@ -11,6 +11,7 @@ absl::string_view DropReasonName(DropReason reason) {
     case DropReason::kExpired: return "expired";
     case DropReason::kSurplus: return "surplus";
     case DropReason::kOther: return "other";
+    case DropReason::kUnused: return "unused";
     case DropReason::kUnspecified: break;
   }
   return "unspecified";
@@ -19,7 +20,8 @@ absl::string_view DropReasonName(DropReason reason) {
 const std::array<DropReason, kDropReasons - 1>& AllDropReasons() {
   static constexpr std::array<DropReason, kDropReasons - 1> kAll = {
       DropReason::kFiltered, DropReason::kFailed,  DropReason::kStale, DropReason::kSealed,
-      DropReason::kExpired,  DropReason::kSurplus, DropReason::kOther};
+      DropReason::kExpired,  DropReason::kSurplus, DropReason::kOther,
+      DropReason::kUnused};
   return kAll;
 }
 

@@ -20,8 +20,10 @@ enum class DropReason : uint8_t {
   kExpired = 5,      // its reservation's deadline passed before it was written
   kSurplus = 6,      // beyond the target of a step sealed by the dock itself
   kOther = 7,        // any other reason the caller gives
+  kUnused = 8,       // beyond its group's size, declared when the group was appended (the
+                     // server's own reason: a Drop cannot give it)
 };
-inline constexpr int kDropReasons = 8;  // values 0..7; counts are indexed by value
+inline constexpr int kDropReasons = 9;  // values 0..8; counts are indexed by value
 
 // "filtered", "failed", ... ("unspecified" for kUnspecified).
 absl::string_view DropReasonName(DropReason reason);

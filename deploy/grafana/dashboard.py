@@ -78,7 +78,8 @@ ROWS = [
               "Rows taken out of their steps (rate of tdock_rows_dropped_total): "
               "filtered (DAPO's groups whose rewards do not vary), failed "
               "rollouts, sealed (unwritten when the step was sealed), stale, "
-              "expired, surplus. A high failed rate points at the rollout side.",
+              "expired, surplus, unused (past a group's declared size). A high "
+              "failed rate points at the rollout side.",
               [(f"sum by (reason) (rate(tdock_rows_dropped_total{{{DOCK}}}[{RATE}]))",
                 "{{reason}}")], unit="rows/s"),
         panel("Rows available, not yet taken, by consumer",

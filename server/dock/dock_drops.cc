@@ -20,6 +20,13 @@
 //
 // With a journal the drop is recorded first and applied once stored (record
 // before effect); recovery applies the stored drops after every hand-out.
+// A seal drops the rows unwritten when it is decided: it decides under the
+// partition's commit lock and, while its record is stored, those rows take
+// no Put (Partition::closing), so a write is never acknowledged and then
+// dropped as unwritten. Without a journal it decides and applies in one hold.
+//
+// An append that declares its groups' sizes closes the rest of each group
+// ("unused") with the Put's record, before its cells are ready.
 #include <algorithm>
 #include <utility>
 
@@ -33,7 +40,9 @@ namespace {
 
 std::string ReasonList() {
   std::vector<std::string> names;
-  for (DropReason r : AllDropReasons()) names.emplace_back(DropReasonName(r));
+  for (DropReason r : AllDropReasons()) {
+    if (r != DropReason::kUnused) names.emplace_back(DropReasonName(r));
+  }
   return absl::StrJoin(names, ", ");
 }
 
@@ -62,6 +71,11 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::DropRowsLocked(const DropInput& i
     return absl::InvalidArgumentError(absl::StrCat(
         Where(in.step), ": a drop needs a reason (", ReasonList(), ")"));
   }
+  if (in.reason == DropReason::kUnused) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(in.step), ": reason 'unused' is the server's own (the rows past a group's declared "
+        "size); give one of ", ReasonList()));
+  }
   if (in.rows.empty() && in.groups.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": the drop names no rows or groups"));
   }
@@ -88,7 +102,8 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::DropRowsLocked(const DropInput& i
   return rows;
 }
 
-absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& in) const {
+absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& in,
+                                                              bool closing) {
   if (in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": step is negative"));
   }
@@ -102,7 +117,10 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     required.push_back(c);
   }
   TDOCK_RETURN_IF_ERROR(CheckDroppableLocked(in.step, "sealed"));
-  const Partition& part = PartitionOf(in.step);
+  Partition& part = PartitionOf(in.step);
+  // Decided in one hold of the commit lock with the marks: a Put commits
+  // before (its rows are written) or is refused.
+  tdock::MutexLock commit(&part.commit_mu());
   std::vector<int64_t> rows;
   for (int64_t row = 0; row < rows_per_step_; ++row) {
     if (part.dropped(row)) continue;
@@ -117,6 +135,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     }
     if (!any || !all) rows.push_back(row);
   }
+  if (closing) part.AddSealing(rows, 1);
   return rows;
 }
 
@@ -131,9 +150,26 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
 
 void DockImpl::Seal(SealInput input, RowsCallback done) {
   absl::StatusOr<std::vector<int64_t>> rows;
+  if (journal_ == nullptr) {
+    // Decided and applied in one hold: no Put commits in between.
+    absl::StatusOr<int64_t> dropped;
+    {
+      tdock::MutexLock lock(&mu_);
+      rows = SealRowsLocked(input, /*closing=*/false);
+      if (rows.ok()) {
+        dropped = ApplyDropLocked({input.step, *rows, DropReason::kSealed, /*seal=*/true});
+      } else {
+        dropped = rows.status();
+      }
+    }
+    std::move(done)(dropped);  // before the calls it wakes are served
+    if (dropped.ok()) AfterDrop(input.step);
+    return;
+  }
   {
+    // The rows are closed to Puts until the record is stored (or fails).
     tdock::ReaderMutexLock lock(&mu_);
-    rows = SealRowsLocked(input);
+    rows = SealRowsLocked(input, /*closing=*/true);
   }
   RecordAndApplyDrop(std::move(rows), input.step, DropReason::kSealed, /*seal=*/true,
                      std::move(done));
@@ -149,6 +185,10 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
   auto apply = [this, record, done = std::move(done)](absl::Status stored) mutable {
     const std::string what = record.seal ? "seal" : "drop";
     if (!stored.ok()) {
+      {
+        tdock::ReaderMutexLock lock(&mu_);
+        EndSealingLocked(record);  // the rows take Puts again
+      }
       if (record.seal && record.reason == DropReason::kSurplus) {
         // seal_when's record failed: the next Put decides again.
         tdock::MutexLock lock(&mu_);
@@ -167,6 +207,7 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
       } else {
         dropped = ApplyDropLocked(record);
       }
+      EndSealingLocked(record);  // in the same hold: the rows are dropped now
     }
     std::move(done)(std::move(dropped));  // before the calls it wakes are served
     AfterDrop(record.step);
@@ -176,6 +217,16 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     return;
   }
   journal_->Dropped(record, KeepAlive(std::move(apply)));
+}
+
+void DockImpl::EndSealingLocked(const DockJournal::DropRecord& record) {
+  if (journal_ == nullptr || !record.seal || record.reason != DropReason::kSealed ||
+      !HoldsLocked(record.step)) {
+    return;
+  }
+  Partition& part = PartitionOf(record.step);
+  tdock::MutexLock commit(&part.commit_mu());
+  part.AddSealing(record.rows, -1);
 }
 
 int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
@@ -292,6 +343,18 @@ std::vector<int64_t> DockImpl::UnitsOfRows(bool whole_groups,
   std::sort(units.begin(), units.end());
   units.erase(std::unique(units.begin(), units.end()), units.end());
   return units;
+}
+
+void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows) {
+  int64_t closed = 0;
+  {
+    tdock::MutexLock lock(&mu_);
+    if (ClassifyLocked(step) != StepState::kLive || PartitionOf(step).releasing(mu_)) return;
+    closed = ApplyDropLocked({step, rows, DropReason::kUnused, /*seal=*/false});
+  }
+  // The group's other rows were just written, so this ends no step unless
+  // they were dropped meanwhile.
+  if (closed > 0) MaybeAutoRelease(step);
 }
 
 void DockImpl::AfterDrop(int64_t step) {

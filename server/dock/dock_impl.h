@@ -215,6 +215,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::vector<WrittenCell> cells;  // committed with a journal: to record
   };
   absl::Status ValidatePut(const PutInput& in) const;
+  // group_sizes: only for assigned rows, each in [1, n], adding up to them.
+  absl::Status ValidateGroupSizes(const PutInput& in) const;
+  // Closes the rows past an appended Put's declared group sizes (dropped as
+  // "unused") once its cells are stored; nothing if the step is gone.
+  void CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows);
   // `in` gets its rows when it asks for new ones (AssignRows).
   PutAttempt TryPut(PutInput& in);
   PutAttempt TryPutOnce(PutInput& in);
@@ -340,8 +345,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The rows a drop (a seal) takes out: sorted, unique; or why it cannot.
   absl::StatusOr<std::vector<int64_t>> DropRowsLocked(const DropInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in) const
+  // `closing` (with a journal): the rows are closed to Puts until the
+  // seal's record is stored or fails (EndSealingLocked).
+  absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in, bool closing)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void EndSealingLocked(const DockJournal::DropRecord& record) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records the drop of `rows` (with a journal), then applies it and answers
   // with the rows it dropped; answers `rows`' error if it has one.
   void RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
@@ -390,6 +398,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A Put asking for new rows (in.new_rows, rows empty) of its live step:
   // the first free groups (no cell, key or drop) from the step's append
   // cursor, enough for them; their first new_rows rows become in.rows.
+  // With group_sizes: one group per size, its first `size` rows in in.rows
+  // and the rest in in.unused.
   // RESOURCE_EXHAUSTED past the step's capacity, FAILED_PRECONDITION once
   // it is sealed (or not live: then the caller tries again).
   absl::Status AssignRows(PutInput& in);

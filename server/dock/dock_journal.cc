@@ -75,10 +75,19 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                   lease->rank, /*acked=*/true,   lease->replicas};
     }
   }
+  std::optional<DockJournal::DropRecord> unused;
+  if (!in.unused.empty()) unused = DockJournal::DropRecord{step, in.unused, DropReason::kUnused};
+  DockJournal::PutRecord record{step, std::move(cells), std::move(keys), arena,
+                                ack.has_value() ? &*ack : nullptr,
+                                unused.has_value() ? &*unused : nullptr};
   std::vector<int64_t> rows = in.rows;
-  journal_->Cells(step, cells, keys, arena, ack.has_value() ? &*ack : nullptr, KeepAlive([this, step, staged = std::move(staged), arena,
-                                written = std::move(written), result, rows = std::move(rows),
-                                done = std::move(done)](absl::Status stored) mutable {
+  journal_->Put(record, KeepAlive([this, step, staged = std::move(staged), arena,
+                                   written = std::move(written), result, rows = std::move(rows),
+                                   unused = in.unused,
+                                   done = std::move(done)](absl::Status stored) mutable {
+    // The group's rows past its declared size close with the Put, before
+    // its cells are ready (which completes the group).
+    if (stored.ok() && !unused.empty()) CloseUnusedRows(step, unused);
     {
       tdock::ReaderMutexLock lock(&mu_);
       if (PartitionOf(step).live(mu_) && PartitionOf(step).arena(mu_) == arena) {

@@ -96,13 +96,16 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   Partition& part = PartitionOf(in.step);
-  if (part.sealed(mu_)) {
+  tdock::MutexLock commit(&part.commit_mu());
+  // A seal being recorded (by the caller, or seal_when) counts as made.
+  if (part.sealed(mu_) || part.seal_pending(mu_) || part.sealing()) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " is sealed: no new rows join it"));
   }
   const int64_t n = group_size_;
-  const int64_t need = (in.new_rows + n - 1) / n;
-  tdock::MutexLock commit(&part.commit_mu());
+  const bool declared = !in.group_sizes.empty();
+  const int64_t need = declared ? static_cast<int64_t>(in.group_sizes.size())
+                                : (in.new_rows + n - 1) / n;
   std::vector<int64_t> groups;
   int64_t g = part.append_cursor();
   for (; g < part.groups() && static_cast<int64_t>(groups.size()) < need; ++g) {
@@ -118,16 +121,20 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
         " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
         groups.size(), " free groups are left; write to a later step"));
   }
-  for (int64_t group : groups) {
-    for (int64_t row = group * n;
-         row < (group + 1) * n && static_cast<int64_t>(in.rows.size()) < in.new_rows; ++row) {
-      in.rows.push_back(row);
-    }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const int64_t first = groups[i] * n;
+    const int64_t size =
+        declared ? in.group_sizes[i]
+                 : std::min(n, in.new_rows - static_cast<int64_t>(in.rows.size()));
+    for (int64_t row = first; row < first + size; ++row) in.rows.push_back(row);
+    // A declared group's other rows are closed with the Put's record.
+    for (int64_t row = first + size; declared && row < first + n; ++row) in.unused.push_back(row);
   }
   // What the rows' tokens and keys would refuse, refused before anything is
   // taken: the cursor moves only for a Put that can go in.
   if (absl::Status fits = CheckUnwrittenLocked(part, in); !fits.ok()) {
     in.rows.clear();
+    in.unused.clear();
     return fits;
   }
   part.set_append_cursor(g);

@@ -72,11 +72,24 @@ void DockImpl::DeactivateIfUnused(int64_t step,
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
                                             const PutInput& in) const {
   for (int64_t row : in.rows) {
-    if (part.dropped(row)) {
+    if (!part.dropped(row)) continue;
+    const DropReason reason = part.drop_reason(mu_, row);
+    if (reason == DropReason::kUnused) {
+      // The group's declared rows come first; the rest are closed.
+      const int64_t group = row / group_size_;
+      int64_t size = 0;
+      while (size < group_size_ &&
+             part.drop_reason(mu_, group * group_size_ + size) != DropReason::kUnused) {
+        ++size;
+      }
       return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), ": row ", row, " was dropped (",
-          DropReasonName(part.drop_reason(mu_, row)), "); nothing was written"));
+          Where(in.step), ": row ", row, " is past the size of its group ", group,
+          ", declared with ", size, " rows when it was appended: a group larger than declared; "
+          "nothing was written"));
     }
+    return absl::FailedPreconditionError(absl::StrCat(Where(in.step), ": row ", row,
+                                                      " was dropped (", DropReasonName(reason),
+                                                      "); nothing was written"));
   }
   TDOCK_RETURN_IF_ERROR(CheckKeysLocked(part, in));
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
@@ -253,6 +266,11 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
   for (int64_t row : in.rows) {
+    if (part.closing(row)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(in.step), " is being sealed: row ", row, ", not written when the seal was "
+          "decided, is dropped with it; nothing was written"));
+    }
     if (in.new_rows > 0 && part.has_cell(row)) {
       // Assigned to this Put, then written by a Put naming the row.
       return absl::FailedPreconditionError(absl::StrCat(
@@ -316,6 +334,7 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
   std::vector<int> written;
   if (result.ok()) {
     for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
+    if (!in.unused.empty()) CloseUnusedRows(in.step, in.unused);
   }
   const int64_t step = in.step;
   if (!written.empty()) MaybeAutoSeal(step);  // the Put is answered sealing

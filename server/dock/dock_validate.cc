@@ -35,6 +35,7 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
     seen[row] = true;
   }
   TDOCK_RETURN_IF_ERROR(ValidateKeys(in));
+  TDOCK_RETURN_IF_ERROR(ValidateGroupSizes(in));
   if (in.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
   }
@@ -70,6 +71,38 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
             column.length(i), " items, more than max_len ", spec.max_len));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::ValidateGroupSizes(const PutInput& in) const {
+  if (in.group_sizes.empty()) return absl::OkStatus();
+  const std::string where = Where(in.step);
+  if (!in.rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": group_sizes declares the groups of rows the server assigns; this Put names ",
+        "its rows (or keys live rows have), whose groups are open already (drop the rows of a ",
+        "named group it will not use instead)"));
+  }
+  const int64_t groups = rows_per_step_ / group_size_;
+  if (static_cast<int64_t>(in.group_sizes.size()) > groups) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": the Put declares ",
+                                                   in.group_sizes.size(), " groups; a step holds ",
+                                                   groups, " (max_rows_per_step / n)"));
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < in.group_sizes.size(); ++i) {
+    const int32_t size = in.group_sizes[i];
+    if (size < 1 || size > group_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": group ", i, " of the Put is declared with ", size, " rows; a group has 1 to ",
+          group_size_, " (n_samples_per_prompt)"));
+    }
+    total += size;
+  }
+  if (total != in.new_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": group_sizes add up to ", total,
+                                                   " rows; the Put writes ", in.new_rows));
   }
   return absl::OkStatus();
 }

@@ -32,19 +32,27 @@ class DockJournal {
     int64_t row = 0;
     ByteSpan bytes;  // valid while `pin` is held
   };
-  struct LeaseEnd;
   // A row's key, recorded with the row's cells.
   struct Key {
     int64_t row = 0;
     std::string key;
   };
-  // Cells a Put wrote, and the keys of its rows (empty: none); `pin` keeps
-  // their bytes (the step's arena) alive.
-  // `ack` (may be null): the lease the Put acknowledges, recorded in the same
-  // write, so the cells and the acknowledgement are stored together or not
-  // at all.
-  virtual void Cells(int64_t step, const std::vector<Cell>& cells, const std::vector<Key>& keys,
-                     std::shared_ptr<const void> pin, const LeaseEnd* ack, Done done) = 0;
+  struct LeaseEnd;
+  struct DropRecord;
+  // A Put's record, stored in one write (all of it or nothing): the cells it
+  // wrote, the keys of its rows (empty: none), the lease it acknowledges
+  // (null: none) and the rows its appended groups leave unused (closed past
+  // their declared sizes; null: none). `pin` keeps the cells' bytes (the
+  // step's arena) alive.
+  struct PutRecord {
+    int64_t step = 0;
+    std::vector<Cell> cells;
+    std::vector<Key> keys;
+    std::shared_ptr<const void> pin;
+    const LeaseEnd* ack = nullptr;
+    const DropRecord* unused = nullptr;
+  };
+  virtual void Put(const PutRecord& put, Done done) = 0;
 
   // Rows handed to a consumer by one Get (units: rows, or groups for
   // whole-group consumers).

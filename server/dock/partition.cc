@@ -116,6 +116,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
       keyed_.store(false, std::memory_order_relaxed);
     }
     append_cursor_ = 0;
+    closing_.clear();
+    sealing_ = 0;
     if (pending_used_) {
       std::fill(pending_.begin(), pending_.end(), 0);
       pending_used_ = false;
@@ -133,6 +135,14 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
   step_ = -1;
   releasing_ = false;
   return std::exchange(arena_, nullptr);
+}
+
+void Partition::AddSealing(const std::vector<int64_t>& rows, int32_t delta) {
+  sealing_ += delta;
+  for (int64_t row : rows) {
+    auto it = closing_.try_emplace(row, 0).first;
+    if ((it->second += delta) == 0) closing_.erase(it);
+  }
 }
 
 void Partition::Publish(int c, int64_t row, const CellBlock* block) {

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "common/drop.h"
 #include "common/logging.h"
@@ -283,6 +284,17 @@ class Partition final {
     }
     return false;
   }
+  // With a journal: rows a Seal being recorded drops (unwritten when it
+  // was decided), and how many such Seals there are. A Put may not write
+  // them meanwhile, so that no row is written and then dropped as
+  // unwritten.
+  bool closing(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return !closing_.empty() && closing_.contains(row);
+  }
+  bool sealing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return sealing_ > 0; }
+  // delta +1: a Seal of `rows` is being recorded; -1: it was (or failed).
+  void AddSealing(const std::vector<int64_t>& rows, int32_t delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Some row of the step has had a key.
   bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
@@ -362,6 +374,8 @@ class Partition final {
   int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
   std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
   bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;
+  absl::flat_hash_map<int64_t, int32_t> closing_ ABSL_GUARDED_BY(commit_mu_);  // row -> Seals
+  int32_t sealing_ ABSL_GUARDED_BY(commit_mu_) = 0;
 };
 
 }  // namespace tdock::internal

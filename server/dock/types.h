@@ -45,6 +45,14 @@ struct PutInput {
   // (whole groups, from its first free one) and the result lists them. Keys
   // no live row has ask for new rows the same way.
   int64_t new_rows = 0;
+  // With rows the server assigns: the sizes of the groups they open, in
+  // order, each in [1, n], summing to the rows asked for. Each takes one of
+  // the step's groups; its rows past the size are closed (dropped as
+  // "unused") once the Put is stored. Empty: groups of n, the last one
+  // maybe left partly open.
+  std::vector<int32_t> group_sizes;
+  // Set by the dock when it assigns the rows: the rows it closes.
+  std::vector<int64_t> unused;
   // The rows the Put writes: `rows`, or as many as it asks the server for.
   int64_t row_count() const {
     return rows.empty() ? new_rows : static_cast<int64_t>(rows.size());

@@ -44,7 +44,7 @@ struct Families {
                                 MetricType::Counter, {}};
   MetricFamily dropped_total{"tdock_rows_dropped_total",
                              "Rows dropped since the dock was created, by reason (filtered, "
-                             "failed, stale, sealed, expired, surplus, other).",
+                             "failed, stale, sealed, expired, surplus, other, unused).",
                              MetricType::Counter, {}};
   MetricFamily steps_sealed{"tdock_steps_sealed", "Live steps that are sealed.",
                             MetricType::Gauge, {}};

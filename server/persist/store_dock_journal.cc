@@ -29,16 +29,15 @@ using records::TombKey;
 
 }  // namespace
 
-void StoreDockJournal::Cells(int64_t step, const std::vector<Cell>& cells,
-                             const std::vector<Key>& keys, std::shared_ptr<const void> pin,
-                             const LeaseEnd* ack, Done done) {
+void StoreDockJournal::Put(const PutRecord& put, Done done) {
   StoreBatch batch;
-  if (ack != nullptr) AddLeaseEnd(*ack, batch);
-  for (const Key& key : keys) batch.Put(KeyKey(dock_, step, key.row), key.key);
-  for (const Cell& cell : cells) {
+  if (put.ack != nullptr) AddLeaseEnd(*put.ack, batch);
+  if (put.unused != nullptr) AddDrop(*put.unused, batch);
+  for (const Key& key : put.keys) batch.Put(KeyKey(dock_, put.step, key.row), key.key);
+  for (const Cell& cell : put.cells) {
     // The dock's cells share value-log segments (its own steps only).
-    batch.PutBorrowed(CellKey(dock_, step, cell.column, cell.row),
-                      absl::string_view(cell.bytes.data(), cell.bytes.size()), pin,
+    batch.PutBorrowed(CellKey(dock_, put.step, cell.column, cell.row),
+                      absl::string_view(cell.bytes.data(), cell.bytes.size()), put.pin,
                       DockPrefix(dock_).size());
   }
   Submit(std::move(batch), std::move(done));
@@ -74,7 +73,7 @@ void StoreDockJournal::LeaseEnded(const LeaseEnd& end, Done done) {
 
 void StoreDockJournal::Dropped(const DropRecord& drop, Done done) {
   StoreBatch batch;
-  batch.Put(DropKey(dock_, drop.step, next_handout_++), EncodeDrop(drop));
+  AddDrop(drop, batch);
   Submit(std::move(batch), std::move(done));
 }
 
@@ -118,6 +117,10 @@ void StoreDockJournal::Submit(StoreBatch batch, Done done) {
   }
   std::move(done)(absl::FailedPreconditionError(
       absl::StrCat("dock '", dock_, "' was deleted; its records are gone")));
+}
+
+void StoreDockJournal::AddDrop(const DropRecord& drop, StoreBatch& batch) {
+  batch.Put(DropKey(dock_, drop.step, next_handout_++), EncodeDrop(drop));
 }
 
 void StoreDockJournal::AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const {

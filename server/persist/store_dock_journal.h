@@ -28,8 +28,7 @@ class StoreDockJournal final : public DockJournal {
   StoreDockJournal(Journal* journal, std::string dock, uint64_t next_handout)
       : journal_(journal), dock_(std::move(dock)), next_handout_(next_handout) {}
 
-  void Cells(int64_t step, const std::vector<Cell>& cells, const std::vector<Key>& keys,
-             std::shared_ptr<const void> pin, const LeaseEnd* ack, Done done) override;
+  void Put(const PutRecord& put, Done done) override;
   void HandedOut(const HandOut& h, Done done) override;
   void RoundDelivered(int64_t step, int consumer, int64_t round, int32_t taker, uint64_t lease_id,
                       const RoundRecord* formed, Done done) override;
@@ -48,6 +47,7 @@ class StoreDockJournal final : public DockJournal {
  private:
   void Submit(StoreBatch batch, Done done);
   void AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const;
+  void AddDrop(const DropRecord& drop, StoreBatch& batch);
 
   Journal* const journal_;
   const std::string dock_;

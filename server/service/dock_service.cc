@@ -161,7 +161,8 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<absl::Duration> wait = WaitBound(header.dock(), "Put", header.wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
   if (absl::Status rows = ServiceLimits::Check(
-          std::max<int64_t>({header.rows_size(), header.keys_size(), header.new_rows()}),
+          std::max<int64_t>({header.rows_size(), header.keys_size(), header.new_rows(),
+                             header.group_sizes_size()}),
           limits_.max_rows_per_request,
           absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
       !rows.ok()) {
@@ -176,6 +177,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.ack_lease = header.ack_lease();
   input.keys.assign(header.keys().begin(), header.keys().end());
   input.new_rows = header.new_rows();
+  input.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

@@ -79,6 +79,30 @@ TEST_F(ClientDropTest, DropAndSealShapeTheBatchAndTheStatus) {
   EXPECT_EQ(status.dropped_total, expected);
 }
 
+// An append declaring groups of 1 and 2 rows: the rest of the first group
+// is closed ("unused"), the trainer takes both groups whole at their sizes
+// once the step is sealed, and a write past a declared size is refused.
+TEST_F(ClientDropTest, DeclaredGroupSizesReachTheDock) {
+  ClientPut put{.dock = "dapo", .step = 0, .new_rows = 3, .group_sizes = {1, 2}};
+  for (const char* column : {"prompt", "response"}) {
+    put.columns.push_back(
+        ClientColumn::FromRows<int32_t>(column, DType::kInt32, {{1}, {2}, {3}}));
+  }
+  ASSERT_OK_AND_ASSIGN(PutAck ack, client_->Put(put));
+  EXPECT_EQ(ack.assigned, (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_STATUS(PutColumn("response", {1}), absl::StatusCode::kFailedPrecondition,
+                "row 1 is past the size of its group 0, declared with 1 rows");
+  ASSERT_OK_AND_ASSIGN(int64_t sealed, client_->Seal("dapo", 0));
+  EXPECT_EQ(sealed, 2) << "group 2, never opened";
+  ASSERT_OK_AND_ASSIGN(DockStatusInfo status, client_->GetDockStatus("dapo"));
+  using Counts = std::vector<std::pair<DropReason, int64_t>>;
+  EXPECT_EQ(status.steps.at(0).dropped,
+            (Counts{{DropReason::kSealed, 2}, {DropReason::kUnused, 1}}));
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch, client_->Get({.dock = "dapo", .consumer = "trainer"}));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_TRUE(batch.end_of_step);
+}
+
 // Errors keep the dock's code and message; nothing is dropped.
 TEST_F(ClientDropTest, ErrorsArriveWithTheServersCodeAndMessage) {
   ASSERT_OK(PutColumn("prompt", {0}));

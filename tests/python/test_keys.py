@@ -95,3 +95,37 @@ def test_append_rows(client, dock_name, server):
         dock.put(0, [6], {"prompt_ids": cells([6])}, new_rows=1)
     assert dock.seal(0) == 3  # rows 5 to 7 were never written
     assert dock.read(keys=["z"], columns=["prompt_ids"]).rows.tolist() == [4]
+
+
+def test_groups_of_declared_sizes(client, dock_name):
+    """An agent loop's prompts yield different numbers of samples: each
+    append declares its groups' sizes (at most n); the rows past a size are
+    closed ("unused"), whole-group consumers take each group complete at its
+    size, and a write past it fails naming it."""
+    dock = client.create_dock(grpo_spec(dock_name, prompts=2, n=4, max_rows_per_step=16))
+    ack = dock.put(0, None, {"prompt_ids": cells(range(4)), "response_ids": cells(range(4), 2)},
+                   keys=uids(range(4)), group_sizes=[3, 1])
+    assert ack.assigned == [0, 1, 2, 4]
+    assert [g.rows.tolist() for g in (dock.get("reward"), dock.get("reward"))] == [[0, 1, 2], [4]]
+    states = dock.list_rows(0)
+    assert [r.row for r in states if r.dropped == "unused"] == [3, 5, 6, 7]
+    assert dock.status().steps[0].dropped == {"unused": 4}
+    with pytest.raises(tdock.errors.FailedPrecondition, match="a group larger than declared"):
+        dock.put(0, [3], {"response_ids": cells([3], 2)})
+    with pytest.raises(tdock.errors.InvalidArgument, match="a group has 1 to 4"):
+        dock.put(0, None, {"prompt_ids": cells(range(5))}, group_sizes=[5])
+    with pytest.raises(tdock.errors.InvalidArgument, match="do not name rows too"):
+        dock.put(0, [8], {"prompt_ids": cells([8])}, group_sizes=[1])
+    with pytest.raises(tdock.errors.InvalidArgument, match="'unused' is not one of"):
+        dock.drop(0, rows=[8], reason="unused")
+
+
+def test_asyncio_groups_of_declared_sizes(server, dock_name):
+    async def run():
+        async with tdock.aio.Client(server, timeout=30) as aclient:
+            dock = await aclient.create_dock(grpo_spec(dock_name, prompts=2, n=4,
+                                                       max_rows_per_step=16))
+            ack = await dock.put(0, None, {"prompt_ids": cells(range(2))}, group_sizes=[2])
+            assert ack.assigned == [0, 1]
+            assert [r.dropped for r in await dock.list_rows(0)][2:4] == ["unused", "unused"]
+    asyncio.run(run())

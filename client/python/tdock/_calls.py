@@ -228,13 +228,21 @@ class _DockCalls:
 
     def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int] | None,
                      columns: Mapping[str, Any], ack: Any, wait: float,
-                     keys: Iterable[str] | None = None, new_rows: int = 0
+                     keys: Iterable[str] | None = None, new_rows: int = 0,
+                     group_sizes: Iterable[int] | None = None
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
         keys = _keys(keys, "put")
+        group_sizes = [int(k) for k in group_sizes] if group_sizes is not None else []
         if rows is not None and len(rows) == 0:
             rows = None  # no rows named: keys or new_rows name them
+        if group_sizes and rows is not None:
+            raise errors.InvalidArgument(
+                "put: group_sizes declares the groups of rows the server assigns; "
+                "do not name rows too")
+        if group_sizes and not keys and new_rows == 0:
+            new_rows = sum(group_sizes)  # as many new rows as the groups declare
         if rows is None:
             if not keys and new_rows <= 0:
                 raise errors.InvalidArgument(
@@ -255,7 +263,7 @@ class _DockCalls:
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
-                                     new_rows=new_rows)
+                                     new_rows=new_rows, group_sizes=group_sizes)
         return wire.encode_put(header, wire_columns), leased
 
     def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:

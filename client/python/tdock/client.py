@@ -117,7 +117,8 @@ class Dock(_DockCalls):
 
     def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
             *, ack: Any = None, wait: float = 30.0,
-            keys: Iterable[str] | None = None, new_rows: int = 0) -> PutAck:
+            keys: Iterable[str] | None = None, new_rows: int = 0,
+            group_sizes: Iterable[int] | None = None) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
@@ -130,17 +131,22 @@ class Dock(_DockCalls):
         those that have these keys — or, for keys no live row has, new rows
         the server assigns, as it does for `new_rows=N` (whole groups from the
         step's first free one, up to its max_rows_per_step); the PutAck's
-        `assigned` lists them."""
+        `assigned` lists them. `group_sizes`: with rows the server assigns,
+        the sizes of the groups they open (each at most the dock's n; by
+        itself it asks for sum(group_sizes) new rows): each takes one of the
+        step's groups and its rows past the size are closed (dropped as
+        "unused"), so whole-group consumers take it complete at that size;
+        a later write past it fails (errors.FailedPrecondition)."""
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows)
+                                                keys, new_rows, group_sizes)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows)
+                                                keys, new_rows, group_sizes)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])
