@@ -135,7 +135,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     }
     if (!any || !all) rows.push_back(row);
   }
-  if (closing) part.AddSealing(rows, 1);
+  if (closing) part.AddDropInFlight(/*seal=*/true, rows, 1);
   return rows;
 }
 
@@ -144,8 +144,14 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
   {
     tdock::ReaderMutexLock lock(&mu_);
     rows = DropRowsLocked(input);
+    if (rows.ok() && journal_ != nullptr) {
+      Partition& part = PartitionOf(input.step);
+      tdock::MutexLock commit(&part.commit_mu());
+      part.AddDropInFlight(/*seal=*/false, {}, 1);  // until recorded
+    }
   }
-  RecordAndApplyDrop(std::move(rows), input.step, input.reason, /*seal=*/false, std::move(done));
+  RecordAndApplyDrop(std::move(rows), input.step, input.reason, /*seal=*/false,
+                     /*in_flight=*/true, std::move(done));
 }
 
 void DockImpl::Seal(SealInput input, RowsCallback done) {
@@ -172,22 +178,24 @@ void DockImpl::Seal(SealInput input, RowsCallback done) {
     rows = SealRowsLocked(input, /*closing=*/true);
   }
   RecordAndApplyDrop(std::move(rows), input.step, DropReason::kSealed, /*seal=*/true,
-                     std::move(done));
+                     /*in_flight=*/true, std::move(done));
 }
 
 void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
-                                  DropReason reason, bool seal, RowsCallback done) {
+                                  DropReason reason, bool seal, bool in_flight,
+                                  RowsCallback done) {
   if (!rows.ok()) {
     std::move(done)(rows.status());
     return;
   }
   DockJournal::DropRecord record{step, *std::move(rows), reason, seal};
-  auto apply = [this, record, done = std::move(done)](absl::Status stored) mutable {
+  in_flight = in_flight && journal_ != nullptr;
+  auto apply = [this, record, in_flight, done = std::move(done)](absl::Status stored) mutable {
     const std::string what = record.seal ? "seal" : "drop";
     if (!stored.ok()) {
-      {
+      if (in_flight) {
         tdock::ReaderMutexLock lock(&mu_);
-        EndSealingLocked(record);  // the rows take Puts again
+        EndDropInFlightLocked(record);  // a Seal's rows take Puts again
       }
       if (record.seal && record.reason == DropReason::kSurplus) {
         // seal_when's record failed: the next Put decides again.
@@ -207,7 +215,8 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
       } else {
         dropped = ApplyDropLocked(record);
       }
-      EndSealingLocked(record);  // in the same hold: the rows are dropped now
+      // In the same hold: a Seal's rows are dropped now.
+      if (in_flight) EndDropInFlightLocked(record);
     }
     std::move(done)(std::move(dropped));  // before the calls it wakes are served
     AfterDrop(record.step);
@@ -219,14 +228,12 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
   journal_->Dropped(record, KeepAlive(std::move(apply)));
 }
 
-void DockImpl::EndSealingLocked(const DockJournal::DropRecord& record) {
-  if (journal_ == nullptr || !record.seal || record.reason != DropReason::kSealed ||
-      !HoldsLocked(record.step)) {
-    return;
-  }
+void DockImpl::EndDropInFlightLocked(const DockJournal::DropRecord& record) {
+  // A released step's partition forgot its records in flight.
+  if (!HoldsLocked(record.step)) return;
   Partition& part = PartitionOf(record.step);
   tdock::MutexLock commit(&part.commit_mu());
-  part.AddSealing(record.rows, -1);
+  part.AddDropInFlight(record.seal, record.rows, -1);
 }
 
 int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
@@ -345,12 +352,16 @@ std::vector<int64_t> DockImpl::UnitsOfRows(bool whole_groups,
   return units;
 }
 
-void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows) {
+void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, bool stored) {
   int64_t closed = 0;
   {
     tdock::MutexLock lock(&mu_);
-    if (ClassifyLocked(step) != StepState::kLive || PartitionOf(step).releasing(mu_)) return;
-    closed = ApplyDropLocked({step, rows, DropReason::kUnused, /*seal=*/false});
+    // A step being released still holds them: its release may fail.
+    if (!HoldsLocked(step)) return;
+    Partition& part = PartitionOf(step);
+    if (stored) closed = ApplyDropLocked({step, rows, DropReason::kUnused, /*seal=*/false});
+    tdock::MutexLock commit(&part.commit_mu());
+    part.SetUnused(rows, /*closed=*/false);  // dropped now, or open again
   }
   // The group's other rows were just written, so this ends no step unless
   // they were dropped meanwhile.

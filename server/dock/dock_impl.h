@@ -217,9 +217,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status ValidatePut(const PutInput& in) const;
   // group_sizes: only for assigned rows, each in [1, n], adding up to them.
   absl::Status ValidateGroupSizes(const PutInput& in) const;
-  // Closes the rows past an appended Put's declared group sizes (dropped as
-  // "unused") once its cells are stored; nothing if the step is gone.
-  void CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows);
+  // The rows past an appended Put's declared group sizes, closed to Puts
+  // since it committed: dropped as "unused" once its cells are `stored`,
+  // open again if they were not; nothing if the step is gone.
+  void CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, bool stored);
   // `in` gets its rows when it asks for new ones (AssignRows).
   PutAttempt TryPut(PutInput& in);
   PutAttempt TryPutOnce(PutInput& in);
@@ -239,6 +240,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                       const std::vector<StagedColumn>& staged,
                                       PutResult result, std::vector<WrittenCell>* cells);
   int ColumnIndex(absl::string_view name) const;
+  // Under the commit lock: no row of the Put is closed (a Seal or an append
+  // being stored), no row it was assigned written meanwhile, and no row its
+  // groups leave unused written or closed.
+  absl::Status CheckOpenLocked(Partition& part, const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
   absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool CanPutNow(const PutInput& in) const;
@@ -346,14 +352,17 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<std::vector<int64_t>> DropRowsLocked(const DropInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // `closing` (with a journal): the rows are closed to Puts until the
-  // seal's record is stored or fails (EndSealingLocked).
+  // seal's record is stored or fails (EndDropInFlightLocked).
   absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in, bool closing)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void EndSealingLocked(const DockJournal::DropRecord& record) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A Drop's or Seal's record (counted in flight) was stored or failed.
+  void EndDropInFlightLocked(const DockJournal::DropRecord& record)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records the drop of `rows` (with a journal), then applies it and answers
   // with the rows it dropped; answers `rows`' error if it has one.
+  // `in_flight`: the caller counted the record in flight (Drop, Seal).
   void RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
-                          DropReason reason, bool seal, RowsCallback done);
+                          DropReason reason, bool seal, bool in_flight, RowsCallback done);
   int64_t ApplyDropLocked(const DockJournal::DropRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The consumer's accounting of a row just dropped.

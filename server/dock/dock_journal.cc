@@ -87,7 +87,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                    done = std::move(done)](absl::Status stored) mutable {
     // The group's rows past its declared size close with the Put, before
     // its cells are ready (which completes the group).
-    if (stored.ok() && !unused.empty()) CloseUnusedRows(step, unused);
+    if (!unused.empty()) CloseUnusedRows(step, unused, stored.ok());
     {
       tdock::ReaderMutexLock lock(&mu_);
       if (PartitionOf(step).live(mu_) && PartitionOf(step).arena(mu_) == arena) {

@@ -97,10 +97,13 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
   }
   Partition& part = PartitionOf(in.step);
   tdock::MutexLock commit(&part.commit_mu());
-  // A seal being recorded (by the caller, or seal_when) counts as made.
-  if (part.sealed(mu_) || part.seal_pending(mu_) || part.sealing()) {
+  if (part.sealed(mu_)) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " is sealed: no new rows join it"));
+  }
+  if (part.seal_pending(mu_) || part.sealing()) {  // a Seal, or seal_when's
+    return absl::FailedPreconditionError(
+        absl::StrCat(Where(in.step), " is being sealed: no new rows join it"));
   }
   const int64_t n = group_size_;
   const bool declared = !in.group_sizes.empty();

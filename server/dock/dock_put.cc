@@ -63,10 +63,13 @@ void DockImpl::DeactivateIfUnused(int64_t step,
                                   const std::shared_ptr<StepArena>& arena) {
   tdock::MutexLock lock(&mu_);
   Partition& part = PartitionOf(step);
-  if (ClassifyLocked(step) == StepState::kLive && part.arena(mu_) == arena &&
-      arena->used_bytes() == 0) {
-    part.Deactivate(mu_);
+  if (ClassifyLocked(step) != StepState::kLive || part.arena(mu_) != arena ||
+      arena->used_bytes() != 0 || part.sealed(mu_) || part.seal_pending(mu_)) {
+    return;
   }
+  tdock::MutexLock commit(&part.commit_mu());
+  // A Drop or Seal decided on the step stays with it.
+  if (!part.drops_in_flight()) part.Deactivate(mu_);
 }
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
@@ -265,19 +268,9 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // Re-check under the commit lock: a concurrent Put may have written the
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
-  for (int64_t row : in.rows) {
-    if (part.closing(row)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), " is being sealed: row ", row, ", not written when the seal was "
-          "decided, is dropped with it; nothing was written"));
-    }
-    if (in.new_rows > 0 && part.has_cell(row)) {
-      // Assigned to this Put, then written by a Put naming the row.
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), ": row ", row, ", assigned to this Put, was written by another "
-          "Put naming it; nothing was written"));
-    }
-  }
+  TDOCK_RETURN_IF_ERROR(CheckOpenLocked(part, in));
+  // The rows its groups leave unused take no Put until they are dropped.
+  if (!in.unused.empty()) part.SetUnused(in.unused, /*closed=*/true);
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
   if (journal_ != nullptr) {
     for (int64_t row : in.rows) part.AddPendingWrite(row, 1);  // until recorded
@@ -296,6 +289,39 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
     }
   }
   return result;
+}
+
+absl::Status DockImpl::CheckOpenLocked(Partition& part, const PutInput& in) const {
+  for (int64_t row : in.rows) {
+    switch (part.closed(row)) {
+      case Partition::Closed::kSealing:
+        return absl::FailedPreconditionError(absl::StrCat(
+            Where(in.step), " is being sealed: row ", row, ", not written when the seal was "
+            "decided, is dropped with it; nothing was written"));
+      case Partition::Closed::kUnused:
+        return absl::FailedPreconditionError(absl::StrCat(
+            Where(in.step), ": row ", row, " is past the size declared for its group ",
+            row / group_size_, " by an append being stored: a group larger than declared; "
+            "nothing was written"));
+      case Partition::Closed::kOpen:
+        break;
+    }
+    if (in.new_rows > 0 && part.has_cell(row)) {
+      // Assigned to this Put, then written by a Put naming the row.
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(in.step), ": row ", row, ", assigned to this Put, was written by another "
+          "Put naming it; nothing was written"));
+    }
+  }
+  for (int64_t row : in.unused) {
+    if (part.has_cell(row) || part.closed(row) != Partition::Closed::kOpen) {
+      // Past a group this Put declares, and written (or closed) meanwhile.
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(in.step), ": row ", row, ", past the size this Put declares for its group ",
+          row / group_size_, ", was written by a Put naming it; nothing was written"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int DockImpl::ColumnIndex(absl::string_view name) const {
@@ -334,7 +360,7 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
   std::vector<int> written;
   if (result.ok()) {
     for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
-    if (!in.unused.empty()) CloseUnusedRows(in.step, in.unused);
+    if (!in.unused.empty()) CloseUnusedRows(in.step, in.unused, /*stored=*/true);
   }
   const int64_t step = in.step;
   if (!written.empty()) MaybeAutoSeal(step);  // the Put is answered sealing

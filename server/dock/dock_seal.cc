@@ -78,7 +78,7 @@ void DockImpl::MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then) {
   }
   // A failed record leaves the step unsealed: `then` runs all the same.
   RecordAndApplyDrop(record->rows, step, DropReason::kSurplus, /*seal=*/true,
-                     [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
+                     /*in_flight=*/false, [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
                        if (then) std::move(then)();
                      });
 }

@@ -117,7 +117,9 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     }
     append_cursor_ = 0;
     closing_.clear();
+    unused_.clear();
     sealing_ = 0;
+    drops_in_flight_ = 0;
     if (pending_used_) {
       std::fill(pending_.begin(), pending_.end(), 0);
       pending_used_ = false;
@@ -137,11 +139,25 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
   return std::exchange(arena_, nullptr);
 }
 
-void Partition::AddSealing(const std::vector<int64_t>& rows, int32_t delta) {
+void Partition::AddDropInFlight(bool seal, const std::vector<int64_t>& rows, int32_t delta) {
+  drops_in_flight_ += delta;
+  if (!seal) return;
   sealing_ += delta;
   for (int64_t row : rows) {
     auto it = closing_.try_emplace(row, 0).first;
-    if ((it->second += delta) == 0) closing_.erase(it);
+    it->second += delta;
+    TDOCK_CHECK(it->second >= 0) << "row " << row << " opened by a Seal that did not close it";
+    if (it->second == 0) closing_.erase(it);
+  }
+}
+
+void Partition::SetUnused(const std::vector<int64_t>& rows, bool closed) {
+  for (int64_t row : rows) {
+    if (closed) {
+      unused_.insert(row);
+    } else {
+      unused_.erase(row);
+    }
   }
 }
 

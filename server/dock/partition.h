@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "common/drop.h"
 #include "common/logging.h"
@@ -284,16 +285,29 @@ class Partition final {
     }
     return false;
   }
-  // With a journal: rows a Seal being recorded drops (unwritten when it
-  // was decided), and how many such Seals there are. A Put may not write
-  // them meanwhile, so that no row is written and then dropped as
-  // unwritten.
-  bool closing(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return !closing_.empty() && closing_.contains(row);
+  // Rows a Put may not write for now, and why: a Seal being recorded drops
+  // them (unwritten when it was decided), or an append being stored leaves
+  // them unused (past its groups' declared sizes). So no write is
+  // acknowledged and then dropped by a decision made before it.
+  enum class Closed { kOpen, kSealing, kUnused };
+  Closed closed(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    if (closing_.empty() && unused_.empty()) return Closed::kOpen;
+    if (closing_.contains(row)) return Closed::kSealing;
+    return unused_.contains(row) ? Closed::kUnused : Closed::kOpen;
   }
+  // With a journal: Drops and Seals being recorded (delta +1 when one is
+  // submitted, -1 when it is stored or fails); a Seal closes `rows`. The
+  // step is not taken off its partition meanwhile, so a stored record
+  // always finds the step it was decided on.
+  void AddDropInFlight(bool seal, const std::vector<int64_t>& rows, int32_t delta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   bool sealing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return sealing_ > 0; }
-  // delta +1: a Seal of `rows` is being recorded; -1: it was (or failed).
-  void AddSealing(const std::vector<int64_t>& rows, int32_t delta)
+  bool drops_in_flight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return drops_in_flight_ > 0;
+  }
+  // An append's unused rows: closed when it commits, open again once they
+  // are dropped (or its record failed).
+  void SetUnused(const std::vector<int64_t>& rows, bool closed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Some row of the step has had a key.
   bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
@@ -375,7 +389,9 @@ class Partition final {
   std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
   bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;
   absl::flat_hash_map<int64_t, int32_t> closing_ ABSL_GUARDED_BY(commit_mu_);  // row -> Seals
+  absl::flat_hash_set<int64_t> unused_ ABSL_GUARDED_BY(commit_mu_);
   int32_t sealing_ ABSL_GUARDED_BY(commit_mu_) = 0;
+  int32_t drops_in_flight_ ABSL_GUARDED_BY(commit_mu_) = 0;
 };
 
 }  // namespace tdock::internal

@@ -32,7 +32,6 @@ using records::TombKey;
 void StoreDockJournal::Put(const PutRecord& put, Done done) {
   StoreBatch batch;
   if (put.ack != nullptr) AddLeaseEnd(*put.ack, batch);
-  if (put.unused != nullptr) AddDrop(*put.unused, batch);
   for (const Key& key : put.keys) batch.Put(KeyKey(dock_, put.step, key.row), key.key);
   for (const Cell& cell : put.cells) {
     // The dock's cells share value-log segments (its own steps only).
@@ -40,7 +39,7 @@ void StoreDockJournal::Put(const PutRecord& put, Done done) {
                       absl::string_view(cell.bytes.data(), cell.bytes.size()), put.pin,
                       DockPrefix(dock_).size());
   }
-  Submit(std::move(batch), std::move(done));
+  Submit(std::move(batch), std::move(done), put.unused);
 }
 
 void StoreDockJournal::HandedOut(const HandOut& h, Done done) {
@@ -72,9 +71,7 @@ void StoreDockJournal::LeaseEnded(const LeaseEnd& end, Done done) {
 }
 
 void StoreDockJournal::Dropped(const DropRecord& drop, Done done) {
-  StoreBatch batch;
-  AddDrop(drop, batch);
-  Submit(std::move(batch), std::move(done));
+  Submit(StoreBatch(), std::move(done), &drop);
 }
 
 void StoreDockJournal::Released(int64_t step, Done done) {
@@ -101,12 +98,21 @@ void StoreDockJournal::Close(StoreBatch last, Done done) {
   if (now) std::move(now)();
 }
 
-void StoreDockJournal::Submit(StoreBatch batch, Done done) {
+void StoreDockJournal::Submit(StoreBatch batch, Done done, const DropRecord* drop) {
   // Queued under the lock, so that none follows Close; answered (async)
   // after it, as the answer may record more.
   bool closed = false;
   absl::AnyInvocable<void() &&> now;
-  {
+  if (drop != nullptr) {
+    // Numbered in the hold that queues it: recovery reads drops in the order
+    // they were stored (the first drop of a row gives its reason).
+    tdock::MutexLock lock(&mu_);
+    closed = closed_;
+    if (!closed) {
+      batch.Put(DropKey(dock_, drop->step, next_handout_++), EncodeDrop(*drop));
+      now = journal_->Enqueue(std::move(batch), std::move(done));
+    }
+  } else {
     tdock::ReaderMutexLock lock(&mu_);
     closed = closed_;
     if (!closed) now = journal_->Enqueue(std::move(batch), std::move(done));
@@ -117,10 +123,6 @@ void StoreDockJournal::Submit(StoreBatch batch, Done done) {
   }
   std::move(done)(absl::FailedPreconditionError(
       absl::StrCat("dock '", dock_, "' was deleted; its records are gone")));
-}
-
-void StoreDockJournal::AddDrop(const DropRecord& drop, StoreBatch& batch) {
-  batch.Put(DropKey(dock_, drop.step, next_handout_++), EncodeDrop(drop));
 }
 
 void StoreDockJournal::AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const {

@@ -45,9 +45,9 @@ class StoreDockJournal final : public DockJournal {
   void Close(StoreBatch last, Done done);
 
  private:
-  void Submit(StoreBatch batch, Done done);
+  // `drop` (may be null): a drop record to add, numbered in queue order.
+  void Submit(StoreBatch batch, Done done, const DropRecord* drop = nullptr);
   void AddLeaseEnd(const LeaseEnd& end, StoreBatch& batch) const;
-  void AddDrop(const DropRecord& drop, StoreBatch& batch);
 
   Journal* const journal_;
   const std::string dock_;

@@ -5,8 +5,7 @@
 // failed is decided again by the next Put. Balanced rounds: a round that was
 // never recorded (its shares were dropped whole before they were fetched)
 // does not cost the rounds after it their records. A Seal being recorded
-// closes the rows it drops to Puts. An append's declared groups and the
-// rows they leave unused are stored together.
+// closes the rows it drops to Puts.
 #include <algorithm>
 #include <future>
 #include <string>
@@ -176,63 +175,6 @@ TEST(SealRestart, APutRacingASealIsRefusedNotDropped) {
   EXPECT_EQ(dropped, 4);
   EXPECT_STATUS(testing::PutSync(*dock, 0, {4}, {ColumnOf("score", 0, 0, {4})}),
                 absl::StatusCode::kFailedPrecondition, "row 4 was dropped (sealed)");
-}
-
-// An append declaring groups {1, 2, 1}: at every crash point its cells and
-// the rows its groups leave unused are both there or neither; once stored,
-// the groups are not assigned again after a restart.
-TEST(GroupRestart, DeclaredGroupsAreWholeAtEveryCrashPoint) {
-  DockSpec spec = CrashSpec();
-  spec.max_rows_per_step = 16;
-  Recording recording(spec);
-  const int64_t before = recording.store->writes();
-  PutInput in;
-  in.step = 0;
-  in.new_rows = 4;
-  in.group_sizes = {1, 2, 1};
-  testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0, 2, 3, 4});
-  in.columns.push_back(ids.View());
-  std::promise<absl::StatusOr<PutResult>> put;
-  recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r); });
-  ASSERT_OK_AND_ASSIGN(PutResult first, put.get_future().get());
-  ASSERT_EQ(first.assigned, (std::vector<int64_t>{0, 2, 3, 4}));
-  recording.Stop();
-  int stored = 0;
-  for (int64_t k = before; k <= recording.store->writes(); ++k) {
-    SCOPED_TRACE(absl::StrCat("crash point ", k));
-    Persistence persistence(recording.store->Replay(k), {.data_dir = "replayed"});
-    DockRegistry registry;
-    ASSERT_OK(persistence.Recover(registry).status());
-    std::shared_ptr<Dock> dock = *registry.Find("crash");
-    absl::StatusOr<RowListing> listing = dock->ListRows(0);
-    if (!listing.ok()) {
-      EXPECT_EQ(listing.status().code(), absl::StatusCode::kFailedPrecondition) << "not started";
-      registry.Shutdown();
-      continue;
-    }
-    ++stored;
-    for (const RowState& row : listing->rows) {
-      const bool used = row.row == 0 || (row.row >= 2 && row.row <= 4);
-      const bool unused = row.row == 1 || row.row == 5;
-      EXPECT_EQ(!row.written.empty(), used) << "row " << row.row;
-      EXPECT_EQ(row.dropped == DropReason::kUnused, unused) << "row " << row.row;
-    }
-    registry.Shutdown();
-  }
-  EXPECT_GT(stored, 0);
-  Restarted restarted(*recording.store);
-  PutInput more;
-  more.step = 0;
-  more.new_rows = 2;
-  more.group_sizes = {2};
-  testing::OwnedColumn more_ids = ColumnOf("ids", 0, 0, {6, 7});
-  more.columns.push_back(more_ids.View());
-  std::promise<absl::StatusOr<PutResult>> second;
-  restarted.dock->Put(std::move(more), [&](absl::StatusOr<PutResult> r) { second.set_value(r); });
-  ASSERT_OK_AND_ASSIGN(PutResult next, second.get_future().get());
-  EXPECT_EQ(next.assigned, (std::vector<int64_t>{6, 7})) << "groups 0 to 2 are taken";
-  EXPECT_STATUS(testing::PutSync(*restarted.dock, 0, {5}, {ColumnOf("ids", 0, 0, {5})}),
-                absl::StatusCode::kFailedPrecondition, "a group larger than declared");
 }
 
 }  // namespace
