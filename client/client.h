@@ -114,6 +114,9 @@ struct ClientPut {
   // order, each at most n, adding up to them; a group's rows past its size
   // are closed (dropped as "unused"). Empty: groups of n.
   std::vector<int32_t> group_sizes;
+  // Empty, one for every row, or one per row: the policy version (>= 0)
+  // the rows were generated with (a row keeps the oldest it was given).
+  std::vector<int64_t> versions;
 };
 
 struct ClientGet {

@@ -269,6 +269,7 @@ Json BatchToJson(const ClientBatch& batch) {
   return {{"step", batch.step},
           {"rows", batch.rows},
           {"keys", batch.keys},
+          {"versions", batch.versions},
           {"token_counts", batch.token_counts},
           {"end_of_step", batch.end_of_step},
           {"timed_out", batch.timed_out},

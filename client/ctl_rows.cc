@@ -12,6 +12,7 @@ Json RowsToJson(const RowListing& listing) {
     rows.push_back({{"row", row.row},
                     {"key", row.key.empty() ? Json(nullptr) : Json(row.key)},
                     {"group", row.group},
+                    {"version", row.version < 0 ? Json(nullptr) : Json(row.version)},
                     {"written", row.written},
                     {"taken", row.taken},
                     {"dropped", row.dropped == DropReason::kUnspecified
@@ -24,14 +25,15 @@ Json RowsToJson(const RowListing& listing) {
 std::string RowsToText(const RowListing& listing) {
   std::string text = absl::StrCat("step ", listing.step, listing.sealed ? " (sealed)" : "",
                                   ": ", listing.rows.size(), " rows\n");
-  absl::StrAppendFormat(&text, "  %5s  %-24s %5s  %-24s %s\n", "row", "key", "group", "written",
-                        "taken / dropped");
+  absl::StrAppendFormat(&text, "  %5s  %-24s %5s %7s  %-24s %s\n", "row", "key", "group",
+                        "version", "written", "taken / dropped");
   for (const RowState& row : listing.rows) {
     const std::string state = row.dropped != DropReason::kUnspecified
                                   ? absl::StrCat("dropped (", DropReasonName(row.dropped), ")")
                                   : absl::StrJoin(row.taken, ",");
-    absl::StrAppendFormat(&text, "  %5d  %-24s %5d  %-24s %s\n", row.row,
+    absl::StrAppendFormat(&text, "  %5d  %-24s %5d %7s  %-24s %s\n", row.row,
                           row.key.empty() ? "-" : row.key, row.group,
+                          row.version < 0 ? "-" : absl::StrCat(row.version),
                           row.written.empty() ? "-" : absl::StrJoin(row.written, ","),
                           state.empty() ? "-" : state);
   }

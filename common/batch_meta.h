@@ -35,6 +35,9 @@ struct MicroBatchInfo {
   bool operator==(const MicroBatchInfo&) const = default;
 };
 
+// A row without a policy version (none of its writes carried one).
+inline constexpr int64_t kNoVersion = -1;
+
 struct BatchMeta {
   int64_t step = -1;
   std::vector<int64_t> rows;
@@ -58,6 +61,9 @@ struct BatchMeta {
   // The rows' keys, in row order ("" for a row without one); empty when no
   // row of the batch has a key.
   std::vector<std::string> keys;
+  // The rows' policy versions, in row order (kNoVersion for a row without
+  // one); empty when no row of the batch has a version.
+  std::vector<int64_t> versions;
 
   bool operator==(const BatchMeta&) const = default;
 };

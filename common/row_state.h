@@ -18,6 +18,7 @@ struct RowState {
   std::vector<std::string> written;  // columns with a cell
   std::vector<std::string> taken;    // consumers that have taken it
   DropReason dropped = DropReason::kUnspecified;  // kUnspecified: not dropped
+  int64_t version = -1;  // the policy version it was generated with; -1: none
 
   bool operator==(const RowState&) const = default;
 };

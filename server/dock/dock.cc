@@ -56,6 +56,9 @@ void DockRecovery::Acknowledged(uint64_t lease_id) { impl_->RecoverAcknowledged(
 absl::Status DockRecovery::Key(int64_t step, int64_t row, const std::string& key) {
   return impl_->RecoverKey(step, row, key);
 }
+absl::Status DockRecovery::Version(int64_t step, int64_t row, int64_t version) {
+  return impl_->RecoverVersion(step, row, version);
+}
 
 absl::Status DockRecovery::Dropped(const DockJournal::DropRecord& record) {
   return impl_->RecoverDrop(record);

@@ -207,6 +207,8 @@ class DockRecovery final {
   absl::Status Dropped(const DockJournal::DropRecord& record);
   // Row `row` of `step` has `key`: after the step's cells, before drops.
   absl::Status Key(int64_t step, int64_t row, const std::string& key);
+  // A write of row `row` of `step` carried `version`: after the step's cells.
+  absl::Status Version(int64_t step, int64_t row, int64_t version);
   // The dock; with a journal, the releases of steps found done are recorded.
   std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
 

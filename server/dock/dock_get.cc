@@ -227,6 +227,7 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
   Batch batch;
   batch.step = part.step(mu_);
   AddKeysLocked(part, rows, batch);
+  AddVersionsLocked(part, rows, batch);
   batch.token_counts.reserve(rows.size());
   for (int64_t row : rows) batch.token_counts.push_back(TokenCountLocked(part, row));
   if (with_payload) {

@@ -103,6 +103,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status RecoverDrop(const DockJournal::DropRecord& record);
   // Row `row` of `step` (which holds its cells) has `key`.
   absl::Status RecoverKey(int64_t step, int64_t row, const std::string& key);
+  absl::Status RecoverVersion(int64_t step, int64_t row, int64_t version);
   void FinishRecovery();
 
  private:
@@ -217,6 +218,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status ValidatePut(const PutInput& in) const;
   // group_sizes: only for assigned rows, each in [1, n], adding up to them.
   absl::Status ValidateGroupSizes(const PutInput& in) const;
+  // ---- Versions (dock_versions.cc)
+  // versions: none, one for all rows, or one per row; none negative.
+  absl::Status ValidateVersions(const PutInput& in) const;
+  // The Put's rows take its versions (each keeps the oldest it has).
+  void SetVersionsLocked(Partition& part, const PutInput& in)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+  void AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
+                         Batch& batch) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The rows past an appended Put's declared group sizes, closed to Puts
   // since it committed: dropped as "unused" once its cells are `stored`,
   // open again if they were not; nothing if the step is gone.

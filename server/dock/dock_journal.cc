@@ -77,13 +77,18 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
   }
   std::optional<DockJournal::DropRecord> unused;
   if (!in.unused.empty()) unused = DockJournal::DropRecord{step, in.unused, DropReason::kUnused};
-  DockJournal::PutRecord record{step, std::move(cells), std::move(keys), arena,
+  std::vector<DockJournal::Version> versions;
+  if (!in.versions.empty()) {
+    versions.reserve(in.rows.size());
+    for (size_t i = 0; i < in.rows.size(); ++i) versions.push_back({in.rows[i], in.version_of(i)});
+  }
+  DockJournal::PutRecord record{step, std::move(cells), std::move(keys), versions, arena,
                                 ack.has_value() ? &*ack : nullptr,
                                 unused.has_value() ? &*unused : nullptr};
   std::vector<int64_t> rows = in.rows;
   journal_->Put(record, KeepAlive([this, step, staged = std::move(staged), arena,
                                    written = std::move(written), result, rows = std::move(rows),
-                                   unused = in.unused,
+                                   unused = in.unused, versions = std::move(versions),
                                    done = std::move(done)](absl::Status stored) mutable {
     // The group's rows past its declared size close with the Put, before
     // its cells are ready (which completes the group).
@@ -93,6 +98,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
       if (PartitionOf(step).live(mu_) && PartitionOf(step).arena(mu_) == arena) {
         Partition& part = PartitionOf(step);
         tdock::MutexLock commit(&part.commit_mu());
+        if (stored.ok()) {
+          for (const DockJournal::Version& v : versions) part.LowerVersion(v.row, v.version);
+        }
         // Records complete in the order they were submitted, so the last
         // rewrite of a cell stored is the one left visible.
         for (const WrittenCell& cell : staged) {

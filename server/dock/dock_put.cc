@@ -274,6 +274,8 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
   if (journal_ != nullptr) {
     for (int64_t row : in.rows) part.AddPendingWrite(row, 1);  // until recorded
+  } else {
+    SetVersionsLocked(part, in);  // before any cell is ready
   }
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;

@@ -36,6 +36,7 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
   }
   TDOCK_RETURN_IF_ERROR(ValidateKeys(in));
   TDOCK_RETURN_IF_ERROR(ValidateGroupSizes(in));
+  TDOCK_RETURN_IF_ERROR(ValidateVersions(in));
   if (in.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
   }

@@ -37,10 +37,16 @@ class DockJournal {
     int64_t row = 0;
     std::string key;
   };
+  // A row's policy version, recorded with the cells of the write that
+  // carried it (a row's version is the oldest recorded).
+  struct Version {
+    int64_t row = 0;
+    int64_t version = 0;
+  };
   struct LeaseEnd;
   struct DropRecord;
   // A Put's record, stored in one write (all of it or nothing): the cells it
-  // wrote, the keys of its rows (empty: none), the lease it acknowledges
+  // wrote, the keys and versions of its rows (empty: none), the lease it acknowledges
   // (null: none) and the rows its appended groups leave unused (closed past
   // their declared sizes; null: none). `pin` keeps the cells' bytes (the
   // step's arena) alive.
@@ -48,6 +54,7 @@ class DockJournal {
     int64_t step = 0;
     std::vector<Cell> cells;
     std::vector<Key> keys;
+    std::vector<Version> versions;
     std::shared_ptr<const void> pin;
     const LeaseEnd* ack = nullptr;
     const DropRecord* unused = nullptr;

@@ -26,8 +26,12 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       dropped_(rows),
       live_rows_(new std::atomic<int32_t>[rows / group_size]),
       keys_(new std::atomic<const std::string*>[rows]),
+      versions_(new std::atomic<int64_t>[rows]),
       pending_(static_cast<size_t>(rows), 0) {
-  for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
+  for (int64_t r = 0; r < rows_; ++r) {
+    keys_[r].store(nullptr, std::memory_order_relaxed);
+    versions_[r].store(kNoVersion, std::memory_order_relaxed);
+  }
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
   }
@@ -51,6 +55,14 @@ void Partition::SetKey(int64_t row, std::string key) {
   key_store_.push_back(std::make_unique<std::string>(std::move(key)));
   keys_[row].store(key_store_.back().get(), std::memory_order_release);
   keyed_.store(true, std::memory_order_release);
+}
+
+void Partition::LowerVersion(int64_t row, int64_t version) {
+  const int64_t has = versions_[row].load(std::memory_order_relaxed);
+  if (has != kNoVersion && has <= version) return;
+  // release: pairs with version()'s acquire (set before the cells are ready).
+  versions_[row].store(version, std::memory_order_release);
+  versioned_.store(true, std::memory_order_release);
 }
 
 void Partition::AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnState> column) {
@@ -114,6 +126,10 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
       for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
       key_store_.clear();
       keyed_.store(false, std::memory_order_relaxed);
+    }
+    if (versioned_.load(std::memory_order_relaxed)) {
+      for (int64_t r = 0; r < rows_; ++r) versions_[r].store(kNoVersion, std::memory_order_relaxed);
+      versioned_.store(false, std::memory_order_relaxed);
     }
     append_cursor_ = 0;
     closing_.clear();

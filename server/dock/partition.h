@@ -311,6 +311,13 @@ class Partition final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Some row of the step has had a key.
   bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
+  // ---- versions: the policy version a row was generated with, the oldest
+  // a stored write of it carried (kNoVersion: none). Set before the write's
+  // cells are ready, so a reader that saw a cell ready sees its version.
+  int64_t version(int64_t row) const { return versions_[row].load(std::memory_order_acquire); }
+  void LowerVersion(int64_t row, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Some row of the step has a version.
+  bool has_versions() const { return versioned_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
   bool has_cell(int64_t row) const {
     for (const auto& column : columns_) {
@@ -385,6 +392,8 @@ class Partition final {
   std::unique_ptr<std::atomic<const std::string*>[]> keys_;  // per row
   std::vector<std::unique_ptr<std::string>> key_store_ ABSL_GUARDED_BY(commit_mu_);
   std::atomic<bool> keyed_{false};
+  std::unique_ptr<std::atomic<int64_t>[]> versions_;  // per row
+  std::atomic<bool> versioned_{false};
   int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
   std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
   bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;

@@ -53,6 +53,11 @@ struct PutInput {
   std::vector<int32_t> group_sizes;
   // Set by the dock when it assigns the rows: the rows it closes.
   std::vector<int64_t> unused;
+  // Empty, one for every row, or one per row: the policy version (>= 0)
+  // the rows were generated with. A row's version is the oldest a stored
+  // write of it carried.
+  std::vector<int64_t> versions;
+  int64_t version_of(size_t i) const { return versions.size() == 1 ? versions[0] : versions[i]; }
   // The rows the Put writes: `rows`, or as many as it asks the server for.
   int64_t row_count() const {
     return rows.empty() ? new_rows : static_cast<int64_t>(rows.size());

@@ -55,10 +55,21 @@ std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t ro
   return key;
 }
 
-std::string KeyKey(absl::string_view dock, int64_t step, int64_t row) {
+// A record of one row of a step: its kind, then the row.
+std::string RowRecordKey(absl::string_view dock, int64_t step, char kind, int64_t row) {
   std::string key = StepPrefix(dock, step);
-  key.push_back('b');
+  key.push_back(kind);
   PutBe(key, static_cast<uint64_t>(row), 8);
+  return key;
+}
+
+std::string KeyKey(absl::string_view dock, int64_t step, int64_t row) {
+  return RowRecordKey(dock, step, 'b', row);
+}
+
+std::string VersionKey(absl::string_view dock, int64_t step, int64_t row, int64_t version) {
+  std::string key = RowRecordKey(dock, step, 'v', row);
+  PutBe(key, static_cast<uint64_t>(version), 8);
   return key;
 }
 

@@ -91,6 +91,9 @@ std::string PrefixEnd(std::string prefix);
 
 std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t row);
 std::string KeyKey(absl::string_view dock, int64_t step, int64_t row);
+// A version a write of the row carried (empty value; the row's version is
+// the lowest of its records).
+std::string VersionKey(absl::string_view dock, int64_t step, int64_t row, int64_t version);
 std::string HandOutKey(absl::string_view dock, int64_t step, int consumer, uint64_t id);
 std::string RoundKey(absl::string_view dock, int64_t step, int consumer, int64_t round);
 std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int64_t round,

@@ -104,6 +104,7 @@ class DockScan {
     if (released_.count(step) != 0) return absl::OkStatus();  // landed after the release
     switch (kind) {
       case 'b': return Key(step, in, value);
+      case 'v': return Version(step, in);
       case 'c': return Cell(step, in, value);
       case 'h': return HandOut(step, in, value);
       case 'r': return Round(step, in, value);
@@ -123,6 +124,9 @@ class DockScan {
     TDOCK_RETURN_IF_ERROR(cells_.Flush());
     stats_.steps += cells_.steps();
     for (const auto& [step, row, key] : keys_) TDOCK_RETURN_IF_ERROR(dock_.Key(step, row, key));
+    for (const auto& [step, row, version] : versions_) {
+      TDOCK_RETURN_IF_ERROR(dock_.Version(step, row, version));
+    }
     for (const DockJournal::RoundRecord& r : rounds_) {
       TDOCK_RETURN_IF_ERROR(dock_.Round(r));
       ++stats_.handouts;
@@ -160,6 +164,15 @@ class DockScan {
       return absl::DataLossError(absl::StrCat("a key of step ", step, " does not decode"));
     }
     keys_.emplace_back(step, static_cast<int64_t>(row), std::string(value));
+    return absl::OkStatus();
+  }
+
+  absl::Status Version(int64_t step, Reader& in) {
+    uint64_t row = 0, version = 0;
+    if (!in.Read(row, 8) || !in.Read(version, 8) || !in.done()) {
+      return absl::DataLossError(absl::StrCat("a version of step ", step, " does not decode"));
+    }
+    versions_.emplace_back(step, static_cast<int64_t>(row), static_cast<int64_t>(version));
     return absl::OkStatus();
   }
 
@@ -248,6 +261,7 @@ class DockScan {
   std::vector<DeliveryRecord> deliveries_;
   std::vector<DockJournal::DropRecord> drops_;
   std::vector<std::tuple<int64_t, int64_t, std::string>> keys_;  // step, row, key
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> versions_;  // step, row, version
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)
   uint64_t next_handout_ = 0;
 };

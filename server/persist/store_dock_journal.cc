@@ -26,6 +26,7 @@ using records::RoundKey;
 using records::SpecKey;
 using records::StepPrefix;
 using records::TombKey;
+using records::VersionKey;
 
 }  // namespace
 
@@ -33,6 +34,9 @@ void StoreDockJournal::Put(const PutRecord& put, Done done) {
   StoreBatch batch;
   if (put.ack != nullptr) AddLeaseEnd(*put.ack, batch);
   for (const Key& key : put.keys) batch.Put(KeyKey(dock_, put.step, key.row), key.key);
+  for (const Version& v : put.versions) {
+    batch.Put(VersionKey(dock_, put.step, v.row, v.version), "");
+  }
   for (const Cell& cell : put.cells) {
     // The dock's cells share value-log segments (its own steps only).
     batch.PutBorrowed(CellKey(dock_, put.step, cell.column, cell.row),

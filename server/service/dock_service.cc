@@ -162,7 +162,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   if (!wait.ok()) return FinishNow(context, wait.status());
   if (absl::Status rows = ServiceLimits::Check(
           std::max<int64_t>({header.rows_size(), header.keys_size(), header.new_rows(),
-                             header.group_sizes_size()}),
+                             header.group_sizes_size(), header.versions_size()}),
           limits_.max_rows_per_request,
           absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
       !rows.ok()) {
@@ -178,6 +178,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.keys.assign(header.keys().begin(), header.keys().end());
   input.new_rows = header.new_rows();
   input.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
+  input.versions.assign(header.versions().begin(), header.versions().end());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

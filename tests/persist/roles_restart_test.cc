@@ -205,5 +205,46 @@ TEST(KeysRestart, AKeyFreedByADropFindsItsNewRow) {
                 absl::StatusCode::kAlreadyExists, "key 'K' is row 1 of step 0");
 }
 
+// Versions are stored with the cells of the write that carried them: at
+// every crash point a row's version is the oldest of its stored writes'
+// (none before the first), and it survives a restart.
+TEST(VersionsRestart, ARowsVersionIsItsOldestStoredWritesAtEveryCrashPoint) {
+  Recording recording;
+  const int64_t before = recording.store->writes();
+  auto put = [&](const std::string& column, int64_t version) {
+    PutInput in;
+    in.step = 0;
+    in.rows = {2};
+    in.versions = {version};
+    testing::OwnedColumn cells = ColumnOf(column, 0, 0, {2});
+    in.columns.push_back(cells.View());
+    std::promise<absl::StatusOr<PutResult>> done;
+    recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { done.set_value(r); });
+    return done.get_future().get().status();
+  };
+  ASSERT_OK(put("ids", 6));
+  const int64_t first = recording.store->writes();
+  ASSERT_OK(put("score", 4));
+  recording.Stop();
+  for (int64_t k = before; k <= recording.store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Persistence persistence(recording.store->Replay(k), {.data_dir = "replayed"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    std::shared_ptr<Dock> dock = *registry.Find("crash");
+    absl::StatusOr<RowListing> listing = dock->ListRows(0);
+    if (k < first) {
+      EXPECT_FALSE(listing.ok()) << "nothing stored: the step has not started";
+    } else {
+      ASSERT_OK(listing);
+      const bool both = listing->rows[2].written.size() == 2;
+      EXPECT_EQ(listing->rows[2].version, both ? 4 : 6);
+      ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, {2}, {"ids"}));
+      EXPECT_EQ(read.versions, (std::vector<int64_t>{both ? 4 : 6}));
+    }
+    registry.Shutdown();
+  }
+}
+
 }  // namespace
 }  // namespace tdock::persist::crash

@@ -35,9 +35,17 @@ def client(server):
 
 
 @pytest.fixture
-def dock_name():
-    """A dock name no other test uses."""
-    return f"t{next(_names)}_{os.getpid()}"
+def dock_name(server):
+    """A dock name no other test uses; the dock, if the test made one on the
+    shared server, is deleted after it (the server holds at most
+    --max_docks)."""
+    name = f"t{next(_names)}_{os.getpid()}"
+    yield name
+    with tdock.Client(server, timeout=30.0) as c:
+        try:
+            c.delete_dock(name)
+        except tdock.errors.NotFound:
+            pass
 
 
 def grpo_spec(name, *, prompts=4, n=2, consumers=None, columns=None, **extra):

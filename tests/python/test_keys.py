@@ -77,8 +77,8 @@ def test_tdockctl_keys(client, dock_name, server, tmp_path):
     assert read["rows"] == [5] and read["keys"] == ["u5"]
     assert read["columns"]["prompt_ids"] == [[3]]
     rows = tdockctl(server, "rows", dock_name, "0")
-    assert rows["rows"][4] == {"row": 4, "key": "u4", "group": 2, "written": ["prompt_ids"],
-                               "taken": [], "dropped": None}
+    assert rows["rows"][4] == {"row": 4, "key": "u4", "group": 2, "version": None,
+                               "written": ["prompt_ids"], "taken": [], "dropped": None}
 
 
 def test_append_rows(client, dock_name, server):

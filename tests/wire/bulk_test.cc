@@ -75,8 +75,8 @@ TEST(BulkDecode, DataSpansPointIntoSegments) {
 // occurrences append, as protobuf does; unknown fields of wire types 0, 1, 2
 // and 5 are skipped at the top level and inside columns.
 TEST(BulkDecode, UnpackedRepeatedAndUnknownFields) {
-  const std::string unknown = Tag(9, 0) + Varint(1234567) + Tag(10, 1) +
-                              "12345678" + Len(11, "skip me") + Tag(12, 5) +
+  const std::string unknown = Tag(10, 0) + Varint(1234567) + Tag(11, 1) +
+                              "12345678" + Len(12, "skip me") + Tag(13, 5) +
                               "abcd";
   const std::string column = unknown + Len(1, "c") + Tag(3, 0) + Varint(0) +
                              Len(3, Varint(2)) + Tag(3, 0) + Varint(3) +
@@ -369,8 +369,8 @@ TEST(BulkMalformed, ErrorsNameTheFieldAtFault) {
       {Len(15, Len(3, Varint(1) + "\xff")), "PutRequest.columns[0]: its name, dtype or offsets do not parse"},
       {Len(1, "\xff"), "PutRequest: its fields do not parse"},  // dock: not UTF-8
       {Tag(3, 5) + "abcd", "PutRequest.rows: wire type 5 does not fit its type int64"},
-      {Tag(9, 3), "PutRequest field 9: group wire type 3 (tdock.v1 has no groups)"},
-      {Tag(9, 7), "PutRequest field 9: invalid wire type 7"},
+      {Tag(13, 3), "PutRequest field 13: group wire type 3 (tdock.v1 has no groups)"},
+      {Tag(13, 7), "PutRequest field 13: invalid wire type 7"},
       {Tag(2, 0) + "\xff\xff", "PutRequest.step: truncated varint"},
       {Tag(4, 1) + "1234", "PutRequest.wait_ms: wire type 1 does not fit its type int64"},
       {Tag(1, 2) + Varint(1000) + "grpo", "PutRequest.dock: length 1000 exceeds the 4 bytes left"},

@@ -229,12 +229,19 @@ class _DockCalls:
     def _put_request(self, spec: dock_pb2.DockSpec, step: int, rows: Iterable[int] | None,
                      columns: Mapping[str, Any], ack: Any, wait: float,
                      keys: Iterable[str] | None = None, new_rows: int = 0,
-                     group_sizes: Iterable[int] | None = None
+                     group_sizes: Iterable[int] | None = None,
+                     versions: int | Iterable[int] | None = None
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
         keys = _keys(keys, "put")
         group_sizes = [int(k) for k in group_sizes] if group_sizes is not None else []
+        if versions is None:
+            versions = []
+        elif isinstance(versions, (int, np.integer)):
+            versions = [int(versions)]  # one for every row
+        else:
+            versions = [int(v) for v in versions]
         if rows is not None and len(rows) == 0:
             rows = None  # no rows named: keys or new_rows name them
         if group_sizes and rows is not None:
@@ -263,7 +270,8 @@ class _DockCalls:
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
-                                     new_rows=new_rows, group_sizes=group_sizes)
+                                     new_rows=new_rows, group_sizes=group_sizes,
+                                     versions=versions)
         return wire.encode_put(header, wire_columns), leased
 
     def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:
@@ -301,7 +309,8 @@ class _DockCalls:
     def _list_rows(self, r: dock_pb2.ListRowsResponse) -> list[RowState]:
         return [RowState(row.row, row.key or None, row.group, list(row.written),
                          list(row.taken),
-                         dock_pb2.DropReason.Name(row.dropped).lower() if row.dropped else None)
+                         dock_pb2.DropReason.Name(row.dropped).lower() if row.dropped else None,
+                         row.version if row.version >= 0 else None)
                 for row in r.rows]
 
     def _forget_stale_spec(self, answer: Any) -> Any:

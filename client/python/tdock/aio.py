@@ -110,7 +110,8 @@ class Dock(_DockCalls):
     async def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
                   *, ack: Any = None, wait: float = 30.0,
                   keys: Iterable[str] | None = None, new_rows: int = 0,
-                  group_sizes: Iterable[int] | None = None) -> PutAck:
+                  group_sizes: Iterable[int] | None = None,
+                  versions: int | Iterable[int] | None = None) -> PutAck:
         """As tdock.Dock.put."""
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
@@ -118,12 +119,12 @@ class Dock(_DockCalls):
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes)
+                                                group_sizes, versions)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes)
+                                                group_sizes, versions)
         resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                       extra_timeout=wait, serialize=_raw)
         await self.ack(leased[1:])

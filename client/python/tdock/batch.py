@@ -99,7 +99,8 @@ class Batch:
                  micro_batch_info: list[MicroBatchInfo] | None = None,
                  stats: BalanceStats | None = None, consumer: str = "",
                  rank: int = 0, lease: int | None = None,
-                 lease_seconds: float = 0.0, keys: list[str] | None = None):
+                 lease_seconds: float = 0.0, keys: list[str] | None = None,
+                 versions: np.ndarray | None = None):
         self.step = step
         self.rows = rows
         self.token_counts = token_counts
@@ -117,6 +118,9 @@ class Batch:
         self.lease_seconds = lease_seconds
         # The rows' keys ("" for a row without one); None when no row has one.
         self.keys = keys
+        # The rows' policy versions (int64, -1 for a row without one); None
+        # when no row has one.
+        self.versions = versions
         self._columns = columns or {}
 
     def __len__(self) -> int:
@@ -221,7 +225,9 @@ class Batch:
                      end_of_step=self.end_of_step, round=self.round,
                      columns={n: c.rows(begin, end) for n, c in self._columns.items()},
                      stats=self.stats, consumer=self.consumer, rank=self.rank,
-                     lease=self.lease)
+                     lease=self.lease,
+                     keys=self.keys[begin:end] if self.keys is not None else None,
+                     versions=self.versions[begin:end] if self.versions is not None else None)
 
     def to_tensordict(self, columns: Iterable[str] | None = None, *, device=None):
         """A tensordict.TensorDict of batch size [rows]: a jagged nested
@@ -314,4 +320,5 @@ def from_response(header, wire_columns, column_specs: dict,
         stats=stats, consumer=consumer, rank=rank,
         lease=getattr(header, "lease_id", 0) or None,
         lease_seconds=getattr(header, "lease_ms", 0) / 1000.0,
-        keys=list(header.keys) or None)
+        keys=list(header.keys) or None,
+        versions=np.asarray(header.versions, dtype=np.int64) if len(header.versions) else None)

@@ -118,7 +118,8 @@ class Dock(_DockCalls):
     def put(self, step: int, rows: Iterable[int] | None, columns: Mapping[str, Any],
             *, ack: Any = None, wait: float = 30.0,
             keys: Iterable[str] | None = None, new_rows: int = 0,
-            group_sizes: Iterable[int] | None = None) -> PutAck:
+            group_sizes: Iterable[int] | None = None,
+            versions: int | Iterable[int] | None = None) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
@@ -136,17 +137,20 @@ class Dock(_DockCalls):
         itself it asks for sum(group_sizes) new rows): each takes one of the
         step's groups and its rows past the size are closed (dropped as
         "unused"), so whole-group consumers take it complete at that size;
-        a later write past it fails (errors.FailedPrecondition)."""
+        a later write past it fails (errors.FailedPrecondition). `versions`:
+        the policy (weights) version the rows were generated with, one int
+        for all rows or one per row (>= 0); a row keeps the oldest it was
+        given, and batches (`batch.versions`) and list_rows carry it."""
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows, group_sizes)
+                                                keys, new_rows, group_sizes, versions)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows, group_sizes)
+                                                keys, new_rows, group_sizes, versions)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])

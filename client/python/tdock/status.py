@@ -60,6 +60,7 @@ class RowState:
     written: list[str]     # columns with a cell
     taken: list[str]       # consumers that have taken it
     dropped: str | None    # the drop reason ("failed", ...), None if not dropped
+    version: int | None = None  # the policy version it was generated with; None: none
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ void MetaToProto(const BatchMeta& meta, Response* out) {
   out->set_lease_id(meta.lease_id);
   out->set_lease_ms(absl::ToInt64Milliseconds(meta.lease));
   out->mutable_keys()->Assign(meta.keys.begin(), meta.keys.end());
+  out->mutable_versions()->Assign(meta.versions.begin(), meta.versions.end());
 }
 
 template <typename Response>
@@ -42,6 +43,7 @@ BatchMeta MetaFromProto(const Response& in) {
   meta.rows.assign(in.rows().begin(), in.rows().end());
   meta.token_counts.assign(in.token_counts().begin(), in.token_counts().end());
   meta.keys.assign(in.keys().begin(), in.keys().end());
+  meta.versions.assign(in.versions().begin(), in.versions().end());
   meta.end_of_step = in.end_of_step();
   meta.timed_out = in.timed_out();
   meta.round = in.round();
@@ -73,6 +75,7 @@ v1::ListRowsResponse ToProto(const RowListing& listing) {
     r.mutable_written()->Assign(row.written.begin(), row.written.end());
     r.mutable_taken()->Assign(row.taken.begin(), row.taken.end());
     r.set_dropped(ToProto(row.dropped));
+    r.set_version(row.version);
   }
   return out;
 }
@@ -85,7 +88,7 @@ RowListing FromProto(const v1::ListRowsResponse& in) {
     listing.rows.push_back({r.row(), r.key(), r.group(),
                             std::vector<std::string>(r.written().begin(), r.written().end()),
                             std::vector<std::string>(r.taken().begin(), r.taken().end()),
-                            FromProto(r.dropped())});
+                            FromProto(r.dropped()), r.version()});
   }
   return listing;
 }

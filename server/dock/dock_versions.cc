@@ -1,0 +1,60 @@
+// DockImpl's row versions: the policy (weights) version a row was generated
+// with. A Put may carry one for all its rows or one per row; a row's version
+// is the oldest a stored write of it carried (a sample whose generation
+// straddled a weight update keeps its oldest segment's). It is set under the
+// partition's commit lock once the write is stored, before its cells are
+// ready; batches, Reads and the row listing carry it.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
+  if (in.versions.empty()) return absl::OkStatus();
+  const std::string where = Where(in.step);
+  if (in.versions.size() != 1 && static_cast<int64_t>(in.versions.size()) != in.row_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", in.versions.size(),
+                                                   " versions for ", in.row_count(),
+                                                   " rows; give one for all, or one per row"));
+  }
+  for (size_t i = 0; i < in.versions.size(); ++i) {
+    if (in.versions[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": version ", in.versions[i],
+          in.versions.size() == 1 ? std::string() : absl::StrCat(" of the Put's row ", i),
+          " is negative"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DockImpl::SetVersionsLocked(Partition& part, const PutInput& in) {
+  if (in.versions.empty()) return;
+  for (size_t i = 0; i < in.rows.size(); ++i) part.LowerVersion(in.rows[i], in.version_of(i));
+}
+
+void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
+                                 Batch& batch) const {
+  if (!part.has_versions()) return;
+  batch.versions.reserve(rows.size());
+  for (int64_t row : rows) batch.versions.push_back(part.version(row));
+}
+
+absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version) {
+  tdock::ReaderMutexLock lock(&mu_);
+  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_ ||
+      version < 0) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": a version ", version, " of row ",
+                                            row, " whose step holds no cell"));
+  }
+  Partition& part = PartitionOf(step);
+  tdock::MutexLock commit(&part.commit_mu());
+  part.LowerVersion(row, version);
+  return absl::OkStatus();
+}
+
+}  // namespace tdock::internal

@@ -1,0 +1,48 @@
+"""Row versions through the Python clients: a Put carries the policy version
+its rows were generated with (one for all rows, or one per row); a row keeps
+the oldest it was given; batches, reads and the row listing return it."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import tdock
+from conftest import grpo_spec
+
+
+def cells(rows, length=3):
+    return [np.arange(length, dtype=np.int32) + 10 * r for r in rows]
+
+
+def test_versions_on_rows(client, dock_name):
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(8), {"prompt_ids": cells(range(8))}, versions=3)
+    dock.put(0, range(8), {"response_ids": cells(range(8), 2)},
+             versions=[3, 2, 4, 3, 3, 3, 3, 3])
+    assert dock.read(0, [0, 1, 2], ["prompt_ids"]).versions.tolist() == [3, 2, 3]
+    assert [r.version for r in dock.list_rows(0)[:3]] == [3, 2, 3]
+    batch = dock.get("reward")
+    assert batch.versions.tolist() == [3, 2][:len(batch)]
+    assert [mb.versions.tolist() for mb in batch.micro_batches] == [batch.versions.tolist()]
+    with pytest.raises(tdock.errors.InvalidArgument, match="version -1 is negative"):
+        dock.put(1, [0], {"prompt_ids": cells([0])}, versions=-1)
+    with pytest.raises(tdock.errors.InvalidArgument, match="2 versions for 1 rows"):
+        dock.put(1, [0], {"prompt_ids": cells([0])}, versions=[1, 2])
+
+
+def test_rows_without_versions(client, dock_name):
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, [0, 1], {"prompt_ids": cells([0, 1])})
+    assert dock.read(0, [0], ["prompt_ids"]).versions is None
+    assert dock.list_rows(0)[0].version is None
+
+
+def test_asyncio_versions(server, dock_name):
+    async def main():
+        async with tdock.aio.Client(server, timeout=30) as aclient:
+            dock = await aclient.create_dock(grpo_spec(dock_name))
+            await dock.put(0, range(2), {"prompt_ids": cells(range(2))}, versions=[5, 6])
+            batch = await dock.read(0, [0, 1], ["prompt_ids"])
+            assert batch.versions.tolist() == [5, 6]
+    asyncio.run(main())
