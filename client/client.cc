@@ -225,6 +225,7 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
   info.memory_limit_bytes = response.memory_limit_bytes();
   info.parked_puts = response.parked_puts();
   info.dropped_total = DropCounts(response.dropped_total());
+  info.version = response.version();
   return info;
 }
 
@@ -285,6 +286,17 @@ absl::Status Client::ReleaseStep(const std::string& dock, int64_t step) {
   grpc::ClientContext context;
   impl_->SetDeadline(&context);
   return FromGrpcStatus(impl_->stub->ReleaseStep(&context, request, &response));
+}
+
+absl::StatusOr<int64_t> Client::SetVersion(const std::string& dock, int64_t version) {
+  v1::SetVersionRequest request;
+  request.set_dock(dock);
+  request.set_version(version);
+  v1::SetVersionResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->SetVersion(&context, request, &response)));
+  return response.version();
 }
 
 absl::StatusOr<int64_t> Client::Drop(const std::string& dock, int64_t step,

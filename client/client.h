@@ -184,6 +184,7 @@ struct DockStatusInfo {
   int64_t parked_puts = 0;
   // Rows dropped since the dock was created, per reason (those with any).
   std::vector<std::pair<DropReason, int64_t>> dropped_total;
+  int64_t version = 0;  // the dock's current policy version
 };
 
 struct DockSummaryInfo {
@@ -219,6 +220,8 @@ class Client final {
   absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& dock,
                                               const std::string& consumer);
   absl::Status ReleaseStep(const std::string& dock, int64_t step);
+  // Sets the dock's policy version (it only advances); answers the version.
+  absl::StatusOr<int64_t> SetVersion(const std::string& dock, int64_t version);
   // Takes rows (and every row of `groups`) out of a live step for `reason`;
   // returns how many this call dropped (Dock::Drop).
   absl::StatusOr<int64_t> Drop(const std::string& dock, int64_t step,

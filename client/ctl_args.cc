@@ -34,6 +34,7 @@ const std::vector<CommandInfo>& Commands() {
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
+      {"set-version", {"DOCK", "VERSION"}, {}, {}, {}},
       {"remove-consumer", {"DOCK", "CONSUMER"}, {}, {}, {}},
       {"add-column", {"DOCK", "COLUMN"}, {"dtype"}, {"max_len", "inner_shape", "rewritable"}, {}},
       {"drop", {"DOCK", "STEP"}, {"reason"}, {"rows", "groups"}, {}},
@@ -224,6 +225,8 @@ commands:
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
   release DOCK STEP           release a step's partition
+  set-version DOCK VERSION    set the dock's policy version (it only advances; no
+                              row may be put with a newer one)
   add-column DOCK COLUMN --dtype T [--max_len N] [--inner_shape 2,3] [--rewritable true]
                               add a column to a live dock (T: a dtype, string or
                               json); no cell of it is written yet

@@ -254,7 +254,8 @@ Json StatusToJson(const DockStatusInfo& status) {
           {"memory_limit_bytes", status.memory_limit_bytes},
           {"parked_puts", status.parked_puts},
           {"leases", std::move(leases)},
-          {"dropped_total", DropsToJson(status.dropped_total)}};
+          {"dropped_total", DropsToJson(status.dropped_total)},
+          {"version", status.version}};
 }
 
 Json BatchToJson(const ClientBatch& batch) {
@@ -353,7 +354,7 @@ std::string StatusToText(const DockStatusInfo& status) {
                           step.dropped.empty() ? "" : "; dropped " + DropsToText(step.dropped));
   }
   absl::StrAppend(&text, "  waiting gets: ", CountsToText(status.waiters),
-                  "; parked puts: ", status.parked_puts, "\n");
+                  "; parked puts: ", status.parked_puts, "; version: ", status.version, "\n");
   absl::StrAppend(&text, "  arena: ", BytesText(status.arena_bytes_used), " used, ",
                   BytesText(status.arena_bytes_reserved), " reserved, limit ",
                   status.memory_limit_bytes > 0 ? BytesText(status.memory_limit_bytes)

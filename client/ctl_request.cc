@@ -102,6 +102,11 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     }
   }
   if (args.command == "remove-consumer") request.consumer = args.positionals[1];
+  if (args.command == "set-version" &&
+      !absl::SimpleAtoi(args.positionals[1], &request.version)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("VERSION must be an integer, got '", args.positionals[1], "'"));
+  }
   if (args.command == "add-column") {
     TDOCK_ASSIGN_OR_RETURN(request.column, ColumnFromArgs(args));
   }

@@ -38,6 +38,7 @@ struct Request {
   std::optional<int64_t> round;
   int32_t replica = 0;
   uint64_t lease = 0;
+  int64_t version = 0;  // set-version
   std::vector<int64_t> groups;      // drop
   DropReason reason = DropReason::kUnspecified;  // drop
   std::vector<std::string> required;  // seal

@@ -151,6 +151,10 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},
           absl::StrCat("released step ", *request.step, " of dock ", request.dock, "\n"));
+  } else if (command == "set-version") {
+    TDOCK_ASSIGN_OR_RETURN(const int64_t version, client.SetVersion(request.dock, request.version));
+    Print(request, {{"dock", request.dock}, {"version", version}},
+          absl::StrCat("dock ", request.dock, " is at version ", version, "\n"));
   } else if (command == "read") {
     TDOCK_ASSIGN_OR_RETURN(
         const ClientBatch batch,

@@ -34,6 +34,7 @@ DockRecovery::~DockRecovery() {
 
 DockSpec DockRecovery::spec() const { return impl_->spec(); }
 absl::Status DockRecovery::Released(int64_t step) { return impl_->RecoverReleased(step); }
+void DockRecovery::DockVersion(int64_t version) { impl_->AdvanceVersion(version); }
 
 absl::Status DockRecovery::Put(PutInput input) {
   input.wait = absl::ZeroDuration();
@@ -112,6 +113,9 @@ void Dock::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
 void Dock::ReleaseStep(int64_t step, StatusCallback done) {
   impl_->ReleaseStep(step, std::move(done));
 }
+void Dock::SetVersion(int64_t version, StatusCallback done) {
+  impl_->SetVersion(version, std::move(done));
+}
 void Dock::Drop(DropInput input, RowsCallback done) {
   impl_->Drop(std::move(input), std::move(done));
 }
@@ -155,6 +159,10 @@ absl::StatusOr<ConsumerSpec> Dock::AddConsumer(ConsumerSpec consumer) {
 }
 absl::Status Dock::ReleaseStep(int64_t step) {
   return Await<absl::Status>([&](StatusCallback done) { ReleaseStep(step, std::move(done)); });
+}
+int64_t Dock::version() const { return impl_->version(); }
+absl::Status Dock::SetVersion(int64_t version) {
+  return Await<absl::Status>([&](StatusCallback done) { SetVersion(version, std::move(done)); });
 }
 absl::StatusOr<int64_t> Dock::Drop(DropInput input) {
   return Await<absl::StatusOr<int64_t>>(

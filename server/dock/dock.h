@@ -127,6 +127,12 @@ class Dock final {
   // nothing from the call on, and is freed once its release is recorded (a
   // failed record makes it live again: UNAVAILABLE).
   void ReleaseStep(int64_t step, StatusCallback done);
+  // Sets the dock's current policy version (the trainer's, after a weight
+  // update): a row's version may not be newer. INVALID_ARGUMENT if
+  // negative, FAILED_PRECONDITION if older than the current one (a version
+  // only advances; the same one changes nothing). With a journal it takes
+  // effect once recorded.
+  void SetVersion(int64_t version, StatusCallback done);
 
   // Takes rows (and every row of groups) out of a live step for a reason:
   // a dropped row is never handed out again (a formed round's share leaves
@@ -156,6 +162,8 @@ class Dock final {
   absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& consumer);
   absl::StatusOr<ColumnSpec> AddColumn(ColumnSpec column);
   absl::Status ReleaseStep(int64_t step);
+  absl::Status SetVersion(int64_t version);
+  int64_t version() const;  // the current policy version
   absl::StatusOr<int64_t> Drop(DropInput input);
   absl::StatusOr<int64_t> Seal(SealInput input);
 
@@ -191,6 +199,8 @@ class DockRecovery final {
   // `step` was released (so later steps of its partition may start). Comes
   // before any cell of the step's partition.
   absl::Status Released(int64_t step);
+  // The dock's version was set to `version` (the highest recorded).
+  void DockVersion(int64_t version);
   // Writes recovered cells (waits for nothing: a Put that would wait fails).
   absl::Status Put(PutInput input);
   // What was handed out, after every cell: rounds, then deliveries, then

@@ -339,6 +339,7 @@ DockStats DockImpl::Stats() const {
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
   stats.waiters.assign(stats.consumers.size(), 0);
   stats.parked_puts = waiters_.Count(stats.waiters);
+  stats.version = version_.load(std::memory_order_acquire);
   OmitRemoved(removed, stats);
   stats.arena_bytes_reserved = pool_->reserved_bytes();
   stats.memory_limit_bytes = pool_->limit_bytes();

@@ -87,6 +87,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
   void AddColumn(ColumnSpec column, ColumnCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
+  void SetVersion(int64_t version, StatusCallback done);
+  int64_t version() const { return version_.load(std::memory_order_acquire); }
+  // The dock's version becomes `version` if that is newer (recorded, or
+  // recovered).
+  void AdvanceVersion(int64_t version);
   void Drop(DropInput input, RowsCallback done);
   void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;
@@ -503,6 +508,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   const std::string name_;
   const DockLimits limits_;
   const int64_t rows_per_step_;
+  // The current policy version (SetVersion): read without locks by Puts.
+  std::atomic<int64_t> version_{0};
   const int32_t group_size_;
   const int32_t steps_in_flight_;
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)

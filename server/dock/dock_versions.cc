@@ -3,7 +3,8 @@
 // is the oldest a stored write of it carried (a sample whose generation
 // straddled a weight update keeps its oldest segment's). It is set under the
 // partition's commit lock once the write is stored, before its cells are
-// ready; batches, Reads and the row listing carry it.
+// ready; batches, Reads and the row listing carry it. The dock's version is
+// the trainer's current one: no row may be newer, and it only advances.
 #include <string>
 #include <vector>
 
@@ -21,7 +22,15 @@ absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
                                                    " versions for ", in.row_count(),
                                                    " rows; give one for all, or one per row"));
   }
+  const int64_t now = version_.load(std::memory_order_acquire);
   for (size_t i = 0; i < in.versions.size(); ++i) {
+    if (in.versions[i] > now) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": version ", in.versions[i],
+          in.versions.size() == 1 ? std::string() : absl::StrCat(" of the Put's row ", i),
+          " is newer than the dock's version ", now,
+          ": no weights of that version exist yet (the trainer sets the version)"));
+    }
     if (in.versions[i] < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": version ", in.versions[i],
@@ -30,6 +39,48 @@ absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
     }
   }
   return absl::OkStatus();
+}
+
+void DockImpl::SetVersion(int64_t version, StatusCallback done) {
+  const int64_t now = version_.load(std::memory_order_acquire);
+  if (version < 0) {
+    std::move(done)(absl::InvalidArgumentError(
+        absl::StrCat("dock '", name_, "': version ", version, " is negative")));
+    return;
+  }
+  if (version < now) {
+    std::move(done)(absl::FailedPreconditionError(
+        absl::StrCat("dock '", name_, "' is at version ", now, "; a version only advances (",
+                     version, " was asked for)")));
+    return;
+  }
+  if (version == now) {
+    std::move(done)(absl::OkStatus());
+    return;
+  }
+  auto apply = [this, version, done = std::move(done)](absl::Status stored) mutable {
+    if (!stored.ok()) {
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          "dock '", name_, "': version ", version, " not stored (", stored.message(), ")")));
+      return;
+    }
+    AdvanceVersion(version);
+    std::move(done)(absl::OkStatus());
+  };
+  if (journal_ == nullptr) {
+    apply(absl::OkStatus());
+    return;
+  }
+  journal_->VersionSet(version, KeepAlive(std::move(apply)));
+}
+
+void DockImpl::AdvanceVersion(int64_t version) {
+  int64_t now = version_.load(std::memory_order_acquire);
+  // release: a Put that reads the new version sees what the trainer
+  // published before setting it.
+  while (now < version &&
+         !version_.compare_exchange_weak(now, version, std::memory_order_acq_rel)) {
+  }
 }
 
 void DockImpl::SetVersionsLocked(Partition& part, const PutInput& in) {

@@ -115,6 +115,8 @@ class DockJournal {
 
   // The step's records can go: it was released.
   virtual void Released(int64_t step, Done done) = 0;
+  // The dock's policy version was set (recovery takes the highest stored).
+  virtual void VersionSet(int64_t version, Done done) = 0;
   // The dock's spec changed (AddConsumer).
   virtual void SpecChanged(const DockSpec& spec, Done done) = 0;
 };

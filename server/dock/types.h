@@ -183,6 +183,7 @@ struct DockStats {
   std::vector<int64_t> rows_handed_out_total;
   // Rows dropped since the dock was created, by reason (DropReason's value).
   std::array<int64_t, kDropReasons> rows_dropped_total{};
+  int64_t version = 0;  // the dock's current policy version (Dock::SetVersion)
   // Per consumer: its lease_ms (0: no leases), and (zero without leases)
   // leases and their rows in flight now;
   // leases that expired or were returned by Nack, and the rows they handed

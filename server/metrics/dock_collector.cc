@@ -61,6 +61,9 @@ struct Families {
   MetricFamily parked_puts{"tdock_parked_puts",
                            "Puts waiting for a free partition or memory.",
                            MetricType::Gauge, {}};
+  MetricFamily version{"tdock_dock_version",
+                       "The dock's current policy version (set by the trainer).",
+                       MetricType::Gauge, {}};
   // Consumers with leases only.
   MetricFamily leases{"tdock_leases_in_flight",
                       "Leases handed out and not yet acknowledged.",
@@ -136,6 +139,7 @@ void AddDock(const DockStats& stats, Families& f) {
       static_cast<double>(stats.memory_limit_bytes));
   AddPer(f.parked_gets, dock, "consumer", stats.consumers, stats.waiters, nullptr);
   Add(f.parked_puts, {{"dock", dock}}, static_cast<double>(stats.parked_puts));
+  Add(f.version, {{"dock", dock}}, static_cast<double>(stats.version));
   for (size_t k = 0; k < stats.consumers.size() && k < stats.lease_ms.size(); ++k) {
     if (stats.lease_ms[k] == 0) continue;
     const std::vector<ClientMetric::Label> labels{{"dock", dock},
@@ -163,6 +167,7 @@ std::vector<MetricFamily> DockCollector::Collect() const {
           std::move(f.steps_sealed),  std::move(f.arena_used),
           std::move(f.arena_reserved),   std::move(f.memory_limit),
           std::move(f.parked_gets),   std::move(f.parked_puts),
+          std::move(f.version),
           std::move(f.leases),        std::move(f.rows_in_flight),
           std::move(f.expiries),      std::move(f.nacks),
           std::move(f.returned)};

@@ -79,7 +79,8 @@ void Persistence::Created(const DockSpec& spec, StatusCallback done) {
 void Persistence::Deleted(const std::string& name, StatusCallback done) {
   StoreBatch batch;
   batch.Delete(SpecKey(name));
-  for (const std::string& prefix : {DockPrefix(name), TombPrefix(name)}) {
+  for (const std::string& prefix :
+       {DockPrefix(name), TombPrefix(name), records::DockVersionPrefix(name)}) {
     batch.DeleteRange(prefix, PrefixEnd(prefix));
   }
   std::shared_ptr<StoreDockJournal> journal;

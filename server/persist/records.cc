@@ -37,6 +37,14 @@ std::string TombPrefix(absl::string_view dock) {
   return absl::StrCat("T", dock, std::string(1, '\0'));
 }
 
+std::string DockVersionPrefix(absl::string_view dock) {
+  return absl::StrCat("V", dock, std::string(1, '\0'));
+}
+
+std::string DockVersionKey(absl::string_view dock, int64_t version) {
+  return WithStep(DockVersionPrefix(dock), version);
+}
+
 std::string TombKey(absl::string_view dock, int64_t step) {
   return WithStep(TombPrefix(dock), step);
 }

@@ -91,6 +91,10 @@ std::string PrefixEnd(std::string prefix);
 
 std::string CellKey(absl::string_view dock, int64_t step, int column, int64_t row);
 std::string KeyKey(absl::string_view dock, int64_t step, int64_t row);
+// The dock's policy version: one key per version set, the highest counts
+// (each write removes the lower ones).
+std::string DockVersionPrefix(absl::string_view dock);
+std::string DockVersionKey(absl::string_view dock, int64_t version);
 // A version a write of the row carried (empty value; the row's version is
 // the lowest of its records).
 std::string VersionKey(absl::string_view dock, int64_t step, int64_t row, int64_t version);

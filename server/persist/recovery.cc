@@ -341,6 +341,14 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
     return absl::OkStatus();
   }));
   for (int64_t step : released) TDOCK_RETURN_IF_ERROR(dock.Released(step));
+  const std::string versions = records::DockVersionPrefix(name);
+  TDOCK_RETURN_IF_ERROR(store_->Scan(versions, [&](absl::string_view key, absl::string_view) {
+    Reader in(key.substr(versions.size()));
+    int64_t version = 0;
+    if (!in.ReadI64(version)) return absl::DataLossError("a version record does not decode");
+    dock.DockVersion(version);  // the highest counts
+    return absl::OkStatus();
+  }));
 
   DockScan scan(dock, normalized, std::move(released), stats);
   const std::string prefix = records::DockPrefix(name);

@@ -14,6 +14,8 @@ using records::AckKey;
 using records::CellKey;
 using records::DeliveryKey;
 using records::DockPrefix;
+using records::DockVersionKey;
+using records::DockVersionPrefix;
 using records::DropKey;
 using records::EncodeDrop;
 using records::EncodeHandOut;
@@ -83,6 +85,14 @@ void StoreDockJournal::Released(int64_t step, Done done) {
   const std::string prefix = StepPrefix(dock_, step);
   batch.DeleteRange(prefix, PrefixEnd(prefix));
   batch.Put(TombKey(dock_, step), "");
+  Submit(std::move(batch), std::move(done));
+}
+
+void StoreDockJournal::VersionSet(int64_t version, Done done) {
+  StoreBatch batch;
+  // Lower versions go; a lower one stored later keeps this one.
+  batch.DeleteRange(DockVersionPrefix(dock_), DockVersionKey(dock_, version));
+  batch.Put(DockVersionKey(dock_, version), "");
   Submit(std::move(batch), std::move(done));
 }
 

@@ -36,6 +36,7 @@ class StoreDockJournal final : public DockJournal {
   void Dropped(const DropRecord& drop, Done done) override;
   void Released(int64_t step, Done done) override;
   void SpecChanged(const DockSpec& spec, Done done) override;
+  void VersionSet(int64_t version, Done done) override;
 
   // The dock is deleted: `last` (the deletion of its records) is submitted
   // after every record the dock submitted before, and every record it asks

@@ -107,6 +107,9 @@ class DockService final
       grpc::CallbackServerContext* context,
       const v1::RemoveConsumerRequest* request,
       v1::RemoveConsumerResponse* response) override;
+  grpc::ServerUnaryReactor* SetVersion(grpc::CallbackServerContext* context,
+                                       const v1::SetVersionRequest* request,
+                                       v1::SetVersionResponse* response) override;
   grpc::ServerUnaryReactor* ReleaseStep(
       grpc::CallbackServerContext* context,
       const v1::ReleaseStepRequest* request,

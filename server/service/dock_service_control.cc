@@ -145,6 +145,7 @@ absl::Status DockService::DoGetDockStatus(
   response->set_memory_limit_bytes(stats.memory_limit_bytes);
   response->set_parked_puts(stats.parked_puts);
   FillDropCounts(stats.rows_dropped_total, response->mutable_dropped_total());
+  response->set_version(stats.version);
   return absl::OkStatus();
 }
 
@@ -227,6 +228,20 @@ grpc::ServerUnaryReactor* DockService::ReleaseStep(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   (*dock)->ReleaseStep(request->step(), [reactor](absl::Status released) {
     reactor->Finish(ToGrpcStatus(released));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::SetVersion(grpc::CallbackServerContext* context,
+                                                  const v1::SetVersionRequest* request,
+                                                  v1::SetVersionResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->SetVersion(request->version(), [reactor, response, dock = *dock](absl::Status set) {
+    if (set.ok()) response->set_version(dock->version());
+    reactor->Finish(ToGrpcStatus(set));
   });
   return reactor;
 }

@@ -190,6 +190,14 @@ TEST_F(TdockctlTest, StatusAndRelease) {
   EXPECT_NE(text.out.find("dock ctl: 2 prompts x 2 samples = 4 rows/step"), std::string::npos)
       << text.out;
 
+  // The dock's policy version: set, shown, and refused going back.
+  EXPECT_EQ(status["version"], 0);
+  EXPECT_EQ(RunJson({"set-version", "ctl", "3"})["version"], 3);
+  EXPECT_EQ(RunJson({"status", "ctl"})["version"], 3);
+  const RunResult back = Run({"set-version", "ctl", "2"});
+  EXPECT_EQ(back.exit_code, 1);
+  EXPECT_NE(back.err.find("a version only advances"), std::string::npos) << back.err;
+
   const Json released = RunJson({"release", "ctl", "0"});
   EXPECT_EQ(released["released"], true);
   status = RunJson({"status", "ctl"});

@@ -1,7 +1,8 @@
 // Row versions: a Put may carry the policy version its rows were generated
 // with (one for all rows, or one per row); a row keeps the oldest a write of
-// it carried; Get, Sample, Read and the row listing return it; bad versions
-// change nothing.
+// it carried; Get, Sample, Read and the row listing return it. The dock's
+// version, set by the trainer, only advances and no row may be newer. Bad
+// versions change nothing.
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -35,6 +36,7 @@ absl::StatusOr<PutResult> PutVersions(Dock& dock, std::vector<int64_t> rows,
 TEST(VersionsTest, ARowKeepsTheOldestVersionItsWritesCarried) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(testing::DropSpec(
                                       {Reader("actor", {"prompt", "response"}, 8)})));
+  ASSERT_OK(dock->SetVersion(9));
   ASSERT_OK(PutVersions(*dock, Iota(0, 6), "prompt", {7}));  // one for every row
   ASSERT_OK(PutVersions(*dock, {0, 1, 2}, "response", {5, 9, 7}));
   ASSERT_OK(PutVersions(*dock, {3, 4, 5, 6, 7}, "response", {}));  // none given
@@ -57,8 +59,29 @@ TEST(VersionsTest, ABatchOfRowsWithoutVersionsCarriesNone) {
   EXPECT_TRUE(batch.versions.empty());
 }
 
+TEST(VersionsTest, TheDocksVersionOnlyAdvances) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(testing::DropSpec({Reader("a", {"prompt"}, 2)})));
+  EXPECT_EQ(dock->version(), 0);
+  ASSERT_OK(dock->SetVersion(4));
+  ASSERT_OK(dock->SetVersion(4));  // the same one changes nothing
+  EXPECT_STATUS(dock->SetVersion(3), absl::StatusCode::kFailedPrecondition,
+                "dock 'drops' is at version 4; a version only advances (3 was asked for)");
+  EXPECT_STATUS(dock->SetVersion(-1), absl::StatusCode::kInvalidArgument,
+                "version -1 is negative");
+  EXPECT_EQ(dock->version(), 4);
+  EXPECT_EQ(dock->Stats().version, 4);
+  EXPECT_STATUS(PutVersions(*dock, {0, 1}, "prompt", {4, 5}),
+                absl::StatusCode::kFailedPrecondition,
+                "version 5 of the Put's row 1 is newer than the dock's version 4: no weights of "
+                "that version exist yet");
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "nothing was written";
+  ASSERT_OK(dock->SetVersion(5));
+  ASSERT_OK(PutVersions(*dock, {0, 1}, "prompt", {4, 5}));
+}
+
 TEST(VersionsTest, BadVersionsChangeNothing) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(testing::DropSpec({Reader("a", {"prompt"}, 2)})));
+  ASSERT_OK(dock->SetVersion(10));
   EXPECT_STATUS(PutVersions(*dock, {0, 1, 2}, "prompt", {1, 2}),
                 absl::StatusCode::kInvalidArgument,
                 "2 versions for 3 rows; give one for all, or one per row");

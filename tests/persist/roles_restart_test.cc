@@ -210,6 +210,7 @@ TEST(KeysRestart, AKeyFreedByADropFindsItsNewRow) {
 // (none before the first), and it survives a restart.
 TEST(VersionsRestart, ARowsVersionIsItsOldestStoredWritesAtEveryCrashPoint) {
   Recording recording;
+  ASSERT_OK(recording.dock->SetVersion(6));
   const int64_t before = recording.store->writes();
   auto put = [&](const std::string& column, int64_t version) {
     PutInput in;
@@ -244,6 +245,40 @@ TEST(VersionsRestart, ARowsVersionIsItsOldestStoredWritesAtEveryCrashPoint) {
     }
     registry.Shutdown();
   }
+}
+
+// The dock's version is recorded before it takes effect: at every crash
+// point the recovered dock is at the last version stored (0 before the
+// first), never lower than one acknowledged.
+TEST(VersionsRestart, TheDocksVersionIsTheLastStoredAtEveryCrashPoint) {
+  Recording recording;
+  const std::vector<int64_t> versions = {3, 5, 9};
+  std::vector<int64_t> acked_at;  // writes when each version was acknowledged
+  for (int64_t version : versions) {
+    ASSERT_OK(recording.dock->SetVersion(version));
+    acked_at.push_back(recording.store->writes());
+  }
+  recording.Stop();
+  int64_t last = -1;
+  for (int64_t k = 0; k <= recording.store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Persistence persistence(recording.store->Replay(k), {.data_dir = "replayed"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    absl::StatusOr<std::shared_ptr<Dock>> dock = registry.Find("crash");
+    if (!dock.ok()) continue;  // not created yet
+    const int64_t version = (*dock)->version();
+    EXPECT_TRUE(version == 0 || version == 3 || version == 5 || version == 9) << version;
+    EXPECT_GE(version, last) << "a version never goes back";
+    last = version;
+    for (size_t i = 0; i < acked_at.size(); ++i) {
+      if (k >= acked_at[i]) {
+        EXPECT_GE(version, versions[i]);
+      }
+    }
+    registry.Shutdown();
+  }
+  EXPECT_EQ(last, 9);
 }
 
 }  // namespace

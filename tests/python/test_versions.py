@@ -17,6 +17,7 @@ def cells(rows, length=3):
 
 def test_versions_on_rows(client, dock_name):
     dock = client.create_dock(grpo_spec(dock_name))
+    assert dock.set_version(4) == 4 and dock.status().version == 4
     dock.put(0, range(8), {"prompt_ids": cells(range(8))}, versions=3)
     dock.put(0, range(8), {"response_ids": cells(range(8), 2)},
              versions=[3, 2, 4, 3, 3, 3, 3, 3])
@@ -25,6 +26,11 @@ def test_versions_on_rows(client, dock_name):
     batch = dock.get("reward")
     assert batch.versions.tolist() == [3, 2][:len(batch)]
     assert [mb.versions.tolist() for mb in batch.micro_batches] == [batch.versions.tolist()]
+    with pytest.raises(tdock.errors.FailedPrecondition,
+                       match="version 5 is newer than the dock's version 4"):
+        dock.put(1, [0], {"prompt_ids": cells([0])}, versions=5)
+    with pytest.raises(tdock.errors.FailedPrecondition, match="a version only advances"):
+        dock.set_version(3)
     with pytest.raises(tdock.errors.InvalidArgument, match="version -1 is negative"):
         dock.put(1, [0], {"prompt_ids": cells([0])}, versions=-1)
     with pytest.raises(tdock.errors.InvalidArgument, match="2 versions for 1 rows"):
@@ -42,6 +48,7 @@ def test_asyncio_versions(server, dock_name):
     async def main():
         async with tdock.aio.Client(server, timeout=30) as aclient:
             dock = await aclient.create_dock(grpo_spec(dock_name))
+            assert await dock.set_version(6) == 6
             await dock.put(0, range(2), {"prompt_ids": cells(range(2))}, versions=[5, 6])
             batch = await dock.read(0, [0, 1], ["prompt_ids"])
             assert batch.versions.tolist() == [5, 6]

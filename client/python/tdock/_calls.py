@@ -350,7 +350,7 @@ class _DockCalls:
         return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
                           r.arena_bytes_used, r.arena_bytes_reserved,
                           r.memory_limit_bytes, r.parked_puts, leases,
-                          drop_counts(r.dropped_total))
+                          drop_counts(r.dropped_total), r.version)
 
     def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
         return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)

@@ -193,6 +193,12 @@ class Dock(_DockCalls):
         return self._status(await self.client.call(
             "GetDockStatus", self._status_request(), dock_pb2.GetDockStatusResponse))
 
+    async def set_version(self, version: int) -> int:
+        """As tdock.Dock.set_version."""
+        return (await self.client.call(
+            "SetVersion", dock_pb2.SetVersionRequest(dock=self.name, version=version),
+            dock_pb2.SetVersionResponse)).version
+
     async def release(self, step: int) -> None:
         """As tdock.Dock.release."""
         await self.client.call("ReleaseStep", self._release_request(step),

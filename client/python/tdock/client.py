@@ -242,6 +242,15 @@ class Dock(_DockCalls):
         self.client.call("ReleaseStep", self._release_request(step),
                          dock_pb2.ReleaseStepResponse)
 
+    def set_version(self, version: int) -> int:
+        """Sets the dock's current policy (weights) version, after a weight
+        update: no row may be put with a newer one, and it only advances
+        (errors.FailedPrecondition for an older one; the same one changes
+        nothing). Returns the dock's version."""
+        return self.client.call("SetVersion",
+                                dock_pb2.SetVersionRequest(dock=self.name, version=version),
+                                dock_pb2.SetVersionResponse).version
+
     def drop(self, step: int, rows: Iterable[int] | None = None,
              groups: Iterable[int] | None = None, reason: str = "failed") -> int:
         """Takes rows (and every row of `groups`) out of a live step: they are

@@ -49,6 +49,7 @@ class DockStatus:
     leases: dict[str, LeaseStatus]  # consumers with lease_ms > 0
     # rows dropped since the dock was created, per reason (those with any)
     dropped: dict[str, int] = field(default_factory=dict)
+    version: int = 0  # the dock's current policy version (Dock.set_version)
 
 
 @dataclass(frozen=True)
