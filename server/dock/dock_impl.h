@@ -90,8 +90,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void SetVersion(int64_t version, StatusCallback done);
   int64_t version() const { return version_.load(std::memory_order_acquire); }
   // The dock's version becomes `version` if that is newer (recorded, or
-  // recovered).
-  void AdvanceVersion(int64_t version);
+  // recovered); returns the version now.
+  int64_t AdvanceVersion(int64_t version);
   void Drop(DropInput input, RowsCallback done);
   void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;

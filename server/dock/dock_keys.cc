@@ -301,11 +301,11 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
     state.row = row;
     state.group = row / group_size_;
     if (const std::string* key = part.key(row)) state.key = *key;
-    state.version = part.version(row);
     if (part.dropped(row)) state.dropped = part.drop_reason(mu_, row);
     for (size_t c = 0; c < columns_.size(); ++c) {
       if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
     }
+    state.version = part.version(row);  // after the cells: a ready one's is set
     for (const ConsumerPlan& plan : plans_) {
       if (plan.removed) continue;
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;

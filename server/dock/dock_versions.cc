@@ -5,6 +5,7 @@
 // partition's commit lock once the write is stored, before its cells are
 // ready; batches, Reads and the row listing carry it. The dock's version is
 // the trainer's current one: no row may be newer, and it only advances.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -24,18 +25,19 @@ absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
   }
   const int64_t now = version_.load(std::memory_order_acquire);
   for (size_t i = 0; i < in.versions.size(); ++i) {
+    // Which row: by number when the Put names them, else by its place.
+    const std::string of =
+        in.versions.size() == 1 ? std::string()
+        : in.rows.empty()       ? absl::StrCat(" of the Put's row ", i)
+                                : absl::StrCat(" of row ", in.rows[i]);
+    if (in.versions[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": version ", in.versions[i], of, " is negative"));
+    }
     if (in.versions[i] > now) {
       return absl::FailedPreconditionError(absl::StrCat(
-          where, ": version ", in.versions[i],
-          in.versions.size() == 1 ? std::string() : absl::StrCat(" of the Put's row ", i),
-          " is newer than the dock's version ", now,
+          where, ": version ", in.versions[i], of, " is newer than the dock's version ", now,
           ": no weights of that version exist yet (the trainer sets the version)"));
-    }
-    if (in.versions[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": version ", in.versions[i],
-          in.versions.size() == 1 ? std::string() : absl::StrCat(" of the Put's row ", i),
-          " is negative"));
     }
   }
   return absl::OkStatus();
@@ -64,7 +66,14 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
           "dock '", name_, "': version ", version, " not stored (", stored.message(), ")")));
       return;
     }
-    AdvanceVersion(version);
+    // A newer version set meanwhile wins: this one did not advance it.
+    const int64_t now = AdvanceVersion(version);
+    if (now > version) {
+      std::move(done)(absl::FailedPreconditionError(
+          absl::StrCat("dock '", name_, "' is at version ", now,
+                       "; a version only advances (", version, " was asked for)")));
+      return;
+    }
     std::move(done)(absl::OkStatus());
   };
   if (journal_ == nullptr) {
@@ -74,13 +83,14 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
   journal_->VersionSet(version, KeepAlive(std::move(apply)));
 }
 
-void DockImpl::AdvanceVersion(int64_t version) {
+int64_t DockImpl::AdvanceVersion(int64_t version) {
   int64_t now = version_.load(std::memory_order_acquire);
   // release: a Put that reads the new version sees what the trainer
   // published before setting it.
   while (now < version &&
          !version_.compare_exchange_weak(now, version, std::memory_order_acq_rel)) {
   }
+  return std::max(now, version);
 }
 
 void DockImpl::SetVersionsLocked(Partition& part, const PutInput& in) {
@@ -97,8 +107,11 @@ void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_
 
 absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_ ||
-      version < 0) {
+  if (version < 0) {
+    return absl::DataLossError(absl::StrCat(Where(step), ": row ", row, " has version ",
+                                            version));
+  }
+  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
     return absl::DataLossError(absl::StrCat(Where(step), ": a version ", version, " of row ",
                                             row, " whose step holds no cell"));
   }

@@ -65,6 +65,8 @@ void Persistence::Created(const DockSpec& spec, StatusCallback done) {
   batch.DeleteRange(prefix, PrefixEnd(prefix));
   const std::string tombs = TombPrefix(spec.name);
   batch.DeleteRange(tombs, PrefixEnd(tombs));
+  const std::string versions = records::DockVersionPrefix(spec.name);
+  batch.DeleteRange(versions, PrefixEnd(versions));
   journal_->Submit(std::move(batch), [this, name = spec.name,
                                       done = std::move(done)](absl::Status stored) mutable {
     if (!stored.ok()) {

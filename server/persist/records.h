@@ -14,8 +14,12 @@
 //                                               replica: rank x replicas +
 //                                               replica): <lease:8>
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
+//   D <dock> \0 <step:8> v <row:8> <version:8>  a version a write of the row carried
+//                                               (empty; the lowest counts)
 //   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
 //                                               <reason:1> <seal:1> then <row:8>...
+//   V <dock> \0 <version:8>                     the dock's version (empty; the
+//                                               highest counts)
 //   T <dock> \0 <step:8>                        the step was released
 //   E                                           the server's epoch: <epoch:8>,
 //                                               raised at every start

@@ -345,7 +345,9 @@ absl::Status Persistence::RecoverDock(DockRegistry& registry, const std::string&
   TDOCK_RETURN_IF_ERROR(store_->Scan(versions, [&](absl::string_view key, absl::string_view) {
     Reader in(key.substr(versions.size()));
     int64_t version = 0;
-    if (!in.ReadI64(version)) return absl::DataLossError("a version record does not decode");
+    if (!in.ReadI64(version) || !in.done()) {
+      return absl::DataLossError("a version record does not decode");
+    }
     dock.DockVersion(version);  // the highest counts
     return absl::OkStatus();
   }));

@@ -1,6 +1,6 @@
 // Row versions: a Put may carry the policy version its rows were generated
 // with (one for all rows, or one per row); a row keeps the oldest a write of
-// it carried; Get, Sample, Read and the row listing return it. The dock's
+// it carried; Get, Read and the row listing return it. The dock's
 // version, set by the trainer, only advances and no row may be newer. Bad
 // versions change nothing.
 #include <vector>
@@ -72,7 +72,7 @@ TEST(VersionsTest, TheDocksVersionOnlyAdvances) {
   EXPECT_EQ(dock->Stats().version, 4);
   EXPECT_STATUS(PutVersions(*dock, {0, 1}, "prompt", {4, 5}),
                 absl::StatusCode::kFailedPrecondition,
-                "version 5 of the Put's row 1 is newer than the dock's version 4: no weights of "
+                "version 5 of row 1 is newer than the dock's version 4: no weights of "
                 "that version exist yet");
   EXPECT_TRUE(dock->Stats().steps.empty()) << "nothing was written";
   ASSERT_OK(dock->SetVersion(5));
@@ -86,7 +86,7 @@ TEST(VersionsTest, BadVersionsChangeNothing) {
                 absl::StatusCode::kInvalidArgument,
                 "2 versions for 3 rows; give one for all, or one per row");
   EXPECT_STATUS(PutVersions(*dock, {0, 1}, "prompt", {3, -1}), absl::StatusCode::kInvalidArgument,
-                "version -1 of the Put's row 1 is negative");
+                "version -1 of row 1 is negative");
   EXPECT_STATUS(PutVersions(*dock, {0, 1}, "prompt", {-2}), absl::StatusCode::kInvalidArgument,
                 "version -2 is negative");
   EXPECT_TRUE(dock->Stats().steps.empty()) << "nothing was written";

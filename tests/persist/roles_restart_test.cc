@@ -247,6 +247,50 @@ TEST(VersionsRestart, ARowsVersionIsItsOldestStoredWritesAtEveryCrashPoint) {
   }
 }
 
+// A version whose record failed takes no effect: SetVersion and a
+// versioned Put answer UNAVAILABLE and the dock and the row are as before.
+TEST(VersionsRestart, AVersionNotStoredTakesNoEffect) {
+  Recording recording;
+  ASSERT_OK(recording.dock->SetVersion(2));
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(recording.dock->SetVersion(5), absl::StatusCode::kUnavailable,
+                "version 5 not stored (journal: disk full)");
+  EXPECT_EQ(recording.dock->version(), 2);
+  ASSERT_OK(testing::PutSync(*recording.dock, 0, {1}, {ColumnOf("ids", 0, 0, {1})}));
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  PutInput in;
+  in.step = 0;
+  in.rows = {1};
+  in.versions = {1};
+  testing::OwnedColumn score = ColumnOf("score", 0, 0, {1});
+  in.columns.push_back(score.View());
+  std::promise<absl::Status> put;
+  recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r.status()); });
+  EXPECT_STATUS(put.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  ASSERT_OK_AND_ASSIGN(RowListing listing, recording.dock->ListRows(0));
+  EXPECT_EQ(listing.rows[1].version, kNoVersion) << "the failed write's version is not the row's";
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  EXPECT_EQ(restarted.dock->version(), 2);
+}
+
+// A dock re-created under the name of one whose deletion was not stored
+// starts from version 0, after a restart too: the old dock's versions go
+// with the new dock's creation.
+TEST(VersionsRestart, ARecreatedDockDoesNotInheritAVersion) {
+  Recording recording;
+  ASSERT_OK(recording.dock->SetVersion(9));
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  (void)recording.registry.Delete("crash");  // its record fails
+  recording.store->FailNext(0, absl::OkStatus());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> again, recording.registry.Create(CrashSpec()));
+  EXPECT_EQ(again->version(), 0);
+  ASSERT_OK(again->SetVersion(2));
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  EXPECT_EQ(restarted.dock->version(), 2);
+}
+
 // The dock's version is recorded before it takes effect: at every crash
 // point the recovered dock is at the last version stored (0 before the
 // first), never lower than one acknowledged.

@@ -16,7 +16,11 @@ def cells(rows, length=3):
 
 
 def test_versions_on_rows(client, dock_name):
-    dock = client.create_dock(grpo_spec(dock_name))
+    consumers = {"reward": {"columns": ["prompt_ids", "response_ids"], "whole_groups": True,
+                            "dispatch_size": 2},
+                 "actor": {"columns": ["prompt_ids", "response_ids"], "dispatch_size": 4,
+                           "micro_batch": {"max_tokens": 10}}}
+    dock = client.create_dock(grpo_spec(dock_name, consumers=consumers))
     assert dock.set_version(4) == 4 and dock.status().version == 4
     dock.put(0, range(8), {"prompt_ids": cells(range(8))}, versions=3)
     dock.put(0, range(8), {"response_ids": cells(range(8), 2)},
@@ -24,8 +28,13 @@ def test_versions_on_rows(client, dock_name):
     assert dock.read(0, [0, 1, 2], ["prompt_ids"]).versions.tolist() == [3, 2, 3]
     assert [r.version for r in dock.list_rows(0)[:3]] == [3, 2, 3]
     batch = dock.get("reward")
-    assert batch.versions.tolist() == [3, 2][:len(batch)]
-    assert [mb.versions.tolist() for mb in batch.micro_batches] == [batch.versions.tolist()]
+    assert batch.versions.tolist() == [3, 2]
+    # Micro-batches (5 tokens a row, 10 a micro-batch) carry their rows' versions.
+    actor = dock.get("actor")
+    of_row = dict(zip(range(8), [3, 2, 3, 3, 3, 3, 3, 3]))
+    assert len(actor.micro_batches) == 2
+    for mb in actor.micro_batches:
+        assert mb.versions.tolist() == [of_row[r] for r in mb.rows.tolist()]
     with pytest.raises(tdock.errors.FailedPrecondition,
                        match="version 5 is newer than the dock's version 4"):
         dock.put(1, [0], {"prompt_ids": cells([0])}, versions=5)

@@ -116,6 +116,10 @@ class Dock(_DockCalls):
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
+        # Iterables taken once: the request may be built twice (a new column).
+        group_sizes = list(group_sizes) if group_sizes is not None else None
+        if versions is not None and not isinstance(versions, (int, np.integer)):
+            versions = list(versions)
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
