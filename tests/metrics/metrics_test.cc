@@ -229,6 +229,7 @@ TEST(ServerMetrics, EndpointShowsRealTraffic) {
   EXPECT_FALSE(client->Get({.dock = "m", .consumer = "nobody"}).ok());
   ASSERT_OK(client->Drop("m", 0, {3}, {}, DropReason::kFailed));
   ASSERT_OK(client->Seal("m", 0));
+  ASSERT_OK(client->SetVersion("m", 4));
 
   const std::string text = HttpGet(server.metrics()->address());
   ASSERT_FALSE(text.empty()) << "no answer from " << server.metrics()->address();
@@ -245,6 +246,10 @@ TEST(ServerMetrics, EndpointShowsRealTraffic) {
   EXPECT_EQ(Sample(text, "tdock_requests_total",
                    {{"method", "GetStream"}, {"code", "NOT_FOUND"}}), 1);
   EXPECT_GT(*Sample(text, "tdock_received_bytes_total", {{"method", "Put"}}), 16);
+  // Control calls count their request bytes too: dock "m" (3 bytes), rows {3}
+  // (3), reason (2); step 0 is not sent.
+  EXPECT_EQ(Sample(text, "tdock_received_bytes_total", {{"method", "Drop"}}), 8);
+  EXPECT_EQ(Sample(text, "tdock_dock_version", {{"dock", "m"}}), 4);
   EXPECT_GT(*Sample(text, "tdock_sent_bytes_total", {{"method", "GetStream"}}), 8);
   EXPECT_EQ(Sample(text, "tdock_get_wait_seconds_count", {{"dock", "m"}, {"consumer", "actor"}}), 1);
   EXPECT_EQ(Sample(text, "tdock_build_info", {{"version", "0.1.0"}}), 1);

@@ -222,10 +222,10 @@ class Batch:
     def _slice(self, begin: int, end: int) -> "Batch":
         return Batch(step=self.step, rows=self.rows[begin:end],
                      token_counts=self.token_counts[begin:end],
-                     end_of_step=self.end_of_step, round=self.round,
+                     end_of_step=self.end_of_step, timed_out=self.timed_out, round=self.round,
                      columns={n: c.rows(begin, end) for n, c in self._columns.items()},
                      stats=self.stats, consumer=self.consumer, rank=self.rank,
-                     lease=self.lease,
+                     lease=self.lease, lease_seconds=self.lease_seconds,
                      keys=self.keys[begin:end] if self.keys is not None else None,
                      versions=self.versions[begin:end] if self.versions is not None else None)
 
