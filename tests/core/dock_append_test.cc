@@ -41,9 +41,7 @@ absl::StatusOr<PutResult> Append(Dock& dock, int64_t step, int64_t count,
   // Row i of the Put holds i + 1 tokens.
   testing::OwnedColumn cells = Cells("prompt", Iota(0, count));
   in.columns.push_back(cells.View());
-  std::promise<absl::StatusOr<PutResult>> promise;
-  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return testing::PutSync(dock, std::move(in));
 }
 
 TEST(AppendTest, TheServerAssignsWholeGroupsUpToTheCapacity) {

@@ -6,7 +6,6 @@
 // size, and every bad declaration, fails naming it and changes nothing.
 #include <algorithm>
 #include <atomic>
-#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -58,9 +57,7 @@ absl::StatusOr<PutResult> AppendGroups(Dock& dock, int64_t step, std::vector<int
     cells.push_back(Cells(name, std::vector<int64_t>(static_cast<size_t>(rows), 0)));
   }
   for (const OwnedColumn& c : cells) in.columns.push_back(c.View());
-  std::promise<absl::StatusOr<PutResult>> promise;
-  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return testing::PutSync(dock, std::move(in));
 }
 
 // The batches of a consumer until its end of `step`, as lists of rows.

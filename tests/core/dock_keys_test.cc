@@ -36,9 +36,7 @@ absl::StatusOr<PutResult> PutKeyed(Dock& dock, int64_t step, std::vector<int64_t
   in.keys = std::move(keys);
   testing::OwnedColumn cells = Cells(column, values);
   in.columns.push_back(cells.View());
-  std::promise<absl::StatusOr<PutResult>> promise;
-  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return testing::PutSync(dock, std::move(in));
 }
 
 std::vector<std::string> Uids(int64_t step, const std::vector<int64_t>& rows) {

@@ -39,6 +39,16 @@ struct OwnedColumn {
   }
 };
 
+// Puts `in` and waits for the answer.
+inline absl::StatusOr<PutResult> PutSync(Dock& dock, PutInput in) {
+  std::promise<absl::StatusOr<PutResult>> promise;
+  auto future = promise.get_future();
+  dock.Put(std::move(in), [&promise](absl::StatusOr<PutResult> r) {
+    promise.set_value(std::move(r));
+  });
+  return future.get();
+}
+
 inline absl::StatusOr<PutResult> PutSync(Dock& dock, int64_t step,
                                          std::vector<int64_t> rows,
                                          const std::vector<OwnedColumn>& columns,
@@ -52,12 +62,7 @@ inline absl::StatusOr<PutResult> PutSync(Dock& dock, int64_t step,
   in.ack_lease = ack_lease;
   in.keys = std::move(keys);
   for (const OwnedColumn& c : columns) in.columns.push_back(c.View());
-  std::promise<absl::StatusOr<PutResult>> promise;
-  auto future = promise.get_future();
-  dock.Put(std::move(in), [&promise](absl::StatusOr<PutResult> r) {
-    promise.set_value(std::move(r));
-  });
-  return future.get();
+  return PutSync(dock, std::move(in));
 }
 
 inline absl::StatusOr<Batch> GetSync(Dock& dock, GetInput in) {

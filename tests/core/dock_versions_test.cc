@@ -28,9 +28,7 @@ absl::StatusOr<PutResult> PutVersions(Dock& dock, std::vector<int64_t> rows,
   in.versions = std::move(versions);
   testing::OwnedColumn cells = Cells(column, rows);
   in.columns.push_back(cells.View());
-  std::promise<absl::StatusOr<PutResult>> promise;
-  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { promise.set_value(std::move(r)); });
-  return promise.get_future().get();
+  return testing::PutSync(dock, std::move(in));
 }
 
 TEST(VersionsTest, ARowKeepsTheOldestVersionItsWritesCarried) {

@@ -35,9 +35,7 @@ absl::StatusOr<PutResult> AppendGroups(Dock& dock, int64_t step, std::vector<int
   in.group_sizes = std::move(sizes);
   testing::OwnedColumn ids = ColumnOf("ids", 0, step, std::vector<int64_t>(in.new_rows, 0));
   in.columns.push_back(ids.View());
-  std::promise<absl::StatusOr<PutResult>> put;
-  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(std::move(r)); });
-  return put.get_future().get();
+  return testing::PutSync(dock, std::move(in));
 }
 
 // An append declaring groups {1, 2, 1}: at every crash point its cells and

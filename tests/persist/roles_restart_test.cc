@@ -4,7 +4,6 @@
 // recovered dock has the join (the removal) exactly from the point its record
 // was stored on, at the latest once it was answered; a joined consumer holds
 // its steps after the restart, and a removed one holds none.
-#include <future>
 #include <string>
 #include <vector>
 
@@ -167,9 +166,7 @@ TEST(AppendRestart, AssignedRowsStayAssigned) {
   in.keys = {"a", "b", "c"};
   testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0, 1, 2});
   in.columns.push_back(ids.View());
-  std::promise<absl::StatusOr<PutResult>> put;
-  recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r); });
-  ASSERT_OK_AND_ASSIGN(PutResult first, put.get_future().get());
+  ASSERT_OK_AND_ASSIGN(PutResult first, testing::PutSync(*recording.dock, std::move(in)));
   EXPECT_EQ(first.assigned, (std::vector<int64_t>{0, 1, 2}));
   recording.Stop();
   Restarted restarted(*recording.store);
@@ -180,9 +177,7 @@ TEST(AppendRestart, AssignedRowsStayAssigned) {
   more.new_rows = 2;
   testing::OwnedColumn more_ids = ColumnOf("ids", 0, 0, {0, 1});
   more.columns.push_back(more_ids.View());
-  std::promise<absl::StatusOr<PutResult>> second;
-  restarted.dock->Put(std::move(more), [&](absl::StatusOr<PutResult> r) { second.set_value(r); });
-  ASSERT_OK_AND_ASSIGN(PutResult next, second.get_future().get());
+  ASSERT_OK_AND_ASSIGN(PutResult next, testing::PutSync(*restarted.dock, std::move(more)));
   EXPECT_EQ(next.assigned, (std::vector<int64_t>{4, 5})) << "group 1 holds row 2";
 }
 
@@ -219,9 +214,7 @@ TEST(VersionsRestart, ARowsVersionIsItsOldestStoredWritesAtEveryCrashPoint) {
     in.versions = {version};
     testing::OwnedColumn cells = ColumnOf(column, 0, 0, {2});
     in.columns.push_back(cells.View());
-    std::promise<absl::StatusOr<PutResult>> done;
-    recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { done.set_value(r); });
-    return done.get_future().get().status();
+    return testing::PutSync(*recording.dock, std::move(in)).status();
   };
   ASSERT_OK(put("ids", 6));
   const int64_t first = recording.store->writes();
@@ -264,9 +257,8 @@ TEST(VersionsRestart, AVersionNotStoredTakesNoEffect) {
   in.versions = {1};
   testing::OwnedColumn score = ColumnOf("score", 0, 0, {1});
   in.columns.push_back(score.View());
-  std::promise<absl::Status> put;
-  recording.dock->Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r.status()); });
-  EXPECT_STATUS(put.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  EXPECT_STATUS(testing::PutSync(*recording.dock, std::move(in)), absl::StatusCode::kUnavailable,
+                "not stored");
   ASSERT_OK_AND_ASSIGN(RowListing listing, recording.dock->ListRows(0));
   EXPECT_EQ(listing.rows[1].version, kNoVersion) << "the failed write's version is not the row's";
   recording.Stop();
