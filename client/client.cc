@@ -207,6 +207,14 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
   }
   for (const v1::ConsumerStatus& consumer : response.consumers()) {
     info.waiters.emplace_back(consumer.name(), consumer.waiters());
+    ConsumerStalenessInfo& staleness = info.staleness.emplace_back();
+    staleness.consumer = consumer.name();
+    staleness.versioned_rows = consumer.versioned_rows();
+    staleness.staleness_sum = consumer.staleness_sum();
+    staleness.stale_rows = consumer.stale_rows();
+    for (const v1::StalenessBucket& bucket : consumer.staleness()) {
+      staleness.buckets.emplace_back(bucket.max(), bucket.rows());
+    }
   }
   for (const ConsumerSpec& consumer : info.spec.consumers) {
     if (consumer.lease_ms == 0 || consumer.removed) continue;

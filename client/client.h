@@ -173,11 +173,23 @@ struct ConsumerLeaseInfo {
   int64_t rows_returned = 0;  // rows handed back by expiries and Nacks
 };
 
+// Per consumer, since the dock was created: how stale the rows handed out
+// were (rows with a version), and the rows its max_staleness passed over or
+// dropped.
+struct ConsumerStalenessInfo {
+  std::string consumer;
+  int64_t versioned_rows = 0;
+  int64_t staleness_sum = 0;
+  std::vector<std::pair<int64_t, int64_t>> buckets;  // (max staleness, rows); -1: above all
+  int64_t stale_rows = 0;
+};
+
 struct DockStatusInfo {
   DockSpec spec;
   std::vector<StepStatusInfo> steps;
   std::vector<std::pair<std::string, int64_t>> waiters;  // consumer -> parked
   std::vector<ConsumerLeaseInfo> leases;  // consumers with lease_ms > 0
+  std::vector<ConsumerStalenessInfo> staleness;  // every consumer
   int64_t arena_bytes_used = 0;
   int64_t arena_bytes_reserved = 0;
   int64_t memory_limit_bytes = 0;

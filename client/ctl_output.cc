@@ -180,7 +180,12 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"lease_ms", consumer.lease_ms},
                                 {"replicas", consumer.replicas},
                                 {"optional", consumer.optional},
-                                {"joined", consumer.joined}};
+                                {"joined", consumer.joined},
+                                {"stale", StalePolicyName(consumer.stale)},
+                                {"order", RowOrderName(consumer.order)}};
+    if (consumer.max_staleness.has_value()) {
+      consumers[consumer.name]["max_staleness"] = *consumer.max_staleness;
+    }
   }
   return {{"name", spec.name},
           {"num_prompts", spec.num_prompts},
@@ -228,6 +233,15 @@ std::string DropsToText(const std::vector<std::pair<DropReason, int64_t>>& drops
 }  // namespace
 
 Json StatusToJson(const DockStatusInfo& status) {
+  Json staleness = Json::object();
+  for (const ConsumerStalenessInfo& consumer : status.staleness) {
+    Json buckets = Json::array();
+    for (const auto& [max, rows] : consumer.buckets) buckets.push_back({{"max", max}, {"rows", rows}});
+    staleness[consumer.consumer] = {{"versioned_rows", consumer.versioned_rows},
+                                    {"staleness_sum", consumer.staleness_sum},
+                                    {"buckets", std::move(buckets)},
+                                    {"stale_rows", consumer.stale_rows}};
+  }
   Json leases = Json::object();
   for (const ConsumerLeaseInfo& lease : status.leases) {
     leases[lease.consumer] = {{"leases_in_flight", lease.leases_in_flight},
@@ -254,6 +268,7 @@ Json StatusToJson(const DockStatusInfo& status) {
           {"memory_limit_bytes", status.memory_limit_bytes},
           {"parked_puts", status.parked_puts},
           {"leases", std::move(leases)},
+          {"staleness", std::move(staleness)},
           {"dropped_total", DropsToJson(status.dropped_total)},
           {"version", status.version}};
 }
@@ -307,12 +322,19 @@ std::string SpecToText(const DockSpec& spec) {
   for (const ConsumerSpec& consumer : spec.consumers) {
     if (consumer.removed) continue;
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s%s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
         consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
         consumer.lease_ms > 0 ? absl::StrCat(" lease_ms ", consumer.lease_ms) : "",
         consumer.replicas > 1 ? absl::StrCat(" replicas ", consumer.replicas) : "",
+        consumer.max_staleness.has_value()
+            ? absl::StrCat(" max_staleness ", *consumer.max_staleness, " stale ",
+                           StalePolicyName(consumer.stale))
+            : "",
+        consumer.order != RowOrder::kDefault
+            ? absl::StrCat(" order ", RowOrderName(consumer.order))
+            : "",
         consumer.optional ? (consumer.joined ? " optional (joined)" : " optional (not joined)")
                           : "");
   }
@@ -370,6 +392,20 @@ std::string StatusToText(const DockStatusInfo& status) {
                           "%d rows handed back\n",
                           lease.consumer, lease.leases_in_flight, lease.rows_in_flight,
                           lease.expiries, lease.nacks, lease.rows_returned);
+  }
+  for (const ConsumerStalenessInfo& consumer : status.staleness) {
+    if (consumer.versioned_rows == 0 && consumer.stale_rows == 0) continue;
+    std::vector<std::string> buckets;
+    for (const auto& [max, rows] : consumer.buckets) {
+      if (rows > 0) buckets.push_back(absl::StrCat(max < 0 ? "more" : absl::StrCat("<=", max), ": ", rows));
+    }
+    absl::StrAppendFormat(
+        &text, "  staleness of %s: %d rows with a version, mean %.2f (%s); %d stale rows\n",
+        consumer.consumer, consumer.versioned_rows,
+        consumer.versioned_rows > 0
+            ? static_cast<double>(consumer.staleness_sum) / static_cast<double>(consumer.versioned_rows)
+            : 0.0,
+        absl::StrJoin(buckets, ", "), consumer.stale_rows);
   }
   return text;
 }

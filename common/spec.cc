@@ -238,6 +238,19 @@ absl::string_view PolicyName(Policy policy) {
   return "unknown";
 }
 
+absl::string_view StalePolicyName(StalePolicy stale) {
+  return stale == StalePolicy::kDrop ? "drop" : "leave";
+}
+
+absl::string_view RowOrderName(RowOrder order) {
+  switch (order) {
+    case RowOrder::kOldestVersion: return "oldest_version";
+    case RowOrder::kIndex: return "index";
+    case RowOrder::kDefault: break;
+  }
+  return "default";
+}
+
 absl::string_view ColumnTypeName(const ColumnSpec& column) {
   switch (column.encoding) {
     case ColumnEncoding::kUtf8:
@@ -326,6 +339,26 @@ absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
     return Invalid(spec.name, absl::StrCat(
         "consumer '", consumer.name, "' replicas ", consumer.replicas,
         " needs policy balanced (its rounds give each rank the share its replicas take)"));
+  }
+  if (consumer.max_staleness.has_value() && *consumer.max_staleness < 0) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name, "' max_staleness ",
+                                           *consumer.max_staleness,
+                                           " is negative (it is how many versions a row may "
+                                           "lag the dock's; leave it unset for no bound)"));
+  }
+  if (consumer.stale != StalePolicy::kLeave && consumer.stale != StalePolicy::kDrop) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' has no valid stale policy"));
+  }
+  if (consumer.stale == StalePolicy::kDrop && !consumer.max_staleness.has_value()) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' stale: drop needs max_staleness (the bound "
+                                           "past which a row is dropped)"));
+  }
+  if (consumer.order != RowOrder::kDefault && consumer.order != RowOrder::kOldestVersion &&
+      consumer.order != RowOrder::kIndex) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' has no valid row order"));
   }
   if (consumer.lease_ms < 0 || consumer.lease_ms > ConsumerSpec::kMaxLeaseMs) {
     return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,

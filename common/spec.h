@@ -25,6 +25,20 @@ enum class Policy : uint8_t {
 };
 absl::string_view PolicyName(Policy policy);
 
+// What happens to a row too old for a consumer's max_staleness.
+enum class StalePolicy : uint8_t {
+  kLeave = 0,  // the consumer passes over it; consumers without a bound take it
+  kDrop = 1,   // dropped (reason "stale") for every consumer
+};
+// The order a consumer takes a step's available rows in.
+enum class RowOrder : uint8_t {
+  kDefault = 0,        // kOldestVersion with max_staleness, else kIndex
+  kOldestVersion = 1,  // the oldest version first; then the policy's order
+  kIndex = 2,          // the policy's order alone
+};
+absl::string_view StalePolicyName(StalePolicy stale);  // "leave", "drop"
+absl::string_view RowOrderName(RowOrder order);        // "default", "oldest_version", "index"
+
 // What a BYTES column's cells hold: the server keeps bytes either way, clients
 // encode and decode. In YAML, `dtype: string` and `dtype: json` are bytes
 // columns with that encoding.
@@ -89,7 +103,18 @@ struct ConsumerSpec {
   bool joined = false;
   bool removed = false;
   bool added = false;  // added by AddConsumer
+  // Set (>= 0): no row whose version is older than the dock's version minus
+  // this is handed to the consumer (a row without a version has no age).
+  // Unset: no bound.
+  std::optional<int64_t> max_staleness;
+  StalePolicy stale = StalePolicy::kLeave;
+  RowOrder order = RowOrder::kDefault;
 
+  // It takes a step's oldest versions first.
+  bool oldest_first() const {
+    return order == RowOrder::kOldestVersion ||
+           (order == RowOrder::kDefault && max_staleness.has_value());
+  }
   // It counts toward a step's release.
   bool holds_steps() const { return !removed && (!optional || joined); }
 

@@ -164,6 +164,19 @@ absl::Status Read(const YAML::Node& node, absl::string_view path,
                   out);
 }
 
+absl::Status Read(const YAML::Node& node, absl::string_view path, StalePolicy* out) {
+  return ReadEnum(node, path, "stale policy",
+                  {{"leave", StalePolicy::kLeave}, {"drop", StalePolicy::kDrop}}, out);
+}
+
+absl::Status Read(const YAML::Node& node, absl::string_view path, RowOrder* out) {
+  return ReadEnum(node, path, "row order",
+                  {{"default", RowOrder::kDefault},
+                   {"oldest_version", RowOrder::kOldestVersion},
+                   {"index", RowOrder::kIndex}},
+                  out);
+}
+
 template <typename T>
 absl::Status Read(const YAML::Node& node, absl::string_view path,
                   std::vector<T>* out) {
@@ -303,6 +316,12 @@ absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
        {"lease_ms", Into(&consumer->lease_ms)},
        {"replicas", Into(&consumer->replicas)},
        {"optional", Into(&consumer->optional)},
+       {"max_staleness",
+        [consumer](const YAML::Node& value, const std::string& p) {
+          return Read(value, p, &consumer->max_staleness.emplace());
+        }},
+       {"stale", Into(&consumer->stale)},
+       {"order", Into(&consumer->order)},
        // A key left out of `cost` keeps its default (a = 1, b = 0).
        {"cost",
         [consumer](const YAML::Node& value, const std::string& p) {

@@ -129,6 +129,29 @@ ROWS = [
                (f"sum by (consumer) (rate(tdock_lease_nacks_total{{{DOCK}}}[{RATE}]))",
                 "nacked {{consumer}}")], unit="ops"),
     ]),
+    ("Versions and staleness (asynchronous RL)", [
+        panel("Policy version",
+              "The dock's current policy version, set by the trainer after each "
+              "weight update (SetVersion).",
+              [(f"max by (dock) (tdock_dock_version{{{DOCK}}})", "{{dock}}")]),
+        panel("Staleness trained on, by consumer",
+              "Median and 99th percentile of the staleness of rows handed out "
+              "(the dock's version minus the row's, when claimed; "
+              "tdock_handed_out_staleness). Rows without a version are not "
+              "counted.",
+              [(f"histogram_quantile(0.5, sum by (consumer, le) "
+                f"(rate(tdock_handed_out_staleness_bucket{{{DOCK}}}[{RATE}])))",
+                "p50 {{consumer}}"),
+               (f"histogram_quantile(0.99, sum by (consumer, le) "
+                f"(rate(tdock_handed_out_staleness_bucket{{{DOCK}}}[{RATE}])))",
+                "p99 {{consumer}}")], unit="none"),
+        panel("Rows past the bound per second, by consumer",
+              "Rows a consumer's max_staleness passed over or dropped "
+              "(tdock_rows_stale_total). Non-zero: rollout runs further ahead "
+              "than the bound allows.",
+              [(f"sum by (consumer) (rate(tdock_rows_stale_total{{{DOCK}}}[{RATE}]))",
+                "{{consumer}}")], unit="rows/s"),
+    ]),
     ("Buffer", [
         panel("Arena bytes",
               "Payload bytes held by live steps, bytes of arena chunks the "

@@ -302,6 +302,7 @@ void DockImpl::OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
   omit(stats.lease_expiries_total);
   omit(stats.lease_nacks_total);
   omit(stats.rows_returned_total);
+  omit(stats.staleness);
   for (StepStats& step : stats.steps) {
     omit(step.consumed_rows);
     omit(step.available_rows);
@@ -353,6 +354,7 @@ void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
     part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size * consumer.replicas});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
+  staleness_.push_back(std::make_unique<StalenessCounters>());
   // Rows dropped before it came are done for it too.
   for (auto& part : partitions_) {
     if (!part->live(mu_)) continue;

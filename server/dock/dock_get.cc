@@ -1,6 +1,7 @@
 // DockImpl's read path: pick the step, claim rows lock-free, and build a
 // batch of views into the step's arena.
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -92,18 +93,28 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
   std::sort(live.begin(), live.end());
   GetAttempt attempt;
   for (const auto& [step, part] : live) {
+    const int32_t taker = TakerOf(plan, in.rank, in.replica);
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
       // done with; it must not run ahead into a newer step meanwhile.
-      if (RankDoneLocked(*part, plan, TakerOf(plan, in.rank, in.replica))) continue;
-      return ServeLocked(*part, in, plan, /*explicit_step=*/false);
+      if (RankDoneLocked(*part, plan, taker)) continue;
     }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
-    attempt.wake_consumer |= one.wake_consumer;
-    if (one.done.has_value()) {
-      one.wake_consumer = attempt.wake_consumer;
+    // What this step's attempt passed over is recorded whatever comes next.
+    std::move(one.stale.begin(), one.stale.end(), std::back_inserter(attempt.stale));
+    one.stale.clear();
+    one.wake_consumer |= attempt.wake_consumer;
+    if (plan.policy == Policy::kBalanced) {
+      // Rows passed over as stale may have ended the step for the rank.
+      if (one.done.has_value() || one.draft.has_value() || !RankDoneLocked(*part, plan, taker)) {
+        one.stale = std::move(attempt.stale);
+        return one;
+      }
+    } else if (one.done.has_value()) {
+      one.stale = std::move(attempt.stale);
       return one;
     }
+    attempt.wake_consumer = one.wake_consumer;
   }
   return attempt;
 }
@@ -119,6 +130,8 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
+  const int64_t min_version = MinVersionFor(plan);
+  PassOverStaleLocked(part, plan, min_version, attempt);
   for (int round = 0; round < kMaxClaimRounds; ++round) {
     // Remaining counts only committed claims: bits a concurrent claimer holds
     // for a moment (and may undo) must not end the step early.
@@ -140,12 +153,12 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       return attempt;
     }
     const int64_t need = std::min(count, remaining);
-    if (CountAvailable(part, state, plan, need) < need) return attempt;
+    if (CountAvailable(part, state, plan, need, min_version) < need) return attempt;
     const uint64_t seed =
         plan.seed ^ (static_cast<uint64_t>(part.step(mu_)) * 0x9E3779B97F4A7C15ull) ^
         // relaxed: only diversifies random draws between calls.
         random_calls_.fetch_add(1, std::memory_order_relaxed);
-    std::vector<int64_t> claimed = Claim(part, state, plan, need, seed);
+    std::vector<int64_t> claimed = Claim(part, state, plan, need, seed, min_version);
     if (static_cast<int64_t>(claimed.size()) < need) {
       Unclaim(state, claimed);
       if (!claimed.empty()) attempt.wake_consumer = true;
@@ -188,6 +201,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
+    CountStalenessLocked(part, plan.index, rows);
     const uint64_t lease_id =
         plan.lease > absl::ZeroDuration()
             ? LeaseRowsLocked(part, plan, in.rank, std::move(claimed), -1,
@@ -261,6 +275,7 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
 }
 
 void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {
+  for (StaleTake& take : std::exchange(attempt.stale, {})) RecordStale(std::move(take));
   if (attempt.draft.has_value()) FormAndCommitRound(*std::exchange(attempt.draft, {}));
   if (attempt.wake_consumer) {
     std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);

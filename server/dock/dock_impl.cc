@@ -40,6 +40,9 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.optional = c.optional;
   plan.joined = c.joined;
   plan.removed = c.removed;
+  plan.max_staleness = c.max_staleness;
+  plan.stale_drop = c.stale == StalePolicy::kDrop;
+  plan.oldest_first = c.oldest_first();
   return plan;
 }
 
@@ -81,6 +84,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   }
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
+    staleness_.push_back(std::make_unique<StalenessCounters>());
   }
   if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
   // Leases are added once Create has set the alarm.
@@ -332,6 +336,7 @@ DockStats DockImpl::Stats() const {
       stats.lease_expiries_total.push_back(counts.expired);
       stats.lease_nacks_total.push_back(counts.nacked);
       stats.rows_returned_total.push_back(counts.rows_returned);
+      stats.staleness.push_back(StalenessOf(plan.index));
     }
     for (const ConsumerPlan& plan : plans_) removed.push_back(plan.removed);
   }

@@ -272,6 +272,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void WritePut(PutInput input, PutCallback done);
 
   // ---- Get (dock_get.cc)
+  // Units a consumer with max_staleness claimed as stale: counted as done
+  // for it; recorded (a hand-out with no lease), or with stale_drop dropped
+  // for every consumer, once the locks are released.
+  struct StaleTake {
+    int64_t step = 0;
+    int consumer = 0;
+    bool drop = false;
+    std::vector<int64_t> units;
+    std::vector<int64_t> rows;  // the units' rows not dropped
+  };
   struct GetAttempt {
     std::optional<absl::StatusOr<Batch>> done;  // unset: park
     bool wake_consumer = false;  // a claim was undone: others may now serve
@@ -279,6 +289,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     // BALANCED: a round this Get began to form, to plan and commit once
     // the locks are released (AfterGet).
     std::optional<RoundDraft> draft;
+    // Units passed over as stale, to record (AfterGet).
+    std::vector<StaleTake> stale;
   };
   absl::StatusOr<ConsumerPlan> PlanFor(const GetInput& in) const;
   GetAttempt TryGet(const GetInput& in, const ConsumerPlan& plan);
@@ -489,6 +501,24 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A Put that acknowledges a lease: pins it, runs the Put, settles or unpins.
   void PutAndAck(PutInput input, PutCallback done);
 
+  // ---- Staleness bounds (dock_staleness.cc)
+  // The oldest version the consumer may take now; kNoVersion: no bound, or
+  // none that any row can be under.
+  int64_t MinVersionFor(const ConsumerPlan& plan) const;
+  // Claims the units of `part` that are stale for the consumer and counts
+  // them done for it (into attempt.stale).
+  void PassOverStaleLocked(Partition& part, const ConsumerPlan& plan, int64_t min_version,
+                           GetAttempt& attempt) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Adds the staleness of `rows`, claimed by the consumer, to its histogram.
+  void CountStalenessLocked(const Partition& part, int consumer,
+                            const std::vector<int64_t>& rows) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records (and with drop, drops) what a claim passed over; gives the units
+  // back to the consumer if the record fails.
+  void RecordStale(StaleTake take);
+  void EndStaleTake(const StaleTake& take, bool stored);
+  StalenessStats StalenessOf(int consumer) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   // ---- Waiting (dock_waiters.cc)
   uint64_t ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done);
   void ParkPut(PutInput in, PutAttempt attempt, PutCallback done);
@@ -535,6 +565,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
+  // Per consumer, since creation (StalenessStats); counted under mu_ shared.
+  struct StalenessCounters {
+    std::array<std::atomic<int64_t>, kStalenessBounds.size() + 1> buckets{};
+    std::atomic<int64_t> sum{0};
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> stale_rows{0};
+  };
+  std::vector<std::unique_ptr<StalenessCounters>> staleness_ ABSL_GUARDED_BY(mu_);
 
   // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
   // partitions' commit locks.

@@ -91,6 +91,9 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
                        std::vector<int64_t>(draft.units.begin() + formed.kept, draft.units.end()),
                        /*counted=*/false);
       }
+      for (const RoundShare& share : formed.round->ranks) {
+        CountStalenessLocked(part, plan.index, share.rows);
+      }
       // Every unit counts its full size (dock_drops.cc).
       const int64_t rows =
           static_cast<int64_t>(formed.kept) * (plan.whole_groups ? group_size_ : 1);
@@ -114,6 +117,8 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   state.round_mu.AssertHeld();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+  const int64_t min_version = MinVersionFor(plan);
+  PassOverStaleLocked(part, plan, min_version, attempt);
   // Under round_mu every claim of this consumer is committed at once.
   // acquire: pairs with the rounds' increments.
   const int64_t remaining =
@@ -129,8 +134,8 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   }
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
   const int64_t need = std::min(count * plan.dp_size, remaining);
-  if (CountAvailable(part, state, plan, need) < need) return attempt;
-  std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed);
+  if (CountAvailable(part, state, plan, need, min_version) < need) return attempt;
+  std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed, min_version);
   if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
     Unclaim(state, claimed);
     return attempt;

@@ -75,6 +75,14 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
       return;
     }
     std::move(done)(absl::OkStatus());
+    // Rows past a consumer's bound now are passed over: a Get waiting for
+    // the end of their step may see it.
+    bool bounded = false;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      for (const ConsumerPlan& plan : plans_) bounded |= plan.max_staleness.has_value();
+    }
+    if (bounded) WakeGets({});
   };
   if (journal_ == nullptr) {
     apply(absl::OkStatus());

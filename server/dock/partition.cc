@@ -63,6 +63,13 @@ void Partition::LowerVersion(int64_t row, int64_t version) {
   // release: pairs with version()'s acquire (set before the cells are ready).
   versions_[row].store(version, std::memory_order_release);
   versioned_.store(true, std::memory_order_release);
+  // release: pairs with min_version()'s acquire; writers hold commit_mu_.
+  if (version < min_version_.load(std::memory_order_relaxed)) {
+    min_version_.store(version, std::memory_order_release);
+  }
+  if (version > max_version_.load(std::memory_order_relaxed)) {
+    max_version_.store(version, std::memory_order_release);
+  }
 }
 
 void Partition::AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnState> column) {
@@ -130,6 +137,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     if (versioned_.load(std::memory_order_relaxed)) {
       for (int64_t r = 0; r < rows_; ++r) versions_[r].store(kNoVersion, std::memory_order_relaxed);
       versioned_.store(false, std::memory_order_relaxed);
+      min_version_.store(std::numeric_limits<int64_t>::max(), std::memory_order_relaxed);
+      max_version_.store(kNoVersion, std::memory_order_relaxed);
     }
     append_cursor_ = 0;
     closing_.clear();

@@ -30,6 +30,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -318,6 +319,12 @@ class Partition final {
   void LowerVersion(int64_t row, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Some row of the step has a version.
   bool has_versions() const { return versioned_.load(std::memory_order_acquire); }
+  // Bounds of the versions rows have had (with none: min_version() is
+  // INT64_MAX, max_version() kNoVersion). A row lowered since keeps max
+  // from shrinking; min is exact. Read after a row's ready bit, they cover
+  // its version.
+  int64_t min_version() const { return min_version_.load(std::memory_order_acquire); }
+  int64_t max_version() const { return max_version_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
   bool has_cell(int64_t row) const {
     for (const auto& column : columns_) {
@@ -394,6 +401,8 @@ class Partition final {
   std::atomic<bool> keyed_{false};
   std::unique_ptr<std::atomic<int64_t>[]> versions_;  // per row
   std::atomic<bool> versioned_{false};
+  std::atomic<int64_t> min_version_{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> max_version_{kNoVersion};
   int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
   std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
   bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <random>
+#include <utility>
 
 namespace tdock::internal {
 namespace {
@@ -13,14 +15,36 @@ const AtomicBitmap& ReadyBits(const Partition& part, const ConsumerPlan& plan,
   return plan.whole_groups ? column.group_ready : column.ready;
 }
 
+// The bits of `word` (units of word w) none of whose rows is older than
+// `min_version`.
+uint64_t FreshBits(const Partition& part, const ConsumerPlan& plan, int64_t w,
+                   uint64_t word, int64_t min_version) {
+  uint64_t fresh = 0;
+  for (uint64_t bits = word; bits != 0; bits &= bits - 1) {
+    const int64_t unit = (w << 6) + std::countr_zero(bits);
+    const int64_t version = UnitVersion(part, plan, unit);
+    if (version == kNoVersion || version >= min_version) fresh |= bits & (~bits + 1);
+  }
+  return fresh;
+}
+
+// Some unit of the partition may be stale: read after the ready bits it
+// covers every row they show.
+bool MayBeStale(const Partition& part, int64_t min_version) {
+  return min_version != kNoVersion && part.min_version() < min_version;
+}
+
 // Units of word w that are ready in every needed column (not yet masked by
-// the consumed bits).
+// the consumed bits) and not stale.
 uint64_t ReadyWord(const Partition& part, const AtomicBitmap& consumed,
-                   const ConsumerPlan& plan, int64_t w) {
+                   const ConsumerPlan& plan, int64_t w, int64_t min_version) {
   uint64_t word = consumed.valid_mask(w);
   for (int c : plan.columns) {
     word &= ReadyBits(part, plan, c).word(w);
     if (word == 0) break;
+  }
+  if (word != 0 && MayBeStale(part, min_version)) {
+    word = FreshBits(part, plan, w, word, min_version);
   }
   return word;
 }
@@ -42,14 +66,15 @@ void AppendUnits(int64_t w, uint64_t bits, std::vector<int64_t>& units) {
 }
 
 std::vector<int64_t> ClaimFifo(const Partition& part, AtomicBitmap& consumed,
-                               const ConsumerPlan& plan, int64_t need) {
+                               const ConsumerPlan& plan, int64_t need, int64_t min_version) {
   std::vector<int64_t> units;
   units.reserve(static_cast<size_t>(need));
   for (int64_t w = 0; w < consumed.num_words() && need > 0; ++w) {
     if (consumed.word(w) == consumed.valid_mask(w)) continue;  // all taken
     // Re-read the word after a partial win: bits others took are gone.
     for (;;) {
-      const uint64_t avail = ReadyWord(part, consumed, plan, w) & ~consumed.word(w);
+      const uint64_t avail =
+          ReadyWord(part, consumed, plan, w, min_version) & ~consumed.word(w);
       if (avail == 0) break;
       const uint64_t got = consumed.Claim(w, LowestBits(avail, need));
       AppendUnits(w, got, units);
@@ -60,19 +85,26 @@ std::vector<int64_t> ClaimFifo(const Partition& part, AtomicBitmap& consumed,
   return units;
 }
 
-std::vector<int64_t> ClaimRandom(const Partition& part, AtomicBitmap& consumed,
-                                 const ConsumerPlan& plan, int64_t need, uint64_t seed) {
+std::vector<int64_t> Candidates(const Partition& part, const AtomicBitmap& consumed,
+                                const ConsumerPlan& plan, int64_t min_version) {
   std::vector<int64_t> candidates;
   for (int64_t w = 0; w < consumed.num_words(); ++w) {
-    AppendUnits(w, ReadyWord(part, consumed, plan, w) & ~consumed.word(w), candidates);
+    AppendUnits(w, ReadyWord(part, consumed, plan, w, min_version) & ~consumed.word(w),
+                candidates);
   }
-  std::mt19937_64 rng(seed);
+  return candidates;
+}
+
+// Claims candidates in order until `need` are won; returns them ascending.
+// `arrange(i)` runs before candidate i is tried and may swap a later one
+// into its place (a draw).
+template <typename Arrange>
+std::vector<int64_t> ClaimInOrder(AtomicBitmap& consumed, std::vector<int64_t>& candidates,
+                                  int64_t need, Arrange arrange) {
   std::vector<int64_t> units;
   units.reserve(static_cast<size_t>(need));
-  // Partial Fisher-Yates: draw candidates until enough are won.
   for (size_t i = 0; i < candidates.size() && need > 0; ++i) {
-    std::uniform_int_distribution<size_t> pick(i, candidates.size() - 1);
-    std::swap(candidates[i], candidates[pick(rng)]);
+    arrange(i);
     const int64_t unit = candidates[i];
     if (consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
       units.push_back(unit);
@@ -83,27 +115,97 @@ std::vector<int64_t> ClaimRandom(const Partition& part, AtomicBitmap& consumed,
   return units;
 }
 
+std::vector<int64_t> ClaimRandom(const Partition& part, AtomicBitmap& consumed,
+                                 const ConsumerPlan& plan, int64_t need, uint64_t seed,
+                                 int64_t min_version) {
+  std::vector<int64_t> candidates = Candidates(part, consumed, plan, min_version);
+  std::mt19937_64 rng(seed);
+  // Partial Fisher-Yates: draw candidates until enough are won.
+  return ClaimInOrder(consumed, candidates, need, [&](size_t i) {
+    std::uniform_int_distribution<size_t> pick(i, candidates.size() - 1);
+    std::swap(candidates[i], candidates[pick(rng)]);
+  });
+}
+
+// Oldest version first: candidates by version, each version in the
+// policy's order (index, or shuffled by `seed`).
+std::vector<int64_t> ClaimOldestFirst(const Partition& part, AtomicBitmap& consumed,
+                                      const ConsumerPlan& plan, int64_t need, uint64_t seed,
+                                      int64_t min_version) {
+  std::vector<int64_t> candidates = Candidates(part, consumed, plan, min_version);
+  std::vector<std::pair<int64_t, int64_t>> keyed;  // (version, unit)
+  keyed.reserve(candidates.size());
+  for (int64_t unit : candidates) {
+    const int64_t version = UnitVersion(part, plan, unit);
+    // A row without a version has no age: it comes after every versioned one.
+    keyed.emplace_back(version == kNoVersion ? std::numeric_limits<int64_t>::max() : version,
+                       unit);
+  }
+  if (plan.policy == Policy::kRandom) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(keyed.begin(), keyed.end(), rng);
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+  } else {
+    std::sort(keyed.begin(), keyed.end());
+  }
+  for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = keyed[i].second;
+  return ClaimInOrder(consumed, candidates, need, [](size_t) {});
+}
+
 }  // namespace
 
+int64_t UnitVersion(const Partition& part, const ConsumerPlan& plan, int64_t unit) {
+  if (!plan.whole_groups) return part.version(unit);
+  int64_t oldest = kNoVersion;
+  const int64_t first = unit * part.group_size();
+  for (int64_t row = first; row < first + part.group_size(); ++row) {
+    if (part.dropped(row)) continue;
+    const int64_t version = part.version(row);
+    if (version != kNoVersion && (oldest == kNoVersion || version < oldest)) oldest = version;
+  }
+  return oldest;
+}
+
 int64_t CountAvailable(const Partition& part, const ConsumerState& state,
-                       const ConsumerPlan& plan, int64_t enough) {
+                       const ConsumerPlan& plan, int64_t enough, int64_t min_version) {
   const AtomicBitmap& consumed = state.consumed;
   int64_t available = 0;
   for (int64_t w = 0; w < consumed.num_words() && available < enough; ++w) {
     const uint64_t taken = consumed.word(w);
     if (taken == consumed.valid_mask(w)) continue;  // nothing left here
-    available += std::popcount(ReadyWord(part, consumed, plan, w) & ~taken);
+    available += std::popcount(ReadyWord(part, consumed, plan, w, min_version) & ~taken);
   }
   return available;
 }
 
 std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
-                           const ConsumerPlan& plan, int64_t need, uint64_t seed) {
+                           const ConsumerPlan& plan, int64_t need, uint64_t seed,
+                           int64_t min_version) {
   if (need <= 0) return {};
-  if (plan.policy == Policy::kRandom) {
-    return ClaimRandom(part, state.consumed, plan, need, seed);
+  // One version in the step (or none): oldest first is the policy's order.
+  if (plan.oldest_first && part.min_version() < part.max_version()) {
+    return ClaimOldestFirst(part, state.consumed, plan, need, seed, min_version);
   }
-  return ClaimFifo(part, state.consumed, plan, need);
+  if (plan.policy == Policy::kRandom) {
+    return ClaimRandom(part, state.consumed, plan, need, seed, min_version);
+  }
+  return ClaimFifo(part, state.consumed, plan, need, min_version);
+}
+
+std::vector<int64_t> ClaimStale(const Partition& part, ConsumerState& state,
+                                const ConsumerPlan& plan, int64_t min_version) {
+  std::vector<int64_t> units;
+  AtomicBitmap& consumed = state.consumed;
+  for (int64_t w = 0; w < consumed.num_words(); ++w) {
+    const uint64_t taken = consumed.word(w);
+    if (taken == consumed.valid_mask(w)) continue;
+    const uint64_t ready = ReadyWord(part, consumed, plan, w, kNoVersion) & ~taken;
+    if (ready == 0 || !MayBeStale(part, min_version)) continue;
+    const uint64_t stale = ready & ~FreshBits(part, plan, w, ready, min_version);
+    if (stale != 0) AppendUnits(w, consumed.Claim(w, stale), units);
+  }
+  return units;
 }
 
 void Unclaim(ConsumerState& state, const std::vector<int64_t>& units) {

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/batch_meta.h"
 #include "common/spec.h"
 #include "server/dock/partition.h"
 
@@ -37,6 +38,11 @@ struct ConsumerPlan {
   std::optional<MicroBatchOptions> micro_batch;
   bool same_count_across_ranks = true;
   absl::Duration lease = absl::ZeroDuration();  // zero: no leases
+  // The staleness bound (ConsumerSpec's fields of that name): unset, no
+  // bound; with stale_drop, rows past it are dropped, else passed over.
+  std::optional<int64_t> max_staleness;
+  bool stale_drop = false;
+  bool oldest_first = false;  // a step's oldest versions first
   // The consumer's life (ConsumerSpec's fields of that name); the dock's
   // plans_ follow it, copies do not.
   bool optional = false;
@@ -56,17 +62,33 @@ inline int32_t TakerOf(const ConsumerPlan& plan, int32_t rank, int32_t replica) 
 }
 
 // `state` is the plan's consumer in `part` (Partition::consumer).
+//
+// `min_version`: the oldest version the consumer may take now (the dock's
+// version minus its max_staleness); a unit with a row older than that is
+// stale and not available. kNoVersion: no bound. A row without a version
+// is never stale.
 
 // Units ready and not consumed, counted up to `enough` (the scan stops
 // there, so a Get at the start of a step looks at a few words only).
 int64_t CountAvailable(const Partition& part, const ConsumerState& state,
-                       const ConsumerPlan& plan, int64_t enough);
+                       const ConsumerPlan& plan, int64_t enough,
+                       int64_t min_version = kNoVersion);
 
 // Claims up to `need` available units (FIFO: lowest first; RANDOM: uniformly,
-// seeded by `seed`). Returns the units claimed, ascending; fewer than `need`
-// when there were not enough or others won some.
+// seeded by `seed`; with oldest_first, the oldest version first and then
+// that order). Returns the units claimed, ascending; fewer than `need` when
+// there were not enough or others won some.
 std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
-                           const ConsumerPlan& plan, int64_t need, uint64_t seed);
+                           const ConsumerPlan& plan, int64_t need, uint64_t seed,
+                           int64_t min_version = kNoVersion);
+
+// Claims every unit that is ready and not consumed but stale, ascending.
+std::vector<int64_t> ClaimStale(const Partition& part, ConsumerState& state,
+                                const ConsumerPlan& plan, int64_t min_version);
+
+// A unit's version: its row's, or the oldest of its group's rows not
+// dropped; kNoVersion when none has one.
+int64_t UnitVersion(const Partition& part, const ConsumerPlan& plan, int64_t unit);
 // Clears the consumed bits of `units` (undoing a Claim that fell short).
 void Unclaim(ConsumerState& state, const std::vector<int64_t>& units);
 

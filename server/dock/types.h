@@ -166,6 +166,20 @@ struct StepStats {
   std::array<int64_t, kDropReasons> dropped_rows{};
 };
 
+// How stale the rows handed to a consumer were (the dock's version minus
+// the row's, when the row was claimed; rows without a version are not
+// counted), since the dock was created.
+inline constexpr std::array<int64_t, 10> kStalenessBounds = {0, 1, 2, 3, 4, 6, 8, 12, 16, 32};
+struct StalenessStats {
+  // Per bucket: rows with staleness <= kStalenessBounds[i] and above the
+  // bound before it; the last counts those above every bound.
+  std::array<int64_t, kStalenessBounds.size() + 1> buckets{};
+  int64_t sum = 0;
+  int64_t count = 0;
+  // Rows over the consumer's max_staleness: passed over, or dropped.
+  int64_t stale_rows = 0;
+};
+
 struct DockStats {
   std::string name;
   int64_t rows_per_step = 0;
@@ -184,6 +198,7 @@ struct DockStats {
   // Rows dropped since the dock was created, by reason (DropReason's value).
   std::array<int64_t, kDropReasons> rows_dropped_total{};
   int64_t version = 0;  // the dock's current policy version (Dock::SetVersion)
+  std::vector<StalenessStats> staleness;  // per consumer
   // Per consumer: its lease_ms (0: no leases), and (zero without leases)
   // leases and their rows in flight now;
   // leases that expired or were returned by Nack, and the rows they handed

@@ -1,6 +1,7 @@
 #include "server/metrics/dock_collector.h"
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -64,6 +65,14 @@ struct Families {
   MetricFamily version{"tdock_dock_version",
                        "The dock's current policy version (set by the trainer).",
                        MetricType::Gauge, {}};
+  MetricFamily staleness{"tdock_handed_out_staleness",
+                         "Staleness (the dock's version minus the row's, when claimed) of the "
+                         "rows with a version handed to the consumer.",
+                         MetricType::Histogram, {}};
+  MetricFamily stale_total{"tdock_rows_stale_total",
+                           "Rows past the consumer's max_staleness: passed over (stale: leave) "
+                           "or dropped (stale: drop).",
+                           MetricType::Counter, {}};
   // Consumers with leases only.
   MetricFamily leases{"tdock_leases_in_flight",
                       "Leases handed out and not yet acknowledged.",
@@ -140,6 +149,25 @@ void AddDock(const DockStats& stats, Families& f) {
   AddPer(f.parked_gets, dock, "consumer", stats.consumers, stats.waiters, nullptr);
   Add(f.parked_puts, {{"dock", dock}}, static_cast<double>(stats.parked_puts));
   Add(f.version, {{"dock", dock}}, static_cast<double>(stats.version));
+  for (size_t k = 0; k < stats.consumers.size() && k < stats.staleness.size(); ++k) {
+    const StalenessStats& staleness = stats.staleness[k];
+    const std::vector<ClientMetric::Label> labels{{"dock", dock},
+                                                  {"consumer", stats.consumers[k]}};
+    ClientMetric& metric = f.staleness.metric.emplace_back();
+    metric.label = labels;
+    metric.histogram.sample_count = static_cast<uint64_t>(staleness.count);
+    metric.histogram.sample_sum = static_cast<double>(staleness.sum);
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < staleness.buckets.size(); ++b) {
+      cumulative += static_cast<uint64_t>(staleness.buckets[b]);
+      ClientMetric::Bucket& bucket = metric.histogram.bucket.emplace_back();
+      bucket.cumulative_count = cumulative;
+      bucket.upper_bound = b < kStalenessBounds.size()
+                               ? static_cast<double>(kStalenessBounds[b])
+                               : std::numeric_limits<double>::infinity();
+    }
+    Add(f.stale_total, labels, static_cast<double>(staleness.stale_rows));
+  }
   for (size_t k = 0; k < stats.consumers.size() && k < stats.lease_ms.size(); ++k) {
     if (stats.lease_ms[k] == 0) continue;
     const std::vector<ClientMetric::Label> labels{{"dock", dock},
@@ -167,7 +195,8 @@ std::vector<MetricFamily> DockCollector::Collect() const {
           std::move(f.steps_sealed),  std::move(f.arena_used),
           std::move(f.arena_reserved),   std::move(f.memory_limit),
           std::move(f.parked_gets),   std::move(f.parked_puts),
-          std::move(f.version),
+          std::move(f.version),       std::move(f.staleness),
+          std::move(f.stale_total),
           std::move(f.leases),        std::move(f.rows_in_flight),
           std::move(f.expiries),      std::move(f.nacks),
           std::move(f.returned)};

@@ -139,6 +139,17 @@ absl::Status DockService::DoGetDockStatus(
       consumer->set_lease_nacks(stats.lease_nacks_total[i]);
       consumer->set_rows_returned(stats.rows_returned_total[i]);
     }
+    if (i < stats.staleness.size()) {
+      const StalenessStats& staleness = stats.staleness[i];
+      consumer->set_versioned_rows(staleness.count);
+      consumer->set_staleness_sum(staleness.sum);
+      consumer->set_stale_rows(staleness.stale_rows);
+      for (size_t b = 0; b < staleness.buckets.size(); ++b) {
+        v1::StalenessBucket* bucket = consumer->add_staleness();
+        bucket->set_max(b < kStalenessBounds.size() ? kStalenessBounds[b] : -1);
+        bucket->set_rows(staleness.buckets[b]);
+      }
+    }
   }
   response->set_arena_bytes_used(stats.arena_bytes_used);
   response->set_arena_bytes_reserved(stats.arena_bytes_reserved);

@@ -55,7 +55,7 @@ columns:
   half:  {dtype: float16}
   text:  {dtype: bytes}
 consumers:
-  actor: {columns: [ids, score, logp, half, text]}
+  actor: {columns: [ids, score, logp, half, text], max_staleness: 3}
 )";
 
 class TdockctlTest : public ::testing::Test {
@@ -194,6 +194,15 @@ TEST_F(TdockctlTest, StatusAndRelease) {
   EXPECT_EQ(status["version"], 0);
   EXPECT_EQ(RunJson({"set-version", "ctl", "3"})["version"], 3);
   EXPECT_EQ(RunJson({"status", "ctl"})["version"], 3);
+  // The staleness bound and what it saw: the rows carry no version.
+  const Json bounded = RunJson({"status", "ctl"});
+  EXPECT_EQ(bounded["spec"]["consumers"]["actor"]["max_staleness"], 3);
+  EXPECT_EQ(bounded["spec"]["consumers"]["actor"]["stale"], "leave");
+  EXPECT_EQ(bounded["staleness"]["actor"]["stale_rows"], 0);
+  EXPECT_EQ(bounded["staleness"]["actor"]["versioned_rows"], 0);
+  const RunResult described = Run({"status", "ctl"});
+  EXPECT_NE(described.out.find("max_staleness 3 stale leave"), std::string::npos)
+      << described.out;
   const RunResult back = Run({"set-version", "ctl", "2"});
   EXPECT_EQ(back.exit_code, 1);
   EXPECT_NE(back.err.find("a version only advances"), std::string::npos) << back.err;

@@ -103,7 +103,7 @@ columns:
   a_ids: {dtype: int64}
 consumers:
   critic: {columns: [a_ids], policy: BALANCED, seed: 18446744073709551615, replicas: 2}
-  sampler: {policy: Random, seed: 7}
+  sampler: {policy: Random, seed: 7, max_staleness: 2, stale: drop, order: index}
 preallocate_bytes: 1048576
 memory_limit_bytes: 8589934592
 chunk_bytes: 4194304
@@ -124,6 +124,11 @@ retain_steps: true
   EXPECT_EQ(s.consumers[0].replicas, 2);
   EXPECT_EQ(s.consumers[1].policy, Policy::kRandom);
   EXPECT_EQ(s.consumers[1].seed, 7u);
+  EXPECT_EQ(s.consumers[1].max_staleness, 2);
+  EXPECT_EQ(s.consumers[1].stale, StalePolicy::kDrop);
+  EXPECT_EQ(s.consumers[1].order, RowOrder::kIndex);
+  EXPECT_FALSE(s.consumers[0].max_staleness.has_value());
+  EXPECT_EQ(s.consumers[0].stale, StalePolicy::kLeave);
   EXPECT_EQ(s.preallocate_bytes, 1 << 20);
   EXPECT_EQ(s.memory_limit_bytes, int64_t{8} << 30);
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
@@ -270,6 +275,12 @@ TEST(SpecYaml, ErrorsNameKeyAndLine) {
        "columns (line 2): expected a map, got a list"},
       {"name: a\nconsumers:\n  c: {policy: lifo}\n",
        "consumers.c.policy (line 3): unknown policy 'lifo'"},
+      {"name: a\nconsumers:\n  c: {max_staleness: 1, stale: discard}\n",
+       "consumers.c.stale (line 3): unknown stale policy 'discard' (one of leave, drop)"},
+      {"name: a\nconsumers:\n  c: {order: newest}\n",
+       "consumers.c.order (line 3): unknown row order 'newest'"},
+      {"name: a\nconsumers:\n  c: {max_staleness: many}\n",
+       "consumers.c.max_staleness (line 3)"},
       {"name: a\nconsumers:\n  c: {seed: -1}\n",
        "consumers.c.seed (line 3): '-1' is not an integer"},
       {"name: a\nconsumers:\n  c: {columns: x}\n",

@@ -208,6 +208,46 @@ std::string HttpGet(const std::string& address) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
+// A consumer with a staleness bound: the histogram holds the staleness of
+// the rows handed to it, the counter the rows it passed over.
+TEST(ServerMetrics, StalenessOfRowsHandedOutAndPassedOver) {
+  Server server(ServerOptions{.listen = "127.0.0.1:0", .metrics_listen = "127.0.0.1:0"});
+  ASSERT_OK(server.Start());
+  ASSERT_OK_AND_ASSIGN(
+      auto client, Client::Connect({.address = absl::StrCat("127.0.0.1:", server.port())}));
+  DockSpec spec;
+  spec.name = "s";
+  spec.num_prompts = 3;
+  spec.columns = {{"ids", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"actor", {"ids"}, 2, 1, false, Policy::kFifo, 0}};
+  spec.consumers[0].max_staleness = 1;
+  ASSERT_OK(client->CreateDock(spec));
+  ASSERT_OK(client->SetVersion("s", 1));
+  ClientPut put{.dock = "s", .step = 0, .rows = {0, 1, 2}};
+  put.versions = {1, 0, 0};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {{1}, {2}, {3}}));
+  ASSERT_OK(client->Put(put));
+  ASSERT_OK_AND_ASSIGN(ClientBatch first, client->Get({.dock = "s", .consumer = "actor"}));
+  EXPECT_EQ(first.rows, (std::vector<int64_t>{1, 2})) << "the oldest first";
+  ASSERT_OK(client->SetVersion("s", 3));  // row 0 (version 1) is now 2 versions old
+  ASSERT_OK_AND_ASSIGN(ClientBatch none, client->Get({.dock = "s", .consumer = "actor",
+                                                      .wait = absl::ZeroDuration()}));
+  EXPECT_TRUE(none.rows.empty());
+
+  const std::string text = HttpGet(server.metrics()->address());
+  const Labels actor{{"dock", "s"}, {"consumer", "actor"}};
+  EXPECT_EQ(Sample(text, "tdock_handed_out_staleness_count", actor), 2);
+  EXPECT_EQ(Sample(text, "tdock_handed_out_staleness_sum", actor), 2);
+  EXPECT_EQ(Sample(text, "tdock_handed_out_staleness_bucket",
+                   {{"dock", "s"}, {"consumer", "actor"}, {"le", "0"}}), 0);
+  EXPECT_EQ(Sample(text, "tdock_handed_out_staleness_bucket",
+                   {{"dock", "s"}, {"consumer", "actor"}, {"le", "1"}}), 2);
+  EXPECT_EQ(Sample(text, "tdock_handed_out_staleness_bucket",
+                   {{"dock", "s"}, {"consumer", "actor"}, {"le", "+Inf"}}), 2);
+  EXPECT_EQ(Sample(text, "tdock_rows_stale_total", actor), 1);
+  server.Shutdown();
+}
+
 // A real server with real traffic: the scrape shows what was written and
 // handed out, the calls by method and code, the wait, and process metrics.
 TEST(ServerMetrics, EndpointShowsRealTraffic) {

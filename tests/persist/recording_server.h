@@ -16,10 +16,12 @@
 
 namespace tdock::persist::crash {
 
-// A server started on the records `store` holds after its writes so far.
+// A server started on the records `store` holds after its writes so far,
+// or after its first `writes` (a crash point).
 struct Restarted {
-  explicit Restarted(const RecordingStore& store)
-      : persistence(store.Replay(store.writes()), {.data_dir = "restarted"}) {
+  explicit Restarted(const RecordingStore& store) : Restarted(store, store.writes()) {}
+  Restarted(const RecordingStore& store, int64_t writes)
+      : persistence(store.Replay(writes), {.data_dir = "restarted"}) {
     EXPECT_OK(persistence.Recover(registry).status());
     dock = *registry.Find("crash");
   }

@@ -3,6 +3,7 @@ its rows were generated with (one for all rows, or one per row); a row keeps
 the oldest it was given; batches, reads and the row listing return it."""
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -62,3 +63,46 @@ def test_asyncio_versions(server, dock_name):
             batch = await dock.read(0, [0, 1], ["prompt_ids"])
             assert batch.versions.tolist() == [5, 6]
     asyncio.run(main())
+
+
+def test_staleness_bound(client, dock_name):
+    """A consumer with max_staleness takes no row older than the dock's
+    version minus the bound, the oldest first; with stale: drop the rows past
+    it are dropped for every consumer; status shows what was handed out."""
+    consumers = {"actor": {"columns": ["prompt_ids"], "dispatch_size": 2, "max_staleness": 1,
+                           "stale": "drop"},
+                 "ref": {"columns": ["prompt_ids"], "dispatch_size": 8}}
+    dock = client.create_dock(grpo_spec(dock_name, consumers=consumers))
+    assert dock.spec.consumers[0].max_staleness == 1
+    dock.set_version(3)
+    dock.put(0, range(8), {"prompt_ids": cells(range(8))}, versions=[3, 1, 2, 0, 3, 2, 3, 3])
+    first = dock.get("actor", step=0)
+    assert first.rows.tolist() == [2, 5] and first.versions.tolist() == [2, 2]
+    rest = dock.get("actor", step=0, count=8)
+    assert rest.rows.tolist() == [0, 4, 6, 7] and rest.end_of_step
+    for _ in range(200):  # with --data_dir the drop is stored after the Get answered
+        if dock.status().dropped:
+            break
+        time.sleep(0.01)
+    ref = dock.get("ref", step=0)
+    assert ref.rows.tolist() == [0, 2, 4, 5, 6, 7]  # rows 1 and 3 were dropped as stale
+    status = dock.status()
+    assert status.dropped == {"stale": 2}
+    actor = status.staleness["actor"]
+    assert (actor.versioned_rows, actor.staleness_sum, actor.stale_rows) == (6, 2, 2)
+    assert actor.buckets[0] == 4 and actor.buckets[1] == 2 and actor.mean == pytest.approx(1 / 3)
+    assert status.staleness["ref"].stale_rows == 0
+
+
+def test_bad_staleness_bounds(client, dock_name):
+    bad = {"actor": {"columns": ["prompt_ids"], "max_staleness": -1}}
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match="consumer 'actor' max_staleness -1 is negative"):
+        client.create_dock(grpo_spec(dock_name, consumers=bad))
+    with pytest.raises(tdock.errors.InvalidArgument, match="unknown stale policy 'discard'"):
+        client.create_dock(grpo_spec(dock_name, consumers={
+            "actor": {"columns": ["prompt_ids"], "max_staleness": 1, "stale": "discard"}}))
+    with pytest.raises(tdock.errors.InvalidArgument, match="stale: drop needs max_staleness"):
+        client.create_dock(grpo_spec(dock_name, consumers={
+            "actor": {"columns": ["prompt_ids"], "stale": "drop"}}))
+    assert dock_name not in [d.name for d in client.list_docks()]

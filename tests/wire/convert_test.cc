@@ -44,6 +44,9 @@ DockSpec SampleSpec() {
   reward.columns = {"prompt_ids"};
   reward.policy = Policy::kRandom;
   reward.seed = 7;
+  reward.max_staleness = 0;
+  reward.stale = StalePolicy::kDrop;
+  reward.order = RowOrder::kOldestVersion;
   spec.consumers.push_back(reward);
   spec.preallocate_bytes = 1 << 20;
   spec.memory_limit_bytes = int64_t{1} << 33;
@@ -130,6 +133,14 @@ TEST(Convert, UnknownEnumValuesRejected) {
                 "ConsumerSpec (actor).policy: unknown Policy value 9");
   EXPECT_STATUS(FromProto(*bad), absl::StatusCode::kInvalidArgument,
                 "ColumnSpec (weird).dtype");
+  consumer->set_policy(v1::FIFO);
+  consumer->set_stale(static_cast<v1::StalePolicy>(5));
+  EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
+                "ConsumerSpec (actor).stale: unknown StalePolicy value 5");
+  consumer->set_stale(v1::STALE_LEAVE);
+  consumer->set_order(static_cast<v1::RowOrder>(8));
+  EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
+                "ConsumerSpec (actor).order: unknown RowOrder value 8");
 
   v1::ColumnSpec encoded;
   encoded.set_name("uid");

@@ -17,14 +17,14 @@ from tdock import aio, errors
 from tdock._calls import DROP_REASONS
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
 from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
-                          RowState, StepStatus, Tls)
+                          RowState, StalenessStatus, StepStatus, Tls)
 from tdock.columns import Packed, Padded
 
 __version__ = "0.2.0"
 
 __all__ = [
     "DROP_REASONS", "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
-    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "RowState", "StepStatus",
-    "Tls",
+    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "RowState",
+    "StalenessStatus", "StepStatus", "Tls",
     "aio", "errors", "__version__",
 ]

@@ -18,7 +18,7 @@ from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
 from tdock.status import (DockStatus, DockSummary, LeaseStatus, PutAck,  # noqa: F401
-                          RowState, StepStatus, drop_counts)
+                          RowState, StalenessStatus, StepStatus, drop_counts)
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
@@ -347,10 +347,14 @@ class _DockCalls:
                                       c.lease_expiries, c.lease_nacks,
                                       c.rows_returned)
                   for c in r.consumers if c.name in leased}
+        staleness = {c.name: StalenessStatus(c.versioned_rows, c.staleness_sum,
+                                             {b.max: b.rows for b in c.staleness},
+                                             c.stale_rows)
+                     for c in r.consumers}
         return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
                           r.arena_bytes_used, r.arena_bytes_reserved,
                           r.memory_limit_bytes, r.parked_puts, leases,
-                          drop_counts(r.dropped_total), r.version)
+                          drop_counts(r.dropped_total), r.version, staleness)
 
     def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
         return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)

@@ -28,13 +28,14 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, RowState, StepStatus,
+from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, RowState,
+                          StalenessStatus, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
                           _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
-           "StepStatus", "Tls"]
+           "StalenessStatus", "StepStatus", "Tls"]
 
 
 class Client(_Connection):

@@ -23,6 +23,10 @@ _PLANNERS = {"balanced": dock_pb2.PLANNER_BALANCED,
              "packed": dock_pb2.PLANNER_PACKED}
 _ORDERS = {"heavy_first": dock_pb2.HEAVY_FIRST,
            "smallest_at_ends": dock_pb2.SMALLEST_AT_ENDS}
+_STALE = {"leave": dock_pb2.STALE_LEAVE, "drop": dock_pb2.STALE_DROP}
+_ROW_ORDERS = {"default": dock_pb2.ROW_ORDER_DEFAULT,
+               "oldest_version": dock_pb2.ORDER_OLDEST_VERSION,
+               "index": dock_pb2.ORDER_INDEX}
 
 
 def _fail(path: str, what: str):
@@ -169,6 +173,9 @@ def consumer_spec(name: str, node: Any, path: str = "") -> dock_pb2.ConsumerSpec
         "lease_ms": _setter(c, "lease_ms", _int),
         "replicas": _setter(c, "replicas", _int),
         "optional": _setter(c, "optional", _bool),
+        "max_staleness": _setter(c, "max_staleness", _int),
+        "stale": _setter(c, "stale", _enum(_STALE, "stale policy")),
+        "order": _setter(c, "order", _enum(_ROW_ORDERS, "row order")),
         "cost": lambda v, p: _cost(v, p, c.cost),
         "micro_batch": lambda v, p: _micro_batch(v, p, c.micro_batch),
     })

@@ -38,6 +38,20 @@ class LeaseStatus:
 
 
 @dataclass(frozen=True)
+class StalenessStatus:
+    """How stale the rows handed to a consumer were, since the dock was created."""
+    versioned_rows: int  # rows handed out that had a version
+    staleness_sum: int   # their staleness (dock version - row version, when claimed), summed
+    # max staleness -> rows in that bucket (above the previous bound); -1: above every bound
+    buckets: dict[int, int]
+    stale_rows: int      # rows its max_staleness passed over or dropped
+
+    @property
+    def mean(self) -> float:
+        return self.staleness_sum / self.versioned_rows if self.versioned_rows else 0.0
+
+
+@dataclass(frozen=True)
 class DockStatus:
     spec: dock_pb2.DockSpec
     steps: list[StepStatus]
@@ -50,6 +64,7 @@ class DockStatus:
     # rows dropped since the dock was created, per reason (those with any)
     dropped: dict[str, int] = field(default_factory=dict)
     version: int = 0  # the dock's current policy version (Dock.set_version)
+    staleness: dict[str, StalenessStatus] = field(default_factory=dict)  # per consumer
 
 
 @dataclass(frozen=True)

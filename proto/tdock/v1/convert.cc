@@ -152,6 +152,17 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
   out.joined = in.joined();
   out.removed = in.removed();
   out.added = in.added();
+  if (in.has_max_staleness()) out.max_staleness = in.max_staleness();
+  if (!v1::StalePolicy_IsValid(in.stale())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".stale: unknown StalePolicy value ", in.stale()));
+  }
+  out.stale = static_cast<StalePolicy>(in.stale());
+  if (!v1::RowOrder_IsValid(in.order())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".order: unknown RowOrder value ", in.order()));
+  }
+  out.order = static_cast<RowOrder>(in.order());
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -203,6 +214,9 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   out.set_joined(consumer.joined);
   out.set_removed(consumer.removed);
   out.set_added(consumer.added);
+  if (consumer.max_staleness.has_value()) out.set_max_staleness(*consumer.max_staleness);
+  out.set_stale(static_cast<v1::StalePolicy>(consumer.stale));
+  out.set_order(static_cast<v1::RowOrder>(consumer.order));
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {

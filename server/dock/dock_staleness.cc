@@ -1,0 +1,150 @@
+// DockImpl's staleness bounds: a consumer with max_staleness η never takes a
+// row older than the dock's version minus η (a group: one whose rows not
+// dropped are all within it). The check is made where rows are claimed (a
+// BALANCED round: when it is formed), against the version read then; rows
+// without a version have no age.
+//
+// A row past the bound that would otherwise be available to the consumer
+// is claimed by it as stale and counted done for it, so it never holds the
+// step. With `stale: leave` that is all (recorded like a hand-out with no
+// lease); consumers without a bound still take the row. With `stale: drop`
+// the row is dropped for every consumer with reason "stale". Either way the
+// record is stored before the step may be released, and if it fails the
+// units go back to the consumer, to be passed over again by a later claim.
+// A row's version only falls and the dock's only rises, so a row stale
+// once stays stale (after a restart too: both are recovered from records
+// stored before they took effect).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+
+int64_t DockImpl::MinVersionFor(const ConsumerPlan& plan) const {
+  if (!plan.max_staleness.has_value()) return kNoVersion;
+  const int64_t oldest = version_.load(std::memory_order_acquire) - *plan.max_staleness;
+  return oldest > 0 ? oldest : kNoVersion;  // versions are >= 0: none is under it
+}
+
+void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
+                                   int64_t min_version, GetAttempt& attempt) {
+  if (min_version == kNoVersion || part.min_version() >= min_version) return;
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  StaleTake take;
+  take.units = ClaimStale(part, state, plan, min_version);
+  if (take.units.empty()) return;
+  take.step = part.step(mu_);
+  take.consumer = plan.index;
+  take.drop = plan.stale_drop;
+  for (int64_t unit : take.units) part.AppendUnitRows(mu_, unit, plan.whole_groups, take.rows);
+  const int64_t counted =
+      static_cast<int64_t>(take.units.size()) * (plan.whole_groups ? group_size_ : 1);
+  if (journal_ != nullptr) {
+    // acq_rel: counted before the units are, so auto-release waits for the record.
+    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
+  }
+  // Not handed out: counted like rows dropped before the consumer took them.
+  // acq_rel: as the claimers' increments.
+  state.skipped_rows.fetch_add(counted, std::memory_order_acq_rel);
+  state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
+  // relaxed: statistics only.
+  staleness_[plan.index]->stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
+                                               std::memory_order_relaxed);
+  attempt.wake_consumer = true;  // a Get waiting for the step's end may see it now
+  attempt.stale.push_back(std::move(take));
+}
+
+void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
+                                    const std::vector<int64_t>& rows) const {
+  if (!part.has_versions()) return;
+  const int64_t now = version_.load(std::memory_order_acquire);
+  StalenessCounters& counters = *staleness_[consumer];
+  int64_t sum = 0, count = 0;
+  for (int64_t row : rows) {
+    const int64_t version = part.version(row);
+    if (version == kNoVersion) continue;
+    const int64_t staleness = std::max<int64_t>(0, now - version);
+    const size_t bucket = static_cast<size_t>(
+        std::lower_bound(kStalenessBounds.begin(), kStalenessBounds.end(), staleness) -
+        kStalenessBounds.begin());
+    // relaxed: statistics only.
+    counters.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    sum += staleness;
+    ++count;
+  }
+  if (count == 0) return;
+  counters.sum.fetch_add(sum, std::memory_order_relaxed);
+  counters.count.fetch_add(count, std::memory_order_relaxed);
+}
+
+StalenessStats DockImpl::StalenessOf(int consumer) const {
+  const StalenessCounters& counters = *staleness_[consumer];
+  StalenessStats stats;
+  // relaxed: statistics only.
+  for (size_t i = 0; i < stats.buckets.size(); ++i) {
+    stats.buckets[i] = counters.buckets[i].load(std::memory_order_relaxed);
+  }
+  stats.sum = counters.sum.load(std::memory_order_relaxed);
+  stats.count = counters.count.load(std::memory_order_relaxed);
+  stats.stale_rows = counters.stale_rows.load(std::memory_order_acquire);
+  return stats;
+}
+
+void DockImpl::RecordStale(StaleTake take) {
+  if (take.drop) {
+    if (journal_ != nullptr) {
+      // Like a Drop: the step stays on its partition until the record is in.
+      tdock::ReaderMutexLock lock(&mu_);
+      Partition& part = PartitionOf(take.step);
+      tdock::MutexLock commit(&part.commit_mu());
+      part.AddDropInFlight(/*seal=*/false, {}, 1);
+    }
+    std::vector<int64_t> rows = take.rows;
+    RecordAndApplyDrop(std::move(rows), take.step, DropReason::kStale, /*seal=*/false,
+                       /*in_flight=*/true,
+                       [this, take = std::move(take)](absl::StatusOr<int64_t> dropped) {
+                         EndStaleTake(take, dropped.ok());
+                       });
+    return;
+  }
+  if (journal_ == nullptr) {  // counted when claimed: nothing to record
+    MaybeAutoRelease(take.step);
+    return;
+  }
+  DockJournal::HandOut record{take.step, take.consumer, take.units, /*lease_id=*/0};
+  journal_->HandedOut(record, KeepAlive([this, take = std::move(take)](absl::Status stored) {
+    EndStaleTake(take, stored.ok());
+  }));
+}
+
+void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
+  if (!stored) {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (HoldsLocked(take.step)) {
+      Partition& part = PartitionOf(take.step);
+      const ConsumerPlan& plan = plans_[take.consumer];
+      const int64_t counted =
+          static_cast<int64_t>(take.units.size()) * (plan.whole_groups ? group_size_ : 1);
+      GiveBackLocked(part, plan, take.units, /*counted=*/true);
+      // acq_rel: as the claimers' increments.
+      part.consumer(mu_, plan.index).skipped_rows.fetch_sub(counted, std::memory_order_acq_rel);
+      // release: whoever sees the count fall sees the units back.
+      staleness_[plan.index]->stale_rows.fetch_sub(static_cast<int64_t>(take.rows.size()),
+                                                   std::memory_order_release);
+    }
+  }
+  if (journal_ != nullptr) {
+    // release: the units' return (or their record) happens before an
+    // auto-release that sees the count drop.
+    PartitionOf(take.step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
+  }
+  std::vector<bool> wanted(static_cast<size_t>(take.consumer) + 1, false);
+  wanted[take.consumer] = true;
+  WakeGets(wanted);
+  MaybeAutoRelease(take.step);
+}
+
+}  // namespace tdock::internal
