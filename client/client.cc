@@ -228,6 +228,10 @@ absl::StatusOr<DockStatusInfo> Client::GetDockStatus(const std::string& dock) {
                              .rows_returned = status.rows_returned()});
     }
   }
+  info.reservations_live = response.reservations_live();
+  info.reservations_parked = response.reservations_parked();
+  info.admission_waits = response.admission_waits();
+  info.admission_wait_seconds = response.admission_wait_seconds();
   info.arena_bytes_used = response.arena_bytes_used();
   info.arena_bytes_reserved = response.arena_bytes_reserved();
   info.memory_limit_bytes = response.memory_limit_bytes();
@@ -305,6 +309,28 @@ absl::StatusOr<int64_t> Client::SetVersion(const std::string& dock, int64_t vers
   impl_->SetDeadline(&context);
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->SetVersion(&context, request, &response)));
   return response.version();
+}
+
+absl::StatusOr<ClientReservation> Client::Reserve(const ClientReserve& reserve) {
+  v1::ReserveRequest request;
+  request.set_dock(reserve.dock);
+  if (reserve.version.has_value()) request.set_version(*reserve.version);
+  request.set_rows(reserve.rows);
+  request.mutable_group_sizes()->Assign(reserve.group_sizes.begin(), reserve.group_sizes.end());
+  request.set_deadline_ms(absl::ToInt64Milliseconds(reserve.deadline));
+  request.set_wait_ms(absl::ToInt64Milliseconds(reserve.wait));
+  v1::ReserveResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context, reserve.wait);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->Reserve(&context, request, &response)));
+  ClientReservation out;
+  out.id = response.reservation();
+  out.step = response.step();
+  out.rows.assign(response.rows().begin(), response.rows().end());
+  out.version = response.version();
+  out.deadline = absl::FromUnixMillis(response.deadline_unix_ms());
+  out.timed_out = response.timed_out();
+  return out;
 }
 
 absl::StatusOr<int64_t> Client::Drop(const std::string& dock, int64_t step,

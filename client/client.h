@@ -117,6 +117,30 @@ struct ClientPut {
   // Empty, one for every row, or one per row: the policy version (>= 0)
   // the rows were generated with (a row keeps the oldest it was given).
   std::vector<int64_t> versions;
+  // Non-zero: the reservation (Client::Reserve) whose rows this Put writes,
+  // at its step; with `rows` empty, all of them.
+  uint64_t reservation = 0;
+};
+
+// Rows asked for before generating (Client::Reserve): `rows`, or groups of
+// `group_sizes`, for data generated with policy `version` (unset: the
+// dock's version when granted).
+struct ClientReserve {
+  std::string dock;
+  std::optional<int64_t> version;
+  int64_t rows = 0;
+  std::vector<int32_t> group_sizes;
+  absl::Duration deadline = absl::Minutes(10);  // unwritten rows are dropped then
+  absl::Duration wait = absl::Seconds(30);      // for admission
+};
+
+struct ClientReservation {
+  uint64_t id = 0;
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  int64_t version = 0;
+  absl::Time deadline;
+  bool timed_out = false;  // not admitted within the wait: nothing reserved
 };
 
 struct ClientGet {
@@ -190,6 +214,10 @@ struct DockStatusInfo {
   std::vector<std::pair<std::string, int64_t>> waiters;  // consumer -> parked
   std::vector<ConsumerLeaseInfo> leases;  // consumers with lease_ms > 0
   std::vector<ConsumerStalenessInfo> staleness;  // every consumer
+  int64_t reservations_live = 0;    // granted, not past their deadline
+  int64_t reservations_parked = 0;  // waiting for admission
+  int64_t admission_waits = 0;      // since creation: granted after waiting
+  double admission_wait_seconds = 0;
   int64_t arena_bytes_used = 0;
   int64_t arena_bytes_reserved = 0;
   int64_t memory_limit_bytes = 0;
@@ -234,6 +262,10 @@ class Client final {
   absl::Status ReleaseStep(const std::string& dock, int64_t step);
   // Sets the dock's policy version (it only advances); answers the version.
   absl::StatusOr<int64_t> SetVersion(const std::string& dock, int64_t version);
+  // Admission before generation: rows of the oldest step that can train data
+  // of `version` within the consumers' staleness bounds, waiting for one up
+  // to `wait` (Dock::Reserve).
+  absl::StatusOr<ClientReservation> Reserve(const ClientReserve& reserve);
   // Takes rows (and every row of `groups`) out of a live step for `reason`;
   // returns how many this call dropped (Dock::Drop).
   absl::StatusOr<int64_t> Drop(const std::string& dock, int64_t step,

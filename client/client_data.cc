@@ -119,6 +119,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.set_new_rows(put.new_rows);
   header.mutable_group_sizes()->Assign(put.group_sizes.begin(), put.group_sizes.end());
   header.mutable_versions()->Assign(put.versions.begin(), put.versions.end());
+  header.set_reservation(put.reservation);
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {

@@ -26,7 +26,10 @@ const std::vector<CommandInfo>& Commands() {
       {"create", {}, {"spec"}, {}, {}},
       {"list", {}, {}, {}, {}},
       {"status", {"DOCK"}, {}, {}, {}},
-      {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms", "keys"}, {"column"}},
+      {"put", {"DOCK"}, {"step", "rows", "column"}, {"wait_ms", "keys", "reservation"},
+       {"column"}},
+      {"reserve", {"DOCK"}, {}, {"version", "count", "group_sizes", "deadline_ms", "wait_ms"},
+       {}},
       {"read", {"DOCK"}, {}, {"step", "rows", "keys", "columns"}, {}},
       {"rows", {"DOCK", "STEP"}, {}, {}, {}},
       {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round", "replica"},
@@ -209,9 +212,17 @@ commands:
   list                        list docks
   status DOCK                 spec, steps, readiness and consumption of a dock
   put DOCK --step S --rows 0,1,2 --column NAME=FILE.json [--column ...] [--wait_ms MS]
-      [--keys K,K]
+      [--keys K,K] [--reservation ID]
                               write cells; each FILE.json is a JSON list with one
-                              array of numbers per row (a string for bytes columns)
+                              array of numbers per row (a string for bytes columns);
+                              --reservation: rows of that reservation
+  reserve DOCK (--count N | --group_sizes 2,1) [--version V] [--deadline_ms MS]
+      [--wait_ms MS]          reserve rows before generating data of policy
+                              version V (default: the dock's when granted): granted
+                              once a step can train them within the consumers'
+                              max_staleness (waits up to --wait_ms);
+                              rows not written within --deadline_ms (default
+                              600000) are dropped as expired
   read DOCK (--step S --rows 0,1 | --keys K,K) [--columns C,C]
                               print written cells without claiming them: rows of a
                               step, or the rows that have the keys

@@ -269,6 +269,10 @@ Json StatusToJson(const DockStatusInfo& status) {
           {"parked_puts", status.parked_puts},
           {"leases", std::move(leases)},
           {"staleness", std::move(staleness)},
+          {"reservations", {{"live", status.reservations_live},
+                            {"parked", status.reservations_parked},
+                            {"admission_waits", status.admission_waits},
+                            {"admission_wait_seconds", status.admission_wait_seconds}}},
           {"dropped_total", DropsToJson(status.dropped_total)},
           {"version", status.version}};
 }
@@ -392,6 +396,14 @@ std::string StatusToText(const DockStatusInfo& status) {
                           "%d rows handed back\n",
                           lease.consumer, lease.leases_in_flight, lease.rows_in_flight,
                           lease.expiries, lease.nacks, lease.rows_returned);
+  }
+  if (status.reservations_live > 0 || status.reservations_parked > 0 ||
+      status.admission_waits > 0) {
+    absl::StrAppendFormat(&text,
+                          "  reservations: %d live, %d waiting for admission; %d granted after "
+                          "waiting %.3f s in all\n",
+                          status.reservations_live, status.reservations_parked,
+                          status.admission_waits, status.admission_wait_seconds);
   }
   for (const ConsumerStalenessInfo& consumer : status.staleness) {
     if (consumer.versioned_rows == 0 && consumer.stale_rows == 0) continue;

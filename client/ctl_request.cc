@@ -107,6 +107,32 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("VERSION must be an integer, got '", args.positionals[1], "'"));
   }
+  if (args.command == "reserve") {
+    if (args.Has("version")) {
+      TDOCK_ASSIGN_OR_RETURN(request.version, NonNegative(args, "version", 0,
+                                                          std::numeric_limits<int64_t>::max()));
+      request.reserve_version = request.version;
+    }
+    for (absl::string_view size : absl::StrSplit(args.Get("group_sizes", ""), ',',
+                                                 absl::SkipEmpty())) {
+      int32_t value = 0;
+      if (!absl::SimpleAtoi(size, &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--group_sizes must be comma-separated integers, got '", size, "'"));
+      }
+      request.group_sizes.push_back(value);
+    }
+    if (args.Has("count") == !request.group_sizes.empty()) {
+      return absl::InvalidArgumentError("reserve: give --count N or --group_sizes, not both");
+    }
+    TDOCK_ASSIGN_OR_RETURN(int64_t deadline_ms, NonNegative(args, "deadline_ms", 600000, kMaxMs));
+    request.deadline = absl::Milliseconds(deadline_ms);
+  }
+  if (args.command == "put" && args.Has("reservation")) {
+    TDOCK_ASSIGN_OR_RETURN(int64_t reservation,
+                           NonNegative(args, "reservation", 0, std::numeric_limits<int64_t>::max()));
+    request.reservation = static_cast<uint64_t>(reservation);
+  }
   if (args.command == "add-column") {
     TDOCK_ASSIGN_OR_RETURN(request.column, ColumnFromArgs(args));
   }

@@ -38,7 +38,11 @@ struct Request {
   std::optional<int64_t> round;
   int32_t replica = 0;
   uint64_t lease = 0;
-  int64_t version = 0;  // set-version
+  int64_t version = 0;  // set-version, reserve
+  std::vector<int32_t> group_sizes;  // reserve
+  std::optional<int64_t> reserve_version;  // reserve (unset: the dock's when granted)
+  absl::Duration deadline = absl::Minutes(10);  // reserve
+  uint64_t reservation = 0;  // put
   std::vector<int64_t> groups;      // drop
   DropReason reason = DropReason::kUnspecified;  // drop
   std::vector<std::string> required;  // seal

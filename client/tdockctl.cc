@@ -100,6 +100,7 @@ absl::Status RunPut(Client& client, const Request& request) {
   put.rows = request.rows;
   put.wait = request.wait;
   put.keys = request.keys;
+  put.reservation = request.reservation;
   for (const auto& [name, path] : request.columns) {
     TDOCK_ASSIGN_OR_RETURN(ClientColumn column,
                            LoadColumn(status.spec, name, path, request.rows.size()));
@@ -155,6 +156,30 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_ASSIGN_OR_RETURN(const int64_t version, client.SetVersion(request.dock, request.version));
     Print(request, {{"dock", request.dock}, {"version", version}},
           absl::StrCat("dock ", request.dock, " is at version ", version, "\n"));
+  } else if (command == "reserve") {
+    TDOCK_ASSIGN_OR_RETURN(const ClientReservation granted,
+                           client.Reserve({.dock = request.dock,
+                                           .version = request.reserve_version,
+                                           .rows = request.count,
+                                           .group_sizes = request.group_sizes,
+                                           .deadline = request.deadline,
+                                           .wait = request.wait}));
+    if (granted.timed_out) {
+      Print(request, {{"dock", request.dock}, {"timed_out", true}},
+            "not admitted within the wait (timed out): nothing reserved\n");
+    } else {
+      Print(request,
+            {{"dock", request.dock},
+             {"reservation", granted.id},
+             {"step", granted.step},
+             {"rows", granted.rows},
+             {"version", granted.version},
+             {"deadline_unix_ms", absl::ToUnixMillis(granted.deadline)},
+             {"timed_out", false}},
+            absl::StrCat("reservation ", granted.id, ": step ", granted.step, " rows ",
+                         absl::StrJoin(granted.rows, ","), " (version ", granted.version,
+                         "), until ", absl::FormatTime(granted.deadline), "\n"));
+    }
   } else if (command == "read") {
     TDOCK_ASSIGN_OR_RETURN(
         const ClientBatch batch,

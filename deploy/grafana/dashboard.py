@@ -145,6 +145,13 @@ ROWS = [
                (f"histogram_quantile(0.99, sum by (consumer, le) "
                 f"(rate(tdock_handed_out_staleness_bucket{{{DOCK}}}[{RATE}])))",
                 "p99 {{consumer}}")], unit="none"),
+        panel("Producers waiting for admission",
+              "Reservations waiting for a step that can train their rows within "
+              "the staleness bound (tdock_parked_reservations), and the mean wait "
+              "of those granted after waiting.",
+              [(f"sum(tdock_parked_reservations{{{DOCK}}})", "waiting"),
+               (f"sum(rate(tdock_admission_wait_seconds_total{{{DOCK}}}[{RATE}])) / "
+                f"sum(rate(tdock_admission_waits_total{{{DOCK}}}[{RATE}]))", "mean wait (s)")]),
         panel("Rows past the bound per second, by consumer",
               "Rows a consumer's max_staleness passed over or dropped "
               "(tdock_rows_stale_total). Non-zero: rollout runs further ahead "

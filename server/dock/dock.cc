@@ -61,6 +61,10 @@ absl::Status DockRecovery::Version(int64_t step, int64_t row, int64_t version) {
   return impl_->RecoverVersion(step, row, version);
 }
 
+absl::Status DockRecovery::Reserved(const DockJournal::ReservationRecord& record) {
+  return impl_->RecoverReservation(record);
+}
+
 absl::Status DockRecovery::Dropped(const DockJournal::DropRecord& record) {
   return impl_->RecoverDrop(record);
 }
@@ -116,6 +120,9 @@ void Dock::ReleaseStep(int64_t step, StatusCallback done) {
 void Dock::SetVersion(int64_t version, StatusCallback done) {
   impl_->SetVersion(version, std::move(done));
 }
+void Dock::Reserve(ReserveInput input, ReserveCallback done) {
+  impl_->Reserve(std::move(input), std::move(done));
+}
 void Dock::Drop(DropInput input, RowsCallback done) {
   impl_->Drop(std::move(input), std::move(done));
 }
@@ -163,6 +170,10 @@ absl::Status Dock::ReleaseStep(int64_t step) {
 int64_t Dock::version() const { return impl_->version(); }
 absl::Status Dock::SetVersion(int64_t version) {
   return Await<absl::Status>([&](StatusCallback done) { SetVersion(version, std::move(done)); });
+}
+absl::StatusOr<Reservation> Dock::Reserve(ReserveInput input) {
+  return Await<absl::StatusOr<Reservation>>(
+      [&](ReserveCallback done) { Reserve(std::move(input), std::move(done)); });
 }
 absl::StatusOr<int64_t> Dock::Drop(DropInput input) {
   return Await<absl::StatusOr<int64_t>>(

@@ -134,6 +134,19 @@ class Dock final {
   // effect once recorded.
   void SetVersion(int64_t version, StatusCallback done);
 
+  // Admission before generation: reserves rows for data a producer is about
+  // to generate with policy `version` (unset: the dock's version when they
+  // are granted, which the answer names), in the oldest step with room where
+  // rows of that version can still be trained on within the consumers'
+  // staleness bounds (dock_reservations.cc); waits up to `wait` for one
+  // (then answers timed_out, nothing reserved). The rows are the
+  // producer's: no append takes them, they carry the version, and those
+  // without a cell at the deadline are dropped ("expired"). Errors:
+  // INVALID_ARGUMENT (a negative version, no rows or both rows and group
+  // sizes, a group size out of [1, n], more than a step holds, a deadline
+  // out of (0, 24h]), FAILED_PRECONDITION (a version newer than the
+  // dock's). With a journal it is recorded before it is answered.
+  void Reserve(ReserveInput input, ReserveCallback done);
   // Takes rows (and every row of groups) out of a live step for a reason:
   // a dropped row is never handed out again (a formed round's share leaves
   // it out), counts as done for every consumer (so it never holds the step
@@ -163,6 +176,7 @@ class Dock final {
   absl::StatusOr<ColumnSpec> AddColumn(ColumnSpec column);
   absl::Status ReleaseStep(int64_t step);
   absl::Status SetVersion(int64_t version);
+  absl::StatusOr<Reservation> Reserve(ReserveInput input);
   int64_t version() const;  // the current policy version
   absl::StatusOr<int64_t> Drop(DropInput input);
   absl::StatusOr<int64_t> Seal(SealInput input);
@@ -219,6 +233,8 @@ class DockRecovery final {
   absl::Status Key(int64_t step, int64_t row, const std::string& key);
   // A write of row `row` of `step` carried `version`: after the step's cells.
   absl::Status Version(int64_t step, int64_t row, int64_t version);
+  // A reservation: after the cells, before versions and drops.
+  absl::Status Reserved(const DockJournal::ReservationRecord& record);
   // The dock; with a journal, the releases of steps found done are recorded.
   std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
 

@@ -144,6 +144,8 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       if (state.in_flight_rows.load(std::memory_order_acquire) > 0) {
         return attempt;
       }
+      // So may rows passed over as stale, until their record is stored.
+      if (state.stale_unrecorded.load(std::memory_order_acquire) > 0) return attempt;
       if (explicit_step) {
         Batch empty;
         empty.step = part.step(mu_);
@@ -218,7 +220,8 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     }
     batch.micro_batches = std::move(planned.micro_batches);
     batch.balance = planned.balance;
-    batch.end_of_step = total == rows_per_step_;
+    batch.end_of_step = total == rows_per_step_ &&
+                        state.stale_unrecorded.load(std::memory_order_acquire) == 0;
     // A Get that parked while these rows were claimed but not yet counted
     // may have wanted the step's remainder, which is now smaller, or (the
     // step's last rows) must now learn that the step is over: near the end

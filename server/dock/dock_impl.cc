@@ -91,6 +91,9 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   leases_ = std::make_unique<LeaseTable>(
       absl::StrCat("dock '", name_, "'"), [this](absl::Time when) { alarm_->RingAt(when); },
       limits.first_lease_id);
+  // Reservation ids come from the same epoch's space as lease ids: a Put
+  // naming one from before a restart never finds another.
+  next_reservation_.store(std::max<uint64_t>(1, limits.first_lease_id), std::memory_order_relaxed);
 }
 
 DockImpl::~DockImpl() { Stop(); }
@@ -161,6 +164,7 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
   ForgetKeysOfStepLocked(part);
+  version_at_release_ = version_.load(std::memory_order_acquire);
   return part.Release(mu_);
 }
 
@@ -269,6 +273,7 @@ void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
   // tick, which covers memory that comes back when such a batch goes away.
   arena.reset();
   WakePuts();
+  WakeReservations();  // a step is free: admission may grant more
   WakeGets({});  // Gets for the released step must now fail
 }
 
@@ -299,7 +304,7 @@ DockStats DockImpl::Stats() const {
         const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
         step.available_rows.push_back(
             CountAvailable(*part, part->consumer(mu_, plan.index), plan,
-                           std::numeric_limits<int64_t>::max()) *
+                           std::numeric_limits<int64_t>::max(), MinVersionFor(plan)) *
             unit_rows);
       }
       stats.arena_bytes_used += part->arena(mu_)->used_bytes();
@@ -345,6 +350,13 @@ DockStats DockImpl::Stats() const {
   stats.waiters.assign(stats.consumers.size(), 0);
   stats.parked_puts = waiters_.Count(stats.waiters);
   stats.version = version_.load(std::memory_order_acquire);
+  {
+    tdock::MutexLock lock(&res_mu_);
+    stats.reservations_live = static_cast<int64_t>(reservations_.size());
+    stats.reservations_parked = static_cast<int64_t>(parked_reservations_.size());
+    stats.admission_waits_total = admission_waits_;
+    stats.admission_wait_seconds_total = admission_wait_seconds_;
+  }
   OmitRemoved(removed, stats);
   stats.arena_bytes_reserved = pool_->reserved_bytes();
   stats.memory_limit_bytes = pool_->limit_bytes();
@@ -398,6 +410,12 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
 
 void DockImpl::Shutdown() {
   for (auto& w : waiters_.Shutdown()) EndWaiter(std::move(w), Waiter::End::kShutdown);
+  std::list<ParkedReservation> parked;
+  {
+    tdock::MutexLock lock(&res_mu_);
+    parked.swap(parked_reservations_);
+  }
+  for (ParkedReservation& r : parked) std::move(r.done)(ShuttingDown());
 }
 
 }  // namespace tdock::internal

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void AddColumn(ColumnSpec column, ColumnCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
   void SetVersion(int64_t version, StatusCallback done);
+  void Reserve(ReserveInput input, ReserveCallback done);
   int64_t version() const { return version_.load(std::memory_order_acquire); }
   // The dock's version becomes `version` if that is newer (recorded, or
   // recovered); returns the version now.
@@ -109,6 +111,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Row `row` of `step` (which holds its cells) has `key`.
   absl::Status RecoverKey(int64_t step, int64_t row, const std::string& key);
   absl::Status RecoverVersion(int64_t step, int64_t row, int64_t version);
+  absl::Status RecoverReservation(const DockJournal::ReservationRecord& record);
   void FinishRecovery();
 
  private:
@@ -437,7 +440,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // and the rest in in.unused.
   // RESOURCE_EXHAUSTED past the step's capacity, FAILED_PRECONDITION once
   // it is sealed (or not live: then the caller tries again).
-  absl::Status AssignRows(PutInput& in);
+  // `reserve` non-zero: the rows are reserved under that id (and a declared
+  // group's rest closed) in the same hold.
+  absl::Status AssignRows(PutInput& in, uint64_t reserve = 0);
   // A Put's keys: one per row, none empty or too long, no two alike.
   absl::Status ValidateKeys(const PutInput& in) const;
   static absl::Status CheckKey(absl::string_view where, absl::string_view key);
@@ -519,6 +524,46 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void EndStaleTake(const StaleTake& take, bool stored);
   StalenessStats StalenessOf(int consumer) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // ---- Reservations (dock_reservations.cc)
+  struct ReservationEntry {
+    int64_t step = 0;
+    std::vector<int64_t> rows;
+    int64_t version = 0;
+    absl::Time deadline;
+  };
+  struct ParkedReservation {
+    ReserveInput in;
+    ReserveCallback done;
+    absl::Time since;
+    absl::Time until;
+  };
+  // A reservation's try: granted (rows assigned and reserved, not yet
+  // recorded) or refused; unset: wait (why in `reason`).
+  struct ReserveAttempt {
+    std::optional<absl::StatusOr<Reservation>> done;
+    std::vector<int64_t> unused;  // declared groups' rest, closed
+    std::string reason;
+  };
+  absl::Status ValidateReserve(const ReserveInput& in) const;
+  // The smallest max_staleness of the consumers that hold steps (its
+  // consumer in *consumer); nullopt: none.
+  std::optional<int64_t> AdmissionBoundLocked(std::string* consumer) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The oldest step not released (live, or the next a partition takes).
+  int64_t FrontStepLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  ReserveAttempt TryReserve(const ReserveInput& in, uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(res_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a granted reservation (its rows take its version once stored)
+  // and answers; a failed record frees its rows.
+  void FinishReserve(ReserveAttempt attempt, ReserveCallback done);
+  // Retries the parked reservations; answers those past their wait.
+  void WakeReservations() ABSL_LOCKS_EXCLUDED(res_mu_, mu_);
+  // Drops the rows not written of reservations past their deadline;
+  // returns the next deadline (a reservation's or a parked one's wait).
+  absl::Time ExpireReservations(absl::Time now) ABSL_LOCKS_EXCLUDED(res_mu_, mu_);
+  // A Put naming a reservation: its rows (or a check that `rows` are some).
+  absl::Status RowsOfReservation(PutInput& in) const ABSL_LOCKS_EXCLUDED(res_mu_);
+
   // ---- Waiting (dock_waiters.cc)
   uint64_t ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done);
   void ParkPut(PutInput in, PutAttempt attempt, PutCallback done);
@@ -565,6 +610,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
+  // The dock's version when a step was last released (-1: none since the
+  // start): admission counts that step as trained by the next version.
+  int64_t version_at_release_ ABSL_GUARDED_BY(mu_) = -1;
   // Per consumer, since creation (StalenessStats); counted under mu_ shared.
   struct StalenessCounters {
     std::array<std::atomic<int64_t>, kStalenessBounds.size() + 1> buckets{};
@@ -573,6 +621,17 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::atomic<int64_t> stale_rows{0};
   };
   std::vector<std::unique_ptr<StalenessCounters>> staleness_ ABSL_GUARDED_BY(mu_);
+
+  // Reservations (dock_reservations.cc); its lock comes before mu_ (a
+  // reservation is tried and parked in one hold of it).
+  mutable tdock::Mutex res_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::map<uint64_t, ReservationEntry> reservations_ ABSL_GUARDED_BY(res_mu_);
+  // Reservations that expired: id -> (step, deadline), the latest few.
+  std::map<uint64_t, std::pair<int64_t, absl::Time>> expired_ ABSL_GUARDED_BY(res_mu_);
+  std::list<ParkedReservation> parked_reservations_ ABSL_GUARDED_BY(res_mu_);
+  int64_t admission_waits_ ABSL_GUARDED_BY(res_mu_) = 0;
+  double admission_wait_seconds_ ABSL_GUARDED_BY(res_mu_) = 0;
+  std::atomic<uint64_t> next_reservation_{1};
 
   // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
   // partitions' commit locks.

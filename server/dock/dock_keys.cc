@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
   return std::vector<int64_t>();  // every key new: new rows
 }
 
-absl::Status DockImpl::AssignRows(PutInput& in) {
+absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ClassifyLocked(in.step) != StepState::kLive) {
     // Undone by a concurrent Put that started it: the caller tries again.
@@ -114,7 +114,8 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
   for (; g < part.groups() && static_cast<int64_t>(groups.size()) < need; ++g) {
     bool free = true;
     for (int64_t row = g * n; free && row < (g + 1) * n; ++row) {
-      free = !part.has_cell(row) && part.key(row) == nullptr && !part.dropped(row);
+      free = !part.has_cell(row) && part.key(row) == nullptr && !part.dropped(row) &&
+             part.reservation(row) == 0;
     }
     if (free) groups.push_back(g);
   }
@@ -141,6 +142,10 @@ absl::Status DockImpl::AssignRows(PutInput& in) {
     return fits;
   }
   part.set_append_cursor(g);
+  if (reserve != 0) {
+    part.SetReserved(in.rows, reserve);
+    if (!in.unused.empty()) part.SetUnused(in.unused, /*closed=*/true);
+  }
   return absl::OkStatus();
 }
 

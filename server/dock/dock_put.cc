@@ -68,8 +68,9 @@ void DockImpl::DeactivateIfUnused(int64_t step,
     return;
   }
   tdock::MutexLock commit(&part.commit_mu());
-  // A Drop or Seal decided on the step stays with it.
-  if (!part.drops_in_flight()) part.Deactivate(mu_);
+  // A Drop or Seal decided on the step stays with it, and so do rows
+  // reserved in it.
+  if (!part.drops_in_flight() && !part.has_reservations()) part.Deactivate(mu_);
 }
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
@@ -305,6 +306,10 @@ absl::Status DockImpl::CheckOpenLocked(Partition& part, const PutInput& in) cons
             Where(in.step), ": row ", row, " is past the size declared for its group ",
             row / group_size_, " by an append being stored: a group larger than declared; "
             "nothing was written"));
+      case Partition::Closed::kExpiring:
+        return absl::FailedPreconditionError(absl::StrCat(
+            Where(in.step), ": row ", row, " belongs to a reservation that expired before it "
+            "was written, and is being dropped (expired); nothing was written"));
       case Partition::Closed::kOpen:
         break;
     }
@@ -391,7 +396,8 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
     input.rows = *std::move(rows);
     if (input.rows.empty()) input.new_rows = static_cast<int64_t>(input.keys.size());
   }
-  absl::Status valid = ValidatePut(input);
+  absl::Status valid = input.reservation != 0 ? RowsOfReservation(input) : absl::OkStatus();
+  if (valid.ok()) valid = ValidatePut(input);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;

@@ -165,6 +165,13 @@ void DockImpl::FinishRecovery() {
     }
   }
   for (int64_t step : live) MaybeAutoRelease(step);
+  // Recovered reservations expire from now on, with the journal attached.
+  absl::Time next = absl::InfiniteFuture();
+  {
+    tdock::MutexLock lock(&res_mu_);
+    for (const auto& [id, reservation] : reservations_) next = std::min(next, reservation.deadline);
+  }
+  if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
 }
 
 }  // namespace tdock::internal

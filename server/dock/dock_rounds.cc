@@ -124,6 +124,8 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   const int64_t remaining =
       units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
   if (remaining == 0) {
+    // Rows passed over as stale end the step once their record is stored.
+    if (state.stale_unrecorded.load(std::memory_order_acquire) > 0) return attempt;
     if (explicit_step || in.round.has_value()) {
       Batch over;
       over.step = part.step(mu_);
@@ -207,9 +209,11 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     // The step's last round, or (drops counted the rest of the step after it
     // formed) the last round there will be.
     // acquire: pairs with the drops' and rounds' increments.
+    // Rows passed over as stale end it once their record is stored.
     const bool last =
-        round.last || (k + 1 == formed &&
-                       state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_);
+        (round.last || (k + 1 == formed &&
+                        state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
+        state.stale_unrecorded.load(std::memory_order_acquire) == 0;
     if (share.rows.empty() && !in.round.has_value() && !last) continue;
     Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
     if (plan.lease > absl::ZeroDuration() && !share.rows.empty() &&
@@ -271,7 +275,10 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
                               int32_t taker) const {
   ConsumerState& state = part.consumer(mu_, plan.index);
   // acquire: pairs with the round's increment.
-  if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_) return false;
+  if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_ ||
+      state.stale_unrecorded.load(std::memory_order_acquire) > 0) {
+    return false;
+  }
   tdock::MutexLock lock(&state.round_mu);
   return state.next_round[taker] >= static_cast<int64_t>(state.rounds.size()) &&
          state.redeliver[taker].empty();

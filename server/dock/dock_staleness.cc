@@ -33,6 +33,12 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
                                    int64_t min_version, GetAttempt& attempt) {
   if (min_version == kNoVersion || part.min_version() >= min_version) return;
   ConsumerState& state = part.consumer(mu_, plan.index);
+  // After a record failed, not at once again: a failing journal would
+  // otherwise be asked in a loop by the Gets each failure wakes.
+  // relaxed: a hint; a late look only delays the next try.
+  if (absl::ToUnixNanos(limits_.clock->Now()) < state.stale_retry_ns.load(std::memory_order_relaxed)) {
+    return;
+  }
   StaleTake take;
   take.units = ClaimStale(part, state, plan, min_version);
   if (take.units.empty()) return;
@@ -43,16 +49,17 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
   const int64_t counted =
       static_cast<int64_t>(take.units.size()) * (plan.whole_groups ? group_size_ : 1);
   if (journal_ != nullptr) {
-    // acq_rel: counted before the units are, so auto-release waits for the record.
+    // acq_rel: counted before the units are, so auto-release waits for the
+    // record, and so does the consumer's end of the step.
     part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
+    state.stale_unrecorded.fetch_add(static_cast<int64_t>(take.units.size()),
+                                     std::memory_order_acq_rel);
   }
-  // Not handed out: counted like rows dropped before the consumer took them.
+  // Not handed out: its rows not dropped count like rows dropped before the
+  // consumer took them (those dropped were counted so already).
   // acq_rel: as the claimers' increments.
-  state.skipped_rows.fetch_add(counted, std::memory_order_acq_rel);
+  state.skipped_rows.fetch_add(static_cast<int64_t>(take.rows.size()), std::memory_order_acq_rel);
   state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
-  // relaxed: statistics only.
-  staleness_[plan.index]->stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
-                                               std::memory_order_relaxed);
   attempt.wake_consumer = true;  // a Get waiting for the step's end may see it now
   attempt.stale.push_back(std::move(take));
 }
@@ -89,18 +96,21 @@ StalenessStats DockImpl::StalenessOf(int consumer) const {
   }
   stats.sum = counters.sum.load(std::memory_order_relaxed);
   stats.count = counters.count.load(std::memory_order_relaxed);
-  stats.stale_rows = counters.stale_rows.load(std::memory_order_acquire);
+  stats.stale_rows = counters.stale_rows.load(std::memory_order_relaxed);
   return stats;
 }
 
 void DockImpl::RecordStale(StaleTake take) {
   if (take.drop) {
     if (journal_ != nullptr) {
-      // Like a Drop: the step stays on its partition until the record is in.
+      // Like a Drop: the step stays on its partition until the record is in
+      // (a step released meanwhile ends the record's claim on it).
       tdock::ReaderMutexLock lock(&mu_);
-      Partition& part = PartitionOf(take.step);
-      tdock::MutexLock commit(&part.commit_mu());
-      part.AddDropInFlight(/*seal=*/false, {}, 1);
+      if (HoldsLocked(take.step)) {
+        Partition& part = PartitionOf(take.step);
+        tdock::MutexLock commit(&part.commit_mu());
+        part.AddDropInFlight(/*seal=*/false, {}, 1);
+      }
     }
     std::vector<int64_t> rows = take.rows;
     RecordAndApplyDrop(std::move(rows), take.step, DropReason::kStale, /*seal=*/false,
@@ -111,7 +121,7 @@ void DockImpl::RecordStale(StaleTake take) {
     return;
   }
   if (journal_ == nullptr) {  // counted when claimed: nothing to record
-    MaybeAutoRelease(take.step);
+    EndStaleTake(take, /*stored=*/true);
     return;
   }
   DockJournal::HandOut record{take.step, take.consumer, take.units, /*lease_id=*/0};
@@ -121,19 +131,42 @@ void DockImpl::RecordStale(StaleTake take) {
 }
 
 void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
-  if (!stored) {
+  int64_t current = -1;  // the partition's step now, if a newer one
+  {
     tdock::ReaderMutexLock lock(&mu_);
+    const ConsumerPlan& plan = plans_[take.consumer];
     if (HoldsLocked(take.step)) {
       Partition& part = PartitionOf(take.step);
-      const ConsumerPlan& plan = plans_[take.consumer];
-      const int64_t counted =
-          static_cast<int64_t>(take.units.size()) * (plan.whole_groups ? group_size_ : 1);
-      GiveBackLocked(part, plan, take.units, /*counted=*/true);
-      // acq_rel: as the claimers' increments.
-      part.consumer(mu_, plan.index).skipped_rows.fetch_sub(counted, std::memory_order_acq_rel);
-      // release: whoever sees the count fall sees the units back.
-      staleness_[plan.index]->stale_rows.fetch_sub(static_cast<int64_t>(take.rows.size()),
-                                                   std::memory_order_release);
+      ConsumerState& state = part.consumer(mu_, plan.index);
+      if (!stored) {
+        // Given back but for units dropped meanwhile (those stay done).
+        int64_t back = 0;
+        for (int64_t unit : take.units) {
+          if (part.UnitDropped(mu_, unit, plan.whole_groups)) continue;
+          std::vector<int64_t> rows;
+          part.AppendUnitRows(mu_, unit, plan.whole_groups, rows);
+          back += static_cast<int64_t>(rows.size());
+        }
+        GiveBackLocked(part, plan, take.units, /*counted=*/true);
+        // acq_rel: as the claimers' increments.
+        state.skipped_rows.fetch_sub(back, std::memory_order_acq_rel);
+        // relaxed: a hint (PassOverStaleLocked).
+        state.stale_retry_ns.store(absl::ToUnixNanos(limits_.clock->Now() + absl::Seconds(1)),
+                                   std::memory_order_relaxed);
+      }
+      if (journal_ != nullptr) {
+        // release: the units' return (or their record) comes before a Get
+        // that sees the count fall ends the step for the consumer.
+        state.stale_unrecorded.fetch_sub(static_cast<int64_t>(take.units.size()),
+                                         std::memory_order_acq_rel);
+      }
+    } else if (const Partition& part = PartitionOf(take.step); part.live(mu_)) {
+      current = part.step(mu_);  // released meanwhile; its partition holds a newer step
+    }
+    if (stored) {
+      // relaxed: statistics only.
+      staleness_[plan.index]->stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
+                                                   std::memory_order_relaxed);
     }
   }
   if (journal_ != nullptr) {
@@ -141,10 +174,14 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
     // auto-release that sees the count drop.
     PartitionOf(take.step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
   }
-  std::vector<bool> wanted(static_cast<size_t>(take.consumer) + 1, false);
-  wanted[take.consumer] = true;
-  WakeGets(wanted);
+  if (stored) {
+    // The consumer's Gets may see the step's end now.
+    std::vector<bool> wanted(static_cast<size_t>(take.consumer) + 1, false);
+    wanted[take.consumer] = true;
+    WakeGets(wanted);
+  }
   MaybeAutoRelease(take.step);
+  if (current >= 0) MaybeAutoRelease(current);  // it may have waited for the count
 }
 
 }  // namespace tdock::internal

@@ -83,6 +83,7 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
       for (const ConsumerPlan& plan : plans_) bounded |= plan.max_staleness.has_value();
     }
     if (bounded) WakeGets({});
+    WakeReservations();  // those that generate with the newest version may go further
   };
   if (journal_ == nullptr) {
     apply(absl::OkStatus());

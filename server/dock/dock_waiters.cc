@@ -167,7 +167,8 @@ void DockImpl::OnAlarm() {
   ExpireLeases();
   const absl::Time now = limits_.clock->Now();
   WaiterTable::Expiry expiry = waiters_.Expire(now);
-  absl::Time next = std::min(leases_->NextDeadline(), expiry.next);
+  WakeReservations();  // answers those past their wait
+  absl::Time next = std::min({leases_->NextDeadline(), expiry.next, ExpireReservations(now)});
   if (expiry.puts_parked) next = std::min(next, now + kPutRetryInterval);
   if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
   for (auto& w : expiry.expired) EndWaiter(std::move(w), Waiter::End::kExpired);

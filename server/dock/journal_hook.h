@@ -113,6 +113,19 @@ class DockJournal {
   };
   virtual void Dropped(const DropRecord& drop, Done done) = 0;
 
+  // Rows granted to a producer before it generates (Dock::Reserve): stored
+  // in one write with the rows' version and, for declared groups, the drop
+  // of the rows they leave unused.
+  struct ReservationRecord {
+    int64_t step = 0;
+    uint64_t id = 0;
+    std::vector<int64_t> rows;
+    int64_t version = 0;
+    int64_t deadline_unix_ms = 0;  // wall clock: it outlives a restart
+  };
+  virtual void Reserved(const ReservationRecord& reservation, const DropRecord* unused,
+                        Done done) = 0;
+
   // The step's records can go: it was released.
   virtual void Released(int64_t step, Done done) = 0;
   // The dock's policy version was set (recovery takes the highest stored).

@@ -115,6 +115,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->consumed_rows.store(0, std::memory_order_relaxed);
     consumer->skipped_rows.store(0, std::memory_order_relaxed);
     consumer->in_flight_rows.store(0, std::memory_order_relaxed);
+    consumer->stale_unrecorded.store(0, std::memory_order_relaxed);
+    consumer->stale_retry_ns.store(0, std::memory_order_relaxed);
     tdock::MutexLock lock(&consumer->round_mu);
     consumer->rounds.clear();
     std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
@@ -143,6 +145,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     append_cursor_ = 0;
     closing_.clear();
     unused_.clear();
+    reserved_.clear();
+    expiring_.clear();
     sealing_ = 0;
     drops_in_flight_ = 0;
     if (pending_used_) {
@@ -182,6 +186,26 @@ void Partition::SetUnused(const std::vector<int64_t>& rows, bool closed) {
       unused_.insert(row);
     } else {
       unused_.erase(row);
+    }
+  }
+}
+
+void Partition::SetReserved(const std::vector<int64_t>& rows, uint64_t id) {
+  for (int64_t row : rows) {
+    if (id != 0) {
+      reserved_[row] = id;
+    } else {
+      reserved_.erase(row);
+    }
+  }
+}
+
+void Partition::SetExpiring(const std::vector<int64_t>& rows, bool closed) {
+  for (int64_t row : rows) {
+    if (closed) {
+      expiring_.insert(row);
+    } else {
+      expiring_.erase(row);
     }
   }
 }

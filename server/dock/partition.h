@@ -97,6 +97,12 @@ struct ConsumerState {
   // Consumers with leases: rows handed out and not yet acknowledged. Raised
   // before consumed_rows, so whoever sees every row consumed sees them.
   std::atomic<int64_t> in_flight_rows{0};
+  // Consumers with max_staleness, with a journal: units passed over as stale
+  // whose record is not stored yet (they do not end the step before it is);
+  // and, after such a record failed, when passing over may be tried again
+  // (unix ns of the dock's clock).
+  std::atomic<int64_t> stale_unrecorded{0};
+  std::atomic<int64_t> stale_retry_ns{0};
   // BALANCED consumers only: round formation and hand-out.
   tdock::Mutex round_mu;
   std::vector<Round> rounds ABSL_GUARDED_BY(round_mu);
@@ -290,12 +296,27 @@ class Partition final {
   // them (unwritten when it was decided), or an append being stored leaves
   // them unused (past its groups' declared sizes). So no write is
   // acknowledged and then dropped by a decision made before it.
-  enum class Closed { kOpen, kSealing, kUnused };
+  enum class Closed { kOpen, kSealing, kUnused, kExpiring };
   Closed closed(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    if (closing_.empty() && unused_.empty()) return Closed::kOpen;
+    if (closing_.empty() && unused_.empty() && expiring_.empty()) return Closed::kOpen;
     if (closing_.contains(row)) return Closed::kSealing;
+    if (expiring_.contains(row)) return Closed::kExpiring;
     return unused_.contains(row) ? Closed::kUnused : Closed::kOpen;
   }
+  // Reservations (DockImpl::Reserve): rows granted to a producer, by
+  // reservation id; no append takes them. Their rows not written when one
+  // expires are closed while their drop is recorded.
+  uint64_t reservation(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    auto it = reserved_.find(row);
+    return it == reserved_.end() ? 0 : it->second;
+  }
+  bool has_reservations() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return !reserved_.empty();
+  }
+  void SetReserved(const std::vector<int64_t>& rows, uint64_t id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);  // id 0: no longer reserved
+  void SetExpiring(const std::vector<int64_t>& rows, bool closed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // With a journal: Drops and Seals being recorded (delta +1 when one is
   // submitted, -1 when it is stored or fails); a Seal closes `rows`. The
   // step is not taken off its partition meanwhile, so a stored record
@@ -408,6 +429,8 @@ class Partition final {
   bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;
   absl::flat_hash_map<int64_t, int32_t> closing_ ABSL_GUARDED_BY(commit_mu_);  // row -> Seals
   absl::flat_hash_set<int64_t> unused_ ABSL_GUARDED_BY(commit_mu_);
+  absl::flat_hash_map<int64_t, uint64_t> reserved_ ABSL_GUARDED_BY(commit_mu_);  // row -> id
+  absl::flat_hash_set<int64_t> expiring_ ABSL_GUARDED_BY(commit_mu_);
   int32_t sealing_ ABSL_GUARDED_BY(commit_mu_) = 0;
   int32_t drops_in_flight_ ABSL_GUARDED_BY(commit_mu_) = 0;
 };

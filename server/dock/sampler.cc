@@ -183,7 +183,8 @@ std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
                            const ConsumerPlan& plan, int64_t need, uint64_t seed,
                            int64_t min_version) {
   if (need <= 0) return {};
-  // One version in the step (or none): oldest first is the policy's order.
+  // One version in the step (or none): oldest first is the policy's order
+  // (a step whose rows have one version or none keeps index order).
   if (plan.oldest_first && part.min_version() < part.max_version()) {
     return ClaimOldestFirst(part, state.consumed, plan, need, seed, min_version);
   }

@@ -53,6 +53,10 @@ struct PutInput {
   std::vector<int32_t> group_sizes;
   // Set by the dock when it assigns the rows: the rows it closes.
   std::vector<int64_t> unused;
+  // Non-zero: the reservation (Dock::Reserve) whose rows this Put writes:
+  // with `rows` empty, all of them; else `rows` must be some of them. The
+  // Put's step is the reservation's.
+  uint64_t reservation = 0;
   // Empty, one for every row, or one per row: the policy version (>= 0)
   // the rows were generated with. A row's version is the oldest a stored
   // write of it carried.
@@ -82,6 +86,37 @@ struct GetInput {
   std::optional<int64_t> round;
   // Consumers with replicas: which replica of the rank asks.
   int32_t replica = 0;
+};
+
+// Capacity asked for before generating (Dock::Reserve): `rows` new rows
+// (whole groups of n, the last maybe partly), or groups of `group_sizes`,
+// for data generated with policy `version` (unset: the dock's version when
+// the rows are granted; the producer generates with those weights).
+struct ReserveInput {
+  std::optional<int64_t> version;
+  int64_t rows = 0;
+  std::vector<int32_t> group_sizes;
+  // Rows of the reservation with no cell by then are dropped ("expired").
+  absl::Duration deadline = absl::ZeroDuration();
+  // How long to wait for admission (a step the rows can be trained from
+  // within the consumers' staleness bounds, with room for them).
+  absl::Duration wait = absl::ZeroDuration();
+  int64_t row_count() const {
+    int64_t rows_asked = rows;
+    for (int32_t size : group_sizes) rows_asked += size;
+    return rows_asked;
+  }
+};
+
+// Rows granted to a producer (Dock::Reserve): its Puts write them (by row, or
+// naming the reservation).
+struct Reservation {
+  uint64_t id = 0;
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  int64_t version = 0;
+  absl::Time deadline;
+  bool timed_out = false;  // not admitted within the wait: nothing reserved
 };
 
 // Rows taken out of a step (Dock::Drop): `rows` and every row of `groups`.
@@ -151,6 +186,7 @@ using StatusCallback = absl::AnyInvocable<void(absl::Status) &&>;
 using RowsCallback = absl::AnyInvocable<void(absl::StatusOr<int64_t>) &&>;
 using ConsumerCallback = absl::AnyInvocable<void(absl::StatusOr<ConsumerSpec>) &&>;
 using ColumnCallback = absl::AnyInvocable<void(absl::StatusOr<ColumnSpec>) &&>;
+using ReserveCallback = absl::AnyInvocable<void(absl::StatusOr<Reservation>) &&>;
 
 // Snapshot for metrics and status, taken without stopping the data path.
 struct StepStats {
@@ -199,6 +235,12 @@ struct DockStats {
   std::array<int64_t, kDropReasons> rows_dropped_total{};
   int64_t version = 0;  // the dock's current policy version (Dock::SetVersion)
   std::vector<StalenessStats> staleness;  // per consumer
+  // Reservations: granted and not yet expired; waiting for admission; and
+  // since creation, those that waited and the seconds they waited.
+  int64_t reservations_live = 0;
+  int64_t reservations_parked = 0;
+  int64_t admission_waits_total = 0;
+  double admission_wait_seconds_total = 0;
   // Per consumer: its lease_ms (0: no leases), and (zero without leases)
   // leases and their rows in flight now;
   // leases that expired or were returned by Nack, and the rows they handed

@@ -73,6 +73,18 @@ struct Families {
                            "Rows past the consumer's max_staleness: passed over (stale: leave) "
                            "or dropped (stale: drop).",
                            MetricType::Counter, {}};
+  MetricFamily reservations{"tdock_reservations_live",
+                            "Reservations granted and not yet past their deadline.",
+                            MetricType::Gauge, {}};
+  MetricFamily parked_reservations{"tdock_parked_reservations",
+                                   "Reservations waiting for admission (producers held back).",
+                                   MetricType::Gauge, {}};
+  MetricFamily admission_waits{"tdock_admission_waits_total",
+                               "Reservations granted after waiting for admission.",
+                               MetricType::Counter, {}};
+  MetricFamily admission_wait_seconds{"tdock_admission_wait_seconds_total",
+                                      "Seconds reservations waited for admission.",
+                                      MetricType::Counter, {}};
   // Consumers with leases only.
   MetricFamily leases{"tdock_leases_in_flight",
                       "Leases handed out and not yet acknowledged.",
@@ -149,6 +161,10 @@ void AddDock(const DockStats& stats, Families& f) {
   AddPer(f.parked_gets, dock, "consumer", stats.consumers, stats.waiters, nullptr);
   Add(f.parked_puts, {{"dock", dock}}, static_cast<double>(stats.parked_puts));
   Add(f.version, {{"dock", dock}}, static_cast<double>(stats.version));
+  Add(f.reservations, {{"dock", dock}}, static_cast<double>(stats.reservations_live));
+  Add(f.parked_reservations, {{"dock", dock}}, static_cast<double>(stats.reservations_parked));
+  Add(f.admission_waits, {{"dock", dock}}, static_cast<double>(stats.admission_waits_total));
+  Add(f.admission_wait_seconds, {{"dock", dock}}, stats.admission_wait_seconds_total);
   for (size_t k = 0; k < stats.consumers.size() && k < stats.staleness.size(); ++k) {
     const StalenessStats& staleness = stats.staleness[k];
     const std::vector<ClientMetric::Label> labels{{"dock", dock},
@@ -196,7 +212,9 @@ std::vector<MetricFamily> DockCollector::Collect() const {
           std::move(f.arena_reserved),   std::move(f.memory_limit),
           std::move(f.parked_gets),   std::move(f.parked_puts),
           std::move(f.version),       std::move(f.staleness),
-          std::move(f.stale_total),
+          std::move(f.stale_total),   std::move(f.reservations),
+          std::move(f.parked_reservations), std::move(f.admission_waits),
+          std::move(f.admission_wait_seconds),
           std::move(f.leases),        std::move(f.rows_in_flight),
           std::move(f.expiries),      std::move(f.nacks),
           std::move(f.returned)};

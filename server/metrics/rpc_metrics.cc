@@ -41,6 +41,7 @@ const std::map<std::string_view, RequestSize>& DockMethods() {
       {"ListRows", &ProtoSize<v1::ListRowsRequest>},
       {"ReleaseStep", &ProtoSize<v1::ReleaseStepRequest>},
       {"SetVersion", &ProtoSize<v1::SetVersionRequest>},
+      {"Reserve", &ProtoSize<v1::ReserveRequest>},
       {"Drop", &ProtoSize<v1::DropRequest>},
       {"Seal", &ProtoSize<v1::SealRequest>},
       {"Ack", &ProtoSize<v1::AckRequest>},

@@ -121,6 +121,29 @@ std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq) {
   return key;
 }
 
+std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('R');
+  PutBe(key, id, 8);
+  return key;
+}
+
+std::string EncodeReservation(const DockJournal::ReservationRecord& r) {
+  std::string value;
+  PutBe(value, static_cast<uint64_t>(r.version), 8);
+  PutBe(value, static_cast<uint64_t>(r.deadline_unix_ms), 8);
+  for (int64_t row : r.rows) PutBe(value, static_cast<uint64_t>(row), 8);
+  return value;
+}
+
+bool DecodeReservation(absl::string_view value, DockJournal::ReservationRecord& r) {
+  Reader in(value);
+  if (!in.ReadI64(r.version) || !in.ReadI64(r.deadline_unix_ms)) return false;
+  int64_t row = 0;
+  while (in.ReadI64(row)) r.rows.push_back(row);
+  return in.done();
+}
+
 std::string EncodeDrop(const DockJournal::DropRecord& d) {
   std::string value;
   value.push_back(static_cast<char>(d.reason));

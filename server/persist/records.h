@@ -16,6 +16,8 @@
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
 //   D <dock> \0 <step:8> v <row:8> <version:8>  a version a write of the row carried
 //                                               (empty; the lowest counts)
+//   D <dock> \0 <step:8> R <id:8>               rows reserved before generation:
+//                                               <version:8> <deadline unix ms:8> <row:8>...
 //   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
 //                                               <reason:1> <seal:1> then <row:8>...
 //   V <dock> \0 <version:8>                     the dock's version (empty; the
@@ -108,6 +110,7 @@ std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int6
                         int32_t rank);
 std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease);
 std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq);
+std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id);
 
 // A hand-out's value: its lease, then its units.
 std::string EncodeHandOut(const DockJournal::HandOut& h);
@@ -120,6 +123,10 @@ bool DecodeRound(absl::string_view value, DockJournal::RoundRecord& r);
 // DecodeDrop fills reason, seal and rows; false if it does not decode.
 std::string EncodeDrop(const DockJournal::DropRecord& d);
 bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d);
+// A reservation's value: its version, deadline and rows. DecodeReservation
+// fills those; false if it does not decode.
+std::string EncodeReservation(const DockJournal::ReservationRecord& r);
+bool DecodeReservation(absl::string_view value, DockJournal::ReservationRecord& r);
 
 }  // namespace tdock::persist::records
 

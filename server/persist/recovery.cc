@@ -111,6 +111,7 @@ class DockScan {
       case 'd': return Delivery(step, in, value);
       case 'k': return Ack(step, in);
       case 'x': return Drop(step, in, value);
+      case 'R': return Reservation(step, in, value);
       default:
         return absl::DataLossError(absl::StrCat("unknown record kind '", std::string(1, kind),
                                                 "' in step ", step));
@@ -123,6 +124,9 @@ class DockScan {
   absl::Status Restore() {
     TDOCK_RETURN_IF_ERROR(cells_.Flush());
     stats_.steps += cells_.steps();
+    for (const DockJournal::ReservationRecord& r : reservations_) {
+      TDOCK_RETURN_IF_ERROR(dock_.Reserved(r));
+    }
     for (const auto& [step, row, key] : keys_) TDOCK_RETURN_IF_ERROR(dock_.Key(step, row, key));
     for (const auto& [step, row, version] : versions_) {
       TDOCK_RETURN_IF_ERROR(dock_.Version(step, row, version));
@@ -239,6 +243,16 @@ class DockScan {
     return absl::OkStatus();
   }
 
+  absl::Status Reservation(int64_t step, Reader& in, absl::string_view value) {
+    DockJournal::ReservationRecord r;
+    if (!in.Read(r.id, 8) || !in.done() || !records::DecodeReservation(value, r)) {
+      return absl::DataLossError(absl::StrCat("a reservation of step ", step, " does not decode"));
+    }
+    r.step = step;
+    reservations_.push_back(std::move(r));
+    return absl::OkStatus();
+  }
+
   absl::Status Ack(int64_t step, Reader& in) {
     uint64_t lease = 0;
     if (!in.Read(lease, 8)) return absl::DataLossError("an acknowledgement does not decode");
@@ -260,6 +274,7 @@ class DockScan {
   std::vector<DockJournal::RoundRecord> rounds_;
   std::vector<DeliveryRecord> deliveries_;
   std::vector<DockJournal::DropRecord> drops_;
+  std::vector<DockJournal::ReservationRecord> reservations_;
   std::vector<std::tuple<int64_t, int64_t, std::string>> keys_;  // step, row, key
   std::vector<std::tuple<int64_t, int64_t, int64_t>> versions_;  // step, row, version
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)

@@ -19,11 +19,13 @@ using records::DockVersionPrefix;
 using records::DropKey;
 using records::EncodeDrop;
 using records::EncodeHandOut;
+using records::EncodeReservation;
 using records::EncodeRound;
 using records::HandOutKey;
 using records::KeyKey;
 using records::PrefixEnd;
 using records::PutBe;
+using records::ReservationKey;
 using records::RoundKey;
 using records::SpecKey;
 using records::StepPrefix;
@@ -46,6 +48,13 @@ void StoreDockJournal::Put(const PutRecord& put, Done done) {
                       DockPrefix(dock_).size());
   }
   Submit(std::move(batch), std::move(done), put.unused);
+}
+
+void StoreDockJournal::Reserved(const ReservationRecord& r, const DropRecord* unused,
+                                Done done) {
+  StoreBatch batch;
+  batch.Put(ReservationKey(dock_, r.step, r.id), EncodeReservation(r));
+  Submit(std::move(batch), std::move(done), unused);
 }
 
 void StoreDockJournal::HandedOut(const HandOut& h, Done done) {

@@ -34,6 +34,8 @@ class StoreDockJournal final : public DockJournal {
                       const RoundRecord* formed, Done done) override;
   void LeaseEnded(const LeaseEnd& end, Done done) override;
   void Dropped(const DropRecord& drop, Done done) override;
+  void Reserved(const ReservationRecord& reservation, const DropRecord* unused,
+                Done done) override;
   void Released(int64_t step, Done done) override;
   void SpecChanged(const DockSpec& spec, Done done) override;
   void VersionSet(int64_t version, Done done) override;

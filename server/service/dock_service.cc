@@ -179,6 +179,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.new_rows = header.new_rows();
   input.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
   input.versions.assign(header.versions().begin(), header.versions().end());
+  input.reservation = header.reservation();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.
@@ -187,6 +188,44 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
     absl::Status status = result.status();
     if (status.ok()) status = WritePutResponse(*result, response);
     reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DockService::Reserve(grpc::CallbackServerContext* context,
+                                               const v1::ReserveRequest* request,
+                                               v1::ReserveResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<absl::Duration> wait =
+      WaitBound(request->dock(), "Reserve", request->wait_ms(), limits_);
+  if (!wait.ok()) return FinishNow(context, wait.status());
+  if (absl::Status rows = ServiceLimits::Check(
+          std::max<int64_t>(request->rows(), request->group_sizes_size()),
+          limits_.max_rows_per_request,
+          absl::StrCat("Reserve on dock '", request->dock(), "': rows"), "max_rows_per_request");
+      !rows.ok()) {
+    return FinishNow(context, rows);
+  }
+  ReserveInput input;
+  if (request->has_version()) input.version = request->version();
+  input.rows = request->rows();
+  input.group_sizes.assign(request->group_sizes().begin(), request->group_sizes().end());
+  input.deadline = absl::Milliseconds(request->deadline_ms());
+  input.wait = ClampToDeadline(*wait, *context);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->Reserve(std::move(input), [reactor, response](absl::StatusOr<Reservation> granted) {
+    if (granted.ok()) {
+      response->set_reservation(granted->id);
+      response->set_step(granted->step);
+      response->mutable_rows()->Assign(granted->rows.begin(), granted->rows.end());
+      response->set_version(granted->version);
+      response->set_timed_out(granted->timed_out);
+      // The server's docks run on the real clock.
+      if (!granted->timed_out) response->set_deadline_unix_ms(absl::ToUnixMillis(granted->deadline));
+    }
+    reactor->Finish(ToGrpcStatus(granted.status()));
   });
   return reactor;
 }

@@ -110,6 +110,9 @@ class DockService final
   grpc::ServerUnaryReactor* SetVersion(grpc::CallbackServerContext* context,
                                        const v1::SetVersionRequest* request,
                                        v1::SetVersionResponse* response) override;
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* context,
+                                    const v1::ReserveRequest* request,
+                                    v1::ReserveResponse* response) override;
   grpc::ServerUnaryReactor* ReleaseStep(
       grpc::CallbackServerContext* context,
       const v1::ReleaseStepRequest* request,

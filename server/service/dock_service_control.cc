@@ -157,6 +157,10 @@ absl::Status DockService::DoGetDockStatus(
   response->set_parked_puts(stats.parked_puts);
   FillDropCounts(stats.rows_dropped_total, response->mutable_dropped_total());
   response->set_version(stats.version);
+  response->set_reservations_live(stats.reservations_live);
+  response->set_reservations_parked(stats.reservations_parked);
+  response->set_admission_waits(stats.admission_waits_total);
+  response->set_admission_wait_seconds(stats.admission_wait_seconds_total);
   return absl::OkStatus();
 }
 

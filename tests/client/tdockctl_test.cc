@@ -203,6 +203,7 @@ TEST_F(TdockctlTest, StatusAndRelease) {
   const RunResult described = Run({"status", "ctl"});
   EXPECT_NE(described.out.find("max_staleness 3 stale leave"), std::string::npos)
       << described.out;
+
   const RunResult back = Run({"set-version", "ctl", "2"});
   EXPECT_EQ(back.exit_code, 1);
   EXPECT_NE(back.err.find("a version only advances"), std::string::npos) << back.err;
@@ -211,6 +212,27 @@ TEST_F(TdockctlTest, StatusAndRelease) {
   EXPECT_EQ(released["released"], true);
   status = RunJson({"status", "ctl"});
   EXPECT_TRUE(status["steps"].empty()) << status;
+
+  // Reserve rows for the dock's version, then write them naming the
+  // reservation; bad flags exit 2, a refused reservation 1.
+  const Json reserved = RunJson({"reserve", "ctl", "--count", "2", "--deadline_ms", "60000"});
+  EXPECT_EQ(reserved["timed_out"], false) << reserved;
+  EXPECT_EQ(reserved["version"], 3);
+  const int64_t step = reserved["step"];
+  const std::vector<int64_t> rows = reserved["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  WriteFile(Path("ids2.json"), "[[1], [2]]");
+  const Json put = RunJson({"put", "ctl", "--step", absl::StrCat(step), "--rows",
+                            absl::StrCat(rows[0], ",", rows[1]), "--column",
+                            "ids=" + Path("ids2.json"), "--reservation",
+                            absl::StrCat(static_cast<uint64_t>(reserved["reservation"]))});
+  EXPECT_EQ(put["rows"], 2) << put;
+  EXPECT_EQ(RunJson({"status", "ctl"})["reservations"]["live"], 1);
+  EXPECT_EQ(Run({"reserve", "ctl", "--count", "2", "--group_sizes", "1"}).exit_code, 2);
+  const RunResult newer = Run({"reserve", "ctl", "--count", "2", "--version", "4"});
+  EXPECT_EQ(newer.exit_code, 1);
+  EXPECT_NE(newer.err.find("version 4 is newer than the dock's version 3"), std::string::npos)
+      << newer.err;
 }
 
 // drop and seal: the step's status shows the seal and the drops by reason,

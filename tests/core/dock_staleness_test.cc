@@ -102,7 +102,7 @@ TEST(StalenessTest, AWriteToARowDroppedAsStaleNamesTheReason) {
                 absl::StatusCode::kFailedPrecondition, "row 0 was dropped (stale)");
 }
 
-TEST(StalenessTest, RowsBecomeStaleAsTheVersionAdvancesWhileAGetWaits) {
+TEST(StalenessTest, AWaitingGetTakesNoRowThatBecameStaleMeanwhile) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(testing::DropSpec({Bounded("actor", 8, 0)})));
   PutPrompts(*dock, Iota(0, 4), {0, 0, 0, 0});
   std::promise<absl::StatusOr<Batch>> got;

@@ -196,6 +196,34 @@ def dropper(address: str, dock_name: str, log_path: str, steps: int) -> int:
     return 0
 
 
+def rollout(address: str, dock_name: str, log_path: str, count: int) -> int:
+    """Reserves rows for the dock's newest version, writes them naming the
+    reservation, and advances the version every third reservation; logs
+    each answer (a reservation whose answer a kill lost is asked again: the
+    first one's rows stay reserved until its deadline)."""
+    with open(log_path, "a", encoding="utf-8") as log:
+        client = tdock.Client(address, timeout=5.0)
+        dock = client.dock(dock_name)
+        for i in range(count):
+            if i % 3 == 0:
+                answered(lambda: dock.set_version(i // 3))
+                log_line(log, f"version {i // 3}")
+            r = answered(lambda: dock.reserve(4, deadline=600.0, wait=5.0))
+            if r.timed_out:
+                continue
+            rows = " ".join(str(row) for row in r.rows)
+            log_line(log, f"reserved {r.id} {r.step} {r.version} {rows}")
+            try:
+                answered(lambda: dock.put(r.step, None, {"x": [cell(r.step, row) for row in r.rows]},
+                                          reservation=r, wait=5.0))
+            except tdock.errors.AlreadyExists:
+                pass  # stored before a kill
+            log_line(log, f"wrote {r.id} {r.step} {rows}")
+            time.sleep(0.02)
+        log_line(log, "done")
+    return 0
+
+
 def connect(address: str, client=None):
     """A new client (closing `client`): its channel connects at once instead
     of waiting out the reconnect backoff of one that saw the server die."""
@@ -280,6 +308,8 @@ if __name__ == "__main__":
         sys.exit(churn(sys.argv[2], sys.argv[3], sys.argv[4]))
     if role == "dropper":
         sys.exit(dropper(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    if role == "rollout":
+        sys.exit(rollout(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
     if role == "trainer":
         sys.exit(trainer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
                          int(sys.argv[6])))

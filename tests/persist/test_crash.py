@@ -20,7 +20,12 @@ both ranks; no lease is left in flight. And a dropper process drops rows and
 groups of a third dock and seals its steps: every drop and seal answered
 before a kill is there after the restart (the rows read as dropped with
 their reason, the step as sealed), and after the last restart every step
-holds exactly the drops asked for. Loopback only, bounded in time."""
+holds exactly the drops asked for. And a rollout process reserves rows of a
+fourth dock for its newest version, writes them naming the reservation, and
+advances the version: every reservation answered before a kill is there
+after the restart (its rows carry its version), every write of it too, and
+the dock's version is never below one answered. Loopback only, bounded in
+time."""
 
 import os
 import pathlib
@@ -112,6 +117,29 @@ def churn_state(dock, step):
     return state
 
 
+def check_rollout(dock, log):
+    """Every reservation the rollout logged as answered is there (its rows
+    carry its version), every write of one too, and the dock's version is at
+    least the last one answered. Returns the reservations checked."""
+    answered = lines(log)
+    versions = [int(l[1]) for l in answered if l[0] == "version"]
+    assert dock.status().version >= max(versions, default=0)
+    reserved = [l for l in answered if l[0] == "reserved"]
+    for l in reserved:
+        step, version, rows = int(l[2]), int(l[3]), [int(r) for r in l[4:]]
+        listed = dock.list_rows(step)
+        assert [listed[r].version for r in rows] == [version] * len(rows), \
+            f"reservation {l[1]}: its rows lost their version"
+    for l in answered:
+        if l[0] == "wrote":
+            step, rows = int(l[2]), [int(r) for r in l[3:]]
+            read = dock.read(step, rows)
+            for i, row in enumerate(rows):
+                assert read.row("x", i).tolist() == cell(step, row).tolist(), \
+                    f"reservation {l[1]}: row {row} lost"
+    return len(reserved)
+
+
 def check_drops(dock, log, final=False):
     """Every drop and seal the dropper logged as answered is there: the rows
     read as dropped for the reason given, the step is sealed; after the last
@@ -201,6 +229,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     data_dir, port = tmp_path / "db", free_port()
     produced, consumed = tmp_path / "producer.log", tmp_path / "consumer.log"
     churned, dropping = tmp_path / "churn.log", tmp_path / "dropper.log"
+    rolled = tmp_path / "rollout.log"
     trained = [tmp_path / f"trainer{r}.log" for r in range(RANKS)]
     proc, address = start(data_dir, port)
     with tdock.Client(address) as c:
@@ -226,6 +255,12 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             "name": "drops", "num_prompts": DROP_GROUPS, "n_samples_per_prompt": 2,
             "steps_in_flight": 64, "columns": {"x": {"dtype": "int32"}},
             "consumers": {"never": {"columns": ["x"]}}})
+        # Admission under a bound that never holds a producer back: no step
+        # is ever released here.
+        c.create_dock({
+            "name": "async", "num_prompts": 4, "n_samples_per_prompt": 2,
+            "steps_in_flight": 64, "columns": {"x": {"dtype": "int32"}},
+            "consumers": {"never": {"columns": ["x"], "max_staleness": 1000}}})
     workers_log = open(tmp_path / "workers.out", "w")
     producer = worker("producer", address, "crash", str(produced), str(STEPS), log=workers_log)
     consumer = worker("consumer", address, "crash", str(consumed), log=workers_log)
@@ -233,12 +268,14 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
     dropper = worker("dropper", address, "drops", str(dropping), "64", log=workers_log)
     trainers = [worker("trainer", address, "crash", str(trained[r]), str(r), str(STEPS),
                        log=workers_log) for r in range(RANKS)]
+    roller = worker("rollout", address, "async", str(rolled), "100", log=workers_log)
     partial = []
     try:
         # The kills start once every worker is running (has opened its log):
         # six Python processes take a while to start on two cores.
         deadline = time.monotonic() + 60
-        while not all(p.exists() for p in (produced, consumed, churned, dropping, *trained)):
+        while not all(p.exists() for p in (produced, consumed, churned, dropping, rolled,
+                                           *trained)):
             assert time.monotonic() < deadline, (tmp_path / "workers.out").read_text()
             time.sleep(0.05)
         for kill in range(KILLS):
@@ -251,7 +288,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
             # checked, so the retry of the Put each had in flight cannot land
             # in the middle of the check of that Put (which reads it row by
             # row, and would see it half there).
-            for w in (producer, churner, dropper):
+            for w in (producer, churner, dropper, roller):
                 w.send_signal(signal.SIGSTOP)
             acked_before = {(int(s), int(p)) for kind, s, p in
                             (l for l in lines(produced) if l[0] in ("ack", "exists"))}
@@ -278,14 +315,16 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                     state = churn_state(churn, tried[-1])
                     assert all(state) or not any(state), f"kill {kill}: churn put partial"
                 check_drops(c.dock("drops"), dropping)
-            for w in (producer, churner, dropper):
+                check_rollout(c.dock("async"), rolled)
+            for w in (producer, churner, dropper, roller):
                 w.send_signal(signal.SIGCONT)
         assert producer.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
         for t in trainers:  # they finish the last step once it is written
             assert t.wait(timeout=60) == 0, trainer_failures(trained)
         assert dropper.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
+        assert roller.wait(timeout=120) == 0, (tmp_path / "workers.out").read_text()
     finally:
-        for w in (producer, consumer, churner, dropper, *trainers):
+        for w in (producer, consumer, churner, dropper, roller, *trainers):
             if w.poll() is None:
                 w.kill()
                 w.wait()
@@ -302,7 +341,9 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
                 assert all(rows_state(dock, s, range(ROWS))), s
             status = dock.status()
             drops = check_drops(c.dock("drops"), dropping, final=True)
+            reservations = check_rollout(c.dock("async"), rolled)
         assert drops >= 3 * 10, f"the dropper dropped only {drops} rows"
+        assert reservations >= 80, f"the rollout made only {reservations} reservations"
         assert len(status.steps) == STEPS
         # No row was handed to the eater twice, across every restart.
         got = [(int(l[1]), int(r)) for l in lines(consumed) if l[0] == "got" for r in l[2:]]
@@ -335,7 +376,7 @@ def test_kill_9_loses_no_acknowledged_put_and_hands_out_no_row_twice(tmp_path):
               f"{puts['retry']} retries; trainer: {kinds['got']} shares, Acks answered "
               f"{kinds['ack']} at once, {kinds['reack']} on a retry, {kinds['acked']} "
               f"retries found them already acknowledged; {kinds['lost']} Gets lost; "
-              f"{drops} rows dropped")
+              f"{drops} rows dropped; {reservations} reservations")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)

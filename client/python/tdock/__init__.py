@@ -16,7 +16,7 @@ same client for asyncio.
 from tdock import aio, errors
 from tdock._calls import DROP_REASONS
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
-from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck,
+from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck, Reservation,
                           RowState, StalenessStatus, StepStatus, Tls)
 from tdock.columns import Packed, Padded
 
@@ -24,7 +24,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "DROP_REASONS", "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
-    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "RowState",
+    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "Reservation", "RowState",
     "StalenessStatus", "StepStatus", "Tls",
     "aio", "errors", "__version__",
 ]

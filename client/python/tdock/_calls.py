@@ -18,7 +18,7 @@ from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
 from tdock.status import (DockStatus, DockSummary, LeaseStatus, PutAck,  # noqa: F401
-                          RowState, StalenessStatus, StepStatus, drop_counts)
+                          Reservation, RowState, StalenessStatus, StepStatus, drop_counts)
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
@@ -230,7 +230,8 @@ class _DockCalls:
                      columns: Mapping[str, Any], ack: Any, wait: float,
                      keys: Iterable[str] | None = None, new_rows: int = 0,
                      group_sizes: Iterable[int] | None = None,
-                     versions: int | Iterable[int] | None = None
+                     versions: int | Iterable[int] | None = None,
+                     reservation: int = 0
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it)."""
@@ -271,8 +272,36 @@ class _DockCalls:
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
                                      new_rows=new_rows, group_sizes=group_sizes,
-                                     versions=versions)
+                                     versions=versions, reservation=reservation)
         return wire.encode_put(header, wire_columns), leased
+
+    @staticmethod
+    def _reserved(step: int, rows: Any, reservation: Any) -> tuple[Any, int]:
+        """A Put's rows and reservation id: a Reservation's rows by default."""
+        if reservation is None:
+            return rows, 0
+        if isinstance(reservation, Reservation):
+            if reservation.timed_out:
+                raise errors.InvalidArgument("put: the reservation timed out; nothing was reserved")
+            if step != reservation.step:
+                raise errors.InvalidArgument(
+                    f"put: reservation {reservation.id} is of step {reservation.step}, "
+                    f"not {step}")
+            return (reservation.rows if rows is None else rows), reservation.id
+        return rows, int(reservation)
+
+    def _reserve_request(self, version: int | None, rows: int | None,
+                         group_sizes: Iterable[int] | None, deadline: float,
+                         wait: float) -> dock_pb2.ReserveRequest:
+        return dock_pb2.ReserveRequest(
+            dock=self.name, version=version, rows=rows or 0,
+            group_sizes=[int(k) for k in group_sizes] if group_sizes is not None else [],
+            deadline_ms=_millis(deadline, "deadline"), wait_ms=_millis(wait, "wait"))
+
+    @staticmethod
+    def _reservation(r: dock_pb2.ReserveResponse) -> Reservation:
+        return Reservation(r.reservation, r.step, list(r.rows), r.version,
+                           r.deadline_unix_ms / 1000.0, r.timed_out)
 
     def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:
         for col in spec.columns:
@@ -354,7 +383,9 @@ class _DockCalls:
         return DockStatus(r.spec, steps, {c.name: c.waiters for c in r.consumers},
                           r.arena_bytes_used, r.arena_bytes_reserved,
                           r.memory_limit_bytes, r.parked_puts, leases,
-                          drop_counts(r.dropped_total), r.version, staleness)
+                          drop_counts(r.dropped_total), r.version, staleness,
+                          r.reservations_live, r.reservations_parked, r.admission_waits,
+                          r.admission_wait_seconds)
 
     def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
         return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)

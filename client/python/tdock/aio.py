@@ -111,8 +111,10 @@ class Dock(_DockCalls):
                   *, ack: Any = None, wait: float = 30.0,
                   keys: Iterable[str] | None = None, new_rows: int = 0,
                   group_sizes: Iterable[int] | None = None,
-                  versions: int | Iterable[int] | None = None) -> PutAck:
+                  versions: int | Iterable[int] | None = None,
+                  reservation: Any = None) -> PutAck:
         """As tdock.Dock.put."""
+        rows, reserved = self._reserved(step, rows, reservation)
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
@@ -123,12 +125,12 @@ class Dock(_DockCalls):
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes, versions)
+                                                group_sizes, versions, reserved)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes, versions)
+                                                group_sizes, versions, reserved)
         resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                       extra_timeout=wait, serialize=_raw)
         await self.ack(leased[1:])
@@ -202,6 +204,15 @@ class Dock(_DockCalls):
         return (await self.client.call(
             "SetVersion", dock_pb2.SetVersionRequest(dock=self.name, version=version),
             dock_pb2.SetVersionResponse)).version
+
+    async def reserve(self, rows: int | None = None, *, version: int | None = None,
+                      group_sizes: Iterable[int] | None = None, deadline: float = 600.0,
+                      wait: float = 30.0):
+        """As tdock.Dock.reserve; while it waits for admission, the event
+        loop runs on."""
+        req = self._reserve_request(version, rows, group_sizes, deadline, wait)
+        return self._reservation(await self.client.call(
+            "Reserve", req, dock_pb2.ReserveResponse, extra_timeout=wait))
 
     async def release(self, step: int) -> None:
         """As tdock.Dock.release."""

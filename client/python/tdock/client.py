@@ -28,14 +28,14 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, RowState,
-                          StalenessStatus, StepStatus,
+from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, Reservation,
+                          RowState, StalenessStatus, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
                           _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
-           "StalenessStatus", "StepStatus", "Tls"]
+           "Reservation", "StalenessStatus", "StepStatus", "Tls"]
 
 
 class Client(_Connection):
@@ -120,7 +120,8 @@ class Dock(_DockCalls):
             *, ack: Any = None, wait: float = 30.0,
             keys: Iterable[str] | None = None, new_rows: int = 0,
             group_sizes: Iterable[int] | None = None,
-            versions: int | Iterable[int] | None = None) -> PutAck:
+            versions: int | Iterable[int] | None = None,
+            reservation: Any = None) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
@@ -141,7 +142,10 @@ class Dock(_DockCalls):
         a later write past it fails (errors.FailedPrecondition). `versions`:
         the policy (weights) version the rows were generated with, one int
         for all rows or one per row (>= 0); a row keeps the oldest it was
-        given, and batches (`batch.versions`) and list_rows carry it."""
+        given, and batches (`batch.versions`) and list_rows carry it.
+        `reservation`: a Reservation (Dock.reserve) or its id whose rows this
+        writes, at its step (with `rows` None, all of them)."""
+        rows, reserved = self._reserved(step, rows, reservation)
         if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
             rows = list(rows)
         keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
@@ -151,11 +155,11 @@ class Dock(_DockCalls):
             versions = list(versions)
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows, group_sizes, versions)
+                                                keys, new_rows, group_sizes, versions, reserved)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows, group_sizes, versions)
+                                                keys, new_rows, group_sizes, versions, reserved)
         resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                 extra_timeout=wait, serialize=_raw)
         self.ack(leased[1:])
@@ -255,6 +259,24 @@ class Dock(_DockCalls):
         return self.client.call("SetVersion",
                                 dock_pb2.SetVersionRequest(dock=self.name, version=version),
                                 dock_pb2.SetVersionResponse).version
+
+    def reserve(self, rows: int | None = None, *, version: int | None = None,
+                group_sizes: Iterable[int] | None = None, deadline: float = 600.0,
+                wait: float = 30.0) -> Reservation:
+        """Admission before generation: asks for `rows` new rows (whole groups
+        of n, the last maybe partly) or groups of `group_sizes` for data
+        about to be generated with policy `version` (None: the dock's version
+        when granted, `Reservation.version` — generate with those weights).
+        The server grants rows of
+        the oldest step with room once rows of that version landing there can
+        be trained on within the consumers' max_staleness, waiting up to
+        `wait` seconds for that (then `timed_out`, nothing reserved): rollout
+        is paced instead of generating samples that would be thrown away.
+        The rows carry the version; rows without a cell after `deadline`
+        seconds are dropped ("expired"), so a dead producer holds no step."""
+        req = self._reserve_request(version, rows, group_sizes, deadline, wait)
+        return self._reservation(self.client.call("Reserve", req, dock_pb2.ReserveResponse,
+                                                  extra_timeout=wait))
 
     def drop(self, step: int, rows: Iterable[int] | None = None,
              groups: Iterable[int] | None = None, reason: str = "failed") -> int:

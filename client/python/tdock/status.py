@@ -38,6 +38,19 @@ class LeaseStatus:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """Rows granted before generating (Dock.reserve): write them with
+    `dock.put(r.step, r.rows, columns, reservation=r)` (or by row) before
+    `deadline`; rows without a cell then are dropped ("expired")."""
+    id: int
+    step: int
+    rows: list[int]
+    version: int      # the policy version the rows are generated with
+    deadline: float   # seconds since the epoch
+    timed_out: bool = False  # not admitted within the wait: nothing reserved
+
+
+@dataclass(frozen=True)
 class StalenessStatus:
     """How stale the rows handed to a consumer were, since the dock was created."""
     versioned_rows: int  # rows handed out that had a version
@@ -65,6 +78,10 @@ class DockStatus:
     dropped: dict[str, int] = field(default_factory=dict)
     version: int = 0  # the dock's current policy version (Dock.set_version)
     staleness: dict[str, StalenessStatus] = field(default_factory=dict)  # per consumer
+    reservations_live: int = 0    # granted, not past their deadline
+    reservations_parked: int = 0  # waiting for admission
+    admission_waits: int = 0      # since creation: granted after waiting ...
+    admission_wait_seconds: float = 0.0  # ... and how long in all
 
 
 @dataclass(frozen=True)

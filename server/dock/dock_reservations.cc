@@ -1,0 +1,416 @@
+// DockImpl's reservations (admission before generation): a producer asks
+// for rows before it generates them, for the policy version it generates
+// with, and gets a step and rows once data of that version landing there can
+// still be trained on within the consumers' staleness bounds; until then the
+// request waits (bounded, like a Get), so rollout is paced instead of
+// producing rows that will be passed over or dropped.
+//
+// Admission assumes the dock's version advances by one per step trained,
+// after the step is released (taken by every consumer, or acknowledged):
+// rows of version v in step s are trained at version B + (s - f), where f is
+// the oldest step not released and B the version f trains at: the dock's
+// version, or one past the version the last released step was released
+// at if that is more (its training may be under way). They are admitted
+// while that minus v is within the smallest max_staleness of the consumers
+// that hold steps (with none, only the ring of partitions paces). The step
+// is the oldest one with room that admits them.
+//
+// A granted reservation's rows are taken like an append's (whole groups;
+// declared sizes close a group's rest as "unused") and reserved: no append
+// takes them, Puts write them by row or by naming the reservation. Its record
+// (rows, version, deadline) is stored before it is answered; the rows carry
+// its version. At the deadline, rows of it with no cell are dropped as
+// "expired" (closed to Puts while that drop is recorded), so a producer that
+// died holds no step; a later Put naming the reservation fails saying so.
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "server/dock/dock_impl.h"
+
+namespace tdock::internal {
+namespace {
+
+// Expired reservations remembered to name them in a late Put's error.
+constexpr size_t kExpiredRemembered = 4096;
+
+constexpr absl::Duration kMaxReservationDeadline = absl::Hours(24);
+
+}  // namespace
+
+absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
+  const std::string who = absl::StrCat("dock '", name_, "': reservation");
+  if (in.version.has_value() && *in.version < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(who, ": version ", *in.version, " is negative"));
+  }
+  const int64_t now = version_.load(std::memory_order_acquire);
+  if (in.version.has_value() && *in.version > now) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        who, ": version ", *in.version, " is newer than the dock's version ", now,
+        ": no weights of that version exist yet (the trainer sets the version)"));
+  }
+  if (in.rows < 0 || (in.rows > 0) == !in.group_sizes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, " asks for ", in.rows, " rows and ", in.group_sizes.size(),
+        " group sizes: ask for rows, or for groups of given sizes"));
+  }
+  for (int32_t size : in.group_sizes) {
+    if (size < 1 || size > group_size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": group size ", size, " is out of range [1, ", group_size_,
+          "] (n_samples_per_prompt)"));
+    }
+  }
+  const int64_t rows = in.row_count();
+  const int64_t groups = in.group_sizes.empty() ? (rows + group_size_ - 1) / group_size_
+                                                : static_cast<int64_t>(in.group_sizes.size());
+  if (groups * group_size_ > rows_per_step_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, " of ", rows, " rows (", groups, " groups) is over a step's capacity of ",
+        rows_per_step_, " rows (max_rows_per_step)"));
+  }
+  if (in.deadline <= absl::ZeroDuration() || in.deadline > kMaxReservationDeadline) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": deadline ", absl::FormatDuration(in.deadline),
+        " is out of range (0, 24h]: rows not written by then are dropped"));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<int64_t> DockImpl::AdmissionBoundLocked(std::string* consumer) const {
+  std::optional<int64_t> bound;
+  for (const ConsumerPlan& plan : plans_) {
+    if (!plan.holds_steps() || !plan.max_staleness.has_value()) continue;
+    if (!bound.has_value() || *plan.max_staleness < *bound) {
+      bound = plan.max_staleness;
+      *consumer = plan.name;
+    }
+  }
+  return bound;
+}
+
+int64_t DockImpl::FrontStepLocked() const {
+  int64_t front = std::numeric_limits<int64_t>::max();
+  for (const auto& part : partitions_) {
+    int64_t next = 0;
+    if (part->live(mu_)) {
+      next = part->step(mu_);
+    } else if (part->last_released(mu_) < 0) {
+      next = part->index();
+    } else {
+      next = part->last_released(mu_) + steps_in_flight_;
+    }
+    front = std::min(front, next);
+  }
+  return front;
+}
+
+DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
+  ReserveAttempt attempt;
+  int64_t front = 0;
+  int64_t base = 0;     // the version step `front` trains at
+  int64_t version = 0;  // the rows'
+  std::optional<int64_t> bound;
+  std::string bounded_by;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    front = FrontStepLocked();
+    bound = AdmissionBoundLocked(&bounded_by);
+    const int64_t now = version_.load(std::memory_order_acquire);
+    version = in.version.value_or(now);
+    base = now;
+    if (version_at_release_ >= 0) base = std::max(base, version_at_release_ + 1);
+  }
+  for (int64_t step = front; step < front + steps_in_flight_; ++step) {
+    // Later steps are trained later still: the first one that does not admit
+    // the rows ends the search.
+    const int64_t trained_at = base + (step - front);
+    if (bound.has_value() && trained_at - version > *bound) {
+      attempt.reason = absl::StrCat(
+          Where(step), " would train rows of version ", version, " at version ", trained_at,
+          ", past consumer '", bounded_by, "' max_staleness ", *bound,
+          " (waiting for the trainer to release steps)");
+      return attempt;
+    }
+    PutInput rows;
+    rows.step = step;
+    rows.new_rows = in.rows;
+    rows.group_sizes = in.group_sizes;
+    if (!in.group_sizes.empty()) rows.new_rows = in.row_count();
+    std::string blocked;
+    bool activated = false;
+    absl::StatusOr<std::shared_ptr<StepArena>> arena = ActivateForPut(rows, &blocked, &activated);
+    if (!arena.ok()) continue;  // released (or being released) meanwhile
+    if (*arena == nullptr) {
+      attempt.reason = blocked.empty() ? Where(step) + " is changing" : blocked;
+      return attempt;
+    }
+    absl::Status assigned = AssignRows(rows, id);
+    if (assigned.ok()) {
+      Reservation granted;
+      granted.id = id;
+      granted.step = step;
+      granted.rows = std::move(rows.rows);
+      granted.version = version;
+      granted.deadline = limits_.clock->Now() + in.deadline;
+      attempt.unused = std::move(rows.unused);
+      attempt.done = std::move(granted);
+      return attempt;
+    }
+    if (activated) DeactivateIfUnused(step, *arena);
+    if (absl::IsAborted(assigned)) {
+      attempt.reason = std::string(assigned.message());
+      return attempt;
+    }
+    // No room, sealed or being sealed: the next step.
+  }
+  attempt.reason = absl::StrCat("dock '", name_, "': steps ", front, " to ",
+                                front + steps_in_flight_ - 1,
+                                " (steps_in_flight) have no room for ", in.row_count(),
+                                " rows (waiting for a step to be released)");
+  return attempt;
+}
+
+void DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
+  if (absl::Status valid = ValidateReserve(input); !valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  ReserveAttempt attempt;
+  {
+    tdock::MutexLock lock(&res_mu_);
+    // Tried and parked in one hold: a release between the two wakes it.
+    attempt = TryReserve(input, next_reservation_.fetch_add(1, std::memory_order_relaxed));
+    if (attempt.done.has_value() && attempt.done->ok()) {
+      const Reservation& r = **attempt.done;
+      reservations_[r.id] = {r.step, r.rows, r.version, r.deadline};
+    } else if (!attempt.done.has_value() && input.wait > absl::ZeroDuration()) {
+      const absl::Time now = limits_.clock->Now();
+      const absl::Time until = now + input.wait;
+      parked_reservations_.push_back({std::move(input), std::move(done), now, until});
+      alarm_->RingAt(until);
+      return;
+    }
+  }
+  if (!attempt.done.has_value()) {
+    Reservation none;
+    none.timed_out = true;
+    std::move(done)(std::move(none));
+    return;
+  }
+  FinishReserve(std::move(attempt), std::move(done));
+}
+
+void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
+  if (!attempt.done->ok()) {
+    std::move(done)(std::move(*attempt.done));
+    return;
+  }
+  Reservation granted = **std::move(attempt.done);
+  alarm_->RingAt(granted.deadline);
+  const int64_t step = granted.step;
+  std::vector<int64_t> unused = std::move(attempt.unused);
+  auto apply = [this, granted, unused, done = std::move(done)](absl::Status stored) mutable {
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      if (HoldsLocked(granted.step)) {
+        Partition& part = PartitionOf(granted.step);
+        tdock::MutexLock commit(&part.commit_mu());
+        if (stored.ok()) {
+          for (int64_t row : granted.rows) part.LowerVersion(row, granted.version);
+        } else {
+          part.SetReserved(granted.rows, 0);  // free for appends again
+        }
+      }
+    }
+    if (!unused.empty()) CloseUnusedRows(granted.step, unused, stored.ok());
+    if (!stored.ok()) {
+      {
+        tdock::MutexLock lock(&res_mu_);
+        reservations_.erase(granted.id);
+      }
+      std::move(done)(absl::UnavailableError(absl::StrCat(
+          Where(granted.step), ": reservation not stored (", stored.message(), ")")));
+      WakeReservations();  // its rows are free again
+      return;
+    }
+    std::move(done)(std::move(granted));
+  };
+  if (journal_ == nullptr) {
+    apply(absl::OkStatus());
+    return;
+  }
+  DockJournal::ReservationRecord record{
+      step, granted.id, granted.rows, granted.version,
+      absl::ToUnixMillis(absl::Now() + (granted.deadline - limits_.clock->Now()))};
+  std::optional<DockJournal::DropRecord> closed;
+  if (!unused.empty()) closed = DockJournal::DropRecord{step, unused, DropReason::kUnused};
+  journal_->Reserved(record, closed.has_value() ? &*closed : nullptr,
+                     KeepAlive(std::move(apply)));
+}
+
+void DockImpl::WakeReservations() {
+  std::vector<std::pair<ReserveAttempt, ReserveCallback>> answers;
+  {
+    tdock::MutexLock lock(&res_mu_);
+    if (parked_reservations_.empty()) return;
+    const absl::Time now = limits_.clock->Now();
+    for (auto it = parked_reservations_.begin(); it != parked_reservations_.end();) {
+      ReserveAttempt attempt =
+          TryReserve(it->in, next_reservation_.fetch_add(1, std::memory_order_relaxed));
+      if (!attempt.done.has_value() && now < it->until) {
+        ++it;
+        continue;
+      }
+      if (attempt.done.has_value() && attempt.done->ok()) {
+        const Reservation& r = **attempt.done;
+        reservations_[r.id] = {r.step, r.rows, r.version, r.deadline};
+        ++admission_waits_;
+        admission_wait_seconds_ += absl::ToDoubleSeconds(now - it->since);
+      }
+      answers.emplace_back(std::move(attempt), std::move(it->done));
+      it = parked_reservations_.erase(it);
+    }
+  }
+  for (auto& [attempt, done] : answers) {
+    if (attempt.done.has_value()) {
+      FinishReserve(std::move(attempt), std::move(done));
+    } else {
+      Reservation none;
+      none.timed_out = true;
+      std::move(done)(std::move(none));
+    }
+  }
+}
+
+absl::Time DockImpl::ExpireReservations(absl::Time now) {
+  struct Expiring {
+    uint64_t id;
+    ReservationEntry entry;
+  };
+  std::vector<Expiring> expiring;
+  absl::Time next = absl::InfiniteFuture();
+  {
+    tdock::MutexLock lock(&res_mu_);
+    for (auto it = reservations_.begin(); it != reservations_.end();) {
+      if (it->second.deadline > now) {
+        next = std::min(next, it->second.deadline);
+        ++it;
+        continue;
+      }
+      expired_[it->first] = {it->second.step, it->second.deadline};
+      if (expired_.size() > kExpiredRemembered) expired_.erase(expired_.begin());
+      expiring.push_back({it->first, std::move(it->second)});
+      it = reservations_.erase(it);
+    }
+    for (const ParkedReservation& parked : parked_reservations_) next = std::min(next, parked.until);
+  }
+  for (const Expiring& e : expiring) {
+    std::vector<int64_t> rows;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      if (!HoldsLocked(e.entry.step) || PartitionOf(e.entry.step).releasing(mu_)) continue;
+      Partition& part = PartitionOf(e.entry.step);
+      tdock::MutexLock commit(&part.commit_mu());
+      // A cell being recorded counts as written: its Put is under way.
+      for (int64_t row : e.entry.rows) {
+        if (!part.has_cell(row) && !part.dropped(row)) rows.push_back(row);
+      }
+      part.SetReserved(e.entry.rows, 0);
+      if (rows.empty()) continue;
+      part.SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
+      if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
+    }
+    const int64_t step = e.entry.step;
+    RecordAndApplyDrop(rows, step, DropReason::kExpired, /*seal=*/false, /*in_flight=*/true,
+                       [this, step, rows](absl::StatusOr<int64_t>) {
+                         tdock::ReaderMutexLock lock(&mu_);
+                         if (!HoldsLocked(step)) return;
+                         Partition& part = PartitionOf(step);
+                         tdock::MutexLock commit(&part.commit_mu());
+                         part.SetExpiring(rows, /*closed=*/false);
+                       });
+  }
+  return next;
+}
+
+absl::Status DockImpl::RowsOfReservation(PutInput& in) const {
+  tdock::MutexLock lock(&res_mu_);
+  auto it = reservations_.find(in.reservation);
+  if (it == reservations_.end()) {
+    auto gone = expired_.find(in.reservation);
+    if (gone != expired_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Where(gone->second.first), ": reservation ", in.reservation, " expired at ",
+          absl::FormatTime(gone->second.second),
+          ": its rows not written by then were dropped (expired); nothing was written"));
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "dock '", name_, "': reservation ", in.reservation,
+        " is not known (not granted by this dock, or its step was released)"));
+  }
+  const ReservationEntry& entry = it->second;
+  if (in.step != entry.step) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(in.step), ": reservation ", in.reservation, " is of step ", entry.step));
+  }
+  if (in.new_rows > 0 || !in.group_sizes.empty() || (!in.keys.empty() && in.rows.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(in.step), ": a Put naming reservation ", in.reservation,
+        " writes its rows; it does not ask for new ones"));
+  }
+  if (in.rows.empty()) {
+    in.rows = entry.rows;
+    return absl::OkStatus();
+  }
+  for (int64_t row : in.rows) {
+    if (std::find(entry.rows.begin(), entry.rows.end(), row) == entry.rows.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(in.step), ": row ", row, " is not one of reservation ", in.reservation,
+          "'s rows"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& record) {
+  if (record.version < 0 || record.rows.empty()) {
+    return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
+                                            " does not decode"));
+  }
+  {
+    tdock::MutexLock lock(&mu_);
+    Partition& part = PartitionOf(record.step);
+    const StepState state = ClassifyLocked(record.step);
+    if (state == StepState::kReleased) return absl::OkStatus();
+    if (state == StepState::kFree) {
+      part.Activate(mu_, record.step, std::make_shared<StepArena>(pool_));
+    } else if (state != StepState::kLive) {
+      return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
+                                              " of a step whose partition holds another"));
+    }
+    tdock::MutexLock commit(&part.commit_mu());
+    for (int64_t row : record.rows) {
+      if (row < 0 || row >= rows_per_step_) {
+        return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ",
+                                                record.id, " names row ", row));
+      }
+      part.LowerVersion(row, record.version);
+    }
+    part.SetReserved(record.rows, record.id);
+  }
+  // Rung for by FinishRecovery, once the journal is attached.
+  const absl::Time deadline =
+      limits_.clock->Now() + (absl::FromUnixMillis(record.deadline_unix_ms) - absl::Now());
+  tdock::MutexLock lock(&res_mu_);
+  reservations_[record.id] = {record.step, record.rows, record.version, deadline};
+  next_reservation_.store(
+      std::max(next_reservation_.load(std::memory_order_relaxed), record.id + 1),
+      std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+}  // namespace tdock::internal

@@ -1,0 +1,102 @@
+// Reservations with a journal. A reservation is stored before it is
+// answered, with its rows' version and the rows its declared groups leave
+// unused: at every crash point the recovered dock has it whole or not at
+// all, and once it was answered it is there. Recovered, its rows stay the
+// producer's (appends skip them, a Put naming it writes them) until its
+// deadline, which counts from the original grant; rows not written by then
+// are dropped as expired.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/persist/recording_server.h"
+
+namespace tdock::persist::crash {
+namespace {
+
+// The crash dock (n = 2, 8 rows a step) with room for 8 groups a step.
+DockSpec RoomySpec() {
+  DockSpec spec = CrashSpec();
+  spec.max_rows_per_step = 16;
+  return spec;
+}
+
+ReserveInput Groups(std::vector<int32_t> sizes, int64_t version, absl::Duration deadline) {
+  ReserveInput in;
+  in.group_sizes = std::move(sizes);
+  in.version = version;
+  in.deadline = deadline;
+  return in;
+}
+
+absl::Status WriteIds(Dock& dock, const Reservation& r, std::vector<int64_t> rows) {
+  PutInput in;
+  in.step = r.step;
+  in.reservation = r.id;
+  in.rows = rows;
+  testing::OwnedColumn ids = ColumnOf("ids", 0, r.step, rows);
+  in.columns.push_back(ids.View());
+  return testing::PutSync(dock, std::move(in)).status();
+}
+
+TEST(ReservationRestart, AReservationIsWholeOrAbsentAtEveryCrashPoint) {
+  Recording recording(RoomySpec());
+  ASSERT_OK(recording.dock->SetVersion(4));
+  const int64_t before = recording.store->writes();
+  ASSERT_OK_AND_ASSIGN(Reservation reserved,
+                       recording.dock->Reserve(Groups({2, 1}, 3, absl::Hours(1))));
+  ASSERT_EQ(reserved.rows, (std::vector<int64_t>{0, 1, 2}));
+  const int64_t answered = recording.store->writes();
+  recording.Stop();
+  int found = 0;
+  for (int64_t k = before; k <= recording.store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Restarted restarted(*recording.store, k);
+    Dock& dock = *restarted.dock;
+    absl::StatusOr<RowListing> listing = dock.ListRows(0);
+    if (!listing.ok()) {
+      EXPECT_LT(k, answered) << "an answered reservation is stored";
+      EXPECT_EQ(dock.Stats().reservations_live, 0);
+      continue;
+    }
+    ++found;
+    EXPECT_EQ(listing->rows[0].version, 3);
+    EXPECT_EQ(listing->rows[2].version, 3);
+    EXPECT_EQ(listing->rows[3].dropped, DropReason::kUnused) << "with the reservation";
+    EXPECT_EQ(dock.Stats().reservations_live, 1);
+    // Appends skip its rows; a Put naming it writes them.
+    PutInput append;
+    append.step = 0;
+    append.new_rows = 2;
+    testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0, 0});
+    append.columns.push_back(ids.View());
+    ASSERT_OK_AND_ASSIGN(PutResult appended, testing::PutSync(dock, std::move(append)));
+    EXPECT_EQ(appended.assigned, (std::vector<int64_t>{4, 5}));
+    EXPECT_OK(WriteIds(dock, reserved, {0, 1, 2}));
+  }
+  EXPECT_GT(found, 0);
+}
+
+TEST(ReservationRestart, TheDeadlineOutlivesARestart) {
+  Recording recording(RoomySpec());
+  ASSERT_OK_AND_ASSIGN(Reservation reserved,
+                       recording.dock->Reserve(Groups({2, 2}, 0, absl::Milliseconds(300))));
+  ASSERT_OK(WriteIds(*recording.dock, reserved, {0, 1}));
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  bool expired = false;
+  for (int i = 0; i < 2000 && !expired; ++i) {
+    expired = restarted.dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)] == 2;
+    if (!expired) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(expired) << "rows 2 and 3 were not written by the deadline";
+  ASSERT_OK_AND_ASSIGN(RowListing listing, restarted.dock->ListRows(0));
+  EXPECT_EQ(listing.rows[1].dropped, DropReason::kUnspecified);
+  EXPECT_EQ(listing.rows[2].dropped, DropReason::kExpired);
+  EXPECT_STATUS(WriteIds(*restarted.dock, reserved, {3}), absl::StatusCode::kFailedPrecondition,
+                absl::StrCat("reservation ", reserved.id, " expired at"));
+}
+
+}  // namespace
+}  // namespace tdock::persist::crash
