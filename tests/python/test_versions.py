@@ -106,3 +106,33 @@ def test_bad_staleness_bounds(client, dock_name):
         client.create_dock(grpo_spec(dock_name, consumers={
             "actor": {"columns": ["prompt_ids"], "stale": "drop"}}))
     assert dock_name not in [d.name for d in client.list_docks()]
+
+
+def test_token_versions_of_a_partial_rollout(client, dock_name):
+    """A sample resumed after a weight update: its segments column is
+    rewritten with one segment more, the row keeps its oldest version, and
+    the trainer masks the tokens past its bound."""
+    from tdock.versions import segments, staleness_mask, token_versions
+    columns = {"prompt_ids": {"dtype": "int32"},
+               "response_ids": {"dtype": "int32", "rewritable": True},
+               "token_versions": {"dtype": "int64", "inner_shape": [2], "rewritable": True}}
+    consumers = {"actor": {"columns": ["response_ids", "token_versions"], "dispatch_size": 2}}
+    dock = client.create_dock(grpo_spec(dock_name, columns=columns, consumers=consumers))
+    dock.set_version(4)
+    dock.put(0, [0, 1], {"response_ids": cells([0, 1], 5),
+                         "token_versions": [segments([(3, 0)]), segments([(4, 0)])]},
+             versions=[3, 4])
+    # Row 0 resumes under version 4 after 5 tokens: 3 more, one more segment.
+    dock.put(0, [0], {"response_ids": cells([0], 8),
+                      "token_versions": [segments([(3, 0), (4, 5)])]}, versions=4)
+    assert dock.list_rows(0)[0].version == 3  # the oldest segment's
+    dock.set_version(5)
+    batch = dock.get("actor", step=0)
+    mask, cu = staleness_mask(batch, version=5, max_staleness=1)
+    assert cu.tolist() == [0, 8, 13]
+    assert mask.tolist() == [False] * 5 + [True] * 3 + [True] * 5
+    assert token_versions(batch.row("token_versions", 0), 8).tolist() == [3] * 5 + [4] * 3
+    with pytest.raises(tdock.errors.InvalidArgument, match="do not ascend"):
+        segments([(3, 0), (4, 0)])
+    with pytest.raises(tdock.errors.InvalidArgument, match="starts at token 2, not 0"):
+        segments([(3, 2)])
