@@ -130,8 +130,10 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
-  const int64_t min_version = MinVersionFor(plan);
-  PassOverStaleLocked(part, plan, min_version, attempt);
+  // Consumers without a bound skip the staleness calls (the Get path's
+  // fast case).
+  const int64_t min_version = plan.max_staleness.has_value() ? MinVersionFor(plan) : kNoVersion;
+  if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   for (int round = 0; round < kMaxClaimRounds; ++round) {
     // Remaining counts only committed claims: bits a concurrent claimer holds
     // for a moment (and may undo) must not end the step early.
@@ -203,7 +205,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
-    CountStalenessLocked(part, plan.index, rows);
+    if (part.has_versions()) CountStalenessLocked(part, plan.index, rows);
     const uint64_t lease_id =
         plan.lease > absl::ZeroDuration()
             ? LeaseRowsLocked(part, plan, in.rank, std::move(claimed), -1,

@@ -117,8 +117,8 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   state.round_mu.AssertHeld();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-  const int64_t min_version = MinVersionFor(plan);
-  PassOverStaleLocked(part, plan, min_version, attempt);
+  const int64_t min_version = plan.max_staleness.has_value() ? MinVersionFor(plan) : kNoVersion;
+  if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   // Under round_mu every claim of this consumer is committed at once.
   // acquire: pairs with the rounds' increments.
   const int64_t remaining =
