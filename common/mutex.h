@@ -1,5 +1,6 @@
-// tdock::Mutex and tdock::CondVar: absl::Mutex and absl::CondVar, except in
-// the ThreadSanitizer build, where they are backed by the standard library.
+// tdock::Mutex: absl::Mutex, except in the ThreadSanitizer build, where it is
+// backed by the standard library. tdock::CondVar: std::condition_variable_any
+// over either.
 //
 // Debian's Abseil is not built with ThreadSanitizer, so TSAN cannot see the
 // happens-before edges absl::Mutex creates and reports races that are not
@@ -17,9 +18,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-#if defined(TDOCK_TSAN)
 #include <chrono>
 #include <condition_variable>
+
+#if defined(TDOCK_TSAN)
 #include <shared_mutex>
 #endif
 
@@ -47,29 +49,38 @@ class ABSL_LOCKABLE Mutex final {
   std::shared_mutex mu_;
 };
 
+#else
+
+using Mutex = absl::Mutex;
+
+#endif
+
+// Waits on a tdock::Mutex. Not absl::CondVar: in the Abseil Debian 12 ships
+// (20220623), a timed wait signalled around its deadline can miss the
+// deadline and block until the next signal (seen as a dock's timer thread
+// that never woke for a parked call's wait bound).
 class CondVar final {
  public:
   // REQUIRES: mu held exclusively. Returns true on timeout.
-  bool WaitWithDeadline(Mutex* mu, absl::Time deadline) {
+  bool WaitWithDeadline(Mutex* mu, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Held held{mu};
     if (deadline == absl::InfiniteFuture()) {
-      cv_.wait(*mu);
+      cv_.wait(held);
       return false;
     }
-    return cv_.wait_until(*mu, absl::ToChronoTime(deadline)) ==
-           std::cv_status::timeout;
+    return cv_.wait_until(held, absl::ToChronoTime(deadline)) == std::cv_status::timeout;
   }
   void SignalAll() { cv_.notify_all(); }
 
  private:
+  // The held mutex as std::condition_variable_any locks it.
+  struct Held {
+    Mutex* mu;
+    void lock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu->Lock(); }
+    void unlock() ABSL_NO_THREAD_SAFETY_ANALYSIS { mu->Unlock(); }
+  };
   std::condition_variable_any cv_;
 };
-
-#else
-
-using Mutex = absl::Mutex;
-using CondVar = absl::CondVar;
-
-#endif
 
 // RAII locks that work with either Mutex.
 class ABSL_SCOPED_LOCKABLE MutexLock final {

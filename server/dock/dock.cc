@@ -120,8 +120,8 @@ void Dock::ReleaseStep(int64_t step, StatusCallback done) {
 void Dock::SetVersion(int64_t version, StatusCallback done) {
   impl_->SetVersion(version, std::move(done));
 }
-void Dock::Reserve(ReserveInput input, ReserveCallback done) {
-  impl_->Reserve(std::move(input), std::move(done));
+uint64_t Dock::Reserve(ReserveInput input, ReserveCallback done) {
+  return impl_->Reserve(std::move(input), std::move(done));
 }
 void Dock::Drop(DropInput input, RowsCallback done) {
   impl_->Drop(std::move(input), std::move(done));

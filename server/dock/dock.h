@@ -72,7 +72,8 @@ class Dock final {
   // Cancel while the call is parked (0 if it completed).
   uint64_t Get(GetInput input, GetCallback done);
 
-  // Completes a parked Get or Put with CANCELLED; no-op if it already ended.
+  // Completes a parked Get, Put or Reserve with CANCELLED; no-op if it
+  // already ended.
   void Cancel(uint64_t id);
 
   // Consumers with lease_ms > 0. Ack completes the lease's rows for the
@@ -145,8 +146,9 @@ class Dock final {
   // INVALID_ARGUMENT (a negative version, no rows or both rows and group
   // sizes, a group size out of [1, n], more than a step holds, a deadline
   // out of (0, 24h]), FAILED_PRECONDITION (a version newer than the
-  // dock's). With a journal it is recorded before it is answered.
-  void Reserve(ReserveInput input, ReserveCallback done);
+  // dock's). With a journal it is recorded before it is answered. Returns an
+  // id usable with Cancel while it waits (0 if it completed).
+  uint64_t Reserve(ReserveInput input, ReserveCallback done);
   // Takes rows (and every row of groups) out of a live step for a reason:
   // a dropped row is never handed out again (a formed round's share leaves
   // it out), counts as done for every consumer (so it never holds the step

@@ -164,7 +164,6 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
   ForgetKeysOfStepLocked(part);
-  version_at_release_ = version_.load(std::memory_order_acquire);
   return part.Release(mu_);
 }
 
@@ -413,6 +412,7 @@ void DockImpl::Shutdown() {
   std::list<ParkedReservation> parked;
   {
     tdock::MutexLock lock(&res_mu_);
+    shutting_down_ = true;
     parked.swap(parked_reservations_);
   }
   for (ParkedReservation& r : parked) std::move(r.done)(ShuttingDown());

@@ -89,7 +89,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void AddColumn(ColumnSpec column, ColumnCallback done);
   void ReleaseStep(int64_t step, StatusCallback done);
   void SetVersion(int64_t version, StatusCallback done);
-  void Reserve(ReserveInput input, ReserveCallback done);
+  // Returns an id for Cancel while it waits for admission (0 if answered).
+  uint64_t Reserve(ReserveInput input, ReserveCallback done);
   int64_t version() const { return version_.load(std::memory_order_acquire); }
   // The dock's version becomes `version` if that is newer (recorded, or
   // recovered); returns the version now.
@@ -536,6 +537,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     ReserveCallback done;
     absl::Time since;
     absl::Time until;
+    uint64_t id = 0;  // for Cancel
   };
   // A reservation's try: granted (rows assigned and reserved, not yet
   // recorded) or refused; unset: wait (why in `reason`).
@@ -545,6 +547,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     std::string reason;
   };
   absl::Status ValidateReserve(const ReserveInput& in) const;
+  // Answers the parked reservation `id` CANCELLED; false if none is parked.
+  bool CancelReservation(uint64_t id) ABSL_LOCKS_EXCLUDED(res_mu_);
   // The smallest max_staleness of the consumers that hold steps (its
   // consumer in *consumer); nullopt: none.
   std::optional<int64_t> AdmissionBoundLocked(std::string* consumer) const
@@ -610,9 +614,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
-  // The dock's version when a step was last released (-1: none since the
-  // start): admission counts that step as trained by the next version.
-  int64_t version_at_release_ ABSL_GUARDED_BY(mu_) = -1;
   // Per consumer, since creation (StalenessStats); counted under mu_ shared.
   struct StalenessCounters {
     std::array<std::atomic<int64_t>, kStalenessBounds.size() + 1> buckets{};
@@ -632,6 +633,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   int64_t admission_waits_ ABSL_GUARDED_BY(res_mu_) = 0;
   double admission_wait_seconds_ ABSL_GUARDED_BY(res_mu_) = 0;
   std::atomic<uint64_t> next_reservation_{1};
+  // After a stale pass-over's record failed: when parked Gets look again
+  // (unix ns of the dock's clock; 0: none due).
+  std::atomic<int64_t> stale_retry_at_ns_{0};
+  uint64_t next_parked_reservation_ ABSL_GUARDED_BY(res_mu_) = 1;
+  bool shutting_down_ ABSL_GUARDED_BY(res_mu_) = false;
 
   // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
   // partitions' commit locks.

@@ -6,14 +6,16 @@
 // producing rows that will be passed over or dropped.
 //
 // Admission assumes the dock's version advances by one per step trained,
-// after the step is released (taken by every consumer, or acknowledged):
-// rows of version v in step s are trained at version B + (s - f), where f is
-// the oldest step not released and B the version f trains at: the dock's
-// version, or one past the version the last released step was released
-// at if that is more (its training may be under way). They are admitted
-// while that minus v is within the smallest max_staleness of the consumers
-// that hold steps (with none, only the ring of partitions paces). The step
-// is the oldest one with room that admits them.
+// and that a step is released once its update is done (a trainer that
+// acknowledges its lease after setting the new version, or releases the
+// step then): rows of version v in step s are trained at version
+// V + (s - f), where V is the dock's version and f the oldest step not
+// released. They are admitted while that minus v is within the smallest
+// max_staleness of the consumers that hold steps (with none, only the ring
+// of partitions paces). The step is the oldest one with room that admits
+// them. A trainer that releases a step before its update (one that takes
+// rows without leases) gets admission one version more eager while it
+// trains; the bound itself still holds.
 //
 // A granted reservation's rows are taken like an append's (whole groups;
 // declared sizes close a group's rest as "unused") and reserved: no append
@@ -38,6 +40,9 @@ namespace {
 constexpr size_t kExpiredRemembered = 4096;
 
 constexpr absl::Duration kMaxReservationDeadline = absl::Hours(24);
+
+// Tries of a reservation that loses a race with a concurrent start of its step.
+constexpr int kMaxRaces = 64;
 
 }  // namespace
 
@@ -71,6 +76,19 @@ absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
     return absl::InvalidArgumentError(absl::StrCat(
         who, " of ", rows, " rows (", groups, " groups) is over a step's capacity of ",
         rows_per_step_, " rows (max_rows_per_step)"));
+  }
+  if (in.version.has_value()) {
+    // The oldest step not released trains at the dock's version at the
+    // earliest: rows older than every bound allows are never admitted.
+    tdock::ReaderMutexLock lock(&mu_);
+    std::string consumer;
+    const std::optional<int64_t> bound = AdmissionBoundLocked(&consumer);
+    if (bound.has_value() && now - *in.version > *bound) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          who, ": version ", *in.version, " is ", now - *in.version,
+          " versions behind the dock's ", now, ", past consumer '", consumer,
+          "' max_staleness ", *bound, ": no step can train it (generate with newer weights)"));
+    }
   }
   if (in.deadline <= absl::ZeroDuration() || in.deadline > kMaxReservationDeadline) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -119,10 +137,8 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     tdock::ReaderMutexLock lock(&mu_);
     front = FrontStepLocked();
     bound = AdmissionBoundLocked(&bounded_by);
-    const int64_t now = version_.load(std::memory_order_acquire);
-    version = in.version.value_or(now);
-    base = now;
-    if (version_at_release_ >= 0) base = std::max(base, version_at_release_ + 1);
+    base = version_.load(std::memory_order_acquire);
+    version = in.version.value_or(base);
   }
   for (int64_t step = front; step < front + steps_in_flight_; ++step) {
     // Later steps are trained later still: the first one that does not admit
@@ -137,18 +153,30 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     }
     PutInput rows;
     rows.step = step;
-    rows.new_rows = in.rows;
     rows.group_sizes = in.group_sizes;
-    if (!in.group_sizes.empty()) rows.new_rows = in.row_count();
+    if (rows.group_sizes.empty()) {
+      // Whole groups; a last partial one declared, so its rest is closed (no
+      // append can take a row in a group the cursor has passed).
+      rows.group_sizes.assign(static_cast<size_t>(in.rows / group_size_), group_size_);
+      if (in.rows % group_size_ != 0) rows.group_sizes.push_back(in.rows % group_size_);
+    }
+    rows.new_rows = in.row_count();
     std::string blocked;
     bool activated = false;
-    absl::StatusOr<std::shared_ptr<StepArena>> arena = ActivateForPut(rows, &blocked, &activated);
+    absl::StatusOr<std::shared_ptr<StepArena>> arena;
+    absl::Status assigned = absl::AbortedError(Where(step) + " is changing");
+    // A step started and undone by a concurrent Put meanwhile: try again.
+    for (int race = 0; race < kMaxRaces && absl::IsAborted(assigned); ++race) {
+      arena = ActivateForPut(rows, &blocked, &activated);
+      if (!arena.ok() || *arena == nullptr) break;
+      assigned = AssignRows(rows, id);
+      if (absl::IsAborted(assigned) && activated) DeactivateIfUnused(step, *arena);
+    }
     if (!arena.ok()) continue;  // released (or being released) meanwhile
     if (*arena == nullptr) {
       attempt.reason = blocked.empty() ? Where(step) + " is changing" : blocked;
       return attempt;
     }
-    absl::Status assigned = AssignRows(rows, id);
     if (assigned.ok()) {
       Reservation granted;
       granted.id = id;
@@ -174,34 +202,55 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
   return attempt;
 }
 
-void DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
+uint64_t DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
   if (absl::Status valid = ValidateReserve(input); !valid.ok()) {
     std::move(done)(valid);
-    return;
+    return 0;
   }
   ReserveAttempt attempt;
   {
     tdock::MutexLock lock(&res_mu_);
-    // Tried and parked in one hold: a release between the two wakes it.
-    attempt = TryReserve(input, next_reservation_.fetch_add(1, std::memory_order_relaxed));
+    if (shutting_down_) {
+      attempt.done = ShuttingDown();
+    } else {
+      // Tried and parked in one hold: a release between the two wakes it.
+      attempt = TryReserve(input, next_reservation_.fetch_add(1, std::memory_order_relaxed));
+    }
     if (attempt.done.has_value() && attempt.done->ok()) {
       const Reservation& r = **attempt.done;
       reservations_[r.id] = {r.step, r.rows, r.version, r.deadline};
     } else if (!attempt.done.has_value() && input.wait > absl::ZeroDuration()) {
       const absl::Time now = limits_.clock->Now();
       const absl::Time until = now + input.wait;
-      parked_reservations_.push_back({std::move(input), std::move(done), now, until});
+      // Parked ids have the top bit set: Cancel tells them from a parked Get's.
+      const uint64_t id = (uint64_t{1} << 63) | next_parked_reservation_++;
+      parked_reservations_.push_back({std::move(input), std::move(done), now, until, id});
       alarm_->RingAt(until);
-      return;
+      return id;
     }
   }
   if (!attempt.done.has_value()) {
     Reservation none;
     none.timed_out = true;
     std::move(done)(std::move(none));
-    return;
+    return 0;
   }
   FinishReserve(std::move(attempt), std::move(done));
+  return 0;
+}
+
+bool DockImpl::CancelReservation(uint64_t id) {
+  ReserveCallback done;
+  {
+    tdock::MutexLock lock(&res_mu_);
+    auto it = std::find_if(parked_reservations_.begin(), parked_reservations_.end(),
+                           [id](const ParkedReservation& p) { return p.id == id; });
+    if (it == parked_reservations_.end()) return false;
+    done = std::move(it->done);
+    parked_reservations_.erase(it);
+  }
+  std::move(done)(absl::CancelledError(absl::StrCat("dock '", name_, "': reservation cancelled")));
+  return true;
 }
 
 void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
@@ -222,7 +271,11 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
         if (stored.ok()) {
           for (int64_t row : granted.rows) part.LowerVersion(row, granted.version);
         } else {
-          part.SetReserved(granted.rows, 0);  // free for appends again
+          // Free for appends and reservations again: the cursor goes back to
+          // the first of its groups.
+          part.SetReserved(granted.rows, 0);
+          const int64_t first = granted.rows.front() / group_size_;
+          if (first < part.append_cursor()) part.set_append_cursor(first);
         }
       }
     }
@@ -312,27 +365,50 @@ absl::Time DockImpl::ExpireReservations(absl::Time now) {
     std::vector<int64_t> rows;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (!HoldsLocked(e.entry.step) || PartitionOf(e.entry.step).releasing(mu_)) continue;
+      if (!HoldsLocked(e.entry.step)) continue;
       Partition& part = PartitionOf(e.entry.step);
       tdock::MutexLock commit(&part.commit_mu());
-      // A cell being recorded counts as written: its Put is under way.
-      for (int64_t row : e.entry.rows) {
-        if (!part.has_cell(row) && !part.dropped(row)) rows.push_back(row);
-      }
       part.SetReserved(e.entry.rows, 0);
+      // A step being released drops nothing (its release may fail: then a
+      // Seal ends the rows left).
+      if (part.releasing(mu_)) continue;
+      // A cell being recorded counts as written: its Put is under way (a
+      // rewritable column's first write is pending, not staged).
+      for (int64_t row : e.entry.rows) {
+        if (!part.has_cell(row) && !part.dropped(row) && part.pending_writes(row) == 0) {
+          rows.push_back(row);
+        }
+      }
       if (rows.empty()) continue;
       part.SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
       if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
     }
     const int64_t step = e.entry.step;
-    RecordAndApplyDrop(rows, step, DropReason::kExpired, /*seal=*/false, /*in_flight=*/true,
-                       [this, step, rows](absl::StatusOr<int64_t>) {
-                         tdock::ReaderMutexLock lock(&mu_);
-                         if (!HoldsLocked(step)) return;
-                         Partition& part = PartitionOf(step);
-                         tdock::MutexLock commit(&part.commit_mu());
-                         part.SetExpiring(rows, /*closed=*/false);
-                       });
+    RecordAndApplyDrop(
+        rows, step, DropReason::kExpired, /*seal=*/false, /*in_flight=*/true,
+        [this, id = e.id, entry = e.entry, rows](absl::StatusOr<int64_t> dropped) mutable {
+          bool again = false;
+          {
+            tdock::ReaderMutexLock lock(&mu_);
+            if (!HoldsLocked(entry.step)) return;
+            Partition& part = PartitionOf(entry.step);
+            tdock::MutexLock commit(&part.commit_mu());
+            part.SetExpiring(rows, /*closed=*/false);
+            if (!dropped.ok()) {
+              // Not stored: the rows stay the reservation's, to expire again
+              // a second from now.
+              part.SetReserved(rows, id);
+              again = true;
+            }
+          }
+          if (!again) return;
+          entry.rows = rows;
+          entry.deadline = limits_.clock->Now() + absl::Seconds(1);
+          alarm_->RingAt(entry.deadline);
+          tdock::MutexLock lock(&res_mu_);
+          expired_.erase(id);
+          reservations_[id] = std::move(entry);
+        });
   }
   return next;
 }

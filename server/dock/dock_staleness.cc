@@ -151,8 +151,11 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
         // acq_rel: as the claimers' increments.
         state.skipped_rows.fetch_sub(back, std::memory_order_acq_rel);
         // relaxed: a hint (PassOverStaleLocked).
-        state.stale_retry_ns.store(absl::ToUnixNanos(limits_.clock->Now() + absl::Seconds(1)),
-                                   std::memory_order_relaxed);
+        const absl::Time retry = limits_.clock->Now() + absl::Seconds(1);
+        state.stale_retry_ns.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);
+        // Then the consumer's parked Gets look again (OnAlarm).
+        stale_retry_at_ns_.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);
+        alarm_->RingAt(retry);
       }
       if (journal_ != nullptr) {
         // release: the units' return (or their record) comes before a Get

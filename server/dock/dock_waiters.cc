@@ -158,6 +158,10 @@ void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
 }
 
 void DockImpl::Cancel(uint64_t id) {
+  if (id >> 63) {
+    CancelReservation(id);
+    return;
+  }
   if (std::shared_ptr<Waiter> w = waiters_.Cancel(id)) {
     EndWaiter(std::move(w), Waiter::End::kCancelled);
   }
@@ -168,6 +172,12 @@ void DockImpl::OnAlarm() {
   const absl::Time now = limits_.clock->Now();
   WaiterTable::Expiry expiry = waiters_.Expire(now);
   WakeReservations();  // answers those past their wait
+  // relaxed: a hint; the Gets it wakes re-check everything under locks.
+  int64_t retry = stale_retry_at_ns_.load(std::memory_order_relaxed);
+  if (retry != 0 && absl::ToUnixNanos(now) >= retry &&
+      stale_retry_at_ns_.compare_exchange_strong(retry, 0, std::memory_order_relaxed)) {
+    WakeGets({});  // passing over stale rows may be tried again
+  }
   absl::Time next = std::min({leases_->NextDeadline(), expiry.next, ExpireReservations(now)});
   if (expiry.puts_parked) next = std::min(next, now + kPutRetryInterval);
   if (next != absl::InfiniteFuture()) alarm_->RingAt(next);

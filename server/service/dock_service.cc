@@ -192,6 +192,71 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+namespace {
+
+// A Reserve, which may wait for admission: its parked reservation is
+// cancelled with the call. Deleted in OnDone. The dock is held weakly (a
+// parked call does not keep a deleted dock alive; deletion answers it).
+class ReserveCall final : public grpc::ServerUnaryReactor {
+ public:
+  ReserveCall(std::shared_ptr<Dock> dock, v1::ReserveResponse* response)
+      : dock_(dock), response_(response) {}
+
+  void Start(const std::shared_ptr<Dock>& dock, ReserveInput input) {
+    const uint64_t id = dock->Reserve(
+        std::move(input), [this](absl::StatusOr<Reservation> granted) { Complete(granted); });
+    uint64_t cancel = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (completed_ || id == 0) return;
+      parked_ = id;
+      if (cancelled_) cancel = id;
+    }
+    if (cancel != 0) dock->Cancel(cancel);
+  }
+
+ private:
+  void OnCancel() override {
+    uint64_t cancel = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (!completed_) cancel = parked_;
+    }
+    if (cancel == 0) return;
+    if (std::shared_ptr<Dock> dock = dock_.lock()) dock->Cancel(cancel);
+  }
+  void OnDone() override { delete this; }
+
+  void Complete(const absl::StatusOr<Reservation>& granted) {
+    if (granted.ok()) {
+      response_->set_reservation(granted->id);
+      response_->set_step(granted->step);
+      response_->mutable_rows()->Assign(granted->rows.begin(), granted->rows.end());
+      response_->set_version(granted->version);
+      response_->set_timed_out(granted->timed_out);
+      // The server's docks run on the real clock.
+      if (!granted->timed_out) {
+        response_->set_deadline_unix_ms(absl::ToUnixMillis(granted->deadline));
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      completed_ = true;
+    }
+    Finish(ToGrpcStatus(granted.status()));
+  }
+
+  const std::weak_ptr<Dock> dock_;
+  v1::ReserveResponse* const response_;
+  absl::Mutex mu_;
+  uint64_t parked_ ABSL_GUARDED_BY(mu_) = 0;
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
 grpc::ServerUnaryReactor* DockService::Reserve(grpc::CallbackServerContext* context,
                                                const v1::ReserveRequest* request,
                                                v1::ReserveResponse* response) {
@@ -201,12 +266,13 @@ grpc::ServerUnaryReactor* DockService::Reserve(grpc::CallbackServerContext* cont
   absl::StatusOr<absl::Duration> wait =
       WaitBound(request->dock(), "Reserve", request->wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
-  if (absl::Status rows = ServiceLimits::Check(
-          std::max<int64_t>(request->rows(), request->group_sizes_size()),
-          limits_.max_rows_per_request,
+  int64_t rows = request->rows();
+  for (int32_t size : request->group_sizes()) rows += std::max(size, 0);
+  if (absl::Status limited = ServiceLimits::Check(
+          rows, limits_.max_rows_per_request,
           absl::StrCat("Reserve on dock '", request->dock(), "': rows"), "max_rows_per_request");
-      !rows.ok()) {
-    return FinishNow(context, rows);
+      !limited.ok()) {
+    return FinishNow(context, limited);
   }
   ReserveInput input;
   if (request->has_version()) input.version = request->version();
@@ -214,20 +280,9 @@ grpc::ServerUnaryReactor* DockService::Reserve(grpc::CallbackServerContext* cont
   input.group_sizes.assign(request->group_sizes().begin(), request->group_sizes().end());
   input.deadline = absl::Milliseconds(request->deadline_ms());
   input.wait = ClampToDeadline(*wait, *context);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  (*dock)->Reserve(std::move(input), [reactor, response](absl::StatusOr<Reservation> granted) {
-    if (granted.ok()) {
-      response->set_reservation(granted->id);
-      response->set_step(granted->step);
-      response->mutable_rows()->Assign(granted->rows.begin(), granted->rows.end());
-      response->set_version(granted->version);
-      response->set_timed_out(granted->timed_out);
-      // The server's docks run on the real clock.
-      if (!granted->timed_out) response->set_deadline_unix_ms(absl::ToUnixMillis(granted->deadline));
-    }
-    reactor->Finish(ToGrpcStatus(granted.status()));
-  });
-  return reactor;
+  auto* call = new ReserveCall(*dock, response);  // deleted by its OnDone
+  call->Start(*dock, std::move(input));
+  return call;
 }
 
 grpc::ServerUnaryReactor* DockService::Get(grpc::CallbackServerContext* context,

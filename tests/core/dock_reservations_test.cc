@@ -103,10 +103,13 @@ TEST(ReservationsTest, DeclaredGroupsCloseTheirRest) {
 }
 
 // Reservations for the newest weights (no version given) wait until the
-// trainer has caught up: step 2 trains two versions after step 0.
+// trainer has caught up: it takes step 0 under a lease, updates, sets
+// version 1 and acknowledges (the step is released then); step 2 trains
+// two versions after step 0.
 TEST(ReservationsTest, AdmissionWaitsUntilTheTrainerCatchesUp) {
   ConsumerSpec actor = Reader("actor", {"prompt", "response"}, 8);
   actor.max_staleness = 1;
+  actor.lease_ms = 60'000;
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({actor})));
   ReserveInput newest = Rows(8);
   newest.version.reset();
@@ -125,10 +128,11 @@ TEST(ReservationsTest, AdmissionWaitsUntilTheTrainerCatchesUp) {
   GetInput train = GetOf("actor");
   train.step = 0;
   ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, train));
-  ASSERT_TRUE(batch.end_of_step);  // step 0 is released; its training is under way
+  ASSERT_TRUE(batch.end_of_step);
+  ASSERT_OK(dock->SetVersion(1));  // step 0 trained; not yet acknowledged
   EXPECT_EQ(later.wait_for(std::chrono::milliseconds(20)), std::future_status::timeout)
-      << "step 2 still trains at version 2, version 0 rows would be 2 old";
-  ASSERT_OK(dock->SetVersion(1));  // step 0 trained
+      << "step 0 is not released: step 2 would train at version 3";
+  ASSERT_OK(dock->Ack("actor", batch.lease_id).status());  // step 0 released
   ASSERT_OK_AND_ASSIGN(Reservation granted, later.get());
   EXPECT_FALSE(granted.timed_out);
   EXPECT_EQ(granted.step, 2);
@@ -170,8 +174,9 @@ TEST(ReservationsTest, OnlyTheNewestVersionIsAdmittedUnderABoundOfZero) {
   train.step = 0;
   ASSERT_OK(GetSync(*dock, train).status());
   ASSERT_OK(dock->SetVersion(1));
-  ASSERT_OK_AND_ASSIGN(Reservation old, dock->Reserve(Rows(8, 0)));
-  EXPECT_TRUE(old.timed_out) << "version 0 would be trained at version 1";
+  // No step could train version 0 now.
+  EXPECT_STATUS(dock->Reserve(Rows(8, 0)), absl::StatusCode::kFailedPrecondition,
+                "version 0 is 1 versions behind the dock's 1");
   ASSERT_OK_AND_ASSIGN(Reservation fresh, dock->Reserve(Rows(8, 1)));
   EXPECT_EQ(fresh.step, 1);
   ASSERT_OK_AND_ASSIGN(Reservation next, dock->Reserve(Rows(8, 1)));
@@ -236,6 +241,40 @@ TEST(ReservationsTest, APutNamingAReservationWritesOnlyItsRows) {
                 "reservation 999 is not known");
   ASSERT_OK_AND_ASSIGN(RowListing listing, dock->ListRows(0));
   for (const RowState& row : listing.rows) EXPECT_TRUE(row.written.empty()) << row.row;
+}
+
+TEST(ReservationsTest, AWaitingReservationCanBeCancelled) {
+  ConsumerSpec actor = Reader("actor", {"response"}, 8);
+  actor.max_staleness = 0;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({actor})));
+  ASSERT_OK(dock->Reserve(Rows(8)).status());
+  std::promise<absl::StatusOr<Reservation>> parked;
+  const uint64_t id = dock->Reserve(Rows(8, 0, testing::kLongWait), [&](absl::StatusOr<Reservation> r) {
+    parked.set_value(std::move(r));
+  });
+  ASSERT_NE(id, 0u);
+  dock->Cancel(id);
+  EXPECT_STATUS(parked.get_future().get(), absl::StatusCode::kCancelled, "reservation cancelled");
+  EXPECT_EQ(dock->Stats().reservations_parked, 0);
+}
+
+TEST(ReservationsTest, APartialLastGroupClosesItsRest) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({Reader("actor", {"response"}, 8)})));
+  ASSERT_OK_AND_ASSIGN(Reservation three, dock->Reserve(Rows(3)));
+  EXPECT_EQ(three.rows, (std::vector<int64_t>{0, 1, 2}));
+  ASSERT_OK_AND_ASSIGN(RowListing listing, dock->ListRows(0));
+  EXPECT_EQ(listing.rows[3].dropped, DropReason::kUnused) << "no append could take it";
+}
+
+TEST(ReservationsTest, AVersionNoStepCanTrainIsRefused) {
+  ConsumerSpec actor = Reader("actor", {"response"}, 8);
+  actor.max_staleness = 1;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({actor})));
+  ASSERT_OK(dock->SetVersion(5));
+  EXPECT_STATUS(dock->Reserve(Rows(2, 3)), absl::StatusCode::kFailedPrecondition,
+                "version 3 is 2 versions behind the dock's 5, past consumer 'actor' "
+                "max_staleness 1");
+  EXPECT_TRUE(dock->Stats().steps.empty());
 }
 
 TEST(ReservationsTest, BadReservationsAreRefusedAndChangeNothing) {

@@ -78,6 +78,19 @@ TEST(ReservationRestart, AReservationIsWholeOrAbsentAtEveryCrashPoint) {
   EXPECT_GT(found, 0);
 }
 
+// A reservation whose record fails takes nothing: its rows go to the next
+// reservation (or append), not left behind the step's append cursor.
+TEST(ReservationRestart, AReservationNotStoredLeavesItsRowsFree) {
+  Recording recording(RoomySpec());
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(recording.dock->Reserve(Groups({2, 2}, 0, absl::Hours(1))),
+                absl::StatusCode::kUnavailable, "reservation not stored");
+  ASSERT_OK_AND_ASSIGN(Reservation again,
+                       recording.dock->Reserve(Groups({2, 2}, 0, absl::Hours(1))));
+  EXPECT_EQ(again.step, 0);
+  EXPECT_EQ(again.rows, (std::vector<int64_t>{0, 1, 2, 3}));
+}
+
 TEST(ReservationRestart, TheDeadlineOutlivesARestart) {
   Recording recording(RoomySpec());
   ASSERT_OK_AND_ASSIGN(Reservation reserved,

@@ -17,9 +17,9 @@ def cells(rows, length=3):
     return [np.arange(length, dtype=np.int32) + 10 * r for r in rows]
 
 
-def bounded_spec(name, bound, steps=2):
+def bounded_spec(name, bound, steps=2, lease_ms=0):
     consumers = {"actor": {"columns": ["prompt_ids", "response_ids"], "dispatch_size": 8,
-                           "max_staleness": bound}}
+                           "max_staleness": bound, "lease_ms": lease_ms}}
     return grpo_spec(name, consumers=consumers, steps_in_flight=steps)
 
 
@@ -45,7 +45,7 @@ def test_reserve_write_and_train(client, dock_name):
 def test_admission_waits_for_the_trainer(server, dock_name):
     async def main():
         async with tdock.aio.Client(server, timeout=30) as aclient:
-            dock = await aclient.create_dock(bounded_spec(dock_name, 0, steps=3))
+            dock = await aclient.create_dock(bounded_spec(dock_name, 0, steps=3, lease_ms=60000))
             first = await dock.reserve(8, version=0)
             waiting = asyncio.ensure_future(dock.reserve(8, version=0, wait=20))
             await asyncio.sleep(0.2)
@@ -53,9 +53,13 @@ def test_admission_waits_for_the_trainer(server, dock_name):
             await dock.put(first.step, None, {"prompt_ids": cells(first.rows),
                                               "response_ids": cells(first.rows, 2)},
                            reservation=first)
-            await dock.get("actor", step=0)  # step 0 trained: released
+            # The trainer takes step 0 under a lease, updates, publishes
+            # version 1, then acknowledges: step 0 is released.
+            batch = await dock.get("actor", step=0)
             await dock.set_version(1)
-            assert (await dock.reserve(8, version=0, wait=0)).timed_out
+            await dock.ack(batch)
+            with pytest.raises(tdock.errors.FailedPrecondition, match="versions behind"):
+                await dock.reserve(8, version=0, wait=0)
             fresh = await dock.reserve(8)  # the newest weights, version 1
             assert fresh.step == 1
             waiting.cancel()
