@@ -62,10 +62,10 @@ def test_admission_waits_for_the_trainer(server, dock_name):
                 await dock.reserve(8, version=0, wait=0)
             fresh = await dock.reserve(8)  # the newest weights, version 1
             assert fresh.step == 1
-            waiting.cancel()
             status = await dock.status()
             assert status.version == 1
             assert status.reservations_parked == 1 and status.reservations_live == 2
+            waiting.cancel()
     asyncio.run(main())
 
 
@@ -95,3 +95,25 @@ def test_bad_reservations(client, dock_name):
     with pytest.raises(tdock.errors.NotFound, match="reservation 12345 is not known"):
         dock.put(0, [0], {"prompt_ids": cells([0])}, reservation=12345)
     assert dock.status().steps == []
+
+
+def test_a_cancelled_reserve_leaves_nothing_waiting(server, dock_name):
+    """A reservation waiting for admission ends with its call: cancelling the
+    asyncio task cancels the RPC, and the server no longer holds it."""
+    async def main():
+        async with tdock.aio.Client(server, timeout=30) as aclient:
+            dock = await aclient.create_dock(bounded_spec(dock_name, 0, steps=3))
+            await dock.reserve(8)
+            waiting = asyncio.ensure_future(dock.reserve(8, wait=20))
+            for _ in range(100):
+                if (await dock.status()).reservations_parked == 1:
+                    break
+                await asyncio.sleep(0.01)
+            assert (await dock.status()).reservations_parked == 1
+            waiting.cancel()
+            for _ in range(200):
+                if (await dock.status()).reservations_parked == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert (await dock.status()).reservations_parked == 0
+    asyncio.run(main())
