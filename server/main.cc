@@ -82,6 +82,8 @@ ABSL_FLAG(int64_t, max_wait_ms, 3'600'000,
           "wait_ms of a Put, Get or Sample at most (0: no limit).");
 ABSL_FLAG(int64_t, max_parked_gets_per_consumer, 4096,
           "Gets of one consumer waiting at once at most (0: no limit).");
+ABSL_FLAG(int64_t, max_parked_reserves_per_dock, 4096,
+          "Reserves of one dock waiting for admission at once at most (0: no limit).");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -132,7 +134,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
       .max_docks = absl::GetFlag(FLAGS_max_docks),
       .max_spec_bytes = absl::GetFlag(FLAGS_max_spec_bytes),
       .max_wait_ms = absl::GetFlag(FLAGS_max_wait_ms),
-      .max_parked_gets_per_consumer = absl::GetFlag(FLAGS_max_parked_gets_per_consumer)};
+      .max_parked_gets_per_consumer = absl::GetFlag(FLAGS_max_parked_gets_per_consumer),
+      .max_parked_reserves_per_dock = absl::GetFlag(FLAGS_max_parked_reserves_per_dock)};
   options.security = {.tls_cert = absl::GetFlag(FLAGS_tls_cert),
                       .tls_key = absl::GetFlag(FLAGS_tls_key),
                       .tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca),

@@ -19,6 +19,7 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "server/metrics/server_metrics.h"
+#include "server/service/callback_queue_keeper.h"
 #include "server/service/dock_service.h"
 
 namespace tdock {
@@ -74,7 +75,8 @@ absl::Status ServerOptions::Validate() const {
         {"max_docks", limits.max_docks},
         {"max_spec_bytes", limits.max_spec_bytes},
         {"max_wait_ms", limits.max_wait_ms},
-        {"max_parked_gets_per_consumer", limits.max_parked_gets_per_consumer}}) {
+        {"max_parked_gets_per_consumer", limits.max_parked_gets_per_consumer},
+        {"max_parked_reserves_per_dock", limits.max_parked_reserves_per_dock}}) {
     if (value < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", flag, " must be >= 0 (0: no limit), got ", value));
@@ -113,7 +115,8 @@ class Server::Impl {
             .max_columns_per_dock = options_.limits.max_columns_per_dock,
             .dock = {.max_batch_bytes = options_.max_message_mb << 20,
                      .max_parked_gets_per_consumer =
-                         options_.limits.max_parked_gets_per_consumer}}) {}
+                         options_.limits.max_parked_gets_per_consumer,
+                     .max_parked_reserves = options_.limits.max_parked_reserves_per_dock}}) {}
 
   absl::Status Start();
   int port() const;
@@ -152,6 +155,9 @@ class Server::Impl {
   // Set in Start; used without mu_ in Shutdown once state_ is kStopping,
   // which only the one thread that moved it there does.
   std::unique_ptr<grpc::Server> server_;
+  // While the server runs: a callback call arriving after an idle second is
+  // read at once (callback_queue_keeper.h).
+  std::unique_ptr<internal::CallbackQueueKeeper> keeper_;
 };
 
 absl::Status Server::Impl::Start() {
@@ -224,6 +230,7 @@ absl::Status Server::Impl::StartLocked() {
         absl::StrCat("cannot listen on '", options_.listen,
                      "' (address in use, or not an address of this host)"));
   }
+  keeper_ = std::make_unique<internal::CallbackQueueKeeper>();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kServiceName, true);
@@ -286,6 +293,7 @@ void Server::Impl::Shutdown() {
   registry_.Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
+  keeper_.reset();
   absl::MutexLock lock(&mu_);
   state_ = State::kStopped;
 }

@@ -55,6 +55,7 @@ struct ServerOptions {
     int64_t max_spec_bytes = int64_t{1} << 20;
     int64_t max_wait_ms = 3'600'000;
     int64_t max_parked_gets_per_consumer = 4096;
+    int64_t max_parked_reserves_per_dock = 4096;
   } limits;
 
   absl::Status Validate() const;

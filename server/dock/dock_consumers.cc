@@ -262,6 +262,8 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
   if (kind == SpecChange::Kind::kRemove || kind == SpecChange::Kind::kJoin) {
     std::sort(live.begin(), live.end());
     for (int64_t step : live) MaybeAutoRelease(step);
+    // Its staleness bound no longer paces admission.
+    WakeReservations();
   }
 }
 

@@ -7,7 +7,9 @@
 // taken or every row of it is dropped, and is ready for a column once every
 // row of it that is not dropped is (Partition::MarkDropped). A unit counts
 // its full size toward consumed_rows either way, so a step is done for a
-// consumer when consumed_rows reaches the step's rows, as without drops.
+// consumer when consumed_rows reaches the step's rows, as without drops. The
+// rows handed out (handed_rows, the statistics) count only rows a consumer
+// received: a drop never changes them.
 //
 // Claims hold the dock's mutex shared and drops hold it exclusively, so a
 // claim sees a drop whole. Two kinds of claims outlive one hold of the lock:
@@ -220,6 +222,9 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     }
     std::move(done)(std::move(dropped));  // before the calls it wakes are served
     AfterDrop(record.step);
+    // Rows the seal kept because a write of them was being recorded, whose
+    // record then failed: they end with it.
+    if (record.seal) DropOrphansOfSealed(record.step);
   };
   if (journal_ == nullptr) {
     apply(absl::OkStatus());
@@ -256,8 +261,7 @@ void DockImpl::CountDroppedLocked(Partition& part, const ConsumerPlan& plan, int
   // it, which counts it at its commit or gives it back as done).
   const int64_t unit = plan.whole_groups ? row / group_size_ : row;
   if (state.consumed.Test(unit)) return;
-  // acq_rel: as the claimers' increments.
-  state.skipped_rows.fetch_add(1, std::memory_order_acq_rel);
+  // acq_rel: as the claimers' increments. Nothing was handed out.
   if (!plan.whole_groups) {
     state.consumed.Set(unit);
     state.consumed_rows.fetch_add(1, std::memory_order_acq_rel);

@@ -72,7 +72,10 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       seal_when_(spec.seal_when),
       pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
                                         spec.memory_limit_bytes)),
-      spec_(std::move(spec)) {
+      spec_(std::move(spec)),
+      // Reservation ids come from the same epoch's space as lease ids: a
+      // Put naming one from before a restart never finds another.
+      reservations_(limits.first_lease_id) {
   std::vector<ConsumerShape> shapes;
   for (const ConsumerSpec& c : spec_.consumers) {
     shapes.push_back({c.whole_groups, c.dp_size * c.replicas});
@@ -91,9 +94,6 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
   leases_ = std::make_unique<LeaseTable>(
       absl::StrCat("dock '", name_, "'"), [this](absl::Time when) { alarm_->RingAt(when); },
       limits.first_lease_id);
-  // Reservation ids come from the same epoch's space as lease ids: a Put
-  // naming one from before a restart never finds another.
-  next_reservation_.store(std::max<uint64_t>(1, limits.first_lease_id), std::memory_order_relaxed);
 }
 
 DockImpl::~DockImpl() { Stop(); }
@@ -138,6 +138,18 @@ DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
              : StepState::kBlocked;
 }
 
+std::vector<int64_t> DockImpl::LiveSteps() const {
+  std::vector<int64_t> live;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : partitions_) {
+      if (part->live(mu_)) live.push_back(part->step(mu_));
+    }
+  }
+  std::sort(live.begin(), live.end());
+  return live;
+}
+
 bool DockImpl::HoldsLocked(int64_t step) const {
   const Partition& part = PartitionOf(step);
   return part.live(mu_) && part.step(mu_) == step;
@@ -158,11 +170,11 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
     // acquire: pairs with the claimers' increments (all done: the step is
     // fully taken, or released by the caller's decision).
     const ConsumerState& state = part.consumer(mu_, plan.index);
-    released_consumed_rows_[plan.index] += state.consumed_rows.load(std::memory_order_acquire) -
-                                           state.skipped_rows.load(std::memory_order_acquire);
+    released_consumed_rows_[plan.index] += state.handed_rows.load(std::memory_order_acquire);
   }
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
+  reservations_.ForgetStep(part.step(mu_));
   ForgetKeysOfStepLocked(part);
   return part.Release(mu_);
 }
@@ -298,8 +310,7 @@ DockStats DockImpl::Stats() const {
       for (const ConsumerPlan& plan : plans_) {
         // relaxed: statistics only.
         const ConsumerState& state = part->consumer(mu_, plan.index);
-        step.consumed_rows.push_back(state.consumed_rows.load(std::memory_order_relaxed) -
-                                     state.skipped_rows.load(std::memory_order_relaxed));
+        step.consumed_rows.push_back(state.handed_rows.load(std::memory_order_relaxed));
         const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
         step.available_rows.push_back(
             CountAvailable(*part, part->consumer(mu_, plan.index), plan,
@@ -346,16 +357,15 @@ DockStats DockImpl::Stats() const {
   }
   std::sort(stats.steps.begin(), stats.steps.end(),
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });
-  stats.waiters.assign(stats.consumers.size(), 0);
-  stats.parked_puts = waiters_.Count(stats.waiters);
+  WaiterTable::Counts parked = waiters_.Count(stats.consumers.size());
+  stats.waiters = std::move(parked.gets);
+  stats.parked_puts = parked.puts;
   stats.version = version_.load(std::memory_order_acquire);
-  {
-    tdock::MutexLock lock(&res_mu_);
-    stats.reservations_live = static_cast<int64_t>(reservations_.size());
-    stats.reservations_parked = static_cast<int64_t>(parked_reservations_.size());
-    stats.admission_waits_total = admission_waits_;
-    stats.admission_wait_seconds_total = admission_wait_seconds_;
-  }
+  const ReservationTable::Counts reservations = reservations_.counts();
+  stats.reservations_live = reservations.live;
+  stats.reservations_parked = parked.reserves;
+  stats.admission_waits_total = reservations.admission_waits;
+  stats.admission_wait_seconds_total = reservations.admission_wait_seconds;
   OmitRemoved(removed, stats);
   stats.arena_bytes_reserved = pool_->reserved_bytes();
   stats.memory_limit_bytes = pool_->limit_bytes();
@@ -409,13 +419,6 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
 
 void DockImpl::Shutdown() {
   for (auto& w : waiters_.Shutdown()) EndWaiter(std::move(w), Waiter::End::kShutdown);
-  std::list<ParkedReservation> parked;
-  {
-    tdock::MutexLock lock(&res_mu_);
-    shutting_down_ = true;
-    parked.swap(parked_reservations_);
-  }
-  for (ParkedReservation& r : parked) std::move(r.done)(ShuttingDown());
 }
 
 }  // namespace tdock::internal

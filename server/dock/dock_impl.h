@@ -16,6 +16,7 @@
 //   while holding mu_.
 // - key_mu_ guards the index of row keys (dock_keys.cc); it comes after mu_
 //   and a partition's commit lock, and nothing is taken while holding it.
+// - The reservation table's lock (reservation_table.h) is a leaf too.
 // - No callback runs with any of these locks held.
 //
 // Wake-ups without loss: a Put publishes its cells, then takes the waiter
@@ -30,7 +31,6 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +47,7 @@
 #include "server/dock/journal_hook.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
+#include "server/dock/reservation_table.h"
 #include "server/dock/round_dispatcher.h"
 #include "server/dock/sampler.h"
 #include "server/dock/types.h"
@@ -180,6 +181,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
     int column = 0;
     int64_t row = 0;
     const CellBlock* block = nullptr;
+    // Staged (a first write): made ready once stored, unstaged if not.
+    // Else a rewrite, published once stored.
+    bool staged = false;
   };
   // ---- Journal (dock_journal.cc); journal_ is null without persistence.
   // Records the cells a Put wrote, then makes them ready (or, if the record
@@ -214,6 +218,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The step a blocked step waits for. REQUIRES: ClassifyLocked is kBlocked.
   int64_t BlockingStepLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Partition& PartitionOf(int64_t step) const;
+  // The steps the partitions hold now, ascending.
+  std::vector<int64_t> LiveSteps() const ABSL_LOCKS_EXCLUDED(mu_);
   std::string Where(int64_t step) const;  // "dock 'x' step 3"
 
   // ---- Put (dock_put.cc)
@@ -401,6 +407,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Ends the leases of the partition's step none of whose rows is left.
   void EndDroppedLeasesLocked(Partition& part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterDrop(int64_t step);
+  // A sealed step's rows that have no cell, no write being recorded and no
+  // drop (a write the Seal kept was not stored, or was lost in a crash):
+  // dropped as sealed, recorded first, so the step is not held by rows that
+  // can no longer come; tried again from the alarm if the record fails.
+  void DropOrphansOfSealed(int64_t step);
+  // The rows DropOrphansOfSealed drops, closed to Puts until recorded.
+  std::vector<int64_t> OrphansLocked(Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
   // seal_when (dock_seal.cc): seals `step` if the consumer it names has
   // enough complete groups, dropping the other groups as surplus; then runs
   // `then` (once the seal is recorded and applied, with a journal).
@@ -526,47 +540,40 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   StalenessStats StalenessOf(int consumer) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Reservations (dock_reservations.cc)
-  struct ReservationEntry {
-    int64_t step = 0;
-    std::vector<int64_t> rows;
-    int64_t version = 0;
-    absl::Time deadline;
-  };
-  struct ParkedReservation {
-    ReserveInput in;
-    ReserveCallback done;
-    absl::Time since;
-    absl::Time until;
-    uint64_t id = 0;  // for Cancel
-  };
   // A reservation's try: granted (rows assigned and reserved, not yet
   // recorded) or refused; unset: wait (why in `reason`).
   struct ReserveAttempt {
     std::optional<absl::StatusOr<Reservation>> done;
     std::vector<int64_t> unused;  // declared groups' rest, closed
     std::string reason;
+    bool raced = false;  // lost races with concurrent starts of its step
   };
   absl::Status ValidateReserve(const ReserveInput& in) const;
-  // Answers the parked reservation `id` CANCELLED; false if none is parked.
-  bool CancelReservation(uint64_t id) ABSL_LOCKS_EXCLUDED(res_mu_);
   // The smallest max_staleness of the consumers that hold steps (its
   // consumer in *consumer); nullopt: none.
   std::optional<int64_t> AdmissionBoundLocked(std::string* consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The oldest step not released (live, or the next a partition takes).
   int64_t FrontStepLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  ReserveAttempt TryReserve(const ReserveInput& in, uint64_t id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(res_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  ReserveAttempt TryReserve(const ReserveInput& in, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Records a granted reservation (its rows take its version once stored)
-  // and answers; a failed record frees its rows.
-  void FinishReserve(ReserveAttempt attempt, ReserveCallback done);
-  // Retries the parked reservations; answers those past their wait.
-  void WakeReservations() ABSL_LOCKS_EXCLUDED(res_mu_, mu_);
-  // Drops the rows not written of reservations past their deadline;
-  // returns the next deadline (a reservation's or a parked one's wait).
-  absl::Time ExpireReservations(absl::Time now) ABSL_LOCKS_EXCLUDED(res_mu_, mu_);
+  // and answers; a failed record frees its rows. `waited`: how long it was
+  // parked (none: it was granted at once).
+  void FinishReserve(ReserveAttempt attempt, ReserveCallback done,
+                     std::optional<absl::Duration> waited = std::nullopt);
+  // A Reserve that cannot be granted now waits in the waiter table; returns
+  // its id for Cancel (0 if it was answered).
+  uint64_t ParkReserve(ReserveInput in, ReserveCallback done);
+  void RetryReserve(std::shared_ptr<Waiter> w);
+  // Retries the parked Reserves: a step was released, the version or the
+  // consumers changed, or a reservation's rows came back.
+  void WakeReservations() ABSL_LOCKS_EXCLUDED(mu_);
+  // Parked Reserves are tried again shortly, from the dock's alarm.
+  void RetryReservesSoon();
+  // Drops the rows not written of reservations past their deadline.
+  void ExpireReservations(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // A Put naming a reservation: its rows (or a check that `rows` are some).
-  absl::Status RowsOfReservation(PutInput& in) const ABSL_LOCKS_EXCLUDED(res_mu_);
+  absl::Status RowsOfReservation(PutInput& in) const;
 
   // ---- Waiting (dock_waiters.cc)
   uint64_t ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback done);
@@ -623,21 +630,17 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   };
   std::vector<std::unique_ptr<StalenessCounters>> staleness_ ABSL_GUARDED_BY(mu_);
 
-  // Reservations (dock_reservations.cc); its lock comes before mu_ (a
-  // reservation is tried and parked in one hold of it).
-  mutable tdock::Mutex res_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::map<uint64_t, ReservationEntry> reservations_ ABSL_GUARDED_BY(res_mu_);
-  // Reservations that expired: id -> (step, deadline), the latest few.
-  std::map<uint64_t, std::pair<int64_t, absl::Time>> expired_ ABSL_GUARDED_BY(res_mu_);
-  std::list<ParkedReservation> parked_reservations_ ABSL_GUARDED_BY(res_mu_);
-  int64_t admission_waits_ ABSL_GUARDED_BY(res_mu_) = 0;
-  double admission_wait_seconds_ ABSL_GUARDED_BY(res_mu_) = 0;
-  std::atomic<uint64_t> next_reservation_{1};
+  // Granted reservations (dock_reservations.cc).
+  ReservationTable reservations_;
+  // A parked Reserve lost races with concurrent starts of its step: when the
+  // parked Reserves are tried again (unix ns of the dock's clock; 0: none due).
+  std::atomic<int64_t> reserve_retry_at_ns_{0};
+  // Dropping a sealed step's orphans was not stored: when it is tried again
+  // (for every sealed step; unix ns of the dock's clock; 0: none due).
+  std::atomic<int64_t> orphans_retry_at_ns_{0};
   // After a stale pass-over's record failed: when parked Gets look again
   // (unix ns of the dock's clock; 0: none due).
   std::atomic<int64_t> stale_retry_at_ns_{0};
-  uint64_t next_parked_reservation_ ABSL_GUARDED_BY(res_mu_) = 1;
-  bool shutting_down_ ABSL_GUARDED_BY(res_mu_) = false;
 
   // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
   // partitions' commit locks.

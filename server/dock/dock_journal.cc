@@ -104,12 +104,14 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
         // Records complete in the order they were submitted, so the last
         // rewrite of a cell stored is the one left visible.
         for (const WrittenCell& cell : staged) {
-          if (columns_[cell.column].rewritable) {
-            if (stored.ok()) part.Publish(cell.column, cell.row, cell.block);
+          if (cell.staged) {
+            if (stored.ok()) {
+              part.MakeReady(cell.column, cell.row);
+            } else {
+              part.Unstage(cell.column, cell.row, cell.block);
+            }
           } else if (stored.ok()) {
-            part.MakeReady(cell.column, cell.row);
-          } else {
-            part.Unstage(cell.column, cell.row, cell.block);
+            part.Publish(cell.column, cell.row, cell.block);
           }
         }
         for (int64_t row : rows) part.AddPendingWrite(row, -1);
@@ -119,6 +121,8 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
     }
     if (!stored.ok()) {
       std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
+      // A Seal that kept its rows (they were being written) left them to it.
+      DropOrphansOfSealed(step);
       return;
     }
     // Answered once the seal it causes (seal_when) is applied; before the

@@ -84,6 +84,8 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
     if (static_cast<size_t>(lease.rank) < taken.size()) taken[lease.rank].reset();
   } else {
     GiveBackLocked(part, plans_[lease.consumer], lease.units, /*counted=*/true);
+    // Handed out again later, counted again then. relaxed: statistics only.
+    state.handed_rows.fetch_sub(lease.rows, std::memory_order_relaxed);
   }
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }

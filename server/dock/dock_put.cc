@@ -286,9 +286,12 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
         continue;
       }
       // Ready once stored; a rewrite is not even seen until then (the cell
-      // it replaces is served meanwhile, and stays if the record fails).
-      if (!rewritable) part.Stage(column.column, in.rows[i], &column.blocks[i]);
-      cells->push_back({column.column, in.rows[i], &column.blocks[i]});
+      // it replaces is served meanwhile, and stays if the record fails). A
+      // first write, rewritable or not, is staged: a Seal, an append or
+      // another Put deciding meanwhile sees the row written.
+      const bool first = !rewritable || part.cell(column.column, in.rows[i]) == nullptr;
+      if (first) part.Stage(column.column, in.rows[i], &column.blocks[i]);
+      cells->push_back({column.column, in.rows[i], &column.blocks[i], first});
     }
   }
   return result;

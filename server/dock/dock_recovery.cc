@@ -61,6 +61,7 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
     leases_->AddRecovered(std::move(lease));
   }
   state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -107,6 +108,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   state.rounds.push_back(std::move(round));
   state.rounds_recorded.assign(state.rounds.size(), true);
   state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -157,20 +159,13 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
 
 void DockImpl::FinishRecovery() {
   RebuildKeyIndex();
-  std::vector<int64_t> live;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    for (const auto& part : partitions_) {
-      if (part->live(mu_)) live.push_back(part->step(mu_));
-    }
-  }
+  const std::vector<int64_t> live = LiveSteps();
+  // A write a Seal kept whose record never made it (a crash between the
+  // two) left its row in a sealed step with nothing: it ends now.
+  for (int64_t step : live) DropOrphansOfSealed(step);
   for (int64_t step : live) MaybeAutoRelease(step);
   // Recovered reservations expire from now on, with the journal attached.
-  absl::Time next = absl::InfiniteFuture();
-  {
-    tdock::MutexLock lock(&res_mu_);
-    for (const auto& [id, reservation] : reservations_) next = std::min(next, reservation.deadline);
-  }
+  const absl::Time next = reservations_.NextDeadline();
   if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
 }
 

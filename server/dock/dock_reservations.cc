@@ -36,13 +36,14 @@
 namespace tdock::internal {
 namespace {
 
-// Expired reservations remembered to name them in a late Put's error.
-constexpr size_t kExpiredRemembered = 4096;
-
 constexpr absl::Duration kMaxReservationDeadline = absl::Hours(24);
 
 // Tries of a reservation that loses a race with a concurrent start of its step.
 constexpr int kMaxRaces = 64;
+
+// A parked Reserve that lost kMaxRaces races is tried again this much later
+// (no release need come to wake it).
+constexpr absl::Duration kReserveRetryInterval = absl::Milliseconds(50);
 
 }  // namespace
 
@@ -174,7 +175,8 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     }
     if (!arena.ok()) continue;  // released (or being released) meanwhile
     if (*arena == nullptr) {
-      attempt.reason = blocked.empty() ? Where(step) + " is changing" : blocked;
+      attempt.raced = blocked.empty();
+      attempt.reason = attempt.raced ? Where(step) + " is changing" : blocked;
       return attempt;
     }
     if (assigned.ok()) {
@@ -190,6 +192,7 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     }
     if (activated) DeactivateIfUnused(step, *arena);
     if (absl::IsAborted(assigned)) {
+      attempt.raced = true;
       attempt.reason = std::string(assigned.message());
       return attempt;
     }
@@ -207,28 +210,12 @@ uint64_t DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
     std::move(done)(valid);
     return 0;
   }
-  ReserveAttempt attempt;
-  {
-    tdock::MutexLock lock(&res_mu_);
-    if (shutting_down_) {
-      attempt.done = ShuttingDown();
-    } else {
-      // Tried and parked in one hold: a release between the two wakes it.
-      attempt = TryReserve(input, next_reservation_.fetch_add(1, std::memory_order_relaxed));
-    }
-    if (attempt.done.has_value() && attempt.done->ok()) {
-      const Reservation& r = **attempt.done;
-      reservations_[r.id] = {r.step, r.rows, r.version, r.deadline};
-    } else if (!attempt.done.has_value() && input.wait > absl::ZeroDuration()) {
-      const absl::Time now = limits_.clock->Now();
-      const absl::Time until = now + input.wait;
-      // Parked ids have the top bit set: Cancel tells them from a parked Get's.
-      const uint64_t id = (uint64_t{1} << 63) | next_parked_reservation_++;
-      parked_reservations_.push_back({std::move(input), std::move(done), now, until, id});
-      alarm_->RingAt(until);
-      return id;
-    }
+  if (input.wait > absl::ZeroDuration()) return ParkReserve(std::move(input), std::move(done));
+  if (waiters_.shutting_down()) {
+    std::move(done)(ShuttingDown());
+    return 0;
   }
+  ReserveAttempt attempt = TryReserve(input, reservations_.NewId());
   if (!attempt.done.has_value()) {
     Reservation none;
     none.timed_out = true;
@@ -239,25 +226,74 @@ uint64_t DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
   return 0;
 }
 
-bool DockImpl::CancelReservation(uint64_t id) {
-  ReserveCallback done;
-  {
-    tdock::MutexLock lock(&res_mu_);
-    auto it = std::find_if(parked_reservations_.begin(), parked_reservations_.end(),
-                           [id](const ParkedReservation& p) { return p.id == id; });
-    if (it == parked_reservations_.end()) return false;
-    done = std::move(it->done);
-    parked_reservations_.erase(it);
+uint64_t DockImpl::ParkReserve(ReserveInput in, ReserveCallback done) {
+  const absl::Time now = limits_.clock->Now();
+  std::shared_ptr<Waiter> w = WaiterTable::New(now + in.wait);
+  w->kind = Waiter::Kind::kReserve;
+  w->since = now;
+  w->reserve = std::move(in);
+  w->reserve_done = std::move(done);
+  ReserveAttempt attempt;
+  // Tried and parked in one hold of the table's lock: a release between the
+  // two wakes it.
+  switch (waiters_.Park(w, limits_.max_parked_reserves, [&] {
+    attempt = TryReserve(w->reserve, reservations_.NewId());
+    return attempt.done.has_value();
+  })) {
+    case WaiterTable::Parking::kParked:
+      alarm_->RingAt(w->deadline);
+      if (!attempt.reason.empty() && attempt.raced) RetryReservesSoon();
+      return w->id;
+    case WaiterTable::Parking::kServed:
+      FinishReserve(std::move(attempt), std::move(w->reserve_done));
+      return 0;
+    case WaiterTable::Parking::kShuttingDown:
+      std::move(w->reserve_done)(ShuttingDown());
+      return 0;
+    case WaiterTable::Parking::kTooMany:
+      std::move(w->reserve_done)(absl::ResourceExhaustedError(absl::StrCat(
+          "dock '", name_, "': ", limits_.max_parked_reserves,
+          " Reserves are already waiting for admission, the server's limit "
+          "(--max_parked_reserves_per_dock); retry later or wait longer per Reserve")));
+      return 0;
   }
-  std::move(done)(absl::CancelledError(absl::StrCat("dock '", name_, "': reservation cancelled")));
-  return true;
+  return 0;
 }
 
-void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
+void DockImpl::RetryReserve(std::shared_ptr<Waiter> w) {
+  ReserveAttempt attempt;
+  const Waiter::End end = waiters_.FinishRetry(w, [&] {
+    attempt = TryReserve(w->reserve, reservations_.NewId());
+    return attempt.done.has_value();
+  });
+  if (attempt.done.has_value()) {
+    FinishReserve(std::move(attempt), std::move(w->reserve_done),
+                  limits_.clock->Now() - w->since);
+  } else if (end != Waiter::End::kNone) {
+    EndWaiter(std::move(w), end);
+  } else if (attempt.raced) {
+    RetryReservesSoon();
+  }
+}
+
+void DockImpl::WakeReservations() {
+  for (auto& w : waiters_.TakeReserves()) RetryReserve(std::move(w));
+}
+
+void DockImpl::RetryReservesSoon() {
+  const absl::Time at = limits_.clock->Now() + kReserveRetryInterval;
+  // relaxed: a hint; the Reserves it wakes re-check everything under locks.
+  reserve_retry_at_ns_.store(absl::ToUnixNanos(at), std::memory_order_relaxed);
+  alarm_->RingAt(at);
+}
+
+void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
+                             std::optional<absl::Duration> waited) {
   if (!attempt.done->ok()) {
     std::move(done)(std::move(*attempt.done));
     return;
   }
+  if (waited.has_value()) reservations_.CountAdmissionWait(*waited);
   Reservation granted = **std::move(attempt.done);
   alarm_->RingAt(granted.deadline);
   const int64_t step = granted.step;
@@ -270,6 +306,10 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
         tdock::MutexLock commit(&part.commit_mu());
         if (stored.ok()) {
           for (int64_t row : granted.rows) part.LowerVersion(row, granted.version);
+          // Under mu_: a release of the step (which forgets its
+          // reservations) comes before or after, never between.
+          reservations_.Add(granted.id,
+                            {granted.step, granted.rows, granted.version, granted.deadline});
         } else {
           // Free for appends and reservations again: the cursor goes back to
           // the first of its groups.
@@ -281,10 +321,6 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
     }
     if (!unused.empty()) CloseUnusedRows(granted.step, unused, stored.ok());
     if (!stored.ok()) {
-      {
-        tdock::MutexLock lock(&res_mu_);
-        reservations_.erase(granted.id);
-      }
       std::move(done)(absl::UnavailableError(absl::StrCat(
           Where(granted.step), ": reservation not stored (", stored.message(), ")")));
       WakeReservations();  // its rows are free again
@@ -305,76 +341,21 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done) {
                      KeepAlive(std::move(apply)));
 }
 
-void DockImpl::WakeReservations() {
-  std::vector<std::pair<ReserveAttempt, ReserveCallback>> answers;
-  {
-    tdock::MutexLock lock(&res_mu_);
-    if (parked_reservations_.empty()) return;
-    const absl::Time now = limits_.clock->Now();
-    for (auto it = parked_reservations_.begin(); it != parked_reservations_.end();) {
-      ReserveAttempt attempt =
-          TryReserve(it->in, next_reservation_.fetch_add(1, std::memory_order_relaxed));
-      if (!attempt.done.has_value() && now < it->until) {
-        ++it;
-        continue;
-      }
-      if (attempt.done.has_value() && attempt.done->ok()) {
-        const Reservation& r = **attempt.done;
-        reservations_[r.id] = {r.step, r.rows, r.version, r.deadline};
-        ++admission_waits_;
-        admission_wait_seconds_ += absl::ToDoubleSeconds(now - it->since);
-      }
-      answers.emplace_back(std::move(attempt), std::move(it->done));
-      it = parked_reservations_.erase(it);
-    }
-  }
-  for (auto& [attempt, done] : answers) {
-    if (attempt.done.has_value()) {
-      FinishReserve(std::move(attempt), std::move(done));
-    } else {
-      Reservation none;
-      none.timed_out = true;
-      std::move(done)(std::move(none));
-    }
-  }
-}
-
-absl::Time DockImpl::ExpireReservations(absl::Time now) {
-  struct Expiring {
-    uint64_t id;
-    ReservationEntry entry;
-  };
-  std::vector<Expiring> expiring;
-  absl::Time next = absl::InfiniteFuture();
-  {
-    tdock::MutexLock lock(&res_mu_);
-    for (auto it = reservations_.begin(); it != reservations_.end();) {
-      if (it->second.deadline > now) {
-        next = std::min(next, it->second.deadline);
-        ++it;
-        continue;
-      }
-      expired_[it->first] = {it->second.step, it->second.deadline};
-      if (expired_.size() > kExpiredRemembered) expired_.erase(expired_.begin());
-      expiring.push_back({it->first, std::move(it->second)});
-      it = reservations_.erase(it);
-    }
-    for (const ParkedReservation& parked : parked_reservations_) next = std::min(next, parked.until);
-  }
-  for (const Expiring& e : expiring) {
+void DockImpl::ExpireReservations(absl::Time now) {
+  for (auto& [id, entry] : reservations_.TakeExpired(now)) {
     std::vector<int64_t> rows;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (!HoldsLocked(e.entry.step)) continue;
-      Partition& part = PartitionOf(e.entry.step);
+      if (!HoldsLocked(entry.step)) continue;
+      Partition& part = PartitionOf(entry.step);
       tdock::MutexLock commit(&part.commit_mu());
-      part.SetReserved(e.entry.rows, 0);
+      part.SetReserved(entry.rows, 0);
       // A step being released drops nothing (its release may fail: then a
       // Seal ends the rows left).
       if (part.releasing(mu_)) continue;
       // A cell being recorded counts as written: its Put is under way (a
       // rewritable column's first write is pending, not staged).
-      for (int64_t row : e.entry.rows) {
+      for (int64_t row : entry.rows) {
         if (!part.has_cell(row) && !part.dropped(row) && part.pending_writes(row) == 0) {
           rows.push_back(row);
         }
@@ -383,52 +364,43 @@ absl::Time DockImpl::ExpireReservations(absl::Time now) {
       part.SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
       if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
     }
-    const int64_t step = e.entry.step;
+    const int64_t step = entry.step;
     RecordAndApplyDrop(
         rows, step, DropReason::kExpired, /*seal=*/false, /*in_flight=*/true,
-        [this, id = e.id, entry = e.entry, rows](absl::StatusOr<int64_t> dropped) mutable {
-          bool again = false;
+        [this, id = id, entry = std::move(entry), rows](absl::StatusOr<int64_t> dropped) mutable {
           {
             tdock::ReaderMutexLock lock(&mu_);
             if (!HoldsLocked(entry.step)) return;
             Partition& part = PartitionOf(entry.step);
             tdock::MutexLock commit(&part.commit_mu());
             part.SetExpiring(rows, /*closed=*/false);
-            if (!dropped.ok()) {
-              // Not stored: the rows stay the reservation's, to expire again
-              // a second from now.
-              part.SetReserved(rows, id);
-              again = true;
-            }
+            if (dropped.ok()) return;
+            // Not stored: the rows stay the reservation's, to expire again
+            // a second from now.
+            part.SetReserved(rows, id);
+            entry.rows = rows;
+            entry.deadline = limits_.clock->Now() + absl::Seconds(1);
+            reservations_.Add(id, entry);
           }
-          if (!again) return;
-          entry.rows = rows;
-          entry.deadline = limits_.clock->Now() + absl::Seconds(1);
           alarm_->RingAt(entry.deadline);
-          tdock::MutexLock lock(&res_mu_);
-          expired_.erase(id);
-          reservations_[id] = std::move(entry);
         });
   }
-  return next;
 }
 
 absl::Status DockImpl::RowsOfReservation(PutInput& in) const {
-  tdock::MutexLock lock(&res_mu_);
-  auto it = reservations_.find(in.reservation);
-  if (it == reservations_.end()) {
-    auto gone = expired_.find(in.reservation);
-    if (gone != expired_.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(gone->second.first), ": reservation ", in.reservation, " expired at ",
-          absl::FormatTime(gone->second.second),
-          ": its rows not written by then were dropped (expired); nothing was written"));
-    }
+  const ReservationTable::Lookup found = reservations_.Find(in.reservation);
+  if (found.kind == ReservationTable::Lookup::Kind::kExpired) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        Where(found.entry.step), ": reservation ", in.reservation, " expired at ",
+        absl::FormatTime(found.entry.deadline),
+        ": its rows not written by then were dropped (expired); nothing was written"));
+  }
+  if (found.kind == ReservationTable::Lookup::Kind::kUnknown) {
     return absl::NotFoundError(absl::StrCat(
         "dock '", name_, "': reservation ", in.reservation,
         " is not known (not granted by this dock, or its step was released)"));
   }
-  const ReservationEntry& entry = it->second;
+  const ReservationTable::Entry& entry = found.entry;
   if (in.step != entry.step) {
     return absl::InvalidArgumentError(absl::StrCat(
         Where(in.step), ": reservation ", in.reservation, " is of step ", entry.step));
@@ -457,6 +429,7 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
     return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
                                             " does not decode"));
   }
+  reservations_.NoteRecoveredId(record.id);
   {
     tdock::MutexLock lock(&mu_);
     Partition& part = PartitionOf(record.step);
@@ -481,11 +454,7 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
   // Rung for by FinishRecovery, once the journal is attached.
   const absl::Time deadline =
       limits_.clock->Now() + (absl::FromUnixMillis(record.deadline_unix_ms) - absl::Now());
-  tdock::MutexLock lock(&res_mu_);
-  reservations_[record.id] = {record.step, record.rows, record.version, deadline};
-  next_reservation_.store(
-      std::max(next_reservation_.load(std::memory_order_relaxed), record.id + 1),
-      std::memory_order_relaxed);
+  reservations_.Add(record.id, {record.step, record.rows, record.version, deadline});
   return absl::OkStatus();
 }
 

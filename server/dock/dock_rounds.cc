@@ -91,9 +91,13 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
                        std::vector<int64_t>(draft.units.begin() + formed.kept, draft.units.end()),
                        /*counted=*/false);
       }
+      int64_t handed = 0;
       for (const RoundShare& share : formed.round->ranks) {
         CountStalenessLocked(part, plan.index, share.rows);
+        handed += static_cast<int64_t>(share.rows.size());
       }
+      // relaxed: statistics only.
+      state.handed_rows.fetch_add(handed, std::memory_order_relaxed);
       // Every unit counts its full size (dock_drops.cc).
       const int64_t rows =
           static_cast<int64_t>(formed.kept) * (plan.whole_groups ? group_size_ : 1);
@@ -199,10 +203,10 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     if (in.replica == 0 && k >= state.next_round[taker] && pending.count(k) == 0) {
       // First delivery: rows dropped since the round formed were counted with
       // it but are never handed out.
-      // acq_rel: as the rounds' increments.
-      state.skipped_rows.fetch_add(
+      // relaxed: statistics only.
+      state.handed_rows.fetch_sub(
           static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
-          std::memory_order_acq_rel);
+          std::memory_order_relaxed);
     }
     state.next_round[taker] = std::max(state.next_round[taker], k + 1);
     pending.erase(k);

@@ -111,3 +111,50 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
 }
 
 }  // namespace tdock::internal
+
+namespace tdock::internal {
+namespace {
+
+// Dropping a sealed step's orphans whose record failed is tried again after
+// this long (a full disk gets time to drain).
+constexpr absl::Duration kOrphansRetryInterval = absl::Seconds(1);
+
+}  // namespace
+
+std::vector<int64_t> DockImpl::OrphansLocked(Partition& part) {
+  std::vector<int64_t> rows;
+  if (!part.sealed(mu_)) return rows;
+  for (int64_t row = 0; row < rows_per_step_; ++row) {
+    if (part.dropped(row) || part.has_cell(row) || part.pending_writes(row) > 0 ||
+        part.closed(row) != Partition::Closed::kOpen) {
+      continue;
+    }
+    rows.push_back(row);
+  }
+  // Closed to Puts (as a Seal's rows are) while the drop is recorded.
+  if (!rows.empty() && journal_ != nullptr) part.AddDropInFlight(/*seal=*/true, rows, 1);
+  return rows;
+}
+
+void DockImpl::DropOrphansOfSealed(int64_t step) {
+  std::vector<int64_t> rows;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (!HoldsLocked(step) || PartitionOf(step).releasing(mu_)) return;
+    Partition& part = PartitionOf(step);
+    tdock::MutexLock commit(&part.commit_mu());
+    rows = OrphansLocked(part);
+  }
+  if (rows.empty()) return;
+  RecordAndApplyDrop(std::move(rows), step, DropReason::kSealed, /*seal=*/true,
+                     /*in_flight=*/true, [this](absl::StatusOr<int64_t> dropped) {
+                       if (dropped.ok() || absl::IsFailedPrecondition(dropped.status())) return;
+                       const absl::Time at = limits_.clock->Now() + kOrphansRetryInterval;
+                       // relaxed: a hint; the retry re-checks under locks.
+                       orphans_retry_at_ns_.store(absl::ToUnixNanos(at),
+                                                  std::memory_order_relaxed);
+                       alarm_->RingAt(at);
+                     });
+}
+
+}  // namespace tdock::internal

@@ -55,10 +55,8 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
     state.stale_unrecorded.fetch_add(static_cast<int64_t>(take.units.size()),
                                      std::memory_order_acq_rel);
   }
-  // Not handed out: its rows not dropped count like rows dropped before the
-  // consumer took them (those dropped were counted so already).
+  // Done for the consumer, though not handed out (handed_rows stays).
   // acq_rel: as the claimers' increments.
-  state.skipped_rows.fetch_add(static_cast<int64_t>(take.rows.size()), std::memory_order_acq_rel);
   state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
   attempt.wake_consumer = true;  // a Get waiting for the step's end may see it now
   attempt.stale.push_back(std::move(take));
@@ -140,16 +138,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
       ConsumerState& state = part.consumer(mu_, plan.index);
       if (!stored) {
         // Given back but for units dropped meanwhile (those stay done).
-        int64_t back = 0;
-        for (int64_t unit : take.units) {
-          if (part.UnitDropped(mu_, unit, plan.whole_groups)) continue;
-          std::vector<int64_t> rows;
-          part.AppendUnitRows(mu_, unit, plan.whole_groups, rows);
-          back += static_cast<int64_t>(rows.size());
-        }
         GiveBackLocked(part, plan, take.units, /*counted=*/true);
-        // acq_rel: as the claimers' increments.
-        state.skipped_rows.fetch_sub(back, std::memory_order_acq_rel);
         // relaxed: a hint (PassOverStaleLocked).
         const absl::Time retry = limits_.clock->Now() + absl::Seconds(1);
         state.stale_retry_ns.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);

@@ -14,34 +14,58 @@ namespace {
 // comes back when the last batch pinning a released step goes away.
 constexpr absl::Duration kPutRetryInterval = absl::Milliseconds(50);
 
+// A retry asked for at `at` (unix ns of the dock's clock; 0: none) is due by
+// `now`: takes it (true) or leaves it.
+bool Due(std::atomic<int64_t>& at, absl::Time now) {
+  // relaxed: a hint; what it wakes re-checks everything under locks.
+  int64_t due = at.load(std::memory_order_relaxed);
+  return due != 0 && absl::ToUnixNanos(now) >= due &&
+         at.compare_exchange_strong(due, 0, std::memory_order_relaxed);
+}
+
+// A waiting call ended: `status`, or (OK: its wait passed) a `Result` that
+// says it timed out.
+template <typename Result, typename Done>
+void AnswerEnded(Done& done, const absl::Status& status) {
+  if (!status.ok()) {
+    std::move(done)(status);
+    return;
+  }
+  Result none;
+  none.timed_out = true;
+  std::move(done)(std::move(none));
+}
+
 }  // namespace
 
 void DockImpl::EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end) {
   absl::Status status;
   switch (end) {
     case Waiter::End::kCancelled:
-      status = absl::CancelledError(absl::StrCat("dock '", name_, "': call cancelled"));
+      status = absl::CancelledError(absl::StrCat(
+          "dock '", name_, "': ", w->kind == Waiter::Kind::kReserve ? "reservation" : "call",
+          " cancelled"));
       break;
     case Waiter::End::kShutdown:
       status = ShuttingDown();
       break;
     case Waiter::End::kExpired:
-      if (w->is_put) status = absl::ResourceExhaustedError(w->put_reason);
+      if (w->kind == Waiter::Kind::kPut) status = absl::ResourceExhaustedError(w->put_reason);
       break;
     case Waiter::End::kNone:
       return;
   }
-  if (w->is_put) {
-    std::move(w->put_done)(status);
-    return;
+  switch (w->kind) {
+    case Waiter::Kind::kPut:
+      std::move(w->put_done)(status);
+      break;
+    case Waiter::Kind::kGet:
+      AnswerEnded<Batch>(w->get_done, status);
+      break;
+    case Waiter::Kind::kReserve:
+      AnswerEnded<Reservation>(w->reserve_done, status);
+      break;
   }
-  if (!status.ok()) {
-    std::move(w->get_done)(status);
-    return;
-  }
-  Batch empty;
-  empty.timed_out = true;
-  std::move(w->get_done)(std::move(empty));
 }
 
 absl::Status DockImpl::ShuttingDown() const {
@@ -84,7 +108,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
 void DockImpl::ParkPut(PutInput in, PutAttempt attempt, PutCallback done) {
   for (;;) {
     std::shared_ptr<Waiter> w = WaiterTable::New(limits_.clock->Now() + in.wait);
-    w->is_put = true;
+    w->kind = Waiter::Kind::kPut;
     w->put = std::move(in);
     w->put_done = std::move(done);
     w->put_reason = std::move(attempt.park_reason);
@@ -125,7 +149,7 @@ void DockImpl::RetryGet(std::shared_ptr<Waiter> w) {
   absl::StatusOr<ConsumerPlan> plan = PlanFor(w->get);
   GetAttempt attempt;
   if (!plan.ok()) attempt.done = plan.status();
-  const Waiter::End end = waiters_.FinishGetRetry(w, [&] {
+  const Waiter::End end = waiters_.FinishRetry(w, [&] {
     if (plan.ok()) attempt = TryGet(w->get, *plan);
     return attempt.done.has_value();
   });
@@ -158,10 +182,6 @@ void DockImpl::RetryPut(std::shared_ptr<Waiter> w) {
 }
 
 void DockImpl::Cancel(uint64_t id) {
-  if (id >> 63) {
-    CancelReservation(id);
-    return;
-  }
   if (std::shared_ptr<Waiter> w = waiters_.Cancel(id)) {
     EndWaiter(std::move(w), Waiter::End::kCancelled);
   }
@@ -171,14 +191,20 @@ void DockImpl::OnAlarm() {
   ExpireLeases();
   const absl::Time now = limits_.clock->Now();
   WaiterTable::Expiry expiry = waiters_.Expire(now);
-  WakeReservations();  // answers those past their wait
-  // relaxed: a hint; the Gets it wakes re-check everything under locks.
-  int64_t retry = stale_retry_at_ns_.load(std::memory_order_relaxed);
-  if (retry != 0 && absl::ToUnixNanos(now) >= retry &&
-      stale_retry_at_ns_.compare_exchange_strong(retry, 0, std::memory_order_relaxed)) {
-    WakeGets({});  // passing over stale rows may be tried again
+  if (Due(stale_retry_at_ns_, now)) WakeGets({});  // passing over stale rows may be tried again
+  if (Due(reserve_retry_at_ns_, now)) WakeReservations();  // after lost races
+  if (Due(orphans_retry_at_ns_, now)) {
+    for (int64_t step : LiveSteps()) DropOrphansOfSealed(step);
   }
-  absl::Time next = std::min({leases_->NextDeadline(), expiry.next, ExpireReservations(now)});
+  ExpireReservations(now);
+  absl::Time next =
+      std::min({leases_->NextDeadline(), expiry.next, reservations_.NextDeadline()});
+  for (const std::atomic<int64_t>* retry :
+       {&stale_retry_at_ns_, &reserve_retry_at_ns_, &orphans_retry_at_ns_}) {
+    // relaxed: a hint, as above.
+    const int64_t at = retry->load(std::memory_order_relaxed);
+    if (at != 0) next = std::min(next, absl::FromUnixNanos(at));
+  }
   if (expiry.puts_parked) next = std::min(next, now + kPutRetryInterval);
   if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
   for (auto& w : expiry.expired) EndWaiter(std::move(w), Waiter::End::kExpired);

@@ -91,9 +91,15 @@ struct ConsumerState {
         next_round(static_cast<size_t>(takers), 0),
         redeliver(static_cast<size_t>(takers)) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
+  // Every unit counts its full size here once it is done for the consumer
+  // (taken, passed over, or dropped whole): the step ends for the consumer
+  // when it reaches the step's rows.
   std::atomic<int64_t> consumed_rows{0};
-  // Of consumed_rows: rows dropped before they were handed to it.
-  std::atomic<int64_t> skipped_rows{0};
+  // Rows handed to the consumer (statistics): raised by the rows a claim
+  // hands out (a balanced round's when it is formed), lowered only when a
+  // lease gives its rows back (or a round's rows are dropped before their
+  // rank fetched them). A drop never lowers it.
+  std::atomic<int64_t> handed_rows{0};
   // Consumers with leases: rows handed out and not yet acknowledged. Raised
   // before consumed_rows, so whoever sees every row consumed sees them.
   std::atomic<int64_t> in_flight_rows{0};

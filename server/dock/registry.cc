@@ -12,7 +12,7 @@ namespace tdock {
 DockRegistry::~DockRegistry() {
   // A creation in flight answers through this registry: wait for it.
   tdock::MutexLock lock(&mu_);
-  while (!creating_.empty() || finishing_ > 0) {
+  while (!creating_.empty() || finishing_ > 0 || deleting_ > 0) {
     created_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
   }
 }
@@ -32,6 +32,11 @@ DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallb
     return Found::kAnswer;
   }
   if (auto it = docks_.find(spec.name); it != docks_.end()) {
+    if (it->second.deleting) {
+      answer = absl::AbortedError(absl::StrCat(
+          "dock '", spec.name, "' is being deleted; create it once its DeleteDock is answered"));
+      return Found::kAnswer;
+    }
     // Consumers and columns added (or removed) since do not make it another
     // dock.
     if (AsCreated(it->second.spec) == spec) {
@@ -185,6 +190,9 @@ absl::StatusOr<std::shared_ptr<Dock>> DockRegistry::Find(const std::string& name
   if (it == docks_.end()) {
     return absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
   }
+  if (it->second.deleting) {
+    return absl::NotFoundError(absl::StrCat("dock '", name, "' is being deleted"));
+  }
   return it->second.dock;
 }
 
@@ -203,22 +211,57 @@ void DockRegistry::Delete(const std::string& name, StatusCallback done) {
           "dock '", name, "' is being created; delete it once its CreateDock is answered"));
     } else if (it == docks_.end()) {
       refused = absl::NotFoundError(absl::StrCat("dock '", name, "' does not exist"));
+    } else if (it->second.deleting) {
+      refused = absl::AbortedError(absl::StrCat("dock '", name, "' is being deleted"));
     } else {
-      dock = std::move(it->second.dock);
-      docks_.erase(it);
+      it->second.deleting = true;  // recorded before it takes effect
     }
   }
   if (!refused.ok()) {
     std::move(done)(std::move(refused));
     return;
   }
-  // Parked calls end now; calls in progress keep the dock alive until done.
-  dock->Shutdown();
   if (hooks_ == nullptr) {
-    std::move(done)(absl::OkStatus());
+    FinishDelete(name, absl::OkStatus(), std::move(done));
     return;
   }
-  hooks_->Deleted(name, std::move(done));
+  {
+    tdock::MutexLock lock(&mu_);
+    ++deleting_;
+  }
+  hooks_->Deleted(name, [this, name, done = std::move(done)](absl::Status stored) mutable {
+    FinishDelete(name, stored, std::move(done));
+    tdock::MutexLock lock(&mu_);
+    --deleting_;
+    created_.SignalAll();
+  });
+}
+
+void DockRegistry::FinishDelete(const std::string& name, const absl::Status& stored,
+                                StatusCallback done) {
+  std::shared_ptr<Dock> dock;
+  {
+    tdock::MutexLock lock(&mu_);
+    // Creations and deletions of the name are refused while it is deleting:
+    // the entry is this deletion's.
+    auto it = docks_.find(name);
+    if (it != docks_.end()) {
+      if (stored.ok()) {
+        dock = std::move(it->second.dock);
+        docks_.erase(it);
+      } else {
+        it->second.deleting = false;
+      }
+    }
+  }
+  if (!stored.ok()) {
+    std::move(done)(absl::UnavailableError(
+        absl::StrCat("dock '", name, "': deletion not stored (", stored.message(), ")")));
+    return;
+  }
+  // Parked calls end now; calls in progress keep the dock alive until done.
+  if (dock != nullptr) dock->Shutdown();
+  std::move(done)(absl::OkStatus());
 }
 
 absl::Status DockRegistry::Delete(const std::string& name) {
@@ -230,7 +273,9 @@ absl::Status DockRegistry::Delete(const std::string& name) {
 std::vector<std::shared_ptr<Dock>> DockRegistry::List() const {
   tdock::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Dock>> out;
-  for (const auto& [name, entry] : docks_) out.push_back(entry.dock);
+  for (const auto& [name, entry] : docks_) {
+    if (!entry.deleting) out.push_back(entry.dock);
+  }
   return out;
 }
 

@@ -37,7 +37,8 @@ class RegistryHooks {
   // Records a new dock's spec (normalized); `done` once stored. An error
   // refuses the creation: the dock never serves, and its journal is closed.
   virtual void Created(const DockSpec& spec, StatusCallback done) = 0;
-  // A deleted dock; `done` once its records are gone.
+  // A deleted dock; `done` once its records are gone. An error leaves the
+  // dock and its journal as they were.
   virtual void Deleted(const std::string& name, StatusCallback done) = 0;
 };
 
@@ -47,7 +48,7 @@ class DockRegistry final {
  public:
   explicit DockRegistry(RegistryLimits limits = {})
       : limits_(limits), timers_(std::make_shared<TimerService>()) {}
-  // Waits for creations whose spec is being stored.
+  // Waits for creations and deletions being stored.
   ~DockRegistry();
   DockRegistry(const DockRegistry&) = delete;
   DockRegistry& operator=(const DockRegistry&) = delete;
@@ -71,8 +72,11 @@ class DockRegistry final {
   DockLimits dock_limits() const;
   // NOT_FOUND naming the dock.
   absl::StatusOr<std::shared_ptr<Dock>> Find(const std::string& name) const;
-  // Ends the dock's parked calls, then `done` once its records are gone.
-  // NOT_FOUND naming the dock; ABORTED while it is being created.
+  // Deletes the dock once the deletion is recorded (with persistence):
+  // meanwhile it is not found and its name cannot be created again; then its
+  // parked calls end and `done` gets OK. If the record fails the dock is
+  // back as it was and `done` gets UNAVAILABLE. NOT_FOUND naming the dock;
+  // ABORTED while it is being created or deleted.
   void Delete(const std::string& name, StatusCallback done);
   // The same, waiting (tests, tools): never on a journal's thread.
   absl::Status Delete(const std::string& name);
@@ -99,7 +103,11 @@ class DockRegistry final {
   struct Entry {
     DockSpec spec;  // as created, or (recovered) as it is now: compared AsCreated
     std::shared_ptr<Dock> dock;
+    bool deleting = false;  // its deletion is being recorded: not served
   };
+  // The deletion record of `name` came back: the dock goes, or (not
+  // stored) serves again.
+  void FinishDelete(const std::string& name, const absl::Status& stored, StatusCallback done);
   // A dock whose spec is being stored: not served yet.
   struct Creating {
     DockSpec spec;
@@ -120,6 +128,8 @@ class DockRegistry final {
   // Creations taken out of creating_ whose answers are still running: the
   // registry must outlive them too.
   int finishing_ ABSL_GUARDED_BY(mu_) = 0;
+  // Deletions whose record is in flight: they answer through the registry.
+  int deleting_ ABSL_GUARDED_BY(mu_) = 0;
   CondVar created_;  // a creation finished
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -161,6 +161,7 @@ struct DockLimits {
   // Gets of one consumer that may wait at once; one more fails with
   // RESOURCE_EXHAUSTED. 0: unlimited.
   int64_t max_parked_gets_per_consumer = 0;
+  int64_t max_parked_reserves = 0;  // the same for the dock's Reserves
   // The first lease id the dock hands out. With persistence each start of
   // the server takes a new epoch and starts at epoch << 40, so a lease id is
   // never handed out twice across restarts (an Ack retried after a restart

@@ -18,55 +18,57 @@ std::shared_ptr<Waiter> WaiterTable::New(absl::Time deadline) {
   return w;
 }
 
-WaiterTable::Parking WaiterTable::Park(const std::shared_ptr<Waiter>& w, int64_t max_gets,
+WaiterTable::Parking WaiterTable::Park(const std::shared_ptr<Waiter>& w, int64_t max,
                                        absl::FunctionRef<bool()> served) {
   tdock::MutexLock lock(&mu_);
   if (shutting_down_) return Parking::kShuttingDown;
-  if (!w->is_put && max_gets > 0) {
-    int64_t parked = 0;
-    for (const auto& [id, other] : waiters_) {
-      parked += !other->is_put && other->consumer == w->consumer;
-    }
-    if (parked >= max_gets) return Parking::kTooMany;
+  if (w->kind != Waiter::Kind::kPut && max > 0 && CountOfLocked(*w) >= max) {
+    return Parking::kTooMany;
   }
   if (served()) return Parking::kServed;
-  waiters_.emplace(w->id, w);
-  deadlines_.emplace(w->deadline, w->id);
+  AddLocked(w);
   return Parking::kParked;
 }
 
-std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeGets(const std::vector<bool>& wanted) {
+std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeLocked(
+    absl::FunctionRef<bool(Waiter&)> wanted) {
   std::vector<std::shared_ptr<Waiter>> woken;
-  tdock::MutexLock lock(&mu_);
   for (auto& [id, w] : waiters_) {
-    if (w->is_put || w->in_retry) continue;
-    if (!wanted.empty() &&
-        (w->consumer >= static_cast<int>(wanted.size()) || !wanted[w->consumer])) {
-      continue;
-    }
+    if (!wanted(*w) || w->in_retry) continue;
     w->in_retry = true;
     woken.push_back(w);
   }
   return woken;
+}
+
+std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeGets(const std::vector<bool>& wanted) {
+  tdock::MutexLock lock(&mu_);
+  if (gets_.empty()) return {};
+  return TakeLocked([&](Waiter& w) {
+    return w.kind == Waiter::Kind::kGet &&
+           (wanted.empty() ||
+            (w.consumer < static_cast<int>(wanted.size()) && wanted[w.consumer]));
+  });
 }
 
 std::vector<std::shared_ptr<Waiter>> WaiterTable::TakePuts() {
-  std::vector<std::shared_ptr<Waiter>> woken;
   tdock::MutexLock lock(&mu_);
-  for (auto& [id, w] : waiters_) {
-    if (!w->is_put) continue;
-    if (w->in_retry) {
-      w->woken_in_retry = true;  // its retrier tries once more
-      continue;
-    }
-    w->in_retry = true;
-    woken.push_back(w);
-  }
-  return woken;
+  if (puts_ == 0) return {};
+  return TakeLocked([](Waiter& w) {
+    if (w.kind != Waiter::Kind::kPut) return false;
+    if (w.in_retry) w.woken_in_retry = true;  // its retrier tries once more
+    return true;
+  });
 }
 
-Waiter::End WaiterTable::FinishGetRetry(const std::shared_ptr<Waiter>& w,
-                                        absl::FunctionRef<bool()> served) {
+std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeReserves() {
+  tdock::MutexLock lock(&mu_);
+  if (reserves_ == 0) return {};
+  return TakeLocked([](Waiter& w) { return w.kind == Waiter::Kind::kReserve; });
+}
+
+Waiter::End WaiterTable::FinishRetry(const std::shared_ptr<Waiter>& w,
+                                     absl::FunctionRef<bool()> served) {
   tdock::MutexLock lock(&mu_);
   const Waiter::End end = w->end;
   if (end != Waiter::End::kNone || served()) {
@@ -113,19 +115,22 @@ std::shared_ptr<Waiter> WaiterTable::Cancel(uint64_t id) {
 WaiterTable::Expiry WaiterTable::Expire(absl::Time now) {
   Expiry out;
   tdock::MutexLock lock(&mu_);
+  // Waiters in retry stay in waiters_ (their retrier removes them) but
+  // leave deadlines_: each is ended once.
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    auto it = waiters_.find(deadlines_.begin()->second);
+    const uint64_t id = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
+    auto it = waiters_.find(id);
     if (it == waiters_.end()) continue;
     std::shared_ptr<Waiter> w = it->second;
     if (w->in_retry) {
       w->end = Waiter::End::kExpired;
       continue;
     }
-    waiters_.erase(it);
+    RemoveLocked(id);
     out.expired.push_back(std::move(w));
   }
-  for (const auto& [id, w] : waiters_) out.puts_parked |= w->is_put;
+  out.puts_parked = puts_ > 0;
   if (!deadlines_.empty()) out.next = deadlines_.begin()->first;
   return out;
 }
@@ -145,30 +150,49 @@ std::vector<std::shared_ptr<Waiter>> WaiterTable::Shutdown() {
   return parked;
 }
 
-int64_t WaiterTable::Count(std::vector<int64_t>& gets) const {
-  int64_t puts = 0;
+bool WaiterTable::shutting_down() const {
   tdock::MutexLock lock(&mu_);
-  for (const auto& [id, w] : waiters_) {
-    if (w->is_put) {
-      ++puts;
-    } else if (w->consumer < static_cast<int>(gets.size())) {
-      ++gets[w->consumer];
-    }
+  return shutting_down_;
+}
+
+WaiterTable::Counts WaiterTable::Count(size_t consumers) const {
+  Counts counts;
+  counts.gets.assign(consumers, 0);
+  tdock::MutexLock lock(&mu_);
+  for (const auto& [consumer, parked] : gets_) {
+    if (consumer >= 0 && static_cast<size_t>(consumer) < consumers) counts.gets[consumer] = parked;
   }
-  return puts;
+  counts.puts = puts_;
+  counts.reserves = reserves_;
+  return counts;
+}
+
+void WaiterTable::AddLocked(const std::shared_ptr<Waiter>& w) {
+  waiters_.emplace(w->id, w);
+  deadlines_.emplace(w->deadline, w->id);
+  ++CountOfLocked(*w);
 }
 
 void WaiterTable::RemoveLocked(uint64_t id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  auto range = deadlines_.equal_range(it->second->deadline);
-  for (auto d = range.first; d != range.second; ++d) {
-    if (d->second == id) {
-      deadlines_.erase(d);
-      break;
-    }
-  }
+  deadlines_.erase({it->second->deadline, id});
+  int64_t& count = CountOfLocked(*it->second);
+  --count;
+  if (it->second->kind == Waiter::Kind::kGet && count == 0) gets_.erase(it->second->consumer);
   waiters_.erase(it);
+}
+
+int64_t& WaiterTable::CountOfLocked(const Waiter& w) {
+  switch (w.kind) {
+    case Waiter::Kind::kPut:
+      return puts_;
+    case Waiter::Kind::kReserve:
+      return reserves_;
+    case Waiter::Kind::kGet:
+      break;
+  }
+  return gets_[w.consumer];
 }
 
 }  // namespace tdock::internal

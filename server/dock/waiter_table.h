@@ -1,7 +1,9 @@
 // WaiterTable: a dock's parked calls (long-polling Gets, Puts held back by an
-// older step or the memory limit), by id and by deadline: the waiter table
-// of DESIGN.md §4. It decides nothing about data; the dock says what to
-// park, retries what a wake-up takes out, and ends what expired.
+// older step or the memory limit, Reserves waiting for admission), by id and
+// by deadline, in one id space with a cap per kind. It decides nothing about
+// data; the dock says what to park, wakes a kind (Gets of some consumers,
+// Puts, Reserves) when what it waits for can have changed, retries what a
+// wake-up takes out, and ends what expired. Nothing is retried on a timer.
 //
 // Exactly once: a waiter taken out for a retry is marked in_retry and stays
 // in the table; an end decided meanwhile (Cancel, expiry, Shutdown) is noted
@@ -18,7 +20,8 @@
 #define TDOCK_SERVER_DOCK_WAITER_TABLE_H_
 
 #include <cstdint>
-#include <map>
+#include <set>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,18 +34,22 @@
 
 namespace tdock::internal {
 
-// A parked Get or Put.
+// A parked Get, Put or Reserve.
 struct Waiter {
+  enum class Kind { kGet, kPut, kReserve };
   enum class End { kNone, kCancelled, kExpired, kShutdown };
   uint64_t id = 0;  // unique across docks, so a transport can cancel by id alone
   absl::Time deadline;
-  bool is_put = false;
+  Kind kind = Kind::kGet;
   int consumer = -1;  // Get: consumer index
   GetInput get;
   GetCallback get_done;
   PutInput put;
   PutCallback put_done;
   std::string put_reason;  // why the Put waits
+  ReserveInput reserve;
+  ReserveCallback reserve_done;
+  absl::Time since;  // Reserve: when it began to wait
   // Guarded by the table's lock.
   bool in_retry = false;        // taken out by a wake-up, being retried
   bool woken_in_retry = false;  // a Put's wake-up came during its retry
@@ -55,22 +62,25 @@ class WaiterTable final {
   static std::shared_ptr<Waiter> New(absl::Time deadline);
 
   enum class Parking { kParked, kServed, kShuttingDown, kTooMany };
-  // Parks `w` unless the table is shutting down, `max_gets` (> 0) Gets of
-  // its consumer are parked already, or `served` (run under the lock, the
-  // call's last check) says the call was served.
-  Parking Park(const std::shared_ptr<Waiter>& w, int64_t max_gets,
-               absl::FunctionRef<bool()> served);
+  // Parks `w` unless the table is shutting down, `max` (> 0) calls of its
+  // kind are parked already (Gets: of its consumer; Reserves: of the dock;
+  // Puts: no cap), or `served` (run under the lock, the call's last check)
+  // says the call was served.
+  Parking Park(const std::shared_ptr<Waiter>& w, int64_t max, absl::FunctionRef<bool()> served);
 
   // Takes out for a retry the parked Gets of consumers whose `wanted[k]` is
   // true (every consumer's when `wanted` is empty), not already in retry.
   std::vector<std::shared_ptr<Waiter>> TakeGets(const std::vector<bool>& wanted);
   // Takes out every parked Put for a retry; one already in retry goes again.
   std::vector<std::shared_ptr<Waiter>> TakePuts();
+  // Takes out every parked Reserve not already in retry.
+  std::vector<std::shared_ptr<Waiter>> TakeReserves();
 
-  // Finishes a Get's retry: `served` runs under the lock unless an end was
-  // decided meanwhile. Served or ended, the waiter leaves the table; else
-  // it is parked again. Returns the end decided (kNone if none).
-  Waiter::End FinishGetRetry(const std::shared_ptr<Waiter>& w, absl::FunctionRef<bool()> served);
+  // Finishes a Get's or a Reserve's retry: `served` runs under the lock
+  // unless an end was decided meanwhile. Served or ended, the waiter leaves
+  // the table; else it is parked again. Returns the end decided (kNone if
+  // none).
+  Waiter::End FinishRetry(const std::shared_ptr<Waiter>& w, absl::FunctionRef<bool()> served);
   // A Put's retry: Ended before each attempt (true: an end was decided, stop
   // trying); then FinishPutRetry with whether the attempt completed the
   // Put. kAgain: a wake-up came meanwhile, attempt again.
@@ -93,16 +103,32 @@ class WaiterTable final {
 
   // From now on nothing parks; returns every waiter not in retry, removed.
   std::vector<std::shared_ptr<Waiter>> Shutdown();
+  bool shutting_down() const;
 
-  // Parked Puts, and parked Gets per consumer (index < size of `gets`).
-  int64_t Count(std::vector<int64_t>& gets) const;
+  struct Counts {
+    std::vector<int64_t> gets;  // per consumer, for the first `consumers`
+    int64_t puts = 0;
+    int64_t reserves = 0;
+  };
+  Counts Count(size_t consumers) const;
 
  private:
+  void AddLocked(const std::shared_ptr<Waiter>& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes out for a retry the waiters `wanted` picks (it sees every waiter)
+  // that are not in retry.
+  std::vector<std::shared_ptr<Waiter>> TakeLocked(absl::FunctionRef<bool(Waiter&)> wanted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The parked calls of `w`'s kind that its cap counts.
+  int64_t& CountOfLocked(const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable tdock::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
-  std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);
+  // Parked (in retry included) by kind; Gets by consumer.
+  absl::flat_hash_map<int, int64_t> gets_ ABSL_GUARDED_BY(mu_);
+  int64_t puts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reserves_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

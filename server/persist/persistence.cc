@@ -98,8 +98,17 @@ void Persistence::Deleted(const std::string& name, StatusCallback done) {
     journal_->Submit(std::move(batch), std::move(done));
     return;
   }
-  // The deletion goes after the dock's last record, and none follows it.
-  journal->Close(std::move(batch), std::move(done));
+  // The deletion goes after the dock's last record, and none follows it;
+  // if it is not stored, the dock records again (it was not deleted).
+  journal->Close(std::move(batch), [this, name, journal, done = std::move(done)](
+                                       absl::Status stored) mutable {
+    if (!stored.ok()) {
+      journal->Reopen();
+      tdock::MutexLock lock(&mu_);
+      journals_.emplace(name, std::move(journal));
+    }
+    std::move(done)(std::move(stored));
+  });
 }
 
 absl::Status Persistence::Checkpoint(const std::string& dir) {

@@ -121,6 +121,11 @@ void StoreDockJournal::Close(StoreBatch last, Done done) {
   if (now) std::move(now)();
 }
 
+void StoreDockJournal::Reopen() {
+  tdock::MutexLock lock(&mu_);
+  closed_ = false;
+}
+
 void StoreDockJournal::Submit(StoreBatch batch, Done done, const DropRecord* drop) {
   // Queued under the lock, so that none follows Close; answered (async)
   // after it, as the answer may record more.

@@ -46,6 +46,8 @@ class StoreDockJournal final : public DockJournal {
   // dock created again under the same name never receives this one's
   // records, however long calls on the old one go on.
   void Close(StoreBatch last, Done done);
+  // `last` was not stored: the dock is not deleted and records again.
+  void Reopen();
 
  private:
   // `drop` (may be null): a drop record to add, numbered in queue order.

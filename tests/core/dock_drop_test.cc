@@ -46,6 +46,31 @@ TEST(DropTest, DroppedRowsAreNeverHandedOutAndCountAsDone) {
   EXPECT_EQ(stats.rows_dropped_total[static_cast<int>(DropReason::kFailed)], 3);
 }
 
+// Rows handed out count only rows a consumer received: dropping rows of a
+// group a whole-group consumer has not taken leaves the counts as they were
+// (they used to fall by the rows dropped, below zero for a step).
+TEST(DropTest, DropsNeverLowerTheRowsHandedOut) {
+  ASSERT_OK_AND_ASSIGN(auto dock,
+                       Dock::Create(DropSpec({Reader("groups", {"prompt"}, 2, true)})));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2}, {Cells("prompt", {0, 1, 2})}));
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Drop(DropOf(0, {3}, DropReason::kFailed)));
+  ASSERT_EQ(dropped, 1);
+  DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.steps.at(0).consumed_rows, std::vector<int64_t>{0});
+  EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{0});
+  GetInput first = GetOf("groups", 2);
+  first.step = 0;
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, first));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1}));
+  ASSERT_OK(dock->Drop(DropOf(0, {5}, DropReason::kFailed)).status());
+  stats = dock->Stats();
+  EXPECT_EQ(stats.steps.at(0).consumed_rows, std::vector<int64_t>{2});
+  EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{2});
+  ASSERT_OK_AND_ASSIGN(batch, GetSync(*dock, first));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{2})) << "group 1 without its dropped row";
+  EXPECT_EQ(dock->Stats().rows_handed_out_total, std::vector<int64_t>{3});
+}
+
 // A dropped row leaves its group: the group is complete once its other rows
 // are, and whole-group consumers receive the rows left.
 TEST(DropTest, GroupsCompleteWithoutTheirDroppedRows) {

@@ -220,6 +220,80 @@ TEST(ReservationsTest, ExpiredReservationsDoNotHoldTheStep) {
   EXPECT_EQ(c.dock->Stats().reservations_live, 0);
 }
 
+// A released step takes its reservations with it: a dock written through
+// reservations step after step holds none of them once the steps are
+// released (each used to stay until its deadline, up to a day, and every
+// alarm of the dock walked them all).
+TEST(ReservationsTest, AReleasedStepForgetsItsReservations) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({Reader("actor", {"response"}, 8)})));
+  for (int64_t step = 0; step < 6; ++step) {
+    ASSERT_OK_AND_ASSIGN(Reservation r, dock->Reserve(Rows(8)));  // a 60 s deadline
+    ASSERT_EQ(r.step, step);
+    ASSERT_OK(WriteReserved(*dock, r));
+    GetInput all = GetOf("actor");
+    all.step = step;
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, all));
+    ASSERT_TRUE(batch.end_of_step);  // the step is released
+  }
+  EXPECT_EQ(dock->Stats().reservations_live, 0);
+}
+
+// A parked Reserve is tried again when what admits it can have changed (here
+// the consumer whose bound held it back is removed), not on a timer: the
+// dock's clock never moves in this test.
+TEST(ReservationsTest, RemovingTheBoundingConsumerAdmitsAParkedReserve) {
+  Clocked c;
+  ConsumerSpec actor = Reader("actor", {"response"}, 8);
+  actor.max_staleness = 0;
+  ASSERT_OK_AND_ASSIGN(c.dock, Dock::Create(ThreeSteps({actor, Reader("critic", {"response"}, 8)}),
+                                            DockLimits{.timers = c.timers, .clock = c.clock}));
+  ASSERT_OK(c.dock->Reserve(Rows(8)).status());  // step 0
+  std::promise<absl::StatusOr<Reservation>> parked;
+  ASSERT_NE(c.dock->Reserve(Rows(8, 0, testing::kLongWait),
+                            [&](absl::StatusOr<Reservation> r) { parked.set_value(std::move(r)); }),
+            0u);
+  EXPECT_EQ(c.dock->Stats().reservations_parked, 1) << "step 1 trains at version 1";
+  ASSERT_OK(c.dock->RemoveConsumer("actor").status());
+  std::future<absl::StatusOr<Reservation>> later = parked.get_future();
+  ASSERT_EQ(later.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "the removal did not wake the parked Reserve";
+  ASSERT_OK_AND_ASSIGN(Reservation granted, later.get());
+  EXPECT_FALSE(granted.timed_out);
+  EXPECT_EQ(granted.step, 1);
+}
+
+// Reserves waiting for admission are capped per dock, as Gets are per
+// consumer: one more is refused with a specific error and changes nothing.
+TEST(ReservationsTest, ParkedReservesAreCappedPerDock) {
+  ConsumerSpec actor = Reader("actor", {"response"}, 8);
+  actor.max_staleness = 0;
+  ASSERT_OK_AND_ASSIGN(auto dock,
+                       Dock::Create(ThreeSteps({actor}), DockLimits{.max_parked_reserves = 2}));
+  ASSERT_OK(dock->Reserve(Rows(8)).status());  // step 0; the rest must wait
+  std::vector<uint64_t> ids;
+  std::vector<std::promise<absl::StatusOr<Reservation>>> answers(2);
+  for (auto& answer : answers) {
+    ids.push_back(dock->Reserve(Rows(8, 0, testing::kLongWait),
+                                [&answer](absl::StatusOr<Reservation> r) {
+                                  answer.set_value(std::move(r));
+                                }));
+    ASSERT_NE(ids.back(), 0u);
+  }
+  EXPECT_STATUS(dock->Reserve(Rows(8, 0, testing::kLongWait)),
+                absl::StatusCode::kResourceExhausted,
+                "2 Reserves are already waiting for admission, the server's limit "
+                "(--max_parked_reserves_per_dock)");
+  DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.reservations_parked, 2);
+  EXPECT_EQ(stats.reservations_live, 1);
+  for (uint64_t id : ids) dock->Cancel(id);
+  for (auto& answer : answers) {
+    EXPECT_STATUS(answer.get_future().get(), absl::StatusCode::kCancelled,
+                  "reservation cancelled");
+  }
+  EXPECT_EQ(dock->Stats().reservations_parked, 0);
+}
+
 TEST(ReservationsTest, APutNamingAReservationWritesOnlyItsRows) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ThreeSteps({Reader("actor", {"response"}, 8)})));
   ASSERT_OK_AND_ASSIGN(Reservation reserved, dock->Reserve(Rows(2)));

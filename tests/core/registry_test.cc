@@ -1,7 +1,9 @@
-// DockRegistry: idempotent creation by spec, lookup and deletion.
+// DockRegistry: idempotent creation by spec, lookup and deletion; a
+// deletion takes effect only once it is recorded.
 #include "server/dock/registry.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,6 +168,53 @@ TEST(DockRegistry, FindListDelete) {
   EXPECT_STATUS(registry.Delete("reg"), absl::StatusCode::kNotFound, "reg");
   registry.Shutdown();
   EXPECT_STATUS(registry.Create(Spec()), absl::StatusCode::kUnavailable, "shutting down");
+}
+
+// Hooks whose deletion records the test answers by hand.
+class HeldDeletions final : public RegistryHooks {
+ public:
+  std::shared_ptr<DockJournal> NewJournal(const std::string&) override { return nullptr; }
+  void Created(const DockSpec&, StatusCallback done) override {
+    std::move(done)(absl::OkStatus());
+  }
+  void Deleted(const std::string&, StatusCallback done) override { held = std::move(done); }
+  StatusCallback held;
+};
+
+// While its deletion is recorded the dock is not found and its name can be
+// neither deleted nor created again; a deletion whose record fails leaves
+// the dock serving as it was, and answers UNAVAILABLE.
+TEST(DockRegistry, ADeletionTakesEffectOnlyOnceRecorded) {
+  HeldDeletions hooks;
+  DockRegistry registry;
+  registry.SetHooks(&hooks);
+  ASSERT_OK(registry.Create(Spec()));
+  std::optional<absl::Status> answer;
+  registry.Delete("reg", [&](absl::Status s) { answer = std::move(s); });
+  ASSERT_TRUE(hooks.held);
+  EXPECT_FALSE(answer.has_value());
+  EXPECT_STATUS(registry.Find("reg"), absl::StatusCode::kNotFound, "dock 'reg' is being deleted");
+  EXPECT_TRUE(registry.List().empty());
+  EXPECT_STATUS(registry.Delete("reg"), absl::StatusCode::kAborted, "is being deleted");
+  std::optional<absl::StatusOr<std::shared_ptr<Dock>>> created;
+  registry.Create(Spec(), [&](absl::StatusOr<std::shared_ptr<Dock>> d) { created = std::move(d); });
+  ASSERT_TRUE(created.has_value());
+  EXPECT_STATUS(*created, absl::StatusCode::kAborted, "dock 'reg' is being deleted");
+
+  std::move(hooks.held)(absl::UnavailableError("disk full"));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_STATUS(*answer, absl::StatusCode::kUnavailable,
+                "dock 'reg': deletion not stored (disk full)");
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Find("reg"));
+  EXPECT_EQ(dock->spec().name, "reg") << "still there, and serving";
+
+  answer.reset();
+  registry.Delete("reg", [&](absl::Status s) { answer = std::move(s); });
+  std::move(hooks.held)(absl::OkStatus());
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_OK(*answer);
+  EXPECT_STATUS(registry.Find("reg"), absl::StatusCode::kNotFound, "dock 'reg' does not exist");
+  registry.Shutdown();
 }
 
 }  // namespace

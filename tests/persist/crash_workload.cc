@@ -447,10 +447,16 @@ void CrashWorkload::Recreate() {
   // or are recorded before the deletion.
   const int64_t issued = Writes();
   const absl::Status deleted = registry_->Delete("crash");
+  if (!deleted.ok()) {
+    // Not stored: nothing was deleted, and this incarnation goes on.
+    tdock::MutexLock lock(&mu_);
+    histories_[incarnation].deleted = {issued, kNever};
+    return;
+  }
   const Event created{Writes(), kNever};
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Create(CrashSpec());
   tdock::MutexLock lock(&mu_);
-  histories_[incarnation].deleted = {issued, deleted.ok() ? created.issued : kNever};
+  histories_[incarnation].deleted = {issued, created.issued};
   dock_ = nullptr;
   if (dock.ok()) {
     histories_.push_back(History{.created = {created.issued, Writes()}});

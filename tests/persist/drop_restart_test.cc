@@ -5,7 +5,10 @@
 // failed is decided again by the next Put. Balanced rounds: a round that was
 // never recorded (its shares were dropped whole before they were fetched)
 // does not cost the rounds after it their records. A Seal being recorded
-// closes the rows it drops to Puts.
+// closes the rows it drops to Puts. A Seal decided while a row's first
+// write is being recorded keeps the row (a rewritable column's too); if
+// that record fails, or a crash loses it, the row is dropped as sealed, so
+// the sealed step is not held by a row that can no longer come.
 #include <algorithm>
 #include <future>
 #include <string>
@@ -175,6 +178,128 @@ TEST(SealRestart, APutRacingASealIsRefusedNotDropped) {
   EXPECT_EQ(dropped, 4);
   EXPECT_STATUS(testing::PutSync(*dock, 0, {4}, {ColumnOf("score", 0, 0, {4})}),
                 absl::StatusCode::kFailedPrecondition, "row 4 was dropped (sealed)");
+}
+
+// Step 0 with ids in rows 0-3; row 4's first write (`column`) is held in
+// the store (and fails there if `fail`) while a default Seal is decided;
+// returns the Put's and the Seal's answers.
+struct RacedSeal {
+  absl::Status put;
+  absl::StatusOr<int64_t> sealed;
+  int64_t before = 0;  // the store's writes before row 4's
+};
+RacedSeal SealWhileAWriteIsRecorded(Recording& recording, const std::string& column, bool fail) {
+  Dock& dock = *recording.dock;
+  const std::vector<int64_t> first = {0, 1, 2, 3};
+  EXPECT_OK(testing::PutSync(dock, 0, first, {ColumnOf("ids", 0, 0, first)}));
+  EXPECT_OK(recording.persistence->journal().Flush());
+  const int64_t before = recording.store->writes();
+  recording.store->Hold(true);
+  if (fail) recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  PutInput in;
+  in.step = 0;
+  in.rows = {4};
+  const testing::OwnedColumn cell = ColumnOf(column, 0, 0, {4}, /*note=*/7);
+  in.columns.push_back(cell.View());
+  std::promise<absl::Status> put;
+  dock.Put(std::move(in), [&](absl::StatusOr<PutResult> r) { put.set_value(r.status()); });
+  EXPECT_TRUE(Await([&] { return recording.store->waiting() > 0; }));
+  std::promise<absl::StatusOr<int64_t>> sealed;
+  dock.Seal(SealInput{0, {}},
+            [&](absl::StatusOr<int64_t> rows) { sealed.set_value(std::move(rows)); });
+  recording.store->Hold(false);
+  return {put.get_future().get(), sealed.get_future().get(), before};
+}
+
+std::string ReadError(Dock& dock, int64_t row, const std::string& column) {
+  absl::StatusOr<Batch> read = dock.Read(0, {row}, {column});
+  return read.ok() ? "" : std::string(read.status().message());
+}
+
+// The first write of a rewritable column is staged like any first write:
+// the Seal sees the row written and keeps it, so the acknowledged write is
+// never dropped as sealed.
+TEST(SealRestart, ASealKeepsARowWhoseRewritableFirstWriteIsBeingRecorded) {
+  Recording recording;
+  const RacedSeal raced = SealWhileAWriteIsRecorded(recording, "note", /*fail=*/false);
+  ASSERT_OK(raced.put);
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, raced.sealed);
+  EXPECT_EQ(dropped, 3) << "rows 5-7; row 4 was being written";
+  EXPECT_EQ(ReadError(*recording.dock, 4, "note"), "");
+  recording.Stop();
+  Persistence persistence(recording.store->Replay(recording.store->writes()),
+                          {.data_dir = "replayed"});
+  DockRegistry registry;
+  ASSERT_OK(persistence.Recover(registry).status());
+  EXPECT_EQ(ReadError(**registry.Find("crash"), 4, "note"), "") << "after a restart";
+  registry.Shutdown();
+}
+
+// The write the Seal kept is not stored: its row has nothing and can no
+// longer come, so it is dropped as sealed (recorded) and the step ends for
+// its consumers. At the crash point between the Seal's record and that
+// drop's (the write lost, the seal stored), recovery drops it the same way.
+TEST(SealRestart, ARowASealKeptForAWriteThatFailedIsDroppedAsSealed) {
+  Recording recording;
+  const RacedSeal raced = SealWhileAWriteIsRecorded(recording, "ids", /*fail=*/true);
+  EXPECT_STATUS(raced.put, absl::StatusCode::kUnavailable, "not stored");
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, raced.sealed);
+  EXPECT_EQ(dropped, 3);
+  ASSERT_TRUE(Await([&] {
+    return ReadError(*recording.dock, 4, "ids").find("dropped (sealed)") != std::string::npos;
+  })) << ReadError(*recording.dock, 4, "ids");
+  ASSERT_OK(recording.persistence->journal().Flush());
+  const int64_t writes = recording.store->writes();  // the orphan's drop is the last
+  GetInput all;
+  all.consumer = "reader";
+  all.step = 0;
+  all.count = kRows;
+  ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*recording.dock, all));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_TRUE(batch.end_of_step) << "row 4 no longer holds the step";
+  recording.Stop();
+  int sealed = 0;
+  for (int64_t k = raced.before; k <= writes; ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k, " of ", writes));
+    Persistence persistence(recording.store->Replay(k), {.data_dir = "replayed"});
+    DockRegistry registry;
+    ASSERT_OK(persistence.Recover(registry).status());
+    std::shared_ptr<Dock> dock = *registry.Find("crash");
+    const DockStats stats = dock->Stats();
+    ASSERT_EQ(stats.steps.size(), 1u);
+    if (stats.steps[0].sealed) {
+      ++sealed;
+      EXPECT_TRUE(Await([&] {
+        return ReadError(*dock, 4, "ids").find("dropped (sealed)") != std::string::npos;
+      })) << ReadError(*dock, 4, "ids");
+    }
+    registry.Shutdown();
+  }
+  EXPECT_GE(sealed, 2) << "the crash points after the seal's record and after the drop's";
+}
+
+// A DeleteDock whose record fails deletes nothing: the dock is found, still
+// records (its journal is open again), and is there after a restart with
+// what it recorded since.
+TEST(DeleteRestart, ADeletionNotStoredLeavesTheDockAsItWas) {
+  Recording recording;
+  WriteIds(*recording.dock, 0);
+  ASSERT_OK(recording.persistence->journal().Flush());
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(recording.registry.Delete("crash"), absl::StatusCode::kUnavailable,
+                "dock 'crash': deletion not stored");
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, recording.registry.Find("crash"));
+  ASSERT_OK(dock->Drop(DropInput{0, {3}, {}, DropReason::kFiltered}));
+  recording.Stop();
+  Persistence persistence(recording.store->Replay(recording.store->writes()),
+                          {.data_dir = "replayed"});
+  DockRegistry registry;
+  ASSERT_OK(persistence.Recover(registry).status());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> again, registry.Find("crash"));
+  EXPECT_EQ(ReadError(*again, 2, "ids"), "");
+  EXPECT_NE(ReadError(*again, 3, "ids").find("dropped (filtered)"), std::string::npos)
+      << ReadError(*again, 3, "ids");
+  registry.Shutdown();
 }
 
 }  // namespace

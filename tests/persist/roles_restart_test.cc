@@ -266,15 +266,18 @@ TEST(VersionsRestart, AVersionNotStoredTakesNoEffect) {
   EXPECT_EQ(restarted.dock->version(), 2);
 }
 
-// A dock re-created under the name of one whose deletion was not stored
-// starts from version 0, after a restart too: the old dock's versions go
-// with the new dock's creation.
+// A deletion that was not stored deletes nothing: the dock keeps its
+// version. A dock re-created once the deletion is stored starts from version
+// 0, after a restart too.
 TEST(VersionsRestart, ARecreatedDockDoesNotInheritAVersion) {
   Recording recording;
   ASSERT_OK(recording.dock->SetVersion(9));
   recording.store->FailNext(1, absl::UnavailableError("disk full"));
-  (void)recording.registry.Delete("crash");  // its record fails
+  EXPECT_FALSE(recording.registry.Delete("crash").ok());  // its record fails: not deleted
   recording.store->FailNext(0, absl::OkStatus());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> same, recording.registry.Create(CrashSpec()));
+  EXPECT_EQ(same->version(), 9) << "the same dock";
+  ASSERT_OK(recording.registry.Delete("crash"));
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> again, recording.registry.Create(CrashSpec()));
   EXPECT_EQ(again->version(), 0);
   ASSERT_OK(again->SetVersion(2));
