@@ -386,6 +386,61 @@ BENCHMARK(BM_Claim)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// One claimer drains a step of `rows` rows of two interleaved versions (even
+// rows version 1, odd rows version 0) `kDrainDispatch` rows a Get, with the
+// consumer's rows in index order (order:0) or the oldest version first
+// (order:1, the default of a consumer with max_staleness). The iteration
+// time runs from the first Get to the last.
+constexpr int64_t kDrainDispatch = 16;
+
+void BM_DrainByOrder(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const bool oldest_first = state.range(1) != 0;
+  DockSpec spec = ClaimSpec(rows, 1);
+  spec.consumers[0].dispatch_size = kDrainDispatch;
+  spec.consumers[0].max_staleness = 4;  // passes every row over none
+  spec.consumers[0].order = oldest_first ? RowOrder::kOldestVersion : RowOrder::kIndex;
+  absl::StatusOr<std::unique_ptr<Dock>> dock = Dock::Create(spec);
+  absl::Status set = dock.ok() ? (*dock)->SetVersion(1) : dock.status();
+  if (!set.ok()) {
+    state.SkipWithError(std::string(set.message()).c_str());
+    return;
+  }
+  StepData data = MakeStepData(rows, /*seed=*/rows * 7 + 1);
+  for (PutInput& put : data.puts) {
+    for (int64_t row : put.rows) put.versions.push_back(row % 2 == 0 ? 1 : 0);
+  }
+  ClaimerPool pool(dock->get(), 1, /*metadata_only=*/true);
+  Totals totals;
+  int64_t step = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    absl::Status filled = FillStep(**dock, data, step);
+    state.ResumeTiming();
+    if (!filled.ok()) {
+      state.SkipWithError(std::string(filled.message()).c_str());
+      break;
+    }
+    absl::StatusOr<double> seconds =
+        Account(pool.Drain(step, /*keep_rows=*/step == 0), rows, step == 0, totals);
+    if (!seconds.ok()) {
+      state.SkipWithError(std::string(seconds.status().message()).c_str());
+      break;
+    }
+    state.SetIterationTime(*seconds);
+    ++step;
+  }
+  if (totals.gets == 0) return;
+  state.counters["get_ns"] =
+      totals.drain_seconds * 1e9 / static_cast<double>(totals.gets);
+}
+
+BENCHMARK(BM_DrainByOrder)
+    ->ArgsProduct({{64 << 10}, {0, 1}})
+    ->ArgNames({"rows", "oldest_first"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace tdock
 

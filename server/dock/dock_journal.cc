@@ -114,6 +114,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
             part.Publish(cell.column, cell.row, cell.block);
           }
         }
+        if (stored.ok()) part.NoteAvailable();
         for (int64_t row : rows) part.AddPendingWrite(row, -1);
         // Not stored: rows no other write keeps lose their keys.
         if (!stored.ok()) UnsetKeysLocked(part, rows);

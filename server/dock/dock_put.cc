@@ -294,6 +294,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
       cells->push_back({column.column, in.rows[i], &column.blocks[i], first});
     }
   }
+  if (journal_ == nullptr) part.NoteAvailable();
   return result;
 }
 

@@ -126,6 +126,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->rounds_recorded.clear();
     consumer->forming = false;  // a formation in flight finds the step gone
     consumer->formation_failed = absl::OkStatus();
+    tdock::MutexLock order(&consumer->order_mu);
+    consumer->order = {};
   }
   {
     // Per-row state of keys and pending writes is cleared only if the step
@@ -262,6 +264,7 @@ bool Partition::MarkDropped(const tdock::Mutex& dock_mu, int64_t row, DropReason
       column->group_ready.Set(g);
     }
   }
+  NoteAvailable();
   return true;
 }
 

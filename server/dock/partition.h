@@ -100,6 +100,25 @@ struct ConsumerState {
   // lease gives its rows back (or a round's rows are dropped before their
   // rank fetched them). A drop never lowers it.
   std::atomic<int64_t> handed_rows{0};
+  // Claims that gave units back (Unclaim): the units available to this
+  // consumer may have grown. Raised (release) after the bits are cleared.
+  std::atomic<uint64_t> give_backs{0};
+  // FIFO consumers with oldest_first: the step's units in claim order (the
+  // oldest version first, then index), kept between claims while no unit can
+  // have become available since it was built (Partition::availability(),
+  // give_backs, the staleness bound); claims go on from `next`. The order
+  // never decides what is available: every unit is claimed by its consumed
+  // bit, and a list that falls short is built again.
+  struct ClaimOrder {
+    bool valid = false;
+    uint64_t availability = 0;
+    uint64_t give_backs = 0;
+    int64_t min_version = 0;
+    std::vector<int64_t> units;
+    size_t next = 0;
+  };
+  tdock::Mutex order_mu;  // a leaf: taken under the dock's locks
+  ClaimOrder order ABSL_GUARDED_BY(order_mu);
   // Consumers with leases: rows handed out and not yet acknowledged. Raised
   // before consumed_rows, so whoever sees every row consumed sees them.
   std::atomic<int64_t> in_flight_rows{0};
@@ -363,6 +382,10 @@ class Partition final {
   // With a journal: hand-outs claimed in this partition whose record is not
   // yet stored (whatever the step); auto-release waits for them.
   std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
+  // Units may have become available to claims (cells made ready, a row
+  // dropped, which can complete a group): raised (release) after the bits.
+  void NoteAvailable() { availability_.fetch_add(1, std::memory_order_release); }
+  uint64_t availability() const { return availability_.load(std::memory_order_acquire); }
   // Serializes commits so a multi-cell Put is all-or-nothing.
   tdock::Mutex& commit_mu() ABSL_LOCK_RETURNED(commit_mu_) { return commit_mu_; }
   // Stores the cell and, on its first write, sets its ready bit and counts
@@ -421,6 +444,7 @@ class Partition final {
   std::unique_ptr<std::atomic<int32_t>[]> live_rows_;
 
   std::atomic<int64_t> unrecorded_handouts_{0};
+  std::atomic<uint64_t> availability_{0};  // NoteAvailable
 
   tdock::Mutex commit_mu_;
   std::unique_ptr<std::atomic<const std::string*>[]> keys_;  // per row

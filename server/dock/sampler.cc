@@ -127,11 +127,10 @@ std::vector<int64_t> ClaimRandom(const Partition& part, AtomicBitmap& consumed,
   });
 }
 
-// Oldest version first: candidates by version, each version in the
-// policy's order (index, or shuffled by `seed`).
-std::vector<int64_t> ClaimOldestFirst(const Partition& part, AtomicBitmap& consumed,
-                                      const ConsumerPlan& plan, int64_t need, uint64_t seed,
-                                      int64_t min_version) {
+// Candidates by version, each version in the policy's order (index, or
+// shuffled by `seed`).
+std::vector<int64_t> OldestFirst(const Partition& part, const AtomicBitmap& consumed,
+                                 const ConsumerPlan& plan, uint64_t seed, int64_t min_version) {
   std::vector<int64_t> candidates = Candidates(part, consumed, plan, min_version);
   std::vector<std::pair<int64_t, int64_t>> keyed;  // (version, unit)
   keyed.reserve(candidates.size());
@@ -150,7 +149,50 @@ std::vector<int64_t> ClaimOldestFirst(const Partition& part, AtomicBitmap& consu
     std::sort(keyed.begin(), keyed.end());
   }
   for (size_t i = 0; i < keyed.size(); ++i) candidates[i] = keyed[i].second;
-  return ClaimInOrder(consumed, candidates, need, [](size_t) {});
+  return candidates;
+}
+
+// Oldest version first. RANDOM draws anew on every claim. FIFO keeps the
+// order it built while nothing can have become available since, and goes on
+// where the last claim stopped (ConsumerState::order): draining a step costs
+// one sort, not one per claim.
+std::vector<int64_t> ClaimOldestFirst(const Partition& part, ConsumerState& state,
+                                      const ConsumerPlan& plan, int64_t need, uint64_t seed,
+                                      int64_t min_version) {
+  if (plan.policy == Policy::kRandom) {
+    std::vector<int64_t> order = OldestFirst(part, state.consumed, plan, seed, min_version);
+    return ClaimInOrder(state.consumed, order, need, [](size_t) {});
+  }
+  tdock::MutexLock lock(&state.order_mu);
+  ConsumerState::ClaimOrder& order = state.order;
+  std::vector<int64_t> units;
+  for (int pass = 0; pass < 2 && static_cast<int64_t>(units.size()) < need; ++pass) {
+    // acquire: pairs with the raises after the bits they announce.
+    const uint64_t availability = part.availability();
+    const uint64_t give_backs = state.give_backs.load(std::memory_order_acquire);
+    const bool current = order.valid && order.availability == availability &&
+                         order.give_backs == give_backs && order.min_version == min_version;
+    // A list just built has every unit there is; one that fell short is
+    // built again (it holds none a claim can still win).
+    if (!current || pass == 1) {
+      order.units = OldestFirst(part, state.consumed, plan, seed, min_version);
+      order.next = 0;
+      order.valid = true;
+      order.availability = availability;
+      order.give_backs = give_backs;
+      order.min_version = min_version;
+    }
+    for (; order.next < order.units.size() && static_cast<int64_t>(units.size()) < need;
+         ++order.next) {
+      const int64_t unit = order.units[order.next];
+      if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
+        units.push_back(unit);
+      }
+    }
+    if (pass == 0 && !current) break;  // built now: nothing else is available
+  }
+  std::sort(units.begin(), units.end());
+  return units;
 }
 
 }  // namespace
@@ -186,7 +228,7 @@ std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
   // One version in the step (or none): oldest first is the policy's order
   // (a step whose rows have one version or none keeps index order).
   if (plan.oldest_first && part.min_version() < part.max_version()) {
-    return ClaimOldestFirst(part, state.consumed, plan, need, seed, min_version);
+    return ClaimOldestFirst(part, state, plan, need, seed, min_version);
   }
   if (plan.policy == Policy::kRandom) {
     return ClaimRandom(part, state.consumed, plan, need, seed, min_version);
@@ -210,8 +252,11 @@ std::vector<int64_t> ClaimStale(const Partition& part, ConsumerState& state,
 }
 
 void Unclaim(ConsumerState& state, const std::vector<int64_t>& units) {
+  if (units.empty()) return;
   AtomicBitmap& consumed = state.consumed;
   for (int64_t unit : units) consumed.Clear(unit >> 6, uint64_t{1} << (unit & 63));
+  // release: after the bits (ConsumerState::give_backs).
+  state.give_backs.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace tdock::internal

@@ -155,6 +155,28 @@ TEST(StalenessTest, IndexOrderTakesRowsByIndexWithinTheBound) {
   EXPECT_EQ(by_age.rows, (std::vector<int64_t>{2, 3, 7})) << "versions 1, 0, 0: the oldest";
 }
 
+// Oldest first holds across claims: rows of an older version written after
+// a claim, and rows a lease gives back, come before the newer rows left
+// (a drain keeps its order between claims instead of sorting on each).
+TEST(StalenessTest, OldestFirstSeesRowsWrittenOrGivenBackSinceTheLastClaim) {
+  ConsumerSpec oldest = Reader("oldest", {"prompt"}, 2);
+  oldest.order = RowOrder::kOldestVersion;
+  oldest.lease_ms = 60'000;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(testing::DropSpec({oldest})));
+  ASSERT_OK(dock->SetVersion(2));
+  PutPrompts(*dock, Iota(0, 4), {2, 2, 1, 1});
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, StepGet("oldest")));
+  EXPECT_EQ(first.rows, (std::vector<int64_t>{2, 3}));
+  PutPrompts(*dock, {4, 5}, {0, 0});
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, StepGet("oldest")));
+  EXPECT_EQ(second.rows, (std::vector<int64_t>{4, 5})) << "version 0, written after";
+  ASSERT_OK(dock->Nack("oldest", first.lease_id).status());
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, StepGet("oldest")));
+  EXPECT_EQ(again.rows, (std::vector<int64_t>{2, 3})) << "version 1, given back";
+  ASSERT_OK_AND_ASSIGN(Batch last, GetSync(*dock, StepGet("oldest")));
+  EXPECT_EQ(last.rows, (std::vector<int64_t>{0, 1}));
+}
+
 TEST(StalenessTest, BalancedRoundsLeaveStaleRowsOut) {
   ConsumerSpec actor = Bounded("actor", 4, 1);
   actor.dp_size = 2;
