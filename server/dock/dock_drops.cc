@@ -224,7 +224,7 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     AfterDrop(record.step);
     // Rows the seal kept because a write of them was being recorded, whose
     // record then failed: they end with it.
-    if (record.seal) DropOrphansOfSealed(record.step);
+    if (record.seal) DropOrphans(record.step);
   };
   if (journal_ == nullptr) {
     apply(absl::OkStatus());

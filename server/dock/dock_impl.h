@@ -407,14 +407,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Ends the leases of the partition's step none of whose rows is left.
   void EndDroppedLeasesLocked(Partition& part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterDrop(int64_t step);
-  // A sealed step's rows that have no cell, no write being recorded and no
-  // drop (a write the Seal kept was not stored, or was lost in a crash):
-  // dropped as sealed, recorded first, so the step is not held by rows that
-  // can no longer come; tried again from the alarm if the record fails.
-  void DropOrphansOfSealed(int64_t step);
-  // The rows DropOrphansOfSealed drops, closed to Puts until recorded.
-  std::vector<int64_t> OrphansLocked(Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+  // Rows of `step` left with nothing and no write coming: a sealed step's
+  // rows a Seal kept for a write that was not stored (or lost in a crash),
+  // and an expired reservation's rows it skipped for a write that was not
+  // stored. Dropped as sealed and as expired, recorded first (the rows
+  // closed meanwhile), so they never hold the step; tried again from the
+  // alarm while a record fails.
+  void DropOrphans(int64_t step);
+  // The rows DropOrphans drops for `reason` (kSealed or kExpired), closed.
+  std::vector<int64_t> OrphansLocked(Partition& part, DropReason reason)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
   // seal_when (dock_seal.cc): seals `step` if the consumer it names has
   // enough complete groups, dropping the other groups as surplus; then runs
   // `then` (once the seal is recorded and applied, with a journal).

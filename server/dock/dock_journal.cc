@@ -123,7 +123,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
     if (!stored.ok()) {
       std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
       // A Seal that kept its rows (they were being written) left them to it.
-      DropOrphansOfSealed(step);
+      DropOrphans(step);
       return;
     }
     // Answered once the seal it causes (seal_when) is applied; before the

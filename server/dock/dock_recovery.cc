@@ -162,7 +162,7 @@ void DockImpl::FinishRecovery() {
   const std::vector<int64_t> live = LiveSteps();
   // A write a Seal kept whose record never made it (a crash between the
   // two) left its row in a sealed step with nothing: it ends now.
-  for (int64_t step : live) DropOrphansOfSealed(step);
+  for (int64_t step : live) DropOrphans(step);
   for (int64_t step : live) MaybeAutoRelease(step);
   // Recovered reservations expire from now on, with the journal attached.
   const absl::Time next = reservations_.NextDeadline();

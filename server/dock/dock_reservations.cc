@@ -353,13 +353,19 @@ void DockImpl::ExpireReservations(absl::Time now) {
       // A step being released drops nothing (its release may fail: then a
       // Seal ends the rows left).
       if (part.releasing(mu_)) continue;
-      // A cell being recorded counts as written: its Put is under way (a
-      // rewritable column's first write is pending, not staged).
+      // A cell being recorded counts as written: its Put is under way. If
+      // that Put is not stored, its rows are dropped as expired then
+      // (DropOrphans).
+      std::vector<int64_t> in_flight;
       for (int64_t row : entry.rows) {
-        if (!part.has_cell(row) && !part.dropped(row) && part.pending_writes(row) == 0) {
+        if (part.dropped(row)) continue;
+        if (part.pending_writes(row) > 0) {
+          in_flight.push_back(row);  // its cells staged, or a rewrite pending
+        } else if (!part.has_cell(row)) {
           rows.push_back(row);
         }
       }
+      part.AddExpiredInFlight(in_flight);
       if (rows.empty()) continue;
       part.SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
       if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);

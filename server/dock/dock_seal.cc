@@ -121,40 +121,66 @@ constexpr absl::Duration kOrphansRetryInterval = absl::Seconds(1);
 
 }  // namespace
 
-std::vector<int64_t> DockImpl::OrphansLocked(Partition& part) {
+std::vector<int64_t> DockImpl::OrphansLocked(Partition& part, DropReason reason) {
   std::vector<int64_t> rows;
-  if (!part.sealed(mu_)) return rows;
-  for (int64_t row = 0; row < rows_per_step_; ++row) {
-    if (part.dropped(row) || part.has_cell(row) || part.pending_writes(row) > 0 ||
-        part.closed(row) != Partition::Closed::kOpen) {
-      continue;
+  // Rows nothing is written to or being written to, not dropped, not closed.
+  auto orphan = [&](int64_t row) {
+    return !part.dropped(row) && !part.has_cell(row) && part.pending_writes(row) == 0 &&
+           part.closed(row) == Partition::Closed::kOpen;
+  };
+  if (reason == DropReason::kSealed) {
+    if (!part.sealed(mu_)) return rows;
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      if (orphan(row)) rows.push_back(row);
     }
-    rows.push_back(row);
+  } else {
+    for (int64_t row : part.expired_in_flight()) {
+      if (orphan(row)) rows.push_back(row);
+    }
+    std::sort(rows.begin(), rows.end());
   }
-  // Closed to Puts (as a Seal's rows are) while the drop is recorded.
-  if (!rows.empty() && journal_ != nullptr) part.AddDropInFlight(/*seal=*/true, rows, 1);
+  if (rows.empty()) return rows;
+  // Closed to Puts while the drop is recorded: a sealed step's as a Seal's
+  // rows, an expired reservation's as its expiry's.
+  if (reason == DropReason::kSealed) {
+    if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/true, rows, 1);
+  } else {
+    part.SetExpiring(rows, /*closed=*/true);
+    if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
+  }
   return rows;
 }
 
-void DockImpl::DropOrphansOfSealed(int64_t step) {
-  std::vector<int64_t> rows;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    if (!HoldsLocked(step) || PartitionOf(step).releasing(mu_)) return;
-    Partition& part = PartitionOf(step);
-    tdock::MutexLock commit(&part.commit_mu());
-    rows = OrphansLocked(part);
+void DockImpl::DropOrphans(int64_t step) {
+  for (DropReason reason : {DropReason::kExpired, DropReason::kSealed}) {
+    std::vector<int64_t> rows;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      if (!HoldsLocked(step) || PartitionOf(step).releasing(mu_)) return;
+      Partition& part = PartitionOf(step);
+      tdock::MutexLock commit(&part.commit_mu());
+      rows = OrphansLocked(part, reason);
+    }
+    if (rows.empty()) continue;
+    const bool seal = reason == DropReason::kSealed;
+    RecordAndApplyDrop(
+        rows, step, reason, seal, /*in_flight=*/true,
+        [this, step, rows, seal](absl::StatusOr<int64_t> dropped) {
+          if (!seal) {
+            tdock::ReaderMutexLock lock(&mu_);
+            if (HoldsLocked(step)) {
+              Partition& part = PartitionOf(step);
+              tdock::MutexLock commit(&part.commit_mu());
+              part.SetExpiring(rows, /*closed=*/false);
+            }
+          }
+          if (dropped.ok() || absl::IsFailedPrecondition(dropped.status())) return;
+          const absl::Time at = limits_.clock->Now() + kOrphansRetryInterval;
+          // relaxed: a hint; the retry re-checks under locks.
+          orphans_retry_at_ns_.store(absl::ToUnixNanos(at), std::memory_order_relaxed);
+          alarm_->RingAt(at);
+        });
   }
-  if (rows.empty()) return;
-  RecordAndApplyDrop(std::move(rows), step, DropReason::kSealed, /*seal=*/true,
-                     /*in_flight=*/true, [this](absl::StatusOr<int64_t> dropped) {
-                       if (dropped.ok() || absl::IsFailedPrecondition(dropped.status())) return;
-                       const absl::Time at = limits_.clock->Now() + kOrphansRetryInterval;
-                       // relaxed: a hint; the retry re-checks under locks.
-                       orphans_retry_at_ns_.store(absl::ToUnixNanos(at),
-                                                  std::memory_order_relaxed);
-                       alarm_->RingAt(at);
-                     });
 }
 
 }  // namespace tdock::internal

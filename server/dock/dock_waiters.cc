@@ -194,7 +194,7 @@ void DockImpl::OnAlarm() {
   if (Due(stale_retry_at_ns_, now)) WakeGets({});  // passing over stale rows may be tried again
   if (Due(reserve_retry_at_ns_, now)) WakeReservations();  // after lost races
   if (Due(orphans_retry_at_ns_, now)) {
-    for (int64_t step : LiveSteps()) DropOrphansOfSealed(step);
+    for (int64_t step : LiveSteps()) DropOrphans(step);
   }
   ExpireReservations(now);
   absl::Time next =

@@ -149,6 +149,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     unused_.clear();
     reserved_.clear();
     expiring_.clear();
+    expired_in_flight_.clear();
     sealing_ = 0;
     drops_in_flight_ = 0;
     if (pending_used_) {

@@ -342,6 +342,16 @@ class Partition final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);  // id 0: no longer reserved
   void SetExpiring(const std::vector<int64_t>& rows, bool closed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Rows of an expired reservation that were being written when it expired:
+  // if that write is not stored they are dropped as expired then.
+  void AddExpiredInFlight(const std::vector<int64_t>& rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    expired_in_flight_.insert(rows.begin(), rows.end());
+  }
+  const absl::flat_hash_set<int64_t>& expired_in_flight() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
+    return expired_in_flight_;
+  }
   // With a journal: Drops and Seals being recorded (delta +1 when one is
   // submitted, -1 when it is stored or fails); a Seal closes `rows`. The
   // step is not taken off its partition meanwhile, so a stored record
@@ -461,6 +471,7 @@ class Partition final {
   absl::flat_hash_set<int64_t> unused_ ABSL_GUARDED_BY(commit_mu_);
   absl::flat_hash_map<int64_t, uint64_t> reserved_ ABSL_GUARDED_BY(commit_mu_);  // row -> id
   absl::flat_hash_set<int64_t> expiring_ ABSL_GUARDED_BY(commit_mu_);
+  absl::flat_hash_set<int64_t> expired_in_flight_ ABSL_GUARDED_BY(commit_mu_);
   int32_t sealing_ ABSL_GUARDED_BY(commit_mu_) = 0;
   int32_t drops_in_flight_ ABSL_GUARDED_BY(commit_mu_) = 0;
 };

@@ -4,7 +4,9 @@
 // all, and once it was answered it is there. Recovered, its rows stay the
 // producer's (appends skip them, a Put naming it writes them) until its
 // deadline, which counts from the original grant; rows not written by then
-// are dropped as expired.
+// are dropped as expired, and so are rows whose write was being stored at
+// the deadline if that write is not stored.
+#include <future>
 #include <string>
 #include <vector>
 
@@ -109,6 +111,43 @@ TEST(ReservationRestart, TheDeadlineOutlivesARestart) {
   EXPECT_EQ(listing.rows[2].dropped, DropReason::kExpired);
   EXPECT_STATUS(WriteIds(*restarted.dock, reserved, {3}), absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("reservation ", reserved.id, " expired at"));
+}
+
+// A row being written when its reservation expires is left to its write;
+// when the write's record fails, the row is dropped as expired then, so it
+// does not hold the step (no append can take it: the cursor is past it).
+TEST(ReservationRestart, ARowWhoseWriteFailsAfterItsReservationExpiredIsDropped) {
+  Recording recording(RoomySpec());
+  ASSERT_OK_AND_ASSIGN(Reservation reserved,
+                       recording.dock->Reserve(Groups({2}, 0, absl::Milliseconds(300))));
+  ASSERT_EQ(reserved.rows, (std::vector<int64_t>{0, 1}));
+  recording.store->Hold(true);
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  std::promise<absl::Status> put;
+  {
+    PutInput in;
+    in.step = 0;
+    in.reservation = reserved.id;
+    in.rows = {0};
+    testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0});
+    in.columns.push_back(ids.View());
+    recording.dock->Put(std::move(in),
+                        [&](absl::StatusOr<PutResult> r) { put.set_value(r.status()); });
+  }
+  // The deadline passes while the write waits in the store.
+  auto expired_rows = [&] {
+    return recording.dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)];
+  };
+  for (int i = 0; i < 600 && recording.dock->Stats().reservations_live > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
+  recording.store->Hold(false);
+  EXPECT_STATUS(put.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  for (int i = 0; i < 600 && expired_rows() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(expired_rows(), 2) << "row 1 at the deadline, row 0 once its write failed";
+  absl::StatusOr<Batch> read = recording.dock->Read(0, {0}, {"ids"});
+  EXPECT_STATUS(read, absl::StatusCode::kFailedPrecondition, "row 0 was dropped (expired)");
 }
 
 }  // namespace
