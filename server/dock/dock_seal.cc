@@ -119,23 +119,25 @@ namespace {
 // this long (a full disk gets time to drain).
 constexpr absl::Duration kOrphansRetryInterval = absl::Seconds(1);
 
+// Nothing is written to the row or being written to it, and it is neither
+// dropped nor closed.
+bool Orphan(Partition& part, int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) {
+  return !part.dropped(row) && !part.has_cell(row) && part.pending_writes(row) == 0 &&
+         part.closed(row) == Partition::Closed::kOpen;
+}
+
 }  // namespace
 
 std::vector<int64_t> DockImpl::OrphansLocked(Partition& part, DropReason reason) {
   std::vector<int64_t> rows;
-  // Rows nothing is written to or being written to, not dropped, not closed.
-  auto orphan = [&](int64_t row) {
-    return !part.dropped(row) && !part.has_cell(row) && part.pending_writes(row) == 0 &&
-           part.closed(row) == Partition::Closed::kOpen;
-  };
   if (reason == DropReason::kSealed) {
     if (!part.sealed(mu_)) return rows;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
-      if (orphan(row)) rows.push_back(row);
+      if (Orphan(part, row)) rows.push_back(row);
     }
   } else {
     for (int64_t row : part.expired_in_flight()) {
-      if (orphan(row)) rows.push_back(row);
+      if (Orphan(part, row)) rows.push_back(row);
     }
     std::sort(rows.begin(), rows.end());
   }
