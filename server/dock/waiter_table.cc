@@ -22,49 +22,56 @@ WaiterTable::Parking WaiterTable::Park(const std::shared_ptr<Waiter>& w, int64_t
                                        absl::FunctionRef<bool()> served) {
   tdock::MutexLock lock(&mu_);
   if (shutting_down_) return Parking::kShuttingDown;
-  if (w->kind != Waiter::Kind::kPut && max > 0 && CountOfLocked(*w) >= max) {
-    return Parking::kTooMany;
+  if (w->kind != Waiter::Kind::kPut && max > 0) {
+    const absl::flat_hash_set<uint64_t>* parked = IdsOfLocked(*w, /*add=*/false);
+    if (parked != nullptr && static_cast<int64_t>(parked->size()) >= max) {
+      return Parking::kTooMany;
+    }
   }
   if (served()) return Parking::kServed;
   AddLocked(w);
   return Parking::kParked;
 }
 
-std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeLocked(
-    absl::FunctionRef<bool(Waiter&)> wanted) {
-  std::vector<std::shared_ptr<Waiter>> woken;
-  for (auto& [id, w] : waiters_) {
-    if (!wanted(*w) || w->in_retry) continue;
+void WaiterTable::TakeLocked(const absl::flat_hash_set<uint64_t>& ids,
+                             absl::FunctionRef<void(Waiter&)> woken,
+                             std::vector<std::shared_ptr<Waiter>>& out) {
+  for (uint64_t id : ids) {
+    const std::shared_ptr<Waiter>& w = waiters_.at(id);
+    woken(*w);
+    if (w->in_retry) continue;
     w->in_retry = true;
-    woken.push_back(w);
+    out.push_back(w);
   }
-  return woken;
 }
 
 std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeGets(const std::vector<bool>& wanted) {
+  std::vector<std::shared_ptr<Waiter>> out;
   tdock::MutexLock lock(&mu_);
-  if (gets_.empty()) return {};
-  return TakeLocked([&](Waiter& w) {
-    return w.kind == Waiter::Kind::kGet &&
-           (wanted.empty() ||
-            (w.consumer < static_cast<int>(wanted.size()) && wanted[w.consumer]));
-  });
+  for (const auto& [consumer, ids] : gets_) {
+    if (!wanted.empty() &&
+        (consumer < 0 || consumer >= static_cast<int>(wanted.size()) || !wanted[consumer])) {
+      continue;
+    }
+    TakeLocked(ids, [](Waiter&) {}, out);
+  }
+  return out;
 }
 
 std::vector<std::shared_ptr<Waiter>> WaiterTable::TakePuts() {
+  std::vector<std::shared_ptr<Waiter>> out;
   tdock::MutexLock lock(&mu_);
-  if (puts_ == 0) return {};
-  return TakeLocked([](Waiter& w) {
-    if (w.kind != Waiter::Kind::kPut) return false;
+  TakeLocked(puts_, [](Waiter& w) {
     if (w.in_retry) w.woken_in_retry = true;  // its retrier tries once more
-    return true;
-  });
+  }, out);
+  return out;
 }
 
 std::vector<std::shared_ptr<Waiter>> WaiterTable::TakeReserves() {
+  std::vector<std::shared_ptr<Waiter>> out;
   tdock::MutexLock lock(&mu_);
-  if (reserves_ == 0) return {};
-  return TakeLocked([](Waiter& w) { return w.kind == Waiter::Kind::kReserve; });
+  TakeLocked(reserves_, [](Waiter&) {}, out);
+  return out;
 }
 
 Waiter::End WaiterTable::FinishRetry(const std::shared_ptr<Waiter>& w,
@@ -130,7 +137,7 @@ WaiterTable::Expiry WaiterTable::Expire(absl::Time now) {
     RemoveLocked(id);
     out.expired.push_back(std::move(w));
   }
-  out.puts_parked = puts_ > 0;
+  out.puts_parked = !puts_.empty();
   if (!deadlines_.empty()) out.next = deadlines_.begin()->first;
   return out;
 }
@@ -159,40 +166,47 @@ WaiterTable::Counts WaiterTable::Count(size_t consumers) const {
   Counts counts;
   counts.gets.assign(consumers, 0);
   tdock::MutexLock lock(&mu_);
-  for (const auto& [consumer, parked] : gets_) {
-    if (consumer >= 0 && static_cast<size_t>(consumer) < consumers) counts.gets[consumer] = parked;
+  for (const auto& [consumer, ids] : gets_) {
+    if (consumer >= 0 && static_cast<size_t>(consumer) < consumers) {
+      counts.gets[consumer] = static_cast<int64_t>(ids.size());
+    }
   }
-  counts.puts = puts_;
-  counts.reserves = reserves_;
+  counts.puts = static_cast<int64_t>(puts_.size());
+  counts.reserves = static_cast<int64_t>(reserves_.size());
   return counts;
 }
 
 void WaiterTable::AddLocked(const std::shared_ptr<Waiter>& w) {
   waiters_.emplace(w->id, w);
   deadlines_.emplace(w->deadline, w->id);
-  ++CountOfLocked(*w);
+  IdsOfLocked(*w, /*add=*/true)->insert(w->id);
 }
 
 void WaiterTable::RemoveLocked(uint64_t id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  deadlines_.erase({it->second->deadline, id});
-  int64_t& count = CountOfLocked(*it->second);
-  --count;
-  if (it->second->kind == Waiter::Kind::kGet && count == 0) gets_.erase(it->second->consumer);
+  const Waiter& w = *it->second;
+  deadlines_.erase({w.deadline, id});
+  IdsOfLocked(w, /*add=*/false)->erase(id);
+  if (w.kind == Waiter::Kind::kGet) {
+    auto consumer = gets_.find(w.consumer);
+    if (consumer->second.empty()) gets_.erase(consumer);
+  }
   waiters_.erase(it);
 }
 
-int64_t& WaiterTable::CountOfLocked(const Waiter& w) {
+absl::flat_hash_set<uint64_t>* WaiterTable::IdsOfLocked(const Waiter& w, bool add) {
   switch (w.kind) {
     case Waiter::Kind::kPut:
-      return puts_;
+      return &puts_;
     case Waiter::Kind::kReserve:
-      return reserves_;
+      return &reserves_;
     case Waiter::Kind::kGet:
       break;
   }
-  return gets_[w.consumer];
+  if (add) return &gets_[w.consumer];
+  auto it = gets_.find(w.consumer);
+  return it == gets_.end() ? nullptr : &it->second;
 }
 
 }  // namespace tdock::internal

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
@@ -114,21 +115,24 @@ class WaiterTable final {
 
  private:
   void AddLocked(const std::shared_ptr<Waiter>& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes out for a retry the waiters `wanted` picks (it sees every waiter)
-  // that are not in retry.
-  std::vector<std::shared_ptr<Waiter>> TakeLocked(absl::FunctionRef<bool(Waiter&)> wanted)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes out for a retry the waiters of `ids` that are not in retry; `woken`
+  // sees each of them first (in retry or not).
+  void TakeLocked(const absl::flat_hash_set<uint64_t>& ids,
+                  absl::FunctionRef<void(Waiter&)> woken,
+                  std::vector<std::shared_ptr<Waiter>>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The parked calls of `w`'s kind that its cap counts.
-  int64_t& CountOfLocked(const Waiter& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The parked calls of `w`'s kind that its cap counts (null: none yet).
+  absl::flat_hash_set<uint64_t>* IdsOfLocked(const Waiter& w, bool add)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable tdock::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);
-  // Parked (in retry included) by kind; Gets by consumer.
-  absl::flat_hash_map<int, int64_t> gets_ ABSL_GUARDED_BY(mu_);
-  int64_t puts_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t reserves_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ids parked (in retry included) by kind, Gets by consumer: a wake-up or
+  // a cap looks at its kind only, however many others wait.
+  absl::flat_hash_map<int, absl::flat_hash_set<uint64_t>> gets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> puts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> reserves_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
