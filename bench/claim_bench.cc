@@ -334,23 +334,15 @@ int64_t Percentile(std::vector<int64_t>& values, double q) {
   return values[k];
 }
 
-void BM_Claim(benchmark::State& state) {
-  const int64_t rows = state.range(0);
-  const int claimers = static_cast<int>(state.range(1));
-  const bool metadata_only = state.range(2) != 0;
-  const DockSpec spec = ClaimSpec(rows, claimers);
-  absl::StatusOr<std::unique_ptr<Dock>> dock = Dock::Create(spec);
-  if (!dock.ok()) {
-    state.SkipWithError(std::string(dock.status().message()).c_str());
-    return;
-  }
-  const StepData data = MakeStepData(rows, /*seed=*/rows * 131 + claimers);
-  ClaimerPool pool(dock->get(), claimers, metadata_only);
-  Totals totals;
+// The benchmark's iterations: fills step after step (timing paused) and
+// drains it with `pool`, timing the drain; returns the steps drained. The
+// first step's rows are checked to be claimed exactly once.
+int64_t DrainSteps(benchmark::State& state, Dock& dock, const StepData& data,
+                   ClaimerPool& pool, int64_t rows, Totals& totals) {
   int64_t step = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    absl::Status filled = FillStep(**dock, data, step);
+    absl::Status filled = FillStep(dock, data, step);
     state.ResumeTiming();
     if (!filled.ok()) {
       state.SkipWithError(std::string(filled.message()).c_str());
@@ -365,6 +357,23 @@ void BM_Claim(benchmark::State& state) {
     state.SetIterationTime(*seconds);
     ++step;
   }
+  return step;
+}
+
+void BM_Claim(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const int claimers = static_cast<int>(state.range(1));
+  const bool metadata_only = state.range(2) != 0;
+  const DockSpec spec = ClaimSpec(rows, claimers);
+  absl::StatusOr<std::unique_ptr<Dock>> dock = Dock::Create(spec);
+  if (!dock.ok()) {
+    state.SkipWithError(std::string(dock.status().message()).c_str());
+    return;
+  }
+  const StepData data = MakeStepData(rows, /*seed=*/rows * 131 + claimers);
+  ClaimerPool pool(dock->get(), claimers, metadata_only);
+  Totals totals;
+  const int64_t step = DrainSteps(state, **dock, data, pool, rows, totals);
   if (totals.gets == 0) return;
   const double steps = static_cast<double>(step);
   double sum_ns = 0;
@@ -412,24 +421,7 @@ void BM_DrainByOrder(benchmark::State& state) {
   }
   ClaimerPool pool(dock->get(), 1, /*metadata_only=*/true);
   Totals totals;
-  int64_t step = 0;
-  for (auto _ : state) {
-    state.PauseTiming();
-    absl::Status filled = FillStep(**dock, data, step);
-    state.ResumeTiming();
-    if (!filled.ok()) {
-      state.SkipWithError(std::string(filled.message()).c_str());
-      break;
-    }
-    absl::StatusOr<double> seconds =
-        Account(pool.Drain(step, /*keep_rows=*/step == 0), rows, step == 0, totals);
-    if (!seconds.ok()) {
-      state.SkipWithError(std::string(seconds.status().message()).c_str());
-      break;
-    }
-    state.SetIterationTime(*seconds);
-    ++step;
-  }
+  DrainSteps(state, **dock, data, pool, rows, totals);
   if (totals.gets == 0) return;
   state.counters["get_ns"] =
       totals.drain_seconds * 1e9 / static_cast<double>(totals.gets);

@@ -4,7 +4,8 @@
 // leases.h), dock_waiters.cc (over the WaiterTable, waiter_table.h),
 // dock_consumers.cc (additions, removals, joins), dock_columns.cc,
 // dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc, dock_validate.cc
-// (a Put's checks), dock_journal.cc and dock_recovery.cc.
+// (a Put's checks), dock_reservations.cc, dock_reservation_rows.cc,
+// dock_journal.cc and dock_recovery.cc.
 //
 // Synchronization:
 // - mu_ guards structure: which step each partition holds, the consumer list.
@@ -541,7 +542,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void EndStaleTake(const StaleTake& take, bool stored);
   StalenessStats StalenessOf(int consumer) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // ---- Reservations (dock_reservations.cc)
+  // ---- Reservations (dock_reservations.cc: admission; dock_reservation_rows.cc:
+  // expiry, Puts naming one, recovery)
   // A reservation's try: granted (rows assigned and reserved, not yet
   // recorded) or refused; unset: wait (why in `reason`).
   struct ReserveAttempt {
