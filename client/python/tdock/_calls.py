@@ -120,7 +120,8 @@ def _joined(parts: list) -> tuple:
 
 def _channel_settings(token: str | None, tls: Any, timeout: float,
                       max_message_bytes: int, reconnect_timeout: float,
-                      max_reconnect_backoff: float) -> _ChannelSettings:
+                      max_reconnect_backoff: float,
+                      connect_timeout: float) -> _ChannelSettings:
     if timeout <= 0:
         raise errors.InvalidArgument(f"timeout must be > 0, got {timeout}")
     if reconnect_timeout < 0:
@@ -129,14 +130,25 @@ def _channel_settings(token: str | None, tls: Any, timeout: float,
     if max_reconnect_backoff <= 0:
         raise errors.InvalidArgument(
             f"max_reconnect_backoff must be > 0 seconds, got {max_reconnect_backoff}")
+    if connect_timeout <= 0:
+        raise errors.InvalidArgument(
+            f"connect_timeout must be > 0 seconds, got {connect_timeout}")
     # gRPC's reconnect backoff grows to 120 s by default, far past a lease's
     # time: the channel tries again at least every max_reconnect_backoff.
+    # A connection attempt may take max(the backoff, "min_reconnect_backoff")
+    # -- gRPC's name for the minimum connect timeout -- so that stays long:
+    # on a busy host the server (or this process) may not run for seconds.
+    # A refused attempt (the server is away) still fails at once and is
+    # tried again after the backoff. Each channel keeps its own connection
+    # ("use_local_subchannel_pool"): a new Client never inherits another
+    # Client's failed attempt and waits out its backoff.
     backoff_ms = max(1, int(max_reconnect_backoff * 1000))
     options = [("grpc.max_send_message_length", max_message_bytes),
                ("grpc.max_receive_message_length", max_message_bytes),
                ("grpc.initial_reconnect_backoff_ms", min(100, backoff_ms)),
-               ("grpc.min_reconnect_backoff_ms", min(100, backoff_ms)),
-               ("grpc.max_reconnect_backoff_ms", backoff_ms)]
+               ("grpc.min_reconnect_backoff_ms", max(1, int(connect_timeout * 1000))),
+               ("grpc.max_reconnect_backoff_ms", backoff_ms),
+               ("grpc.use_local_subchannel_pool", 1)]
     credentials = None
     if tls:
         if isinstance(tls, Tls) and tls.server_name:
@@ -175,17 +187,20 @@ class _Connection:
                  tls: Any = None, timeout: float = 30.0,
                  max_message_bytes: int = 1 << 30,
                  reconnect_timeout: float = 300.0,
-                 max_reconnect_backoff: float = 0.5):
+                 max_reconnect_backoff: float = 0.5,
+                 connect_timeout: float = 20.0):
         token = token if token is not None else os.environ.get("TDOCK_TOKEN")
         settings = _channel_settings(token, tls, timeout, max_message_bytes,
-                                     reconnect_timeout, max_reconnect_backoff)
+                                     reconnect_timeout, max_reconnect_backoff,
+                                     connect_timeout)
         self.address = address
         self.timeout = settings.timeout
         self.reconnect_timeout = settings.reconnect_timeout
         self._options = {"token": token, "tls": tls, "timeout": timeout,
                          "max_message_bytes": max_message_bytes,
                          "reconnect_timeout": reconnect_timeout,
-                         "max_reconnect_backoff": max_reconnect_backoff}
+                         "max_reconnect_backoff": max_reconnect_backoff,
+                         "connect_timeout": connect_timeout}
         self._settings = settings
         self._channel = None  # opened by the first call (_open)
         self._metadata = settings.metadata

@@ -13,8 +13,10 @@ fork: a forked process makes its own Client. Each call has a deadline of
 `timeout` seconds, plus its wait bound for Put and Get. Failures raise
 tdock.errors.* with the server's message. The channel tries to reconnect to
 a server that went away at least every `max_reconnect_backoff` seconds (0.5
-by default, well within a lease); Dock.iter waits up to `reconnect_timeout`
-seconds (300) for it to come back.
+by default, well within a lease); one connection attempt may take up to
+`connect_timeout` seconds (20: a busy host may not run the server or the
+client for seconds); Dock.iter waits up to `reconnect_timeout` seconds (300)
+for the server to come back.
 """
 
 from __future__ import annotations

@@ -1,0 +1,121 @@
+"""Connecting on a busy host, and again after a restart.
+
+A rollout host runs its CPUs flat out: a server (or the client itself) may
+not be scheduled for a second or more while a connection is being made. The
+client's connection attempts must outlast that, while a client whose server
+went away still tries again within `max_reconnect_backoff`.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tdock
+from server_process import drain, start_server, stop_server
+
+# One child process: waits for a line on stdin, then makes its first call
+# and prints "ok" or the error's class and message.
+_FIRST_CALL = """
+import sys, tdock
+address, options = sys.argv[1], eval(sys.argv[2])
+sys.stdin.readline()
+try:
+    with tdock.Client(address, **options) as client:
+        client.list_docks()
+    print("ok", flush=True)
+except tdock.errors.TdockError as e:
+    print(type(e).__name__, e, flush=True)
+"""
+
+_SPIN = "while True: pass"
+
+
+def first_calls_while_server_is_stopped(address, server, options, processes=8,
+                                        stopped_for=2.0):
+    """Starts `processes` client processes, each ready to make its first call,
+    with every CPU kept busy by spinning processes; stops the server
+    (SIGSTOP: the kernel still accepts the connections, the server answers
+    none), lets every client make its call, resumes the server after
+    `stopped_for` seconds and returns what each client printed."""
+    env = dict(os.environ)
+    clients = [subprocess.Popen([sys.executable, "-c", _FIRST_CALL, address, repr(options)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=env)
+               for _ in range(processes)]
+    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN])
+                for _ in range(os.cpu_count() or 2)]
+    try:
+        server.send_signal(signal.SIGSTOP)
+        try:
+            for c in clients:
+                c.stdin.write("go\n")
+                c.stdin.flush()
+            time.sleep(stopped_for)
+        finally:
+            server.send_signal(signal.SIGCONT)
+        return [c.communicate(timeout=120)[0].strip() for c in clients]
+    finally:
+        for s in spinners:
+            s.kill()
+            s.wait()
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+
+
+@pytest.fixture
+def own_server():
+    proc, address = start_server()
+    drain(proc)
+    yield proc, address
+    stop_server(proc)
+
+
+def test_first_calls_outlast_a_server_that_is_not_scheduled(own_server):
+    """8 processes make their first call at once, every CPU busy, while the
+    server is not scheduled for 2 s: each call connects when the server runs
+    again and succeeds (a connection attempt may take up to
+    `connect_timeout`, 20 s by default). With a 0.1 s connect timeout (what
+    the client used before) the same calls fail with UNAVAILABLE, which
+    shows the test reproduces the busy host."""
+    proc, address = own_server
+    answers = first_calls_while_server_is_stopped(address, proc, {})
+    assert answers == ["ok"] * len(answers)
+    old = first_calls_while_server_is_stopped(address, proc, {"connect_timeout": 0.1})
+    assert any(a.startswith("Unavailable") for a in old), old
+
+
+def test_a_new_client_connects_at_once_while_another_backs_off(own_server, tmp_path):
+    """A client keeps calling a server that is away until its reconnect
+    backoff is long (up to 5 s here); the server comes back. A new client in
+    the same process, made with the same options, connects at once: it does
+    not share the first client's connection and its backoff (the first
+    client's own calls fail until its next attempt)."""
+    proc, address = own_server
+    stop_server(proc)
+    options = {"max_reconnect_backoff": 5.0, "timeout": 10.0}
+    waiting = tdock.Client(address, **options)
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:  # the backoff grows toward 5 s
+        with pytest.raises(tdock.errors.Unavailable):
+            waiting.list_docks()
+        time.sleep(0.05)
+    restarted, restarted_address = start_server(f"--listen={address}")
+    drain(restarted)
+    try:
+        assert restarted_address == address
+        with tdock.Client(address, **options) as fresh:
+            assert fresh.list_docks() == []
+    finally:
+        waiting.close()
+        stop_server(restarted)
+
+
+def test_connect_timeout_must_be_positive():
+    with pytest.raises(tdock.errors.InvalidArgument, match="connect_timeout must be > 0"):
+        tdock.Client("127.0.0.1:1", connect_timeout=0)
