@@ -72,6 +72,9 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
       case StepState::kLive:
         return ServeLocked(PartitionOf(*in.step), in, plan, /*explicit_step=*/true);
       case StepState::kReleased: {
+        // A release being recorded may still fail and leave the step live
+        // with rows this consumer has not taken: wait for the record.
+        if (HoldsLocked(*in.step)) return GetAttempt{};
         // Nothing more can come from a released step: every rank of every
         // consumer learns that the step is over, not just the one that took
         // its last rows.

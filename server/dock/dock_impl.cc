@@ -260,6 +260,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
 void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer) {
   std::shared_ptr<StepArena> arena;
   bool released = false;
+  bool kept = false;
   {
     tdock::MutexLock lock(&mu_);
     Partition& part = PartitionOf(step);
@@ -271,11 +272,15 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
         // Not recorded: the step stays live; a Put waiting for its
         // partition asks for the release again.
         part.set_releasing(mu_, false);
+        kept = true;
       }
     }
   }
   if (answer) std::move(answer)(stored);  // before the calls it wakes are served
   if (released) AfterRelease(std::move(arena));
+  // Gets that waited for the record (those naming the step, and those that
+  // passed over it as released) are served from the live step.
+  if (kept) WakeGets({});
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {

@@ -263,6 +263,54 @@ TEST(Restart, AHandOutFailedDuringAFailedReleaseGivesItsRowsBack) {
   EXPECT_EQ(drained, std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
+// A Get that names a step whose release is being recorded waits for the
+// record instead of answering end_of_step: the record may fail, and then the
+// step stays live with rows the consumer has not taken. Here it fails, and
+// the waiting Get is served those rows; a second Get, asked while the next
+// release is being recorded, learns end_of_step once that one is stored.
+TEST(Restart, AGetWaitsForTheReleaseRecordOfItsStep) {
+  Recording recording;
+  RecordingStore* store = recording.store;
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("reader", 2)));
+  ASSERT_EQ(first.rows.size(), 2u);
+  store->Hold(true);
+  std::promise<absl::Status> released;
+  dock->ReleaseStep(0, [&released](absl::Status s) { released.set_value(std::move(s)); });
+  while (store->waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
+  GetInput rest = testing::GetOf("reader", kRows - 2, absl::Seconds(60));
+  rest.step = 0;
+  std::promise<absl::StatusOr<Batch>> got;
+  dock->Get(rest, [&got](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
+  std::future<absl::StatusOr<Batch>> answer = got.get_future();
+  EXPECT_EQ(answer.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "answered while the step's release was being recorded";
+  store->FailNext(1, absl::UnavailableError("disk full"));
+  store->Hold(false);
+  EXPECT_STATUS(released.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  ASSERT_OK_AND_ASSIGN(Batch served, answer.get());
+  EXPECT_EQ(served.rows.size(), static_cast<size_t>(kRows - 2));  // the step's last rows
+  std::vector<int64_t> all = first.rows;
+  all.insert(all.end(), served.rows.begin(), served.rows.end());
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7}));
+
+  // The release asked for again is stored: a Get waiting meanwhile learns
+  // that the step is over.
+  store->Hold(true);
+  std::promise<absl::Status> again;
+  dock->ReleaseStep(0, [&again](absl::Status s) { again.set_value(std::move(s)); });
+  while (store->waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
+  std::promise<absl::StatusOr<Batch>> over;
+  dock->Get(rest, [&over](absl::StatusOr<Batch> b) { over.set_value(std::move(b)); });
+  store->Hold(false);
+  EXPECT_OK(again.get_future().get());
+  ASSERT_OK_AND_ASSIGN(Batch end, over.get_future().get());
+  EXPECT_TRUE(end.end_of_step);
+  EXPECT_TRUE(end.rows.empty());
+}
+
 // CreateDock completes through its callback once the spec is stored: the
 // caller does not wait on the journal, the dock serves nothing before (it is
 // not found, and a Delete of it is refused), a second Create of the same
