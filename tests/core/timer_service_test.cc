@@ -130,7 +130,9 @@ TEST(TimerService, DocksOfARegistryShareOneThread) {
     dock->Get(testing::GetOf("waiting", 2, absl::Milliseconds(200)),
               [promise](absl::StatusOr<Batch> b) { promise->set_value(std::move(b)); });
   }
-  EXPECT_EQ(ThreadsOfThisProcess(), before);
+  // At most as many: a thread an earlier test ended may still be leaving
+  // the process's task list (on a busy machine) when `before` is counted.
+  EXPECT_LE(ThreadsOfThisProcess(), before);
   for (auto& got : parked) {
     ASSERT_OK_AND_ASSIGN(Batch batch, got.get());
     EXPECT_TRUE(batch.timed_out);
