@@ -15,9 +15,9 @@
 // - The waiter table's lock guards parked calls. Lock order: it comes before
 //   mu_ (a parking call re-checks its condition under it). Nothing takes it
 //   while holding mu_.
-// - key_mu_ guards the index of row keys (dock_keys.cc); it comes after mu_
-//   and a partition's commit lock, and nothing is taken while holding it.
-// - The reservation table's lock (reservation_table.h) is a leaf too.
+// - The key index's and the reservation table's locks (key_index.h,
+//   reservation_table.h) are leaves: taken under mu_ and a partition's commit
+//   lock, nothing taken while holding them.
 // - No callback runs with any of these locks held.
 //
 // Wake-ups without loss: a Put publishes its cells, then takes the waiter
@@ -46,6 +46,7 @@
 #include "server/dock/arena.h"
 #include "server/dock/column_table.h"
 #include "server/dock/journal_hook.h"
+#include "server/dock/key_index.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
 #include "server/dock/reservation_table.h"
@@ -447,10 +448,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   // ---- Keys (dock_keys.cc)
   static constexpr size_t kMaxKeyBytes = 1024;
-  struct RowRef {
-    int64_t step = 0;
-    int64_t row = 0;
-  };
+  using RowRef = KeyIndex::RowRef;
   // A Put asking for new rows (in.new_rows, rows empty) of its live step:
   // the first free groups (no cell, key or drop) from the step's append
   // cursor, enough for them; their first new_rows rows become in.rows.
@@ -464,7 +462,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A Put's keys: one per row, none empty or too long, no two alike.
   absl::Status ValidateKeys(const PutInput& in) const;
   static absl::Status CheckKey(absl::string_view where, absl::string_view key);
-  absl::StatusOr<RowRef> FindKey(absl::string_view key) const ABSL_LOCKS_EXCLUDED(key_mu_);
+  absl::StatusOr<RowRef> FindKey(absl::string_view key) const;
   // A Put naming rows by key: the rows of `step` that have them.
   absl::StatusOr<std::vector<int64_t>> RowsOfKeys(int64_t step,
                                                   const std::vector<std::string>& keys) const;
@@ -472,28 +470,29 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // no cell (a key comes with a row's first write), and no other live row
   // has it.
   absl::Status CheckKeysLocked(const Partition& part, const PutInput& in) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(key_mu_);
-  absl::Status CheckKeysHeld(const Partition& part, const PutInput& in) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(key_mu_);
-  // Checks the Put's keys again and gives its rows their keys, in one hold
-  // of key_mu_; UnsetKeysLocked undoes it for `rows` no stored or in-flight
-  // write keeps (the Put's record failed).
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The keys the Put gives rows that have none yet, or why a row cannot
+  // take its key (CheckKeysLocked's row checks).
+  absl::StatusOr<std::vector<KeyIndex::Entry>> NewKeysLocked(const Partition& part,
+                                                             const PutInput& in) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ALREADY_EXISTS: `key`, which a Put of `step` names, is another row's.
+  absl::Status KeyTaken(int64_t step, absl::string_view key,
+                        const KeyIndex::Taken& taken) const;
+  // Checks the Put's keys again and gives its rows their keys, the index
+  // checked and added in one step; UnsetKeysLocked undoes it for `rows` no
+  // stored or in-flight write keeps (the Put's record failed).
   absl::Status SetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) ABSL_LOCKS_EXCLUDED(key_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
   void UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu())
-          ABSL_LOCKS_EXCLUDED(key_mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
   // Recovery, once drops are applied: the index of the keys of rows not
   // dropped.
-  void RebuildKeyIndex() ABSL_LOCKS_EXCLUDED(mu_, key_mu_);
-  // The index forgets `key` if it names row `row` of `step`.
-  void ForgetKeyLocked(const std::string& key, int64_t step, int64_t row)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(key_mu_);
+  void RebuildKeyIndex() ABSL_LOCKS_EXCLUDED(mu_);
   // Dropped rows, and a released step's rows, free their keys.
   void ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(key_mu_);
-  void ForgetKeysOfStepLocked(const Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_)
-      ABSL_LOCKS_EXCLUDED(key_mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ForgetKeysOfStepLocked(const Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The batch's keys, if a row of the step has one.
   void AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows, Batch& batch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -646,10 +645,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // (unix ns of the dock's clock; 0: none due).
   std::atomic<int64_t> stale_retry_at_ns_{0};
 
-  // Keys of live rows (dock_keys.cc); its lock comes after mu_ and the
-  // partitions' commit locks.
-  mutable tdock::Mutex key_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::flat_hash_map<std::string, RowRef> key_index_ ABSL_GUARDED_BY(key_mu_);
+  // Keys of live rows (dock_keys.cc); its lock is a leaf.
+  KeyIndex keys_;
 
   // Parked calls; its lock comes before mu_ (a parking call re-checks its
   // condition under it).

@@ -3,9 +3,10 @@
 // until the row is dropped or its step released. Puts and Reads may name
 // rows by key; batches carry them; ListRows shows each row's key and state.
 //
-// Lock order: the dock's mu_ (shared) -> the partition's commit_mu() ->
-// key_mu_. A key is set under commit_mu(), before the row's cells are made
-// ready, so a reader that saw a cell ready sees its row's key.
+// Lock order: the dock's mu_ (shared) -> the partition's commit_mu() -> the
+// KeyIndex's lock (key_index.h). A key is set under commit_mu(), before the
+// row's cells are made ready, so a reader that saw a cell ready sees its
+// row's key.
 #include <algorithm>
 #include <utility>
 
@@ -46,13 +47,12 @@ absl::Status DockImpl::CheckKey(absl::string_view where, absl::string_view key) 
 }
 
 absl::StatusOr<DockImpl::RowRef> DockImpl::FindKey(absl::string_view key) const {
-  tdock::MutexLock lock(&key_mu_);
-  auto it = key_index_.find(key);
-  if (it == key_index_.end()) {
+  std::optional<RowRef> ref = keys_.Find(key);
+  if (!ref.has_value()) {
     return absl::NotFoundError(
         absl::StrCat("dock '", name_, "': no live row has key '", key, "'"));
   }
-  return it->second;
+  return *ref;
 }
 
 absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
@@ -149,14 +149,10 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
   return absl::OkStatus();
 }
 
-absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in) const {
-  if (in.keys.empty()) return absl::OkStatus();
-  tdock::MutexLock lock(&key_mu_);
-  return CheckKeysHeld(part, in);
-}
-
-absl::Status DockImpl::CheckKeysHeld(const Partition& part, const PutInput& in) const {
+absl::StatusOr<std::vector<KeyIndex::Entry>> DockImpl::NewKeysLocked(const Partition& part,
+                                                                      const PutInput& in) const {
   const int64_t step = in.step;  // the partition may not hold it yet (free)
+  std::vector<KeyIndex::Entry> fresh;
   for (size_t i = 0; i < in.rows.size(); ++i) {
     const int64_t row = in.rows[i];
     const std::string& key = in.keys[i];
@@ -170,64 +166,71 @@ absl::Status DockImpl::CheckKeysHeld(const Partition& part, const PutInput& in) 
           Where(step), ": row ", row, " was written without a key; a row's key comes with "
           "its first write"));
     }
-    auto it = key_index_.find(key);
-    if (it != key_index_.end()) {
-      return absl::AlreadyExistsError(absl::StrCat(Where(step), ": key '", key, "' is row ",
-                                                   it->second.row, " of step ",
-                                                   it->second.step));
-    }
+    fresh.push_back({key, {step, row}});
+  }
+  return fresh;
+}
+
+absl::Status DockImpl::KeyTaken(int64_t step, absl::string_view key,
+                                const KeyIndex::Taken& taken) const {
+  return absl::AlreadyExistsError(absl::StrCat(Where(step), ": key '", key, "' is row ",
+                                               taken.holder.row, " of step ",
+                                               taken.holder.step));
+}
+
+absl::Status DockImpl::CheckKeysLocked(const Partition& part, const PutInput& in) const {
+  if (in.keys.empty()) return absl::OkStatus();
+  TDOCK_ASSIGN_OR_RETURN(std::vector<KeyIndex::Entry> fresh, NewKeysLocked(part, in));
+  std::vector<absl::string_view> keys;
+  keys.reserve(fresh.size());
+  for (const KeyIndex::Entry& e : fresh) keys.push_back(e.key);
+  if (std::optional<KeyIndex::Taken> taken = keys_.FindTaken(keys)) {
+    return KeyTaken(in.step, keys[taken->index], *taken);
   }
   return absl::OkStatus();
 }
 
 absl::Status DockImpl::SetKeysLocked(Partition& part, const PutInput& in) {
   if (in.keys.empty()) return absl::OkStatus();
-  const int64_t step = part.step(mu_);
-  // Checked and set in one hold: Puts of two steps (two commit locks) may
-  // give the same new key at once.
-  tdock::MutexLock lock(&key_mu_);
-  TDOCK_RETURN_IF_ERROR(CheckKeysHeld(part, in));
-  for (size_t i = 0; i < in.rows.size(); ++i) {
-    if (part.key(in.rows[i]) != nullptr) continue;  // the same key, named again
-    part.SetKey(in.rows[i], in.keys[i]);
-    key_index_[in.keys[i]] = RowRef{step, in.rows[i]};
+  TDOCK_ASSIGN_OR_RETURN(std::vector<KeyIndex::Entry> fresh, NewKeysLocked(part, in));
+  // Checked and added in one step (KeyIndex::Insert): Puts of two steps (two
+  // commit locks) may give the same new key at once.
+  if (std::optional<KeyIndex::Taken> taken = keys_.Insert(fresh)) {
+    return KeyTaken(in.step, fresh[taken->index].key, *taken);
   }
+  for (const KeyIndex::Entry& e : fresh) part.SetKey(e.row.row, std::string(e.key));
   return absl::OkStatus();
 }
 
 void DockImpl::UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows) {
-  tdock::MutexLock lock(&key_mu_);
+  std::vector<KeyIndex::Entry> gone;
   for (int64_t row : rows) {
     const std::string* key = part.key(row);
     // A stored cell of the row, or another write of it whose record is in
     // flight (every record of a keyed row carries its key), keeps the key.
     if (key == nullptr || part.pending_writes(row) > 0 || part.has_ready_cell(row)) continue;
-    ForgetKeyLocked(*key, part.step(mu_), row);
-    part.ClearKey(row);
+    gone.push_back({*key, {part.step(mu_), row}});
   }
-}
-
-void DockImpl::ForgetKeyLocked(const std::string& key, int64_t step, int64_t row) {
-  auto it = key_index_.find(key);
-  if (it != key_index_.end() && it->second.step == step && it->second.row == row) {
-    key_index_.erase(it);
-  }
+  keys_.Forget(gone);
+  for (const KeyIndex::Entry& e : gone) part.ClearKey(e.row.row);  // the views go with it
 }
 
 void DockImpl::ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows) {
   if (!part.has_keys()) return;
-  tdock::MutexLock lock(&key_mu_);
+  std::vector<KeyIndex::Entry> gone;
   for (int64_t row : rows) {
-    if (const std::string* key = part.key(row)) ForgetKeyLocked(*key, part.step(mu_), row);
+    if (const std::string* key = part.key(row)) gone.push_back({*key, {part.step(mu_), row}});
   }
+  keys_.Forget(gone);
 }
 
 void DockImpl::ForgetKeysOfStepLocked(const Partition& part) {
   if (!part.has_keys()) return;
-  tdock::MutexLock lock(&key_mu_);
+  std::vector<KeyIndex::Entry> gone;
   for (int64_t row = 0; row < rows_per_step_; ++row) {
-    if (const std::string* key = part.key(row)) ForgetKeyLocked(*key, part.step(mu_), row);
+    if (const std::string* key = part.key(row)) gone.push_back({*key, {part.step(mu_), row}});
   }
+  keys_.Forget(gone);
 }
 
 void DockImpl::AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows,
@@ -279,15 +282,15 @@ absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& 
 
 void DockImpl::RebuildKeyIndex() {
   tdock::ReaderMutexLock lock(&mu_);
-  tdock::MutexLock keys(&key_mu_);
-  key_index_.clear();
+  std::vector<KeyIndex::Entry> live;
   for (const auto& part : partitions_) {
     if (!part->live(mu_) || !part->has_keys()) continue;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
       const std::string* key = part->key(row);
-      if (key != nullptr && !part->dropped(row)) key_index_[*key] = RowRef{part->step(mu_), row};
+      if (key != nullptr && !part->dropped(row)) live.push_back({*key, {part->step(mu_), row}});
     }
   }
+  keys_.Reset(live);
 }
 
 absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
