@@ -11,7 +11,9 @@
 //     only if it was released, or every consumer may have been done with it;
 //   - a row dropped by an acknowledged Drop (a step sealed by an acknowledged
 //     Seal) is dropped (sealed) after recovery, and nothing is dropped or
-//     sealed unless a Drop or Seal of it may have been stored;
+//     sealed unless a Drop or Seal of it may have been stored; no row a Put
+//     of which was acknowledged is dropped as sealed (in the concurrent
+//     workload Seals race the producer's writes);
 //   - draining every consumer after recovery hands out no row whose
 //     hand-out (without a lease) or acknowledgement (with one) was answered
 //     by k, hands out no row twice, no dropped row, and every row that is
@@ -107,6 +109,14 @@ class CrashPoint {
   bool AnyAcked(const std::vector<Event>& events) const {
     return std::any_of(events.begin(), events.end(), [&](const Event& e) { return Acked(e); });
   }
+  // Some Put of the row was acknowledged (before this crash point or
+  // after it: the server answered it either way).
+  static bool EverAcked(const History& h, int64_t step, int64_t row) {
+    return std::any_of(h.puts.begin(), h.puts.end(), [&](const PutRecord& put) {
+      return put.step == step && put.event.acked != kNever &&
+             std::find(put.rows.begin(), put.rows.end(), row) != put.rows.end();
+    });
+  }
   // A Drop naming the row, or a Seal of its step, may have been stored.
   bool MayBeDropped(const History& h, int64_t step, int64_t row) const {
     auto drop = h.drops.find({step, row});
@@ -134,6 +144,13 @@ class CrashPoint {
         const bool may = sealed ? seal != h.seals.end() && AnyPossibly(seal->second)
                                 : drop != h.drops.end() && AnyPossibly(drop->second);
         if (!may) Fail(absl::StrCat("step ", step, " row ", row, ": ", message, ", but no such drop may have been stored"));
+        // A Seal drops only rows with no write: a write it raced (a first
+        // write being stored) keeps its row, and an acknowledged one is
+        // never lost to it.
+        if (sealed && EverAcked(h, step, row)) {
+          Fail(absl::StrCat("step ", step, " row ", row,
+                            ": dropped as sealed, but a Put of it was acknowledged"));
+        }
       }
     }
     for (const auto& [cell, events] : h.drops) {
