@@ -7,6 +7,7 @@
 // are dropped as expired, and so are rows whose write was being stored at
 // the deadline if that write is not stored.
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,23 @@ absl::Status WriteIds(Dock& dock, const Reservation& r, std::vector<int64_t> row
   testing::OwnedColumn ids = ColumnOf("ids", 0, r.step, rows);
   in.columns.push_back(ids.View());
   return testing::PutSync(dock, std::move(in)).status();
+}
+
+// Starts a Put of `row`'s ids naming the reservation; its answer comes in
+// the future.
+std::future<absl::Status> StartWrite(Dock& dock, const Reservation& r, int64_t row) {
+  auto answer = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> future = answer->get_future();
+  PutInput in;
+  in.step = r.step;
+  in.reservation = r.id;
+  in.rows = {row};
+  testing::OwnedColumn ids = ColumnOf("ids", 0, r.step, {row});
+  in.columns.push_back(ids.View());
+  dock.Put(std::move(in), [answer](absl::StatusOr<PutResult> put) {
+    answer->set_value(put.status());
+  });
+  return future;
 }
 
 TEST(ReservationRestart, AReservationIsWholeOrAbsentAtEveryCrashPoint) {
@@ -123,17 +141,7 @@ TEST(ReservationRestart, ARowWhoseWriteFailsAfterItsReservationExpiredIsDropped)
   ASSERT_EQ(reserved.rows, (std::vector<int64_t>{0, 1}));
   recording.store->Hold(true);
   recording.store->FailNext(1, absl::UnavailableError("disk full"));
-  std::promise<absl::Status> put;
-  {
-    PutInput in;
-    in.step = 0;
-    in.reservation = reserved.id;
-    in.rows = {0};
-    testing::OwnedColumn ids = ColumnOf("ids", 0, 0, {0});
-    in.columns.push_back(ids.View());
-    recording.dock->Put(std::move(in),
-                        [&](absl::StatusOr<PutResult> r) { put.set_value(r.status()); });
-  }
+  std::future<absl::Status> put = StartWrite(*recording.dock, reserved, 0);
   // The deadline passes while the write waits in the store.
   auto expired_rows = [&] {
     return recording.dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)];
@@ -143,11 +151,85 @@ TEST(ReservationRestart, ARowWhoseWriteFailsAfterItsReservationExpiredIsDropped)
   }
   ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
   recording.store->Hold(false);
-  EXPECT_STATUS(put.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  EXPECT_STATUS(put.get(), absl::StatusCode::kUnavailable, "not stored");
   for (int i = 0; i < 600 && expired_rows() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ(expired_rows(), 2) << "row 1 at the deadline, row 0 once its write failed";
   absl::StatusOr<Batch> read = recording.dock->Read(0, {0}, {"ids"});
   EXPECT_STATUS(read, absl::StatusCode::kFailedPrecondition, "row 0 was dropped (expired)");
+}
+
+// The same race at every crash point, with the write stored and with it
+// failing: after recovery (the deadline long past) each reserved row is
+// written or dropped as expired, never left with neither, and a row whose
+// write was answered OK is written.
+TEST(ReservationRestart, ExpiryOverAWriteInFlightAtEveryCrashPoint) {
+  for (const bool fails : {false, true}) {
+    SCOPED_TRACE(fails ? "the write fails" : "the write is stored");
+    Recording recording(RoomySpec());
+    const int64_t before = recording.store->writes();
+    ASSERT_OK_AND_ASSIGN(Reservation reserved,
+                         recording.dock->Reserve(Groups({2}, 0, absl::Milliseconds(200))));
+    recording.store->Hold(true);
+    if (fails) recording.store->FailNext(1, absl::UnavailableError("disk full"));
+    std::future<absl::Status> put = StartWrite(*recording.dock, reserved, 0);
+    for (int i = 0; i < 600 && recording.dock->Stats().reservations_live > 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
+    recording.store->Hold(false);
+    const absl::Status written = put.get();
+    EXPECT_EQ(written.ok(), !fails) << written;
+    // Row 1 at the deadline, row 0 with its failed write: both recorded.
+    auto expired_rows = [](Dock& dock) {
+      return dock.Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)];
+    };
+    const int64_t want = fails ? 2 : 1;
+    for (int i = 0; i < 600 && expired_rows(*recording.dock) < want; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(expired_rows(*recording.dock), want);
+    recording.Stop();
+
+    bool written_before = false;
+    for (int64_t k = before + 1; k <= recording.store->writes(); ++k) {
+      SCOPED_TRACE(absl::StrCat("crash point ", k));
+      Restarted restarted(*recording.store, k);
+      Dock& dock = *restarted.dock;
+      // Recovered past its deadline, the reservation expires at once.
+      for (int i = 0; i < 600 && dock.Stats().reservations_live > 0; ++i) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      ASSERT_EQ(dock.Stats().reservations_live, 0);
+      bool settled = false;
+      for (int i = 0; i < 600 && !settled; ++i) {
+        ASSERT_OK_AND_ASSIGN(RowListing listing, dock.ListRows(0));
+        settled = true;
+        for (int64_t row : reserved.rows) {
+          const RowState& state = listing.rows[row];
+          const bool has_ids = !state.written.empty();
+          if (!has_ids && state.dropped != DropReason::kExpired) settled = false;
+          if (has_ids) {
+            EXPECT_EQ(state.dropped, DropReason::kUnspecified) << "row " << row;
+          }
+        }
+        if (!settled) absl::SleepFor(absl::Milliseconds(10));
+      }
+      EXPECT_TRUE(settled) << "a reserved row is neither written nor dropped as expired";
+      ASSERT_OK_AND_ASSIGN(RowListing listing, dock.ListRows(0));
+      if (fails) {
+        EXPECT_TRUE(listing.rows[0].written.empty()) << "a write that failed is there";
+      } else {
+        // Once its record is in the journal the write is there at every
+        // later crash point, the last included.
+        const bool written_here = !listing.rows[0].written.empty();
+        EXPECT_TRUE(written_here || !written_before) << "a stored write is lost";
+        written_before |= written_here;
+        if (k == recording.store->writes()) {
+          EXPECT_TRUE(written_here) << "a write answered OK is lost";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
