@@ -155,7 +155,7 @@ void CrashWorkload::RunActor(Actor& a, int ops, const std::atomic<bool>* until) 
     } else if (kind < 90) {
       if (produce) ReleaseOldest(a);
     } else if (kind < 92) {
-      if (produce && may_delete_ && op > ops / 2) Recreate();
+      if (produce && may_delete_ && op > ops / 2) Recreate(a);
     } else if (kind < 95) {
       if (read && !a.late_added && op > ops / 3) AddLate(a);
       if (read && a.late_added && !a.late_removed && op > 2 * ops / 3 && Chance(a, 0.3)) {
@@ -437,7 +437,7 @@ void CrashWorkload::RemoveLate(Actor& a) {
   histories_[a.incarnation].late_removed = {issued, a.late_removed ? Writes() : kNever};
 }
 
-void CrashWorkload::Recreate() {
+void CrashWorkload::Recreate(Actor& a) {
   int incarnation = 0;
   {
     tdock::MutexLock lock(&mu_);
@@ -447,12 +447,16 @@ void CrashWorkload::Recreate() {
   }
   // Other actors may be working on the dock meanwhile: their calls fail,
   // or are recorded before the deletion.
+  // Now and then the deletion's record fails (or, with other actors
+  // writing, a write beside it).
+  if (Chance(a, 0.3)) store_->FailNext(1, absl::UnavailableError("disk full"));
   const int64_t issued = Writes();
   const absl::Status deleted = registry_->Delete("crash");
   if (!deleted.ok()) {
     // Not stored: nothing was deleted, and this incarnation goes on.
     tdock::MutexLock lock(&mu_);
     histories_[incarnation].deleted = {issued, kNever};
+    ++histories_[incarnation].deletes_failed;
     return;
   }
   const Event created{Writes(), kNever};

@@ -82,6 +82,7 @@ struct History {
   Event late_added;  // AddConsumer of `late`, if it succeeded
   Event late_removed;  // RemoveConsumer of `late` (acked kNever: it failed)
   Event extra_added;   // AddColumn of `extra`, if it succeeded
+  int64_t deletes_failed = 0;  // DeleteDock calls whose record failed (it goes on)
 };
 
 // The value of a cell; every cell of `ids` and `score` is a function of its
@@ -167,7 +168,7 @@ class CrashWorkload {
   void AddExtra(Actor& a);
   void WriteExtra(Actor& a);
   // Deletes the dock (if any) and creates it again.
-  void Recreate();
+  void Recreate(Actor& a);
   void Done(int incarnation, const std::string& consumer, int64_t step,
             const std::vector<int64_t>& rows, Event event);
   void AddPut(int incarnation, PutRecord put);

@@ -17,14 +17,15 @@ import pytest
 import tdock
 from server_process import drain, start_server, stop_server
 
-# One child process: waits for a line on stdin, then makes its first call
-# and prints "ok" or the error's class and message.
+# One child process: waits for a line on stdin, says "calling", makes its
+# first call and prints "ok" or the error's class and message.
 _FIRST_CALL = """
 import sys, tdock
 address, options = sys.argv[1], eval(sys.argv[2])
 sys.stdin.readline()
 try:
     with tdock.Client(address, **options) as client:
+        print("calling", flush=True)
         client.list_docks()
     print("ok", flush=True)
 except tdock.errors.TdockError as e:
@@ -34,30 +35,38 @@ except tdock.errors.TdockError as e:
 _SPIN = "while True: pass"
 
 
-def first_calls_while_server_is_stopped(address, server, options, processes=8,
-                                        stopped_for=2.0):
+def first_calls_while_server_is_stopped(address, server, options, *, until_answered,
+                                        processes=8):
     """Starts `processes` client processes, each ready to make its first call,
     with every CPU kept busy by spinning processes; stops the server
     (SIGSTOP: the kernel still accepts the connections, the server answers
-    none), lets every client make its call, resumes the server after
-    `stopped_for` seconds and returns what each client printed."""
-    env = dict(os.environ)
+    none) and lets every client make its call. The server is resumed 1 s
+    after every client said it is calling or, with `until_answered`, once
+    every client has its answer. Returns each client's answer."""
     clients = [subprocess.Popen([sys.executable, "-c", _FIRST_CALL, address, repr(options)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, env=env)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                for _ in range(processes)]
     spinners = [subprocess.Popen([sys.executable, "-c", _SPIN])
                 for _ in range(os.cpu_count() or 2)]
+    answers = []
     try:
         server.send_signal(signal.SIGSTOP)
         try:
             for c in clients:
                 c.stdin.write("go\n")
                 c.stdin.flush()
-            time.sleep(stopped_for)
+            for c in clients:
+                line = c.stdout.readline().strip()
+                assert line == "calling", line
+            if until_answered:
+                answers = [c.stdout.readline().strip() for c in clients]
+            else:
+                time.sleep(1.0)
         finally:
             server.send_signal(signal.SIGCONT)
-        return [c.communicate(timeout=120)[0].strip() for c in clients]
+        if not until_answered:
+            answers = [c.communicate(timeout=120)[0].strip() for c in clients]
+        return answers
     finally:
         for s in spinners:
             s.kill()
@@ -65,7 +74,7 @@ def first_calls_while_server_is_stopped(address, server, options, processes=8,
         for c in clients:
             if c.poll() is None:
                 c.kill()
-                c.wait()
+            c.wait()
 
 
 @pytest.fixture
@@ -78,16 +87,18 @@ def own_server():
 
 def test_first_calls_outlast_a_server_that_is_not_scheduled(own_server):
     """8 processes make their first call at once, every CPU busy, while the
-    server is not scheduled for 2 s: each call connects when the server runs
-    again and succeeds (a connection attempt may take up to
-    `connect_timeout`, 20 s by default). With a 0.1 s connect timeout (what
-    the client used before) the same calls fail with UNAVAILABLE, which
-    shows the test reproduces the busy host."""
+    server is not scheduled (from before their calls until 1 s after the
+    last began): each call connects when the server runs again and succeeds
+    (a connection attempt may take up to `connect_timeout`, 20 s by
+    default). With a 0.1 s connect timeout (what the client used before) the
+    same calls, the server kept stopped until they are answered, fail with
+    UNAVAILABLE: the test reproduces the busy host."""
     proc, address = own_server
-    answers = first_calls_while_server_is_stopped(address, proc, {})
+    answers = first_calls_while_server_is_stopped(address, proc, {}, until_answered=False)
     assert answers == ["ok"] * len(answers)
-    old = first_calls_while_server_is_stopped(address, proc, {"connect_timeout": 0.1})
-    assert any(a.startswith("Unavailable") for a in old), old
+    old = first_calls_while_server_is_stopped(address, proc, {"connect_timeout": 0.1},
+                                              until_answered=True)
+    assert all(a.startswith("Unavailable") for a in old), old
 
 
 def test_a_new_client_connects_at_once_while_another_backs_off(own_server, tmp_path):
