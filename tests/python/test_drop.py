@@ -72,6 +72,36 @@ def test_bad_drops_and_seals_change_nothing(client, dock_name):
     assert tdock.DROP_REASONS[:2] == ("filtered", "failed")
 
 
+def test_dropping_no_rows_drops_nothing(server, client, dock_name):
+    """drop() with rows=[] (or an empty array, or groups=[]) returns 0 and
+    changes nothing, in both clients; what is known without the server is
+    not asked of it, so a step that has not started is no error either. A
+    bad reason or bad rows are still refused, naming what is wrong, and
+    naming neither rows nor groups is still the server's error."""
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(2), {"prompt_ids": cells(range(2))})
+    assert dock.drop(0, rows=[]) == 0
+    assert dock.drop(0, rows=np.zeros(0, np.int64), groups=[], reason="filtered") == 0
+    assert dock.drop(0, groups=[]) == 0
+    assert dock.drop(5, rows=[]) == 0  # step 5 has not started: nothing asked
+    with pytest.raises(tdock.errors.InvalidArgument, match="drop reason 'oops' is not one of"):
+        dock.drop(0, rows=[], reason="oops")
+    with pytest.raises(tdock.errors.InvalidArgument, match="rows must be a list of integers"):
+        dock.drop(0, rows=[[]])
+    with pytest.raises(tdock.errors.InvalidArgument, match="names no rows or groups"):
+        dock.drop(0)
+    status = dock.status()
+    assert status.dropped == {} and status.steps[0].dropped == {}
+
+    async def main():
+        async with tdock.aio.Client(server, timeout=30) as aclient:
+            adock = aclient.dock(dock_name)
+            assert await adock.drop(0, rows=[]) == 0
+            assert await adock.drop(0, groups=[], reason="stale") == 0
+    asyncio.run(main())
+    assert dock.status().dropped == {}
+
+
 def test_asyncio_drop_and_seal(server, dock_name):
     async def main():
         async with tdock.aio.Client(server, timeout=30) as client:

@@ -406,11 +406,17 @@ class _DockCalls:
         return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)
 
     def _drop_request(self, step: int, rows: Iterable[int] | None,
-                      groups: Iterable[int] | None, reason: str) -> dock_pb2.DropRequest:
-        return dock_pb2.DropRequest(dock=self.name, step=int(step),
-                                    rows=_indexes(rows, "rows"),
-                                    groups=_indexes(groups, "groups"),
-                                    reason=_drop_reason(reason))
+                      groups: Iterable[int] | None,
+                      reason: str) -> dock_pb2.DropRequest | None:
+        """The DropRequest, or None when it names rows or groups and they are
+        all empty: nothing to drop, 0 dropped, no need to ask the server."""
+        req = dock_pb2.DropRequest(dock=self.name, step=int(step),
+                                   rows=_indexes(rows, "rows"),
+                                   groups=_indexes(groups, "groups"),
+                                   reason=_drop_reason(reason))
+        if (rows is not None or groups is not None) and not req.rows and not req.groups:
+            return None
+        return req
 
     def _seal_request(self, step: int, required: Iterable[str]) -> dock_pb2.SealRequest:
         if isinstance(required, str):

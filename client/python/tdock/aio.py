@@ -222,8 +222,10 @@ class Dock(_DockCalls):
     async def drop(self, step: int, rows: Iterable[int] | None = None,
                    groups: Iterable[int] | None = None, reason: str = "failed") -> int:
         """As tdock.Dock.drop."""
-        return (await self.client.call("Drop", self._drop_request(step, rows, groups, reason),
-                                       dock_pb2.DropResponse)).dropped
+        req = self._drop_request(step, rows, groups, reason)
+        if req is None:
+            return 0
+        return (await self.client.call("Drop", req, dock_pb2.DropResponse)).dropped
 
     async def seal(self, step: int, required_columns: Iterable[str] = ()) -> int:
         """As tdock.Dock.seal."""

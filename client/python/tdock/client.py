@@ -288,9 +288,12 @@ class Dock(_DockCalls):
         fails naming the drop. `reason` is one of tdock.DROP_REASONS
         ("filtered", "failed", ...); status() counts drops by reason.
         Returns the rows this call dropped (a row dropped before is not
-        counted again)."""
-        return self.client.call("Drop", self._drop_request(step, rows, groups, reason),
-                                dock_pb2.DropResponse).dropped
+        counted again); empty `rows` and `groups` drop nothing and return 0
+        without asking the server."""
+        req = self._drop_request(step, rows, groups, reason)
+        if req is None:
+            return 0
+        return self.client.call("Drop", req, dock_pb2.DropResponse).dropped
 
     def seal(self, step: int, required_columns: Iterable[str] = ()) -> int:
         """Closes a live step to new rows: its rows that lack a cell of any of
