@@ -3,6 +3,7 @@ killed loses nothing (the rows reach another worker after the lease), every
 row is acknowledged exactly once, and late or repeated acknowledgements are
 refused with the lease named."""
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -132,3 +133,49 @@ def test_iter_with_leases_acknowledged_by_put(client, dock_name):
     assert dock.status().leases["rollout"].in_flight == 0
     assert len(dock.get("trainer", wait=10)) == 8
     assert dock.status().steps == []
+
+
+def test_forgotten_ack_is_named_when_its_rows_come_back(server, client, dock_name):
+    """A worker writes a leased batch's results without ack=: the lease stays
+    in flight, expires, and its rows come back under a new lease whose cells
+    are written already. The Put of the new batch (with ack= or without)
+    fails with AlreadyExists naming the forgotten lease, the consumer, the
+    step and the ack= argument, and writes nothing; from another Client,
+    which never saw the first lease, the message still says that an earlier
+    Put without ack= is the likely cause and how to avoid it. The asyncio
+    client says the same. A Put that passes ack= and a separate dock.ack
+    leave nothing to name."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=2000))
+    put_prompts(dock, 8)
+    first = dock.get("rollout")
+    dock.put(first.step, first.rows,  # results written, the ack= forgotten
+             {"response_ids": [np.array([r], np.int32) for r in first.rows]})
+    other = dock.get("rollout")
+    dock.put(other.step, other.rows[:2], {"response_ids": [np.array([7], np.int32)] * 2})
+    dock.ack(other)  # written in two Puts, then acknowledged: nothing forgotten
+    back = dock.get("rollout", wait=10)  # the first lease expired
+    assert back.rows.tolist() == first.rows.tolist() and back.lease != first.lease
+    forgotten = (f"lease {first.lease} of consumer 'rollout' \\(step 0\\).*never "
+                 f"acknowledged.*pass ack=batch")
+    for ack in (back, None):
+        with pytest.raises(tdock.errors.AlreadyExists, match=forgotten) as e:
+            respond(dock, back) if ack else dock.put(
+                back.step, back.rows, {"response_ids": [np.array([1], np.int32)] * 4})
+        assert "already written" in str(e.value)  # the server's message stays
+    with tdock.Client(server) as elsewhere:
+        with pytest.raises(tdock.errors.AlreadyExists,
+                           match=f"lease {back.lease}.*written without ack=.*pass ack=batch"):
+            respond(elsewhere.dock(dock_name), back)
+
+    async def main():
+        async with tdock.aio.Client(server) as aclient:
+            adock = aclient.dock(dock_name)
+            await adock.nack(back)
+            again = await adock.get("rollout", wait=10)
+            with pytest.raises(tdock.errors.AlreadyExists,
+                               match=f"lease {again.lease}.*written without ack="):
+                await adock.put(again.step, again.rows, {
+                    "response_ids": [np.array([1], np.int32)] * 4}, ack=again)
+            await adock.ack(again)
+    asyncio.run(main())
+    assert dock.status().steps[0].ready["response_ids"] == 6  # the failed Puts wrote nothing

@@ -7,6 +7,7 @@ calls, blocking or as coroutines.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -26,6 +27,9 @@ _SERVICE = "/tdock.v1.Dock/"
 _POLL_SLICE = 30.0
 # Dock.iter asks again this often while the server is unreachable.
 _RETRY_PAUSE = 0.1
+# A Dock remembers this many leases it handed out and has not seen end
+# (_LeaseLog).
+_LEASE_LOG_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -224,6 +228,41 @@ def _dock_of(client: Any, name: str) -> Any:
     return client.dock(name)
 
 
+class _LeaseLog:
+    """The leases a Dock's Gets handed out that it has not seen end (Ack,
+    Nack, a Put's ack=), the latest _LEASE_LOG_SIZE of them: when a Put finds
+    its cells written, the lease whose results were put without ack= can be
+    named. Shared by the threads that share the Dock (a lock)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._open = {}  # lease id -> (consumer, step, rows), oldest first
+
+    def handed_out(self, b: batch_mod.Batch) -> None:
+        if b.lease is None:
+            return
+        with self._lock:
+            self._open[b.lease] = (b.consumer, b.step, np.array(b.rows, dtype=np.int64))
+            if len(self._open) > _LEASE_LOG_SIZE:
+                del self._open[next(iter(self._open))]
+
+    def ended(self, batches: list[batch_mod.Batch]) -> None:
+        with self._lock:
+            for b in batches:
+                self._open.pop(b.lease, None)
+
+    def holder(self, step: int, rows: Any, other_than: int | None
+               ) -> tuple[int, str] | None:
+        """(lease, consumer) of the oldest open lease but `other_than` that
+        handed out any of `rows` of `step`; None if there is none."""
+        rows = np.asarray(rows, dtype=np.int64)
+        with self._lock:
+            for lease, (consumer, held_step, held) in self._open.items():
+                if lease != other_than and held_step == step and np.isin(rows, held).any():
+                    return lease, consumer
+        return None
+
+
 class _DockCalls:
     """What tdock.Dock and tdock.aio.Dock share: the requests they send and
     how the answers are read. Subclasses run the calls."""
@@ -233,6 +272,7 @@ class _DockCalls:
         self.client = client
         self.name = name
         self._spec = spec
+        self._leases = _LeaseLog()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r} at {self.client.address})"
@@ -289,6 +329,29 @@ class _DockCalls:
                                      new_rows=new_rows, group_sizes=group_sizes,
                                      versions=versions, reservation=reservation)
         return wire.encode_put(header, wire_columns), leased
+
+    def _written_before(self, e: errors.AlreadyExists, step: int, rows: Any,
+                        leased: list[batch_mod.Batch]) -> errors.TdockError:
+        """A Put's AlreadyExists, saying which acknowledgement was forgotten
+        when the written cells are likely a leased batch's results put
+        without ack= (its lease then expires and the rows come back)."""
+        current = leased[0].lease if leased else None
+        held = self._leases.holder(step, rows, current) if rows is not None else None
+        fix = ("pass ack=batch to the Put of a leased batch's results (or call "
+               "dock.ack(batch) after it)")
+        if held is not None:
+            hint = (f"these rows were handed out before as lease {held[0]} of consumer "
+                    f"'{held[1]}' (step {step}), which this Dock never acknowledged: "
+                    "a Put of its results without ack= leaves the lease in flight until "
+                    "it expires, and its rows are handed out again with their cells "
+                    f"written; {fix}")
+        elif current is not None:
+            hint = (f"if the rows of lease {current} were handed out before and their "
+                    "results written without ack=, that lease expired and they were "
+                    f"handed out again with their cells written; {fix}")
+        else:
+            return e
+        return errors.AlreadyExists(f"{e.message}; {hint}")
 
     @staticmethod
     def _reserved(step: int, rows: Any, reservation: Any) -> tuple[Any, int]:

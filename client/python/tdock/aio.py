@@ -131,8 +131,12 @@ class Dock(_DockCalls):
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
                                                 group_sizes, versions, reserved)
-        resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
-                                      extra_timeout=wait, serialize=_raw)
+        try:
+            resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
+                                          extra_timeout=wait, serialize=_raw)
+        except errors.AlreadyExists as e:
+            raise self._written_before(e, step, rows, leased) from None
+        self._leases.ended(leased[:1])
         await self.ack(leased[1:])
         return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 
@@ -144,7 +148,9 @@ class Dock(_DockCalls):
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
         answer = self._forget_stale_spec(_joined(parts))
-        return self._batch(await self.fetch_spec(), answer, consumer, rank)
+        b = self._batch(await self.fetch_spec(), answer, consumer, rank)
+        self._leases.handed_out(b)
+        return b
 
     async def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                      count: int | None = None, wait: float = 30.0,
@@ -181,8 +187,10 @@ class Dock(_DockCalls):
                 yield b
 
     async def _end_leases(self, method: str, batches: Any) -> int:
+        leased = _leased(batches)
+        self._leases.ended(leased)
         rows = 0
-        for b in _leased(batches):
+        for b in leased:
             rows += (await self.client.call(method, self._lease_request(b),
                                             dock_pb2.AckResponse)).rows
         return rows

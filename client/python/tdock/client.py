@@ -130,7 +130,9 @@ class Dock(_DockCalls):
         before anything is written and completed with the write (errors.
         FailedPrecondition if it is no longer in flight, nothing written);
         further ones are acknowledged after it. Batches without a lease
-        (consumers without lease_ms) need none. `keys`: one per row, the
+        (consumers without lease_ms) need none; a leased batch's results put
+        without it leave the lease to expire, and the Put of its rows when
+        they come back fails (errors.AlreadyExists, naming the lease). `keys`: one per row, the
         rows' keys (a uid; a row's key comes with its first write and is
         unique among the dock's live rows); with `rows` None, the rows are
         those that have these keys — or, for keys no live row has, new rows
@@ -162,8 +164,12 @@ class Dock(_DockCalls):
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved)
-        resp = self.client.call("Put", payload, dock_pb2.PutResponse,
-                                extra_timeout=wait, serialize=_raw)
+        try:
+            resp = self.client.call("Put", payload, dock_pb2.PutResponse,
+                                    extra_timeout=wait, serialize=_raw)
+        except errors.AlreadyExists as e:
+            raise self._written_before(e, step, rows, leased) from None
+        self._leases.ended(leased[:1])
         self.ack(leased[1:])
         return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 
@@ -183,7 +189,9 @@ class Dock(_DockCalls):
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
                                         deserialize=wire.decode_get)
         answer = self._forget_stale_spec(_joined(parts))
-        return self._batch(self.spec, answer, consumer, rank)
+        b = self._batch(self.spec, answer, consumer, rank)
+        self._leases.handed_out(b)
+        return b
 
     def sample(self, consumer: str, *, rank: int = 0, step: int | None = None,
                count: int | None = None, wait: float = 30.0,
@@ -241,8 +249,10 @@ class Dock(_DockCalls):
         return self._end_leases("Nack", batches)
 
     def _end_leases(self, method: str, batches: Any) -> int:
+        leased = _leased(batches)
+        self._leases.ended(leased)
         return sum(self.client.call(method, self._lease_request(b), dock_pb2.AckResponse).rows
-                   for b in _leased(batches))
+                   for b in leased)
 
     def status(self) -> DockStatus:
         return self._status(self.client.call("GetDockStatus", self._status_request(),

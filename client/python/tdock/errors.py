@@ -2,7 +2,8 @@
 
 Every failed call raises a subclass of :class:`TdockError` named after its gRPC
 status code (``tdock.errors.NotFound`` for NOT_FOUND, ...). The exception keeps
-the server's message unchanged (``str(e)`` and ``e.message``) and the code
+the server's message unchanged (``str(e)`` and ``e.message``; a Put refused with
+ALREADY_EXISTS may add what acknowledgement was forgotten after it) and the code
 (``e.code``, a ``grpc.StatusCode``). Bad arguments caught before a call is sent
 raise :class:`InvalidArgument` the same way, with a message naming what was
 wrong.
