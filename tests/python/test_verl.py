@@ -79,6 +79,8 @@ def test_data_proto_layout_and_round_trip(client, dock_name):
         assert data.non_tensor_batch["extra_info"][0]["turns"] == [{"role": "user"}]
         assert data.meta_info["global_token_num"] == b.token_counts.tolist()
         assert data.meta_info["tdock"]["rows"] == b.rows.tolist()
+        assert "tdock_key" not in data.non_tensor_batch  # no row has a key
+        assert "tdock_version" not in data.non_tensor_batch  # nor a version
         # verl's own operations take it
         halves = data.chunk(2)
         assert len(DataProto.concat(halves)) == len(b)
@@ -160,3 +162,45 @@ def test_bad_input_is_named(client, dock_name):
         tv.put_columns(tv.to_data_proto(b), ["values"])
     with pytest.raises(tdock.errors.InvalidArgument, match="DataProto or a TensorDict"):
         tv.put_columns({"a": 1}, ["a"])
+
+
+def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name):
+    """A consumer that reads no prompt column (an update reading responses and
+    log-probs) gets verl's layout with prompt=None: "prompts" of width 0,
+    "input_ids" the right-padded responses, attention and response masks
+    equal, verl's position ids. The rows' keys and policy versions travel in
+    non_tensor_batch as "tdock_key" and "tdock_version" (-1: no version), so
+    verl's chunk keeps them with their rows; to_tensordict carries them
+    too (a batch without either has neither: the first test). A batch lacking the default prompt column is told to pass
+    prompt=None."""
+    dock = client.create_dock(grpo_spec(
+        dock_name, prompts=2, n=2,
+        columns={"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"}},
+        consumers={"update": {"columns": ["response_ids"]}}))
+    responses = [np.arange(1, 2 + r, dtype=np.int32) for r in range(4)]
+    dock.set_version(5)
+    dock.put(0, None, {"response_ids": responses[:3]}, keys=["a", "b", "c"],
+             versions=[3, 4, 5])
+    dock.put(0, [3], {"response_ids": responses[3:]})  # no key, no version
+    b = dock.get("update", step=0, wait=10)
+    assert b.rows.tolist() == [0, 1, 2, 3]
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match="no column 'prompt_ids'.*prompt=None"):
+        tv.to_data_proto(b)
+    data = tv.to_data_proto(b, prompt=None)
+    t = data.batch
+    assert t["prompts"].shape == (4, 0)
+    assert torch.equal(t["input_ids"], t["responses"])
+    assert torch.equal(t["attention_mask"], t["response_mask"])
+    assert torch.equal(t["position_ids"], compute_position_id_with_mask(t["attention_mask"]))
+    for i, r in enumerate(responses):
+        assert t["responses"][i, :len(r)].tolist() == r.tolist()
+    assert data.meta_info["global_token_num"] == [1, 2, 3, 4]
+    assert data.non_tensor_batch["tdock_key"].tolist() == ["a", "b", "c", ""]
+    assert data.non_tensor_batch["tdock_version"].tolist() == [3, 4, 5, -1]
+    second = data.chunk(2)[1]
+    assert second.non_tensor_batch["tdock_key"].tolist() == ["c", ""]
+    assert second.non_tensor_batch["tdock_version"].tolist() == [5, -1]
+    td = tv.to_tensordict(b, prompt=None)
+    assert td["tdock_key"].tolist() == ["a", "b", "c", ""]
+    assert td["tdock_version"].tolist() == [3, 4, 5, -1]

@@ -188,17 +188,23 @@ class Batch:
         out[mask] = col.values
         return out, mask
 
-    def prompt_response(self, prompt: str = "prompt_ids", response: str = "response_ids",
-                        *, pad_value=0, multiple_of: int = 1) -> dict[str, np.ndarray]:
+    def prompt_response(self, prompt: str | None = "prompt_ids",
+                        response: str = "response_ids", *, pad_value=0,
+                        multiple_of: int = 1) -> dict[str, np.ndarray]:
         """The layout RL trainers (verl's among them) feed the model: prompts
         padded on the left and responses on the right, side by side.
         Returns numpy arrays: "prompts" (rows x P), "responses" (rows x R),
         "input_ids" (rows x (P + R)), "attention_mask" (true on real tokens),
         "position_ids" (each row counting its real tokens from 0; 0 on left
         padding, continuing through right padding) and "response_mask"
-        (rows x R, true on real response tokens)."""
-        prompts, prompt_mask = self.padded(prompt, pad_value, multiple_of, side="left")
+        (rows x R, true on real response tokens). `prompt` None: no prompt
+        column, P is 0."""
         responses, response_mask = self.padded(response, pad_value, multiple_of)
+        if prompt is None:
+            prompts = np.zeros((len(self), 0), dtype=responses.dtype)
+            prompt_mask = np.zeros((len(self), 0), dtype=response_mask.dtype)
+        else:
+            prompts, prompt_mask = self.padded(prompt, pad_value, multiple_of, side="left")
         if prompts.ndim != 2 or responses.ndim != 2:
             raise errors.InvalidArgument(
                 f"prompt_response: '{prompt}' and '{response}' must have one "

@@ -17,8 +17,12 @@ item per row become tensors of shape [rows]; other numeric columns are
 right-padded to the responses' width (per-token values: log-probs,
 advantages) or, when a row is longer, to their own longest row. String and
 JSON columns (uid, data_source, extra_info) go to non_tensor_batch as object
-arrays. meta_info holds "global_token_num" (real tokens per row, as verl
-counts them) and "tdock" (the batch's step, rows, round and lease).
+arrays; the rows' keys and policy versions go there too, when the batch has
+them: "tdock_key" (objects, "" for a row without one) and "tdock_version"
+(int64, -1 for none). With prompt=None (a consumer that reads no prompt
+column) "prompts" has width 0 and "input_ids" is the responses. meta_info
+holds "global_token_num" (real tokens per row, as verl counts them) and
+"tdock" (the batch's step, rows, round and lease).
 to_tensordict gives the same keys as a TensorDict, the input of verl's newer
 workers (verl.workers.utils.padding.left_right_2_no_padding makes it
 unpadded). Needs torch; to_data_proto needs verl.
@@ -43,19 +47,20 @@ _LAYOUT = ("prompts", "responses", "input_ids", "attention_mask", "position_ids"
            "response_mask")
 
 
-def _layout(batch: Batch, prompt: str, response: str, pad_token_id: int,
+def _layout(batch: Batch, prompt: str | None, response: str, pad_token_id: int,
             columns: Iterable[str] | None) -> tuple[dict, dict, dict]:
     """(tensors, non_tensors, meta_info) of verl's layout for `batch`."""
     for name in (prompt, response):
-        if name not in batch.columns:
+        if name is not None and name not in batch.columns:
             raise errors.InvalidArgument(
                 f"tdock.verl: the batch has no column '{name}' (columns: "
-                f"{', '.join(batch.columns)}); name the prompt and response columns")
+                f"{', '.join(batch.columns)}); name the prompt and response columns "
+                "(prompt=None for a batch without prompts)")
     arrays = batch.prompt_response(prompt, response, pad_value=pad_token_id)
     tensors = {k: torch.from_numpy(np.ascontiguousarray(arrays[k]).astype(np.int64))
                for k in _LAYOUT}
     width = tensors["responses"].shape[1]
-    non_tensors = {}
+    non_tensors = _row_names(batch)
     names = [c for c in batch.columns if c not in (prompt, response)] \
         if columns is None else list(columns)
     for name in names:
@@ -80,17 +85,29 @@ def _layout(batch: Batch, prompt: str, response: str, pad_token_id: int,
     return tensors, non_tensors, meta
 
 
-def to_data_proto(batch: Batch, *, prompt: str = "prompt_ids",
+def _row_names(batch: Batch) -> dict:
+    """The rows' keys and versions as non-tensor data ("tdock_key",
+    "tdock_version"), each when the batch carries them."""
+    out = {}
+    if batch.keys is not None:
+        out["tdock_key"] = np.array(batch.keys, dtype=object)
+    if batch.versions is not None:
+        out["tdock_version"] = np.array(batch.versions, dtype=np.int64)
+    return out
+
+
+def to_data_proto(batch: Batch, *, prompt: str | None = "prompt_ids",
                   response: str = "response_ids", pad_token_id: int = 0,
                   columns: Iterable[str] | None = None) -> Any:
     """A verl.DataProto of the batch in verl's layout (see the module
-    comment); `columns`: the other columns to carry (default all)."""
+    comment); `columns`: the other columns to carry (default all);
+    `prompt` None for a batch without a prompt column."""
     from verl import DataProto
     tensors, non_tensors, meta = _layout(batch, prompt, response, pad_token_id, columns)
     return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta)
 
 
-def to_tensordict(batch: Batch, *, prompt: str = "prompt_ids",
+def to_tensordict(batch: Batch, *, prompt: str | None = "prompt_ids",
                   response: str = "response_ids", pad_token_id: int = 0,
                   columns: Iterable[str] | None = None) -> Any:
     """The same layout as a TensorDict (non-tensor columns as
