@@ -6,6 +6,8 @@ go back into Puts exactly, the balance metrics equal verl's
 log_seqlen_unbalance over the same partition, and the micro-batch plan
 drives verl's restore_dynamic_batch."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -19,7 +21,7 @@ from verl.workers.utils.padding import left_right_2_no_padding  # noqa: E402
 
 import tdock  # noqa: E402
 from tdock import verl as tv  # noqa: E402
-from conftest import grpo_spec  # noqa: E402
+from conftest import REPO, grpo_spec  # noqa: E402
 
 ROWS, N = 8, 2
 
@@ -204,3 +206,24 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     td = tv.to_tensordict(b, prompt=None)
     assert td["tdock_key"].tolist() == ["a", "b", "c", ""]
     assert td["tdock_version"].tolist() == [3, 4, 5, -1]
+
+
+def test_readme_points_to_what_exists_for_verl():
+    """The README has a verl section; every function it names is one
+    tdock.verl exports, and every file and heading it links to exists (the
+    example, the docs section)."""
+    readme = (REPO / "README.md").read_text()
+    found = re.search(r"^## verl\b.*?(?=^## )", readme, re.S | re.M)
+    assert found, "README.md has no '## verl' section"
+    section = found.group(0)
+    named = set(re.findall(r"`(?:tv\.|tdock\.verl\.)?(\w+)\(", section))
+    assert named and named <= set(tv.__all__), named - set(tv.__all__)
+    links = re.findall(r"\]\(([^)]+)\)", section)
+    assert any(link.startswith("examples/verl_ray.py") for link in links), links
+    for link in links:
+        path, _, anchor = link.partition("#")
+        assert (REPO / path).exists(), link
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", (REPO / path).read_text(), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+            assert anchor in slugs, link
