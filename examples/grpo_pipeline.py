@@ -95,6 +95,7 @@ def load_spec(args) -> dict:
 def collect(procs: dict, q, tally: Tally, dock, cfg: Config, quiet: bool) -> None:
     """Takes records until every worker has exited; raises on a crash or hang."""
     exited: set = set()
+    up: set = set()  # workers past their imports (torch takes seconds to load)
     last_record = last_status = time.monotonic()
     while len(exited) < len(procs):
         try:
@@ -113,6 +114,8 @@ def collect(procs: dict, q, tally: Tally, dock, cfg: Config, quiet: bool) -> Non
             raise PipelineError(f"{rec['role']} rank {rec['rank']}: {rec['message']}")
         elif rec["kind"] == "exit":
             exited.add((rec["role"], rec["rank"]))
+        elif rec["kind"] == "up":
+            up.add((rec["role"], rec["rank"]))
         else:
             last_record = now
             tally.add(rec)
@@ -122,7 +125,9 @@ def collect(procs: dict, q, tally: Tally, dock, cfg: Config, quiet: bool) -> Non
                 print(f"[{rec['t']:6.1f}s] step {rec['step']} trained: every "
                       "cell checked by actor_update", flush=True)
         if not quiet and now - last_status >= 2.0:
-            print(status_line(dock, time.time() - cfg.t0), flush=True)
+            starting = (f" | {len(up)} of {len(procs)} worker processes up (each "
+                        "imports torch first)" if len(up) < len(procs) else "")
+            print(status_line(dock, time.time() - cfg.t0) + starting, flush=True)
             last_status = now
 
 

@@ -314,6 +314,7 @@ def run_driver(dock, cfg: Config, q) -> None:
 def worker(role: str, rank: int, cfg: Config, q) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops us
+    q.put({"kind": "up", "role": role, "rank": rank})  # imports done: start-up progress
     try:
         if role == "rollout":
             asyncio.run(run_rollout(rank, cfg, q))

@@ -9,22 +9,38 @@
 #   bash scripts/demo.sh [EXAMPLE FLAGS ...]
 #
 # Environment: BUILD_DIR (default build), JOBS (default 2).
+#
+# Each phase prints a line before it starts (with the seconds since the
+# start), so a long silent one (configuring, a first install of the Python
+# environment) is never a mystery.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 JOBS="${JOBS:-2}"
+venv="${PYTHON_VENV:-.venv}"
 
+phase() {
+  echo "demo [${SECONDS}s] $*"
+}
+
+phase "1/5 checking the Debian packages the build needs (scripts/install-deps.sh)"
 bash scripts/install-deps.sh
 
-echo "demo: building tdock-server and the Python client (Release) in $BUILD_DIR/"
+phase "2/5 configuring the Release build in $BUILD_DIR/ (CMake)"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+phase "3/5 building tdock-server and the Python client in $BUILD_DIR/" \
+  "(several minutes on 2 cores the first time)"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target tdock-server tdock_python
 
 # The example's workers use torch and TensorDict: the pinned environment of
 # scripts/python-env.sh (PYTHON_VENV, default .venv; made once).
-python="$(bash scripts/python-env.sh "${PYTHON_VENV:-.venv}")"
+phase "4/5 preparing the Python environment $venv/ (scripts/python-env.sh; the" \
+  "first time it installs torch and the pinned packages from PyPI)"
+python="$(bash scripts/python-env.sh "$venv")"
 
+phase "5/5 running examples/grpo_pipeline.py: it imports torch, starts its own" \
+  "tdock-server (unless --server), then its worker processes, and prints their progress"
 build_abs="$(cd "$BUILD_DIR" && pwd)"
 PYTHONPATH="$build_abs/python${PYTHONPATH:+:$PYTHONPATH}" \
   exec "$python" examples/grpo_pipeline.py \

@@ -21,11 +21,18 @@ want="$(printf '%s\n' "$torch_pin" | cat - "$requirements" "$nodeps" | sha256sum
 
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "python-env: installing $torch_pin and $requirements into $venv/" >&2
-  [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    echo "python-env: creating the virtual environment $venv/" >&2
+    /usr/bin/python3 -m venv "$venv"
+  fi
   pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  echo "python-env: 1/3 installing $torch_pin" >&2
   "${pip[@]}" "$torch_pin" >&2
+  echo "python-env: 2/3 installing $requirements (grpcio, numpy, tensordict, ray, ...)" >&2
   "${pip[@]}" -r "$requirements" >&2
+  echo "python-env: 3/3 installing $nodeps without dependencies" >&2
   "${pip[@]}" --no-deps -r "$nodeps" >&2
+  echo "python-env: done" >&2
   echo "$want" >"$stamp"
 fi
 echo "$(cd "$venv" && pwd)/bin/python"
