@@ -173,8 +173,8 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     equal, verl's position ids. The rows' keys and policy versions travel in
     non_tensor_batch as "tdock_key" and "tdock_version" (-1: no version), so
     verl's chunk keeps them with their rows; to_tensordict carries them
-    too (a batch without either has neither: the first test). A batch lacking the default prompt column is told to pass
-    prompt=None."""
+    too (a batch without either has neither: the first test). A batch
+    lacking the default prompt column is told to pass prompt=None."""
     dock = client.create_dock(grpo_spec(
         dock_name, prompts=2, n=2,
         columns={"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"}},

@@ -132,21 +132,22 @@ class Dock(_DockCalls):
         further ones are acknowledged after it. Batches without a lease
         (consumers without lease_ms) need none; a leased batch's results put
         without it leave the lease to expire, and the Put of its rows when
-        they come back fails (errors.AlreadyExists, naming the lease). `keys`: one per row, the
-        rows' keys (a uid; a row's key comes with its first write and is
-        unique among the dock's live rows); with `rows` None, the rows are
-        those that have these keys — or, for keys no live row has, new rows
-        the server assigns, as it does for `new_rows=N` (whole groups from the
-        step's first free one, up to its max_rows_per_step); the PutAck's
-        `assigned` lists them. `group_sizes`: with rows the server assigns,
-        the sizes of the groups they open (each at most the dock's n; by
-        itself it asks for sum(group_sizes) new rows): each takes one of the
-        step's groups and its rows past the size are closed (dropped as
-        "unused"), so whole-group consumers take it complete at that size;
-        a later write past it fails (errors.FailedPrecondition). `versions`:
-        the policy (weights) version the rows were generated with, one int
-        for all rows or one per row (>= 0); a row keeps the oldest it was
-        given, and batches (`batch.versions`) and list_rows carry it.
+        they come back fails (errors.AlreadyExists, naming the lease).
+        `keys`: one per row, the rows' keys (a uid; a row's key comes with its
+        first write and is unique among the dock's live rows); with `rows`
+        None, the rows are those that have these keys — or, for keys no live
+        row has, new rows the server assigns, as it does for `new_rows=N`
+        (whole groups from the step's first free one, up to its
+        max_rows_per_step); the PutAck's `assigned` lists them. `group_sizes`:
+        with rows the server assigns, the sizes of the groups they open (each
+        at most the dock's n; by itself it asks for sum(group_sizes) new
+        rows): each takes one of the step's groups and its rows past the size
+        are closed (dropped as "unused"), so whole-group consumers take it
+        complete at that size; a later write past it fails
+        (errors.FailedPrecondition). `versions`: the policy (weights) version
+        the rows were generated with, one int for all rows or one per row
+        (>= 0); a row keeps the oldest it was given, and batches
+        (`batch.versions`) and list_rows carry it.
         `reservation`: a Reservation (Dock.reserve) or its id whose rows this
         writes, at its step (with `rows` None, all of them)."""
         rows, reserved = self._reserved(step, rows, reservation)
