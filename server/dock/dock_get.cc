@@ -16,9 +16,9 @@ constexpr int kMaxClaimRounds = 64;
 
 }  // namespace
 
-absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in) const {
+absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in, int index) const {
   tdock::ReaderMutexLock lock(&mu_);
-  const int k = spec_.ConsumerIndex(in.consumer);
+  const int k = index >= 0 ? index : spec_.ConsumerIndex(in.consumer);
   if (k < 0) return UnknownConsumerLocked(in.consumer);
   const ConsumerPlan& plan = plans_[k];
   const std::string who = absl::StrCat("dock '", name_, "' consumer '", plan.name, "'");

@@ -146,7 +146,9 @@ void DockImpl::WakePuts() {
 }
 
 void DockImpl::RetryGet(std::shared_ptr<Waiter> w) {
-  absl::StatusOr<ConsumerPlan> plan = PlanFor(w->get);
+  // The consumer it parked for: if that one was removed, TryGet says so,
+  // even when a consumer of the same name was added since.
+  absl::StatusOr<ConsumerPlan> plan = PlanFor(w->get, w->consumer);
   GetAttempt attempt;
   if (!plan.ok()) attempt.done = plan.status();
   const Waiter::End end = waiters_.FinishRetry(w, [&] {
