@@ -19,7 +19,7 @@ void DockImpl::AddColumn(ColumnSpec column, ColumnCallback done) {
   // Each partition's state of the column (a cell slot per row), built
   // before the change holds the dock's lock, where Gets and Puts wait.
   change.column_states = std::make_shared<std::vector<std::unique_ptr<ColumnState>>>();
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     change.column_states->push_back(
         std::make_unique<ColumnState>(part->rows(), part->groups()));
   }

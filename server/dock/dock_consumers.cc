@@ -231,8 +231,8 @@ void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
     case SpecChange::Kind::kAddColumn:
       // Every partition first, then the table: a Put that finds the column
       // finds its cells.
-      for (size_t p = 0; p < partitions_.size(); ++p) {
-        partitions_[p]->AddColumn(mu_, std::move((*change.column_states)[p]));
+      for (size_t p = 0; p < ring_.partitions().size(); ++p) {
+        ring_.partitions()[p]->AddColumn(mu_, std::move((*change.column_states)[p]));
       }
       columns_.Append(next.columns[index]);
       released_ready_rows_.resize(columns_.size());
@@ -252,7 +252,7 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
     tdock::ReaderMutexLock lock(&mu_);
     wanted.assign(plans_.size(), false);
     wanted[index] = true;
-    for (const auto& part : partitions_) {
+    for (const auto& part : ring_.partitions()) {
       if (part->live(mu_)) live.push_back(part->step(mu_));
     }
   }
@@ -334,7 +334,7 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
   if (consumer.micro_batch.has_value()) {
     // Rows already written must fit the new consumer's budget, or it could
     // never be served.
-    for (const auto& part : partitions_) {
+    for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       for (int64_t row = 0; row < rows_per_step_; ++row) {
         const int64_t tokens = TokenCountLocked(*part, row);
@@ -352,13 +352,13 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
 
 void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
   spec_.consumers.push_back(consumer);
-  for (auto& part : partitions_) {
+  for (auto& part : ring_.partitions()) {
     part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size * consumer.replicas});
   }
   plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
   staleness_.push_back(std::make_unique<StalenessCounters>());
   // Rows dropped before it came are done for it too.
-  for (auto& part : partitions_) {
+  for (auto& part : ring_.partitions()) {
     if (!part->live(mu_)) continue;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
       if (part->dropped(row)) CountDroppedLocked(*part, plans_.back(), row);

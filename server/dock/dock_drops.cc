@@ -51,7 +51,7 @@ std::string ReasonList() {
 }  // namespace
 
 absl::Status DockImpl::CheckDroppableLocked(int64_t step, absl::string_view what) const {
-  switch (ClassifyLocked(step)) {
+  switch (ring_.Classify(mu_, step)) {
     case StepState::kLive:
       return absl::OkStatus();
     case StepState::kReleased:
@@ -119,7 +119,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     required.push_back(c);
   }
   TDOCK_RETURN_IF_ERROR(CheckDroppableLocked(in.step, "sealed"));
-  Partition& part = PartitionOf(in.step);
+  Partition& part = ring_.Of(in.step);
   // Decided in one hold of the commit lock with the marks: a Put commits
   // before (its rows are written) or is refused.
   tdock::MutexLock commit(&part.commit_mu());
@@ -147,7 +147,7 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
     tdock::ReaderMutexLock lock(&mu_);
     rows = DropRowsLocked(input);
     if (rows.ok() && journal_ != nullptr) {
-      Partition& part = PartitionOf(input.step);
+      Partition& part = ring_.Of(input.step);
       tdock::MutexLock commit(&part.commit_mu());
       part.AddDropInFlight(/*seal=*/false, {}, 1);  // until recorded
     }
@@ -202,7 +202,7 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
       if (record.seal && record.reason == DropReason::kSurplus) {
         // seal_when's record failed: the next Put decides again.
         tdock::MutexLock lock(&mu_);
-        if (HoldsLocked(record.step)) PartitionOf(record.step).set_seal_pending(mu_, false);
+        if (ring_.Holds(mu_, record.step)) ring_.Of(record.step).set_seal_pending(mu_, false);
       }
       std::move(done)(absl::UnavailableError(absl::StrCat(
           Where(record.step), ": ", what, " not stored (", stored.message(), ")")));
@@ -211,7 +211,7 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     absl::StatusOr<int64_t> dropped;
     {
       tdock::MutexLock lock(&mu_);
-      if (!HoldsLocked(record.step) || PartitionOf(record.step).releasing(mu_)) {
+      if (!ring_.Holds(mu_, record.step) || ring_.Of(record.step).releasing(mu_)) {
         dropped = absl::FailedPreconditionError(absl::StrCat(
             Where(record.step), " was released while the ", what, " was recorded"));
       } else {
@@ -235,14 +235,14 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
 
 void DockImpl::EndDropInFlightLocked(const DockJournal::DropRecord& record) {
   // A released step's partition forgot its records in flight.
-  if (!HoldsLocked(record.step)) return;
-  Partition& part = PartitionOf(record.step);
+  if (!ring_.Holds(mu_, record.step)) return;
+  Partition& part = ring_.Of(record.step);
   tdock::MutexLock commit(&part.commit_mu());
   part.AddDropInFlight(record.seal, record.rows, -1);
 }
 
 int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
-  Partition& part = PartitionOf(record.step);
+  Partition& part = ring_.Of(record.step);
   if (record.seal) part.Seal(mu_);
   int64_t dropped = 0;
   for (int64_t row : record.rows) {
@@ -361,8 +361,8 @@ void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, b
   {
     tdock::MutexLock lock(&mu_);
     // A step being released still holds them: its release may fail.
-    if (!HoldsLocked(step)) return;
-    Partition& part = PartitionOf(step);
+    if (!ring_.Holds(mu_, step)) return;
+    Partition& part = ring_.Of(step);
     if (stored) closed = ApplyDropLocked({step, rows, DropReason::kUnused, /*seal=*/false});
     tdock::MutexLock commit(&part.commit_mu());
     part.SetUnused(rows, /*closed=*/false);  // dropped now, or open again
@@ -380,7 +380,7 @@ void DockImpl::AfterDrop(int64_t step) {
 
 absl::Status DockImpl::RecoverDrop(const DockJournal::DropRecord& record) {
   tdock::MutexLock lock(&mu_);
-  if (ClassifyLocked(record.step) != StepState::kLive) return absl::OkStatus();
+  if (ring_.Classify(mu_, record.step) != StepState::kLive) return absl::OkStatus();
   for (int64_t row : record.rows) {
     if (row < 0 || row >= rows_per_step_) {
       return absl::DataLossError(

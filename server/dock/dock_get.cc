@@ -68,13 +68,13 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     if (!plans_[plan.index].holds_steps()) return GetAttempt{};
   }
   if (in.step.has_value()) {
-    switch (ClassifyLocked(*in.step)) {
+    switch (ring_.Classify(mu_, *in.step)) {
       case StepState::kLive:
-        return ServeLocked(PartitionOf(*in.step), in, plan, /*explicit_step=*/true);
+        return ServeLocked(ring_.Of(*in.step), in, plan, /*explicit_step=*/true);
       case StepState::kReleased: {
         // A release being recorded may still fail and leave the step live
         // with rows this consumer has not taken: wait for the record.
-        if (HoldsLocked(*in.step)) return GetAttempt{};
+        if (ring_.Holds(mu_, *in.step)) return GetAttempt{};
         // Nothing more can come from a released step: every rank of every
         // consumer learns that the step is over, not just the one that took
         // its last rows.
@@ -90,7 +90,7 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     }
   }
   std::vector<std::pair<int64_t, Partition*>> live;  // oldest step first
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     if (part->live(mu_) && !part->releasing(mu_)) live.emplace_back(part->step(mu_), part.get());
   }
   std::sort(live.begin(), live.end());

@@ -11,6 +11,15 @@
 namespace tdock::internal {
 namespace {
 
+// Each consumer's shape in a partition: units (rows or groups), takers.
+std::vector<ConsumerShape> ShapesOf(const DockSpec& spec) {
+  std::vector<ConsumerShape> shapes;
+  for (const ConsumerSpec& c : spec.consumers) {
+    shapes.push_back({c.whole_groups, c.dp_size * c.replicas});
+  }
+  return shapes;
+}
+
 std::vector<int> ResolveColumns(const DockSpec& spec,
                                 const std::vector<std::string>& names) {
   std::vector<int> out;
@@ -66,25 +75,17 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       limits_(limits),
       rows_per_step_(spec.rows_per_step()),
       group_size_(spec.n_samples_per_prompt),
-      steps_in_flight_(spec.steps_in_flight),
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
       pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
                                         spec.memory_limit_bytes)),
+      ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,
+            static_cast<int>(columns_.size()), ShapesOf(spec), columns_.capacity()),
       spec_(std::move(spec)),
       // Reservation ids come from the same epoch's space as lease ids: a
       // Put naming one from before a restart never finds another.
       reservations_(limits.first_lease_id) {
-  std::vector<ConsumerShape> shapes;
-  for (const ConsumerSpec& c : spec_.consumers) {
-    shapes.push_back({c.whole_groups, c.dp_size * c.replicas});
-  }
-  for (int p = 0; p < steps_in_flight_; ++p) {
-    partitions_.push_back(std::make_unique<Partition>(
-        &mu_, p, rows_per_step_, group_size_, static_cast<int>(columns_.size()), shapes,
-        columns_.capacity()));
-  }
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
     plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
     staleness_.push_back(std::make_unique<StalenessCounters>());
@@ -118,46 +119,9 @@ std::string DockImpl::Where(int64_t step) const {
   return absl::StrCat("dock '", name_, "' step ", step);
 }
 
-Partition& DockImpl::PartitionOf(int64_t step) const {
-  return *partitions_[step % steps_in_flight_];
-}
-
-DockImpl::StepState DockImpl::ClassifyLocked(int64_t step) const {
-  const Partition& part = PartitionOf(step);
-  if (part.live(mu_)) {
-    if (part.step(mu_) == step) return part.releasing(mu_) ? StepState::kReleased : StepState::kLive;
-    return part.step(mu_) < step ? StepState::kBlocked : StepState::kReleased;
-  }
-  if (step <= part.last_released(mu_)) return StepState::kReleased;
-  // Steps use a partition in order: step s may start only once s - P has
-  // been released (or, for the partition's first step, right away), so a
-  // step written too early waits instead of skipping older ones.
-  const bool first = part.last_released(mu_) < 0 && step == part.index();
-  return first || step - steps_in_flight_ == part.last_released(mu_)
-             ? StepState::kFree
-             : StepState::kBlocked;
-}
-
 std::vector<int64_t> DockImpl::LiveSteps() const {
-  std::vector<int64_t> live;
-  {
-    tdock::ReaderMutexLock lock(&mu_);
-    for (const auto& part : partitions_) {
-      if (part->live(mu_)) live.push_back(part->step(mu_));
-    }
-  }
-  std::sort(live.begin(), live.end());
-  return live;
-}
-
-bool DockImpl::HoldsLocked(int64_t step) const {
-  const Partition& part = PartitionOf(step);
-  return part.live(mu_) && part.step(mu_) == step;
-}
-
-int64_t DockImpl::BlockingStepLocked(int64_t step) const {
-  const Partition& part = PartitionOf(step);
-  return part.live(mu_) ? part.step(mu_) : step - steps_in_flight_;
+  tdock::ReaderMutexLock lock(&mu_);
+  return ring_.LiveSteps(mu_);
 }
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
@@ -183,15 +147,15 @@ void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
   std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
-    if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+    if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
       std::move(done)(absl::FailedPreconditionError(
           absl::StrCat(Where(step), " is not live (not started or already released)")));
       return;
     }
     if (journal_ == nullptr) {
-      arena = ReleasePartitionLocked(PartitionOf(step));
+      arena = ReleasePartitionLocked(ring_.Of(step));
     } else {
-      PartitionOf(step).set_releasing(mu_, true);  // released once recorded
+      ring_.Of(step).set_releasing(mu_, true);  // released once recorded
     }
   }
   if (journal_ == nullptr) {
@@ -216,13 +180,13 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // retain_steps: a done step stays readable until ReleaseStep.
     // A step nobody holds (no consumer, or none that counts) stays until
     // ReleaseStep, as does every step with retain_steps.
-    if (spec_.retain_steps || ClassifyLocked(step) != StepState::kLive ||
+    if (spec_.retain_steps || ring_.Classify(mu_, step) != StepState::kLive ||
         std::none_of(plans_.begin(), plans_.end(), [](const ConsumerPlan& plan) {
           return plan.holds_steps() || plan.joining;
         })) {
       return;
     }
-    Partition& part = PartitionOf(step);
+    Partition& part = ring_.Of(step);
     // A hand-out not yet recorded may still fail and bring its rows back.
     // acquire: pairs with the decrement once its record is stored.
     if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
@@ -263,7 +227,7 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
   bool kept = false;
   {
     tdock::MutexLock lock(&mu_);
-    Partition& part = PartitionOf(step);
+    Partition& part = ring_.Of(step);
     if (part.live(mu_) && part.step(mu_) == step && part.releasing(mu_)) {
       if (stored.ok()) {
         arena = ReleasePartitionLocked(part);
@@ -302,7 +266,7 @@ DockStats DockImpl::Stats() const {
     tdock::ReaderMutexLock lock(&mu_);
     for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
     for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
-    for (const auto& part : partitions_) {
+    for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       StepStats step;
       step.step = part->step(mu_);
@@ -341,7 +305,7 @@ DockStats DockImpl::Stats() const {
       }
     }
     stats.rows_in_flight.assign(plans_.size(), 0);
-    for (const auto& part : partitions_) {
+    for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       for (const ConsumerPlan& plan : plans_) {
         // relaxed: statistics only.
@@ -396,11 +360,11 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
     for (size_t c = 0; c < columns_.size(); ++c) columns.push_back(static_cast<int>(c));
   }
   tdock::ReaderMutexLock lock(&mu_);
-  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(step), " is not live (not started or already released)"));
   }
-  const Partition& part = PartitionOf(step);
+  const Partition& part = ring_.Of(step);
   for (int64_t row : rows) {
     if (row < 0 || row >= rows_per_step_) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -52,6 +52,7 @@
 #include "server/dock/reservation_table.h"
 #include "server/dock/round_dispatcher.h"
 #include "server/dock/sampler.h"
+#include "server/dock/step_ring.h"
 #include "server/dock/types.h"
 #include "server/dock/waiter_table.h"
 
@@ -210,16 +211,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   DockImpl(DockSpec spec, DockLimits limits);
 
-  // How a step relates to its partition.
-  enum class StepState { kLive, kFree, kBlocked, kReleased };
-  StepState ClassifyLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The partition holds `step`, live or being released. Completions that
-  // undo or account for a hand-out use this, not kLive: a release being
-  // recorded may fail and leave the step live, with every row as it was.
-  bool HoldsLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The step a blocked step waits for. REQUIRES: ClassifyLocked is kBlocked.
-  int64_t BlockingStepLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  Partition& PartitionOf(int64_t step) const;
+  using StepState = StepRing::StepState;
   // The steps the partitions hold now, ascending.
   std::vector<int64_t> LiveSteps() const ABSL_LOCKS_EXCLUDED(mu_);
   std::string Where(int64_t step) const;  // "dock 'x' step 3"
@@ -603,12 +595,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The current policy version (SetVersion): read without locks by Puts.
   std::atomic<int64_t> version_{0};
   const int32_t group_size_;
-  const int32_t steps_in_flight_;
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
   const std::vector<int> length_columns_;
   const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
   const std::shared_ptr<ChunkPool> pool_;
-  std::vector<std::unique_ptr<Partition>> partitions_;
+  StepRing ring_;  // the partitions, one per step in flight
 
   mutable tdock::Mutex mu_;
   DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer

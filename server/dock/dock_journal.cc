@@ -37,7 +37,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
   bool freed = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    Partition& part = PartitionOf(in.step);
+    Partition& part = ring_.Of(in.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
     freed = !part.live(mu_) || part.step(mu_) != in.step;
@@ -95,8 +95,8 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
     if (!unused.empty()) CloseUnusedRows(step, unused, stored.ok());
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (PartitionOf(step).live(mu_) && PartitionOf(step).arena(mu_) == arena) {
-        Partition& part = PartitionOf(step);
+      if (ring_.Of(step).live(mu_) && ring_.Of(step).arena(mu_) == arena) {
+        Partition& part = ring_.Of(step);
         tdock::MutexLock commit(&part.commit_mu());
         if (stored.ok()) {
           for (const DockJournal::Version& v : versions) part.LowerVersion(v.row, v.version);
@@ -167,7 +167,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
       }
       // release: the rows' return (or their record) happens before an
       // auto-release that sees the count drop.
-      PartitionOf(step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
+      ring_.Of(step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
       if (stored.ok()) {
         std::move(done)(std::move(batch));
       } else {
@@ -180,7 +180,7 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
       int64_t current = -1;
       {
         tdock::ReaderMutexLock lock(&mu_);
-        const Partition& part = PartitionOf(step);
+        const Partition& part = ring_.Of(step);
         if (part.live(mu_) && part.step(mu_) != step) current = part.step(mu_);
       }
       if (current >= 0) MaybeAutoRelease(current);
@@ -205,8 +205,8 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
 std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, int consumer,
                                                                 int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (!HoldsLocked(step)) return std::nullopt;
-  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
+  if (!ring_.Holds(mu_, step)) return std::nullopt;
+  ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
   if (static_cast<size_t>(round) < state.rounds_recorded.size() &&
@@ -229,8 +229,8 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
 
 void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (!HoldsLocked(step)) return;
-  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
+  if (!ring_.Holds(mu_, step)) return;
+  ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
     state.rounds_recorded.resize(round + 1, false);
@@ -247,16 +247,16 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
       // The lease goes with the hand-out it covered (pinned until stored).
       const Lease lease = leases_->TakePinned(batch.lease_id, LeaseTable::End::kUnrecorded);
       if (lease.id != 0) ReturnLeaseLocked(lease);
-    } else if (batch.round >= 0 && HoldsLocked(batch.step)) {
+    } else if (batch.round >= 0 && ring_.Holds(mu_, batch.step)) {
       // A share (under the lease another replica's hand-out holds, if any):
       // this replica takes it again.
       const ConsumerPlan& plan = plans_[consumer];
-      ConsumerState& state = PartitionOf(batch.step).consumer(mu_, consumer);
+      ConsumerState& state = ring_.Of(batch.step).consumer(mu_, consumer);
       tdock::MutexLock rounds(&state.round_mu);
       state.redeliver[TakerOf(plan, rank, replica)].insert(batch.round);
       auto took = state.share_replicas.find({batch.round, rank});
       if (took != state.share_replicas.end()) took->second.erase(replica);
-    } else if (batch.lease_id == 0 && HoldsLocked(batch.step)) {
+    } else if (batch.lease_id == 0 && ring_.Holds(mu_, batch.step)) {
       rows.consumer = consumer;
       rows.rank = rank;
       rows.step = batch.step;
@@ -264,7 +264,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
       rows.rows = static_cast<int64_t>(batch.rows.size());
       rows.units = UnitsOfRows(plans_[consumer].whole_groups, batch.rows);
       // Nothing was in flight for it: count it so the return evens out.
-      PartitionOf(batch.step)
+      ring_.Of(batch.step)
           .consumer(mu_, consumer)
           .in_flight_rows.fetch_add(rows.rows, std::memory_order_acq_rel);
       ReturnLeaseLocked(rows);

@@ -91,11 +91,11 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
 
 absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(in.step) != StepState::kLive) {
+  if (ring_.Classify(mu_, in.step) != StepState::kLive) {
     // Undone by a concurrent Put that started it: the caller tries again.
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
-  Partition& part = PartitionOf(in.step);
+  Partition& part = ring_.Of(in.step);
   tdock::MutexLock commit(&part.commit_mu());
   if (part.sealed(mu_)) {
     return absl::FailedPreconditionError(
@@ -266,11 +266,11 @@ absl::StatusOr<Batch> DockImpl::ReadKeys(const std::vector<std::string>& keys,
 
 absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& key) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
+  if (ring_.Classify(mu_, step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
     return absl::DataLossError(absl::StrCat(Where(step), ": a key of row ", row,
                                             " whose step holds no cell"));
   }
-  Partition& part = PartitionOf(step);
+  Partition& part = ring_.Of(step);
   tdock::MutexLock commit(&part.commit_mu());
   if (const std::string* has = part.key(row); has != nullptr) {
     if (*has == key) return absl::OkStatus();
@@ -283,7 +283,7 @@ absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& 
 void DockImpl::RebuildKeyIndex() {
   tdock::ReaderMutexLock lock(&mu_);
   std::vector<KeyIndex::Entry> live;
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     if (!part->live(mu_) || !part->has_keys()) continue;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
       const std::string* key = part->key(row);
@@ -295,11 +295,11 @@ void DockImpl::RebuildKeyIndex() {
 
 absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
   tdock::ReaderMutexLock lock(&mu_);
-  if (step < 0 || ClassifyLocked(step) != StepState::kLive) {
+  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(step), " is not live (not started or already released)"));
   }
-  const Partition& part = PartitionOf(step);
+  const Partition& part = ring_.Of(step);
   RowListing listing;
   listing.step = step;
   listing.sealed = part.sealed(mu_);

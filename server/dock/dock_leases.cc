@@ -52,24 +52,24 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
 }
 
 void DockImpl::SettleLeaseLocked(const Lease& lease) {
-  if (lease.id == 0 || !HoldsLocked(lease.step)) return;
+  if (lease.id == 0 || !ring_.Holds(mu_, lease.step)) return;
   // acq_rel: the auto-release check that sees zero sees the rest settled.
-  PartitionOf(lease.step)
+  ring_.Of(lease.step)
       .consumer(mu_, lease.consumer)
       .in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
 void DockImpl::NoteAckedLocked(const Lease& lease) {
-  if (lease.id == 0 || lease.round < 0 || !HoldsLocked(lease.step)) return;
-  ConsumerState& state = PartitionOf(lease.step).consumer(mu_, lease.consumer);
+  if (lease.id == 0 || lease.round < 0 || !ring_.Holds(mu_, lease.step)) return;
+  ConsumerState& state = ring_.Of(lease.step).consumer(mu_, lease.consumer);
   tdock::MutexLock lock(&state.round_mu);
   state.shares_acked.insert({lease.round, lease.rank});
   state.share_replicas.erase({lease.round, lease.rank});
 }
 
 void DockImpl::ReturnLeaseLocked(const Lease& lease) {
-  if (!HoldsLocked(lease.step)) return;
-  Partition& part = PartitionOf(lease.step);
+  if (!ring_.Holds(mu_, lease.step)) return;
+  Partition& part = ring_.Of(lease.step);
   ConsumerState& state = part.consumer(mu_, lease.consumer);
   if (lease.round >= 0) {
     // Every replica of the rank that took the share takes it again.

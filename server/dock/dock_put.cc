@@ -26,8 +26,8 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
   *activated = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    Partition& part = PartitionOf(step);
-    switch (ClassifyLocked(step)) {
+    Partition& part = ring_.Of(step);
+    switch (ring_.Classify(mu_, step)) {
       case StepState::kLive:
         TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
         return part.arena(mu_);
@@ -39,7 +39,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
         break;
       case StepState::kBlocked:
         *blocked = absl::StrCat(Where(step), " waits for step ",
-                                BlockingStepLocked(step),
+                                ring_.BlockingStep(mu_, step),
                                 " to be released from partition ", part.index());
         return std::shared_ptr<StepArena>();
       case StepState::kReleased:
@@ -48,12 +48,12 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
     }
   }
   tdock::MutexLock lock(&mu_);
-  Partition& part = PartitionOf(step);
-  if (ClassifyLocked(step) == StepState::kFree) {
+  Partition& part = ring_.Of(step);
+  if (ring_.Classify(mu_, step) == StepState::kFree) {
     part.Activate(mu_, step, std::make_shared<StepArena>(pool_));
     *activated = true;
   }
-  if (ClassifyLocked(step) != StepState::kLive) {
+  if (ring_.Classify(mu_, step) != StepState::kLive) {
     return std::shared_ptr<StepArena>();  // raced with another change: retry
   }
   return part.arena(mu_);
@@ -62,8 +62,8 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
 void DockImpl::DeactivateIfUnused(int64_t step,
                                   const std::shared_ptr<StepArena>& arena) {
   tdock::MutexLock lock(&mu_);
-  Partition& part = PartitionOf(step);
-  if (ClassifyLocked(step) != StepState::kLive || part.arena(mu_) != arena ||
+  Partition& part = ring_.Of(step);
+  if (ring_.Classify(mu_, step) != StepState::kLive || part.arena(mu_) != arena ||
       arena->used_bytes() != 0 || part.sealed(mu_) || part.seal_pending(mu_)) {
     return;
   }
@@ -196,7 +196,7 @@ DockImpl::PutAttempt DockImpl::TryPutOnce(PutInput& in) {
       int64_t holder = -1;
       {
         tdock::ReaderMutexLock lock(&mu_);
-        const Partition& part = PartitionOf(in.step);
+        const Partition& part = ring_.Of(in.step);
         if (part.live(mu_) && part.step(mu_) < in.step) holder = part.step(mu_);
       }
       if (holder >= 0) MaybeAutoRelease(holder);
@@ -254,8 +254,8 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
                                               PutResult result,
                                               std::vector<WrittenCell>* cells) {
   tdock::ReaderMutexLock lock(&mu_);
-  Partition& part = PartitionOf(in.step);
-  const StepState state = ClassifyLocked(in.step);
+  Partition& part = ring_.Of(in.step);
+  const StepState state = ring_.Classify(mu_, in.step);
   // Our start of the step was undone by a concurrent Put (and maybe made
   // again): the caller tries again. A released step never becomes live.
   if (state == StepState::kFree || (state == StepState::kLive && part.arena(mu_) != arena)) {
@@ -344,7 +344,7 @@ int DockImpl::ColumnIndex(absl::string_view name) const {
 
 bool DockImpl::IsOldestLiveStep(int64_t step) const {
   tdock::ReaderMutexLock lock(&mu_);
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     if (part->live(mu_) && part->step(mu_) < step) return false;
   }
   return true;
@@ -357,7 +357,7 @@ std::string DockImpl::MemoryReason(int64_t step) const {
 
 bool DockImpl::CanPutNow(const PutInput& in) const {
   tdock::ReaderMutexLock lock(&mu_);
-  const StepState state = ClassifyLocked(in.step);
+  const StepState state = ring_.Classify(mu_, in.step);
   return state != StepState::kBlocked;
 }
 

@@ -16,7 +16,7 @@ absl::Status DockImpl::RecoverReleased(int64_t step) {
     return absl::DataLossError(absl::StrCat(Where(step), ": a release record names a negative step"));
   }
   tdock::MutexLock lock(&mu_);
-  Partition& part = PartitionOf(step);
+  Partition& part = ring_.Of(step);
   if (part.live(mu_)) {
     return absl::DataLossError(
         absl::StrCat(Where(step), ": a release record comes after the partition's cells"));
@@ -27,13 +27,13 @@ absl::Status DockImpl::RecoverReleased(int64_t step) {
 
 absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(handout.step) != StepState::kLive) return absl::OkStatus();
+  if (ring_.Classify(mu_, handout.step) != StepState::kLive) return absl::OkStatus();
   if (handout.consumer < 0 || handout.consumer >= static_cast<int>(plans_.size())) {
     return absl::DataLossError(absl::StrCat(Where(handout.step), ": a hand-out names consumer #",
                                             handout.consumer, ", which does not exist"));
   }
   const ConsumerPlan& plan = plans_[handout.consumer];
-  Partition& part = PartitionOf(handout.step);
+  Partition& part = ring_.Of(handout.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
@@ -67,14 +67,14 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
 
 absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(record.step) != StepState::kLive) return absl::OkStatus();
+  if (ring_.Classify(mu_, record.step) != StepState::kLive) return absl::OkStatus();
   if (record.consumer < 0 || record.consumer >= static_cast<int>(plans_.size()) ||
       static_cast<int>(record.shares.size()) != plans_[record.consumer].dp_size) {
     return absl::DataLossError(absl::StrCat(Where(record.step), ": round ", record.round,
                                             " does not fit its consumer"));
   }
   const ConsumerPlan& plan = plans_[record.consumer];
-  Partition& part = PartitionOf(record.step);
+  Partition& part = ring_.Of(record.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock rounds(&state.round_mu);
   if (record.round < static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
@@ -115,7 +115,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
 absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round, int32_t taker,
                                        uint64_t lease_id) {
   tdock::ReaderMutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive) return absl::OkStatus();
+  if (ring_.Classify(mu_, step) != StepState::kLive) return absl::OkStatus();
   if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || taker < 0 ||
       taker >= plans_[consumer].dp_size * plans_[consumer].replicas) {
     return absl::DataLossError(
@@ -123,7 +123,7 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
   }
   const ConsumerPlan& plan = plans_[consumer];
   const int32_t rank = taker / plan.replicas;
-  ConsumerState& state = PartitionOf(step).consumer(mu_, consumer);
+  ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);
   if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
   // Deliveries come in key order, a taker's rounds ascending. A rank (a

@@ -19,8 +19,8 @@ void DockImpl::ExpireReservations(absl::Time now) {
     std::vector<int64_t> rows;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (!HoldsLocked(entry.step)) continue;
-      Partition& part = PartitionOf(entry.step);
+      if (!ring_.Holds(mu_, entry.step)) continue;
+      Partition& part = ring_.Of(entry.step);
       tdock::MutexLock commit(&part.commit_mu());
       part.SetReserved(entry.rows, 0);
       // A step being released drops nothing (its release may fail: then a
@@ -49,8 +49,8 @@ void DockImpl::ExpireReservations(absl::Time now) {
         [this, id = id, entry = std::move(entry), rows](absl::StatusOr<int64_t> dropped) mutable {
           {
             tdock::ReaderMutexLock lock(&mu_);
-            if (!HoldsLocked(entry.step)) return;
-            Partition& part = PartitionOf(entry.step);
+            if (!ring_.Holds(mu_, entry.step)) return;
+            Partition& part = ring_.Of(entry.step);
             tdock::MutexLock commit(&part.commit_mu());
             part.SetExpiring(rows, /*closed=*/false);
             if (dropped.ok()) return;
@@ -111,8 +111,8 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
   reservations_.NoteRecoveredId(record.id);
   {
     tdock::MutexLock lock(&mu_);
-    Partition& part = PartitionOf(record.step);
-    const StepState state = ClassifyLocked(record.step);
+    Partition& part = ring_.Of(record.step);
+    const StepState state = ring_.Classify(mu_, record.step);
     if (state == StepState::kReleased) return absl::OkStatus();
     if (state == StepState::kFree) {
       part.Activate(mu_, record.step, std::make_shared<StepArena>(pool_));

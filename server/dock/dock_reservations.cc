@@ -112,14 +112,14 @@ std::optional<int64_t> DockImpl::AdmissionBoundLocked(std::string* consumer) con
 
 int64_t DockImpl::FrontStepLocked() const {
   int64_t front = std::numeric_limits<int64_t>::max();
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     int64_t next = 0;
     if (part->live(mu_)) {
       next = part->step(mu_);
     } else if (part->last_released(mu_) < 0) {
       next = part->index();
     } else {
-      next = part->last_released(mu_) + steps_in_flight_;
+      next = part->last_released(mu_) + ring_.steps_in_flight();
     }
     front = std::min(front, next);
   }
@@ -140,7 +140,7 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     base = version_.load(std::memory_order_acquire);
     version = in.version.value_or(base);
   }
-  for (int64_t step = front; step < front + steps_in_flight_; ++step) {
+  for (int64_t step = front; step < front + ring_.steps_in_flight(); ++step) {
     // Later steps are trained later still: the first one that does not admit
     // the rows ends the search.
     const int64_t trained_at = base + (step - front);
@@ -198,7 +198,7 @@ DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t i
     // No room, sealed or being sealed: the next step.
   }
   attempt.reason = absl::StrCat("dock '", name_, "': steps ", front, " to ",
-                                front + steps_in_flight_ - 1,
+                                front + ring_.steps_in_flight() - 1,
                                 " (steps_in_flight) have no room for ", in.row_count(),
                                 " rows (waiting for a step to be released)");
   return attempt;
@@ -300,8 +300,8 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
   auto apply = [this, granted, unused, done = std::move(done)](absl::Status stored) mutable {
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (HoldsLocked(granted.step)) {
-        Partition& part = PartitionOf(granted.step);
+      if (ring_.Holds(mu_, granted.step)) {
+        Partition& part = ring_.Of(granted.step);
         tdock::MutexLock commit(&part.commit_mu());
         if (stored.ok()) {
           for (int64_t row : granted.rows) part.LowerVersion(row, granted.version);

@@ -76,8 +76,8 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
     tdock::ReaderMutexLock lock(&mu_);
     // A step released meanwhile took the claims with it (a release being
     // recorded may still fail and leave the step as it was: keep the round).
-    if (!HoldsLocked(draft.step)) return;
-    Partition& part = PartitionOf(draft.step);
+    if (!ring_.Holds(mu_, draft.step)) return;
+    Partition& part = ring_.Of(draft.step);
     ConsumerState& state = part.consumer(mu_, draft.consumer);
     tdock::MutexLock round_lock(&state.round_mu);
     state.forming = false;

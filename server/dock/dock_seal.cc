@@ -87,8 +87,8 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   if (!seal_when_.has_value()) return std::nullopt;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
-    const Partition& part = PartitionOf(step);
+    if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
+    const Partition& part = ring_.Of(step);
     if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
     const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
     if (CompleteGroupsLocked(part, plan, seal_when_->groups) < seal_when_->groups) {
@@ -96,8 +96,8 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
     }
   }
   tdock::MutexLock lock(&mu_);
-  if (ClassifyLocked(step) != StepState::kLive) return std::nullopt;
-  Partition& part = PartitionOf(step);
+  if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
+  Partition& part = ring_.Of(step);
   if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
   const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
@@ -158,8 +158,8 @@ void DockImpl::DropOrphans(int64_t step) {
     std::vector<int64_t> rows;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (!HoldsLocked(step) || PartitionOf(step).releasing(mu_)) return;
-      Partition& part = PartitionOf(step);
+      if (!ring_.Holds(mu_, step) || ring_.Of(step).releasing(mu_)) return;
+      Partition& part = ring_.Of(step);
       tdock::MutexLock commit(&part.commit_mu());
       rows = OrphansLocked(part, reason);
     }
@@ -170,8 +170,8 @@ void DockImpl::DropOrphans(int64_t step) {
         [this, step, rows, seal](absl::StatusOr<int64_t> dropped) {
           if (!seal) {
             tdock::ReaderMutexLock lock(&mu_);
-            if (HoldsLocked(step)) {
-              Partition& part = PartitionOf(step);
+            if (ring_.Holds(mu_, step)) {
+              Partition& part = ring_.Of(step);
               tdock::MutexLock commit(&part.commit_mu());
               part.SetExpiring(rows, /*closed=*/false);
             }

@@ -111,7 +111,7 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
 absl::Status DockImpl::CheckWrittenFitLocked(const ConsumerPlan& plan) const {
   if (limits_.max_batch_bytes <= 0) return absl::OkStatus();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
-  for (const auto& part : partitions_) {
+  for (const auto& part : ring_.partitions()) {
     if (!part->live(mu_)) continue;
     for (int64_t first = 0; first < rows_per_step_; first += unit_rows) {
       int64_t bytes = kFixedResponseBytes;

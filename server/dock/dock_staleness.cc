@@ -104,8 +104,8 @@ void DockImpl::RecordStale(StaleTake take) {
       // Like a Drop: the step stays on its partition until the record is in
       // (a step released meanwhile ends the record's claim on it).
       tdock::ReaderMutexLock lock(&mu_);
-      if (HoldsLocked(take.step)) {
-        Partition& part = PartitionOf(take.step);
+      if (ring_.Holds(mu_, take.step)) {
+        Partition& part = ring_.Of(take.step);
         tdock::MutexLock commit(&part.commit_mu());
         part.AddDropInFlight(/*seal=*/false, {}, 1);
       }
@@ -133,8 +133,8 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
   {
     tdock::ReaderMutexLock lock(&mu_);
     const ConsumerPlan& plan = plans_[take.consumer];
-    if (HoldsLocked(take.step)) {
-      Partition& part = PartitionOf(take.step);
+    if (ring_.Holds(mu_, take.step)) {
+      Partition& part = ring_.Of(take.step);
       ConsumerState& state = part.consumer(mu_, plan.index);
       if (!stored) {
         // Given back but for units dropped meanwhile (those stay done).
@@ -152,7 +152,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
         state.stale_unrecorded.fetch_sub(static_cast<int64_t>(take.units.size()),
                                          std::memory_order_acq_rel);
       }
-    } else if (const Partition& part = PartitionOf(take.step); part.live(mu_)) {
+    } else if (const Partition& part = ring_.Of(take.step); part.live(mu_)) {
       current = part.step(mu_);  // released meanwhile; its partition holds a newer step
     }
     if (stored) {
@@ -164,7 +164,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
   if (journal_ != nullptr) {
     // release: the units' return (or their record) happens before an
     // auto-release that sees the count drop.
-    PartitionOf(take.step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
+    ring_.Of(take.step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
   }
   if (stored) {
     // The consumer's Gets may see the step's end now.

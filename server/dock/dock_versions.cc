@@ -120,11 +120,11 @@ absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version
     return absl::DataLossError(absl::StrCat(Where(step), ": row ", row, " has version ",
                                             version));
   }
-  if (ClassifyLocked(step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
+  if (ring_.Classify(mu_, step) != StepState::kLive || row < 0 || row >= rows_per_step_) {
     return absl::DataLossError(absl::StrCat(Where(step), ": a version ", version, " of row ",
                                             row, " whose step holds no cell"));
   }
-  Partition& part = PartitionOf(step);
+  Partition& part = ring_.Of(step);
   tdock::MutexLock commit(&part.commit_mu());
   part.LowerVersion(row, version);
   return absl::OkStatus();

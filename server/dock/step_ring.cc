@@ -1,0 +1,49 @@
+#include "server/dock/step_ring.h"
+
+#include <algorithm>
+
+namespace tdock::internal {
+
+StepRing::StepRing(const tdock::Mutex* dock_mu, int32_t steps_in_flight, int64_t rows,
+                   int32_t group_size, int columns, const std::vector<ConsumerShape>& consumers,
+                   size_t column_capacity) {
+  for (int p = 0; p < steps_in_flight; ++p) {
+    partitions_.push_back(std::make_unique<Partition>(dock_mu, p, rows, group_size, columns,
+                                                      consumers, column_capacity));
+  }
+}
+
+StepRing::StepState StepRing::Classify(const tdock::Mutex& dock_mu, int64_t step) const {
+  const Partition& part = Of(step);
+  if (part.live(dock_mu)) {
+    if (part.step(dock_mu) == step) {
+      return part.releasing(dock_mu) ? StepState::kReleased : StepState::kLive;
+    }
+    return part.step(dock_mu) < step ? StepState::kBlocked : StepState::kReleased;
+  }
+  if (step <= part.last_released(dock_mu)) return StepState::kReleased;
+  const bool first = part.last_released(dock_mu) < 0 && step == part.index();
+  return first || step - steps_in_flight() == part.last_released(dock_mu) ? StepState::kFree
+                                                                          : StepState::kBlocked;
+}
+
+bool StepRing::Holds(const tdock::Mutex& dock_mu, int64_t step) const {
+  const Partition& part = Of(step);
+  return part.live(dock_mu) && part.step(dock_mu) == step;
+}
+
+int64_t StepRing::BlockingStep(const tdock::Mutex& dock_mu, int64_t step) const {
+  const Partition& part = Of(step);
+  return part.live(dock_mu) ? part.step(dock_mu) : step - steps_in_flight();
+}
+
+std::vector<int64_t> StepRing::LiveSteps(const tdock::Mutex& dock_mu) const {
+  std::vector<int64_t> live;
+  for (const auto& part : partitions_) {
+    if (part->live(dock_mu)) live.push_back(part->step(dock_mu));
+  }
+  std::sort(live.begin(), live.end());
+  return live;
+}
+
+}  // namespace tdock::internal

@@ -1,0 +1,69 @@
+// StepRing: the dock's partitions, one per step in flight, and how a step
+// stands with the partition it uses. Step s uses partition s % P (P: the
+// spec's steps_in_flight), and a partition's steps come in order: step s may
+// start only once s - P is released (the partition's first step, at once), so
+// a step written too early waits instead of skipping an older one.
+//
+// Invariants: a partition holds at most one step at a time, and the steps it
+// holds increase; a step is live from its activation until its release is
+// applied, and while its release is being recorded it counts as released to
+// new work (Classify) but is still held (Holds): a release whose record fails
+// leaves it live as it was.
+//
+// Thread safety: the vector of partitions is fixed at construction. Which
+// step a partition holds is guarded by the dock's structure lock (Partition's
+// accessors name it); every method that reads it names that lock too.
+#ifndef TDOCK_SERVER_DOCK_STEP_RING_H_
+#define TDOCK_SERVER_DOCK_STEP_RING_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/mutex.h"
+#include "server/dock/partition.h"
+
+namespace tdock::internal {
+
+class StepRing final {
+ public:
+  // How a step stands with its partition.
+  enum class StepState {
+    kLive,      // the partition holds it, not being released
+    kFree,      // the partition is free for it: a write may start it
+    kBlocked,   // an older step holds (or will first hold) the partition
+    kReleased,  // released, or its release is being recorded
+  };
+
+  // `steps_in_flight` partitions of `rows` rows, under `dock_mu`.
+  StepRing(const tdock::Mutex* dock_mu, int32_t steps_in_flight, int64_t rows,
+           int32_t group_size, int columns, const std::vector<ConsumerShape>& consumers,
+           size_t column_capacity);
+  StepRing(const StepRing&) = delete;
+  StepRing& operator=(const StepRing&) = delete;
+
+  int32_t steps_in_flight() const { return static_cast<int32_t>(partitions_.size()); }
+  // The partition step `step` (>= 0) uses.
+  Partition& Of(int64_t step) const { return *partitions_[step % steps_in_flight()]; }
+  const std::vector<std::unique_ptr<Partition>>& partitions() const { return partitions_; }
+
+  StepState Classify(const tdock::Mutex& dock_mu, int64_t step) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The partition holds `step`, live or being released. Completions that
+  // undo or account for a hand-out use this, not kLive: a release being
+  // recorded may fail and leave the step live, with every row as it was.
+  bool Holds(const tdock::Mutex& dock_mu, int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The step a blocked step waits for. REQUIRES: Classify is kBlocked.
+  int64_t BlockingStep(const tdock::Mutex& dock_mu, int64_t step) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The steps the partitions hold, ascending.
+  std::vector<int64_t> LiveSteps(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+
+ private:
+  std::vector<std::unique_ptr<Partition>> partitions_;
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_STEP_RING_H_

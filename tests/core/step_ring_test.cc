@@ -1,0 +1,97 @@
+// StepRing on its own: which step a partition is free for, holds, or makes
+// wait; a release being recorded counts as released to new work but still
+// holds the step; the live steps in ascending order.
+#include "server/dock/step_ring.h"
+
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/dock/arena.h"
+
+namespace tdock::internal {
+namespace {
+
+using State = StepRing::StepState;
+
+class StepRingTest : public ::testing::Test {
+ protected:
+  // Two steps in flight of 4 rows in groups of 2, one column, one consumer.
+  StepRing ring_{&mu_, 2, 4, 2, 1, {{}}, 1};
+  tdock::Mutex mu_;
+
+  void Activate(int64_t step) {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(step).Activate(mu_, step,
+                            std::make_shared<StepArena>(std::make_shared<ChunkPool>(4096, 0)));
+  }
+  State Classify(int64_t step) {
+    tdock::ReaderMutexLock lock(&mu_);
+    return ring_.Classify(mu_, step);
+  }
+  bool Holds(int64_t step) {
+    tdock::ReaderMutexLock lock(&mu_);
+    return ring_.Holds(mu_, step);
+  }
+  int64_t BlockingStep(int64_t step) {
+    tdock::ReaderMutexLock lock(&mu_);
+    return ring_.BlockingStep(mu_, step);
+  }
+  std::vector<int64_t> Live() {
+    tdock::ReaderMutexLock lock(&mu_);
+    return ring_.LiveSteps(mu_);
+  }
+};
+
+TEST_F(StepRingTest, StepsTakeTheirPartitionInOrder) {
+  EXPECT_EQ(ring_.steps_in_flight(), 2);
+  EXPECT_EQ(&ring_.Of(0), &ring_.Of(2));
+  EXPECT_NE(&ring_.Of(0), &ring_.Of(1));
+  EXPECT_EQ(Classify(0), State::kFree);
+  EXPECT_EQ(Classify(1), State::kFree);
+  EXPECT_EQ(Classify(2), State::kBlocked) << "step 2 waits for step 0";
+  EXPECT_EQ(BlockingStep(2), 0);
+  Activate(0);
+  EXPECT_EQ(Classify(0), State::kLive);
+  EXPECT_TRUE(Holds(0));
+  EXPECT_EQ(Classify(2), State::kBlocked);
+  EXPECT_EQ(BlockingStep(4), 0);
+  EXPECT_EQ(Live(), std::vector<int64_t>{0});
+}
+
+TEST_F(StepRingTest, AReleaseBeingRecordedStillHoldsItsStep) {
+  Activate(0);
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(0).set_releasing(mu_, true);
+  }
+  EXPECT_EQ(Classify(0), State::kReleased) << "no new work while its release is recorded";
+  EXPECT_TRUE(Holds(0)) << "the record may fail";
+  EXPECT_EQ(Classify(2), State::kBlocked);
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(0).set_releasing(mu_, false);  // the record failed
+  }
+  EXPECT_EQ(Classify(0), State::kLive);
+}
+
+TEST_F(StepRingTest, AReleasedStepFreesItsPartitionForTheStepAfterIt) {
+  Activate(1);
+  Activate(0);
+  EXPECT_EQ(Live(), (std::vector<int64_t>{0, 1}));
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(0).Release(mu_);
+  }
+  EXPECT_EQ(Classify(0), State::kReleased);
+  EXPECT_FALSE(Holds(0));
+  EXPECT_EQ(Classify(2), State::kFree);
+  EXPECT_EQ(Classify(4), State::kBlocked) << "step 4 waits for step 2";
+  EXPECT_EQ(BlockingStep(4), 2);
+  Activate(2);
+  EXPECT_EQ(Live(), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(Classify(0), State::kReleased) << "an older step than the partition holds";
+}
+
+}  // namespace
+}  // namespace tdock::internal
