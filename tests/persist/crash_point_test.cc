@@ -13,7 +13,7 @@
 //   - a row dropped by an acknowledged Drop (a step sealed by an acknowledged
 //     Seal) is dropped (sealed) after recovery, and nothing is dropped or
 //     sealed unless a Drop or Seal of it may have been stored; no row a Put
-//     of which was acknowledged is dropped as sealed (in the concurrent
+//     of which was acknowledged by k is dropped as sealed (in the concurrent
 //     workload Seals race the producer's writes);
 //   - draining every consumer after recovery hands out no row whose
 //     hand-out (without a lease) or acknowledgement (with one) was answered
@@ -110,11 +110,10 @@ class CrashPoint {
   bool AnyAcked(const std::vector<Event>& events) const {
     return std::any_of(events.begin(), events.end(), [&](const Event& e) { return Acked(e); });
   }
-  // Some Put of the row was acknowledged (before this crash point or
-  // after it: the server answered it either way).
-  static bool EverAcked(const History& h, int64_t step, int64_t row) {
+  // Some Put of the row was acknowledged by this crash point.
+  bool AckedPut(const History& h, int64_t step, int64_t row) const {
     return std::any_of(h.puts.begin(), h.puts.end(), [&](const PutRecord& put) {
-      return put.step == step && put.event.acked != kNever &&
+      return put.step == step && Acked(put.event) &&
              std::find(put.rows.begin(), put.rows.end(), row) != put.rows.end();
     });
   }
@@ -146,9 +145,10 @@ class CrashPoint {
                                 : drop != h.drops.end() && AnyPossibly(drop->second);
         if (!may) Fail(absl::StrCat("step ", step, " row ", row, ": ", message, ", but no such drop may have been stored"));
         // A Seal drops only rows with no write: a write it raced (a first
-        // write being stored) keeps its row, and an acknowledged one is
-        // never lost to it.
-        if (sealed && EverAcked(h, step, row)) {
+        // write being stored) keeps its row, and one acknowledged by this
+        // crash point is never lost to it. (A write whose record came after
+        // the Seal's and is lost here leaves an orphan, dropped as sealed.)
+        if (sealed && AckedPut(h, step, row)) {
           Fail(absl::StrCat("step ", step, " row ", row,
                             ": dropped as sealed, but a Put of it was acknowledged"));
         }

@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/timer_service.h"
 #include "gtest/gtest.h"
 #include "server/dock/registry.h"
 #include "server/persist/persistence.h"
@@ -16,12 +18,24 @@
 
 namespace tdock::persist::crash {
 
+// A registry whose docks run on `clock` (leases, reservations, wait bounds),
+// on a timer service of its own; on the real clock if it is null.
+inline RegistryLimits LimitsOn(std::shared_ptr<Clock> clock) {
+  RegistryLimits limits;
+  if (clock != nullptr) {
+    limits.dock.timers = std::make_shared<TimerService>(clock);
+    limits.dock.clock = std::move(clock);
+  }
+  return limits;
+}
+
 // A server started on the records `store` holds after its writes so far,
-// or after its first `writes` (a crash point).
+// or after its first `writes` (a crash point); its docks on `clock`.
 struct Restarted {
   explicit Restarted(const RecordingStore& store) : Restarted(store, store.writes()) {}
-  Restarted(const RecordingStore& store, int64_t writes)
-      : persistence(store.Replay(writes), {.data_dir = "restarted"}) {
+  Restarted(const RecordingStore& store, int64_t writes, std::shared_ptr<Clock> clock = nullptr)
+      : persistence(store.Replay(writes), {.data_dir = "restarted"}),
+        registry(LimitsOn(std::move(clock))) {
     EXPECT_OK(persistence.Recover(registry).status());
     dock = *registry.Find("crash");
   }
@@ -34,7 +48,10 @@ struct Restarted {
 // A server on a RecordingStore holding the crash dock; Stop shuts it down
 // with every record stored.
 struct Recording {
-  explicit Recording(DockSpec spec = CrashSpec()) {
+  // `clock`: the docks' clock (leases, reservations, wait bounds), on a timer
+  // service of its own; the real clock by default.
+  explicit Recording(DockSpec spec = CrashSpec(), std::shared_ptr<Clock> clock = nullptr)
+      : registry(LimitsOn(std::move(clock))) {
     auto owned = std::make_unique<RecordingStore>();
     store = owned.get();
     persistence = std::make_unique<Persistence>(std::move(owned),

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/mutex.h"
 #include "server/persist/store.h"
 
@@ -48,6 +50,17 @@ class RecordingStore final : public Store {
   int64_t waiting() const {
     tdock::MutexLock lock(&mu_);
     return waiting_;
+  }
+
+  // Waits until at least `n` writes wait while held; false if they do not
+  // within `timeout`.
+  bool AwaitWaiting(int64_t n, absl::Duration timeout = absl::Seconds(60)) const {
+    const absl::Time give_up = absl::Now() + timeout;
+    while (waiting() < n) {
+      if (absl::Now() > give_up) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
   }
 
   // Successful writes so far: a crash point is a number in [0, writes()].

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "tests/persist/recording_server.h"
 
@@ -58,6 +59,17 @@ std::future<absl::Status> StartWrite(Dock& dock, const Reservation& r, int64_t r
     answer->set_value(put.status());
   });
   return future;
+}
+
+// With the Put's record waiting in the (held) store, moves the clock past
+// the reservation's deadline (an hour) and waits for the expiry.
+void PassDeadlineWhileWriting(Recording& recording, ManualClock& clock) {
+  ASSERT_TRUE(recording.store->AwaitWaiting(1)) << "the write is not waiting in the store";
+  clock.Advance(absl::Hours(1) + absl::Seconds(1));
+  for (int i = 0; i < 6000 && recording.dock->Stats().reservations_live > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
 }
 
 TEST(ReservationRestart, AReservationIsWholeOrAbsentAtEveryCrashPoint) {
@@ -111,17 +123,24 @@ TEST(ReservationRestart, AReservationNotStoredLeavesItsRowsFree) {
   EXPECT_EQ(again.rows, (std::vector<int64_t>{0, 1, 2, 3}));
 }
 
+// Both servers run on manual clocks: the restarted one keeps the
+// reservation (an hour's deadline) and expires its rows not written once its
+// clock passes the deadline.
 TEST(ReservationRestart, TheDeadlineOutlivesARestart) {
-  Recording recording(RoomySpec());
+  Recording recording(RoomySpec(), std::make_shared<ManualClock>());
   ASSERT_OK_AND_ASSIGN(Reservation reserved,
-                       recording.dock->Reserve(Groups({2, 2}, 0, absl::Milliseconds(300))));
+                       recording.dock->Reserve(Groups({2, 2}, 0, absl::Hours(1))));
   ASSERT_OK(WriteIds(*recording.dock, reserved, {0, 1}));
   recording.Stop();
-  Restarted restarted(*recording.store);
+  auto clock = std::make_shared<ManualClock>();
+  Restarted restarted(*recording.store, recording.store->writes(), clock);
+  clock->Advance(absl::Minutes(50));
+  EXPECT_EQ(restarted.dock->Stats().reservations_live, 1) << "expired before its deadline";
+  clock->Advance(absl::Minutes(11));
   bool expired = false;
-  for (int i = 0; i < 2000 && !expired; ++i) {
+  for (int i = 0; i < 6000 && !expired; ++i) {
     expired = restarted.dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)] == 2;
-    if (!expired) absl::SleepFor(absl::Milliseconds(2));
+    if (!expired) absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_TRUE(expired) << "rows 2 and 3 were not written by the deadline";
   ASSERT_OK_AND_ASSIGN(RowListing listing, restarted.dock->ListRows(0));
@@ -135,21 +154,19 @@ TEST(ReservationRestart, TheDeadlineOutlivesARestart) {
 // when the write's record fails, the row is dropped as expired then, so it
 // does not hold the step (no append can take it: the cursor is past it).
 TEST(ReservationRestart, ARowWhoseWriteFailsAfterItsReservationExpiredIsDropped) {
-  Recording recording(RoomySpec());
+  auto clock = std::make_shared<ManualClock>();
+  Recording recording(RoomySpec(), clock);
   ASSERT_OK_AND_ASSIGN(Reservation reserved,
-                       recording.dock->Reserve(Groups({2}, 0, absl::Milliseconds(300))));
+                       recording.dock->Reserve(Groups({2}, 0, absl::Hours(1))));
   ASSERT_EQ(reserved.rows, (std::vector<int64_t>{0, 1}));
   recording.store->Hold(true);
   recording.store->FailNext(1, absl::UnavailableError("disk full"));
   std::future<absl::Status> put = StartWrite(*recording.dock, reserved, 0);
   // The deadline passes while the write waits in the store.
+  PassDeadlineWhileWriting(recording, *clock);
   auto expired_rows = [&] {
     return recording.dock->Stats().rows_dropped_total[static_cast<int>(DropReason::kExpired)];
   };
-  for (int i = 0; i < 600 && recording.dock->Stats().reservations_live > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
   recording.store->Hold(false);
   EXPECT_STATUS(put.get(), absl::StatusCode::kUnavailable, "not stored");
   for (int i = 0; i < 600 && expired_rows() < 2; ++i) absl::SleepFor(absl::Milliseconds(10));
@@ -165,17 +182,15 @@ TEST(ReservationRestart, ARowWhoseWriteFailsAfterItsReservationExpiredIsDropped)
 TEST(ReservationRestart, ExpiryOverAWriteInFlightAtEveryCrashPoint) {
   for (const bool fails : {false, true}) {
     SCOPED_TRACE(fails ? "the write fails" : "the write is stored");
-    Recording recording(RoomySpec());
+    auto clock = std::make_shared<ManualClock>();
+    Recording recording(RoomySpec(), clock);
     const int64_t before = recording.store->writes();
     ASSERT_OK_AND_ASSIGN(Reservation reserved,
-                         recording.dock->Reserve(Groups({2}, 0, absl::Milliseconds(200))));
+                         recording.dock->Reserve(Groups({2}, 0, absl::Hours(1))));
     recording.store->Hold(true);
     if (fails) recording.store->FailNext(1, absl::UnavailableError("disk full"));
     std::future<absl::Status> put = StartWrite(*recording.dock, reserved, 0);
-    for (int i = 0; i < 600 && recording.dock->Stats().reservations_live > 0; ++i) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    ASSERT_EQ(recording.dock->Stats().reservations_live, 0) << "the reservation expired";
+    PassDeadlineWhileWriting(recording, *clock);
     recording.store->Hold(false);
     const absl::Status written = put.get();
     EXPECT_EQ(written.ok(), !fails) << written;
@@ -193,9 +208,11 @@ TEST(ReservationRestart, ExpiryOverAWriteInFlightAtEveryCrashPoint) {
     bool written_before = false;
     for (int64_t k = before + 1; k <= recording.store->writes(); ++k) {
       SCOPED_TRACE(absl::StrCat("crash point ", k));
-      Restarted restarted(*recording.store, k);
+      auto later = std::make_shared<ManualClock>();
+      Restarted restarted(*recording.store, k, later);
       Dock& dock = *restarted.dock;
-      // Recovered past its deadline, the reservation expires at once.
+      // Past its deadline, a recovered reservation expires.
+      later->Advance(absl::Hours(2));
       for (int i = 0; i < 600 && dock.Stats().reservations_live > 0; ++i) {
         absl::SleepFor(absl::Milliseconds(10));
       }

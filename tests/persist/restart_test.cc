@@ -246,7 +246,7 @@ TEST(Restart, AHandOutFailedDuringAFailedReleaseGivesItsRowsBack) {
             [&got](absl::StatusOr<Batch> b) { got.set_value(std::move(b)); });
   // The hand-out's write is under way (held) when the release is asked for:
   // they are two writes.
-  while (store->waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(store->AwaitWaiting(1));
   std::promise<absl::Status> released;
   dock->ReleaseStep(0, [&released](absl::Status s) { released.set_value(std::move(s)); });
   store->FailNext(2, absl::UnavailableError("disk full"));
@@ -278,7 +278,7 @@ TEST(Restart, AGetWaitsForTheReleaseRecordOfItsStep) {
   store->Hold(true);
   std::promise<absl::Status> released;
   dock->ReleaseStep(0, [&released](absl::Status s) { released.set_value(std::move(s)); });
-  while (store->waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(store->AwaitWaiting(1));
   GetInput rest = testing::GetOf("reader", kRows - 2, absl::Seconds(60));
   rest.step = 0;
   std::promise<absl::StatusOr<Batch>> got;
@@ -301,7 +301,7 @@ TEST(Restart, AGetWaitsForTheReleaseRecordOfItsStep) {
   store->Hold(true);
   std::promise<absl::Status> again;
   dock->ReleaseStep(0, [&again](absl::Status s) { again.set_value(std::move(s)); });
-  while (store->waiting() == 0) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(store->AwaitWaiting(1));
   std::promise<absl::StatusOr<Batch>> over;
   dock->Get(rest, [&over](absl::StatusOr<Batch> b) { over.set_value(std::move(b)); });
   store->Hold(false);

@@ -7,9 +7,11 @@ went away still tries again within `max_reconnect_backoff`.
 """
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -17,14 +19,16 @@ import pytest
 import tdock
 from server_process import drain, start_server, stop_server
 
-# One child process: waits for a line on stdin, says "calling", makes its
-# first call and prints "ok" or the error's class and message.
+# One child process: makes its Client, says "ready", waits for a line on
+# stdin, says "calling", makes its first call and prints "ok" or the error's
+# class and message.
 _FIRST_CALL = """
 import sys, tdock
 address, options = sys.argv[1], eval(sys.argv[2])
-sys.stdin.readline()
 try:
     with tdock.Client(address, **options) as client:
+        print("ready", flush=True)
+        sys.stdin.readline()
         print("calling", flush=True)
         client.list_docks()
     print("ok", flush=True)
@@ -32,13 +36,32 @@ except tdock.errors.TdockError as e:
     print(type(e).__name__, e, flush=True)
 """
 
+
+class _Lines:
+    """A child's output lines, read by a thread of their own, so that the
+    test waits for each with a bound instead of hanging."""
+
+    def __init__(self, proc):
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read, args=(proc.stdout,), daemon=True).start()
+
+    def _read(self, stream):
+        for line in stream:
+            self._lines.put(line.strip())
+        self._lines.put(None)
+
+    def next(self, timeout=120.0):
+        line = self._lines.get(timeout=timeout)
+        assert line is not None, "the client process ended without an answer"
+        return line
+
 _SPIN = "while True: pass"
 
 
 def first_calls_while_server_is_stopped(address, server, options, *, until_answered,
                                         processes=8):
-    """Starts `processes` client processes, each ready to make its first call,
-    with every CPU kept busy by spinning processes; stops the server
+    """Starts `processes` client processes and, once each has made its
+    Client, keeps every CPU busy with spinning processes; stops the server
     (SIGSTOP: the kernel still accepts the connections, the server answers
     none) and lets every client make its call. The server is resumed 1 s
     after every client said it is calling or, with `until_answered`, once
@@ -46,27 +69,26 @@ def first_calls_while_server_is_stopped(address, server, options, *, until_answe
     clients = [subprocess.Popen([sys.executable, "-c", _FIRST_CALL, address, repr(options)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                for _ in range(processes)]
-    spinners = [subprocess.Popen([sys.executable, "-c", _SPIN])
-                for _ in range(os.cpu_count() or 2)]
-    answers = []
+    spinners = []
+    lines = [_Lines(c) for c in clients]
     try:
+        for out in lines:  # imported and made their Client: the calls start together
+            assert out.next() == "ready"
+        spinners = [subprocess.Popen([sys.executable, "-c", _SPIN])
+                    for _ in range(os.cpu_count() or 2)]
         server.send_signal(signal.SIGSTOP)
         try:
             for c in clients:
                 c.stdin.write("go\n")
                 c.stdin.flush()
-            for c in clients:
-                line = c.stdout.readline().strip()
-                assert line == "calling", line
+            for out in lines:
+                assert out.next() == "calling"
             if until_answered:
-                answers = [c.stdout.readline().strip() for c in clients]
-            else:
-                time.sleep(1.0)
+                return [out.next() for out in lines]
+            time.sleep(1.0)
         finally:
             server.send_signal(signal.SIGCONT)
-        if not until_answered:
-            answers = [c.communicate(timeout=120)[0].strip() for c in clients]
-        return answers
+        return [out.next() for out in lines]
     finally:
         for s in spinners:
             s.kill()
