@@ -216,6 +216,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
             : 0;
     // relaxed: statistics only.
     state.handed_rows.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+    state.handed_total.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
     // acq_rel: exactly one claimer sees the total reach the step's rows.
     const int64_t total =
         state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel) + counted;

@@ -126,7 +126,7 @@ std::vector<int64_t> DockImpl::LiveSteps() const {
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   released_ready_rows_.resize(columns_.size());
-  released_consumed_rows_.resize(plans_.size());
+  released_handed_total_.resize(plans_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
     released_ready_rows_[c] += part.column(static_cast<int>(c)).ready.Count();
   }
@@ -134,7 +134,7 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
     // acquire: pairs with the claimers' increments (all done: the step is
     // fully taken, or released by the caller's decision).
     const ConsumerState& state = part.consumer(mu_, plan.index);
-    released_consumed_rows_[plan.index] += state.handed_rows.load(std::memory_order_acquire);
+    released_handed_total_[plan.index] += state.handed_total.load(std::memory_order_acquire);
   }
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
@@ -292,16 +292,21 @@ DockStats DockImpl::Stats() const {
     // Totals since creation: released steps plus the live ones.
     stats.rows_written_total = released_ready_rows_;
     stats.rows_written_total.resize(columns_.size());
-    stats.rows_handed_out_total = released_consumed_rows_;
+    stats.rows_handed_out_total = released_handed_total_;
     stats.rows_handed_out_total.resize(plans_.size());
+    for (const auto& part : ring_.partitions()) {
+      if (!part->live(mu_)) continue;
+      for (const ConsumerPlan& plan : plans_) {
+        // relaxed: statistics only.
+        stats.rows_handed_out_total[plan.index] +=
+            part->consumer(mu_, plan.index).handed_total.load(std::memory_order_relaxed);
+      }
+    }
     stats.rows_dropped_total = released_dropped_rows_;
     for (const StepStats& step : stats.steps) {
       for (int r = 0; r < kDropReasons; ++r) stats.rows_dropped_total[r] += step.dropped_rows[r];
       for (size_t c = 0; c < step.ready_rows.size(); ++c) {
         stats.rows_written_total[c] += step.ready_rows[c];
-      }
-      for (size_t k = 0; k < step.consumed_rows.size(); ++k) {
-        stats.rows_handed_out_total[k] += step.consumed_rows[k];
       }
     }
     stats.rows_in_flight.assign(plans_.size(), 0);

@@ -613,10 +613,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The consumer being added while its spec is recorded (normalized).
   std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
   std::optional<ConsumerPlan> recording_plan_ ABSL_GUARDED_BY(mu_);  // its plan
-  // Rows written per column and handed out per consumer in released steps
-  // (Stats adds the live steps' counts).
+  // Rows written per column and handed out per consumer (every hand-out:
+  // ConsumerState::handed_total) in released steps (Stats adds the live
+  // steps' counts).
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> released_consumed_rows_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> released_handed_total_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
   // Per consumer, since creation (StalenessStats); counted under mu_ shared.
   struct StalenessCounters {

@@ -62,6 +62,7 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   }
   state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
   state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
+  state.handed_total.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -109,6 +110,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   state.rounds_recorded.assign(state.rounds.size(), true);
   state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
   state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
+  state.handed_total.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

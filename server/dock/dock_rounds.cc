@@ -241,6 +241,11 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       // acq_rel: counted before the hand-out is visible to auto-release.
       part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     }
+    if (in.replica == 0) {
+      // relaxed: statistics only.
+      state.handed_total.fetch_add(static_cast<int64_t>(share.rows.size()),
+                                   std::memory_order_relaxed);
+    }
     batch.round = k;
     batch.micro_batches = share.micro_batches;
     batch.balance = round.stats;

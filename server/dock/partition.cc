@@ -114,6 +114,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->consumed.Reset();
     consumer->consumed_rows.store(0, std::memory_order_relaxed);
     consumer->handed_rows.store(0, std::memory_order_relaxed);
+    consumer->handed_total.store(0, std::memory_order_relaxed);
     consumer->in_flight_rows.store(0, std::memory_order_relaxed);
     consumer->stale_unrecorded.store(0, std::memory_order_relaxed);
     consumer->stale_retry_ns.store(0, std::memory_order_relaxed);

@@ -95,11 +95,15 @@ struct ConsumerState {
   // (taken, passed over, or dropped whole): the step ends for the consumer
   // when it reaches the step's rows.
   std::atomic<int64_t> consumed_rows{0};
-  // Rows handed to the consumer (statistics): raised by the rows a claim
-  // hands out (a balanced round's when it is formed), lowered only when a
-  // lease gives its rows back (or a round's rows are dropped before their
-  // rank fetched them). A drop never lowers it.
+  // Rows handed to the consumer (statistics: the step's `consumed`): raised
+  // by the rows a claim hands out (a balanced round's when it is formed),
+  // lowered only when a lease gives its rows back (or a round's rows are
+  // dropped before their rank fetched them). A drop never lowers it.
   std::atomic<int64_t> handed_rows{0};
+  // Rows handed out, every hand-out counted (a row given back and handed
+  // out again twice; a balanced share once per delivery to its rank's first
+  // replica); never lowered: the dock's rows_handed_out_total counter.
+  std::atomic<int64_t> handed_total{0};
   // Claims that gave units back (Unclaim): the units available to this
   // consumer may have grown. Raised (release) after the bits are cleared.
   std::atomic<uint64_t> give_backs{0};

@@ -181,6 +181,50 @@ TEST(DockLease, NackReturnsRowsAtOnce) {
                 "returned by Nack");
 }
 
+// 8 rows written for a BALANCED consumer over two ranks, leased for 30 ms
+// of a manual clock.
+Clocked BalancedOverTwoRanks() {
+  DockSpec spec = LeaseSpec(8, 30, 2);
+  spec.consumers[0].dp_size = 2;
+  spec.consumers[0].policy = Policy::kBalanced;
+  return FilledOnClock(spec, 8);
+}
+
+// The rows handed out (a counter: it never falls) count every hand-out: a
+// Nack does not lower it, and the rows handed out again count again; the
+// step's `consumed` counts the rows taken now.
+TEST(DockLease, ANackNeverLowersTheRowsHandedOut) {
+  auto dock = Filled(LeaseSpec(4, 60'000, 4), 4);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("reader")));
+  EXPECT_EQ(dock->Stats().rows_handed_out_total, std::vector<int64_t>{4});
+  ASSERT_OK(dock->Nack("reader", first.lease_id).status());
+  DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{4});
+  EXPECT_EQ(stats.steps.at(0).consumed_rows, std::vector<int64_t>{0});
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, GetOf("reader")));
+  ASSERT_EQ(again.rows.size(), 4u);
+  stats = dock->Stats();
+  EXPECT_EQ(stats.rows_handed_out_total, std::vector<int64_t>{8});
+  EXPECT_EQ(stats.steps.at(0).consumed_rows, std::vector<int64_t>{4});
+}
+
+// The same for a BALANCED share: its lease expires, and the share handed
+// to its rank again counts again.
+TEST(DockLease, AnExpiredBalancedShareNeverLowersTheRowsHandedOut) {
+  Clocked c = BalancedOverTwoRanks();
+  Dock* dock = c.dock.get();
+  ASSERT_OK_AND_ASSIGN(Batch r0, GetSync(*dock, GetOf("reader")));
+  const int64_t share = static_cast<int64_t>(r0.rows.size());
+  ASSERT_GT(share, 0);
+  EXPECT_EQ(dock->Stats().rows_handed_out_total, std::vector<int64_t>{share});
+  c.clock->Advance(absl::Milliseconds(30));
+  ASSERT_TRUE(AwaitExpiries(*dock, 1));
+  EXPECT_EQ(dock->Stats().rows_handed_out_total, std::vector<int64_t>{share});
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, GetOf("reader")));
+  EXPECT_EQ(again.rows, r0.rows);
+  EXPECT_EQ(dock->Stats().rows_handed_out_total, std::vector<int64_t>{2 * share});
+}
+
 // Bad Acks name what is wrong and change nothing.
 TEST(DockLease, BadAcksNameTheProblemAndChangeNothing) {
   DockSpec spec = LeaseSpec(4, 60'000, 4);
@@ -270,10 +314,7 @@ TEST(DockLease, ReleaseEndsTheStepsLeases) {
 // BALANCED: an expired share goes back to the same rank index, with the
 // same rows and round, and no other rank gets it.
 TEST(DockLease, BalancedShareReturnsToTheSameRank) {
-  DockSpec spec = LeaseSpec(8, 30, 2);
-  spec.consumers[0].dp_size = 2;
-  spec.consumers[0].policy = Policy::kBalanced;
-  Clocked c = FilledOnClock(spec, 8);
+  Clocked c = BalancedOverTwoRanks();
   Dock* dock = c.dock.get();
   GetInput rank0 = GetOf("reader");
   GetInput rank1 = GetOf("reader");
