@@ -211,7 +211,9 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     absl::StatusOr<int64_t> dropped;
     {
       tdock::MutexLock lock(&mu_);
-      if (!ring_.Holds(mu_, record.step) || ring_.Of(record.step).releasing(mu_)) {
+      // A step whose release is being recorded takes it: the record is
+      // stored, and a release that fails leaves the step live.
+      if (!ring_.Holds(mu_, record.step)) {
         dropped = absl::FailedPreconditionError(absl::StrCat(
             Where(record.step), " was released while the ", what, " was recorded"));
       } else {

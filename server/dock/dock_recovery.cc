@@ -91,7 +91,11 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   }
   Round round;
   round.stats = record.stats;
-  round.last = record.last;
+  // Not the record's `last`: that counted rows claimed by rounds before it,
+  // and one of those may be an unrecorded round whose rows are claimed
+  // again. A recovered round ends the step as any round does once the
+  // step's rows are counted (the last formed, when no row is left).
+  round.last = false;
   int64_t rows = 0;
   for (size_t r = 0; r < record.shares.size(); ++r) {
     RoundShare share{record.shares[r], record.micro_batches[r]};

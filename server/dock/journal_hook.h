@@ -80,6 +80,8 @@ class DockJournal {
     std::vector<std::vector<int64_t>> shares;  // per rank, rows in batch order
     std::vector<std::vector<MicroBatchInfo>> micro_batches;  // per rank
     BalanceStats stats;
+    // Formed as the step's last round. Kept in the record's format; recovery
+    // does not go by it (an earlier round may be unrecorded).
     bool last = false;
   };
   // `formed`: the round itself, when this is its first delivery (recorded in

@@ -327,8 +327,14 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
     ++stats.docks;
   }
   // Steps found done are released once their records are stored: before
-  // serving, so the server starts without releases in flight.
-  TDOCK_RETURN_IF_ERROR(journal_->Flush());
+  // serving, so the server starts without releases in flight. A record's
+  // completion may submit the next (a sealed step's orphans dropped, then
+  // the step it ended released): flushed until nothing new was submitted.
+  for (;;) {
+    const int64_t submitted = journal_->stats().batches;
+    TDOCK_RETURN_IF_ERROR(journal_->Flush());
+    if (journal_->stats().batches == submitted) break;
+  }
   registry.SetHooks(this);
   stats.took = absl::Now() - start;
   return stats;

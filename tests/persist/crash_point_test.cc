@@ -13,7 +13,8 @@
 //   - a row dropped by an acknowledged Drop (a step sealed by an acknowledged
 //     Seal) is dropped (sealed) after recovery, and nothing is dropped or
 //     sealed unless a Drop or Seal of it may have been stored; no row a Put
-//     of which was acknowledged by k is dropped as sealed;
+//     of which was acknowledged by k is dropped as sealed (in the concurrent
+//     workload Seals race the producer's writes);
 //   - draining every consumer after recovery hands out no row whose
 //     hand-out (without a lease) or acknowledgement (with one) was answered
 //     by k, hands out no row twice, no dropped row, and every row that is

@@ -149,7 +149,9 @@ void CrashWorkload::RunActor(Actor& a, int ops, const std::atomic<bool>* until) 
     } else if (kind < 87) {
       if (produce) DropRows(a);
     } else if (kind < 88) {
-      if (produce) SealOldest(a);
+      // With three threads the scorer seals too, racing the producer's
+      // writes (first writes of the rewritable `note` among them).
+      if (produce || score) SealOldest(a);
     } else if (kind < 90) {
       if (produce) ReleaseOldest(a);
     } else if (kind < 92) {

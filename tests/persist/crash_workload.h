@@ -9,7 +9,8 @@
 // a producer, `score` by a leased consumer (`scorer`) that acknowledges its
 // lease with the Put of its scores (or Ack, or hands it back with Nack),
 // `note` (rewritable) is written again and again by the producer, who also
-// drops rows now and then and seals steps;
+// drops rows now and then and seals steps (with three threads the scorer
+// seals too, racing the producer's writes);
 // `reader` (FIFO), `groups` (whole groups) and `bal` (BALANCED over two
 // ranks, leased) read; `late` is added a third of the way in and may be
 // removed later. The producer adds the column `extra` a quarter of the way in

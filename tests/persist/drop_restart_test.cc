@@ -105,6 +105,25 @@ TEST(SealRestart, ASealWhoseRecordFailedIsDecidedAgain) {
   EXPECT_EQ(Surplus(*dock), (std::vector<int64_t>{2, 3, 4, 5}));
 }
 
+// Step 0 complete for "bal" (dp 2, one row per rank); round 0 is formed by
+// rank 0's Get, whose record (the round's first delivery) fails.
+void FormRoundZeroUnrecorded(Recording& recording) {
+  Dock& dock = *recording.dock;
+  WriteIds(dock, 0);
+  const std::vector<int64_t> rows = {0, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_OK(testing::PutSync(dock, 0, rows, {ColumnOf("score", 0, 0, rows)}));
+  recording.store->FailNext(1, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(testing::GetSync(dock, testing::GetOf("bal")), absl::StatusCode::kUnavailable,
+                "not stored");
+  recording.store->FailNext(0, absl::OkStatus());
+}
+
+GetInput BalRank(int32_t rank) {
+  GetInput in = testing::GetOf("bal");
+  in.rank = rank;
+  return in;
+}
+
 // Round 0 of "bal" (dp 2, one row per rank) is formed but its first
 // delivery is not stored, then both its rows are dropped: each rank passes
 // it over and takes its share of round 1, which is recorded (round 0 never
@@ -113,15 +132,8 @@ TEST(SealRestart, ASealWhoseRecordFailedIsDecidedAgain) {
 TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
   Recording recording;
   Dock* dock = recording.dock.get();
-  WriteIds(*dock, 0);
-  std::vector<int64_t> rows = {0, 1, 2, 3, 4, 5, 6, 7};
-  ASSERT_OK(testing::PutSync(*dock, 0, rows, {ColumnOf("score", 0, 0, rows)}));
-  GetInput rank0 = testing::GetOf("bal");
-  GetInput rank1 = testing::GetOf("bal");
-  rank1.rank = 1;
-  recording.store->FailNext(1, absl::UnavailableError("disk full"));
-  EXPECT_STATUS(testing::GetSync(*dock, rank0), absl::StatusCode::kUnavailable, "not stored");
-  recording.store->FailNext(0, absl::OkStatus());
+  FormRoundZeroUnrecorded(recording);
+  const GetInput rank0 = BalRank(0), rank1 = BalRank(1);
   ASSERT_OK(dock->Drop(DropInput{0, {0, 1}, {}, DropReason::kFiltered}));
   std::vector<int64_t> taken;
   for (const GetInput& in : {rank0, rank1}) {
@@ -148,6 +160,49 @@ TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
   }
   std::sort(again.begin(), again.end());
   EXPECT_EQ(again, (std::vector<int64_t>{4, 5, 6, 7}));
+}
+
+// A round recorded as the step's last (its formation counted the step's
+// final rows) while an earlier round never was: after a restart that
+// earlier round's rows are unclaimed and go into a round formed again, so
+// the recovered "last" round does not end the step before them. Round 0 of
+// "bal" is formed, its first delivery's record fails and rank 0's row of
+// it is dropped: rank 0 passes it over and takes rounds 1-3 (the third is
+// the last; its lease is in flight at the stop); rank 1 has taken nothing.
+TEST(DropRestart, ARecoveredLastRoundDoesNotEndTheStepBeforeAnUnrecordedRoundsRows) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  FormRoundZeroUnrecorded(recording);
+  const GetInput rank0 = BalRank(0), rank1 = BalRank(1);
+  ASSERT_OK(dock->Drop(DropInput{0, {0}, {}, DropReason::kFiltered}));
+  uint64_t in_flight = 0;
+  for (int64_t round = 1; round <= 3; ++round) {
+    ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*dock, rank0));
+    ASSERT_EQ(batch.round, round);
+    ASSERT_EQ(batch.rows, (std::vector<int64_t>{2 * round}));
+    EXPECT_EQ(batch.end_of_step, round == 3);
+    if (round < 3) ASSERT_OK(dock->Ack("bal", batch.lease_id));
+    in_flight = batch.lease_id;
+  }
+  recording.Stop();
+
+  Restarted restarted(*recording.store);
+  ASSERT_OK(restarted.dock->Nack("bal", in_flight));
+  std::vector<int64_t> again;
+  for (GetInput in : {rank1, rank0}) {
+    in.step = 0;
+    bool ended = false;
+    for (int i = 0; i < 8 && !ended; ++i) {
+      ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*restarted.dock, in));
+      again.insert(again.end(), batch.rows.begin(), batch.rows.end());
+      if (batch.lease_id != 0) ASSERT_OK(restarted.dock->Ack("bal", batch.lease_id));
+      ended = batch.end_of_step;
+    }
+    EXPECT_TRUE(ended) << "rank " << in.rank;
+  }
+  std::sort(again.begin(), again.end());
+  EXPECT_EQ(again, (std::vector<int64_t>{1, 3, 5, 6, 7}))
+      << "rank 1's shares of rounds 1-3, rank 0's of round 3 again, and row 1";
 }
 
 // While a Seal's record is being stored, a Put of a row it drops (unwritten
@@ -180,18 +235,21 @@ TEST(SealRestart, APutRacingASealIsRefusedNotDropped) {
                 absl::StatusCode::kFailedPrecondition, "row 4 was dropped (sealed)");
 }
 
-// Step 0 with ids in rows 0-3; row 4's first write (`column`) is held in
-// the store (and fails there if `fail`) while a default Seal is decided;
-// returns the Put's and the Seal's answers.
+// Step 0 with ids in rows 0-3 (dropped as filtered if `drop_first`); row
+// 4's first write (`column`) is held in the store (and fails there if
+// `fail`) while a default Seal is decided; returns the Put's and the Seal's
+// answers.
 struct RacedSeal {
   absl::Status put;
   absl::StatusOr<int64_t> sealed;
   int64_t before = 0;  // the store's writes before row 4's
 };
-RacedSeal SealWhileAWriteIsRecorded(Recording& recording, const std::string& column, bool fail) {
+RacedSeal SealWhileAWriteIsRecorded(Recording& recording, const std::string& column, bool fail,
+                                    bool drop_first = false) {
   Dock& dock = *recording.dock;
   const std::vector<int64_t> first = {0, 1, 2, 3};
   EXPECT_OK(testing::PutSync(dock, 0, first, {ColumnOf("ids", 0, 0, first)}));
+  if (drop_first) EXPECT_OK(dock.Drop(DropInput{0, first, {}, DropReason::kFiltered}));
   EXPECT_OK(recording.persistence->journal().Flush());
   const int64_t before = recording.store->writes();
   recording.store->Hold(true);
@@ -276,6 +334,69 @@ TEST(SealRestart, ARowASealKeptForAWriteThatFailedIsDroppedAsSealed) {
     registry.Shutdown();
   }
   EXPECT_GE(sealed, 2) << "the crash points after the seal's record and after the drop's";
+}
+
+// When that drop ends the step (every other row is dropped too), the crash
+// point between the Seal's record and the drop's leaves recovery two records
+// to write, one after the other: the drop, then the step's release. Both are
+// stored before Recover returns, so the server starts with the step released
+// and nothing in flight (on a slow disk too).
+TEST(SealRestart, RecoveryStoresTheReleaseTheOrphansDropLeadsTo) {
+  Recording recording;
+  const RacedSeal raced =
+      SealWhileAWriteIsRecorded(recording, "ids", /*fail=*/true, /*drop_first=*/true);
+  EXPECT_STATUS(raced.put, absl::StatusCode::kUnavailable, "not stored");
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, raced.sealed);
+  EXPECT_EQ(dropped, 3);
+  ASSERT_TRUE(Await([&] { return recording.dock->Stats().steps.empty(); }))
+      << "the step ends once row 4 is dropped";
+  recording.Stop();
+  // The crash point just after the Seal's record: the second write after
+  // the Put's (the Put's failed and is not in the log).
+  const int64_t after_seal = raced.before + 1;
+  auto replayed = std::make_unique<RecordingStore>(recording.store->Replay(after_seal));
+  RecordingStore* disk = replayed.get();
+  disk->SlowDown(absl::Milliseconds(20));
+  Persistence persistence(std::move(replayed), {.data_dir = "replayed"});
+  DockRegistry registry;
+  ASSERT_OK(persistence.Recover(registry).status());
+  // The epoch, the orphan's drop, the release.
+  EXPECT_EQ(disk->writes(), 3) << "the records recovery led to are stored";
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, registry.Find("crash"));
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "step 0 is released before serving";
+  registry.Shutdown();
+}
+
+// A Seal whose record is stored while the step's release is being recorded
+// takes effect (a release may fail and leave the step live): answered with
+// the rows it dropped. Here the release's record fails, so the step stays,
+// sealed, as it is after a restart.
+TEST(SealRestart, ASealStoredWhileTheStepsReleaseIsRecordedTakesEffect) {
+  Recording recording;
+  Dock& dock = *recording.dock;
+  const std::vector<int64_t> first = {0, 1, 2, 3};
+  ASSERT_OK(testing::PutSync(dock, 0, first, {ColumnOf("ids", 0, 0, first)}));
+  ASSERT_OK(recording.persistence->journal().Flush());
+  recording.store->Hold(true);
+  std::promise<absl::StatusOr<int64_t>> sealed;
+  dock.Seal(SealInput{0, {}},
+            [&](absl::StatusOr<int64_t> rows) { sealed.set_value(std::move(rows)); });
+  ASSERT_TRUE(Await([&] { return recording.store->waiting() > 0; }));
+  std::promise<absl::Status> released;
+  dock.ReleaseStep(0, [&](absl::Status status) { released.set_value(std::move(status)); });
+  // The Seal's write (held now) is stored, the release's fails.
+  recording.store->FailNext(1, absl::UnavailableError("disk full"), /*after=*/1);
+  recording.store->Hold(false);
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, sealed.get_future().get());
+  EXPECT_EQ(dropped, 4) << "rows 4-7, which have no cell";
+  EXPECT_STATUS(released.get_future().get(), absl::StatusCode::kUnavailable, "not stored");
+  ASSERT_EQ(dock.Stats().steps.size(), 1u);
+  EXPECT_TRUE(dock.Stats().steps[0].sealed);
+  EXPECT_NE(ReadError(dock, 5, "ids").find("dropped (sealed)"), std::string::npos);
+  recording.Stop();
+  Restarted restarted(*recording.store);
+  ASSERT_EQ(restarted.dock->Stats().steps.size(), 1u);
+  EXPECT_TRUE(restarted.dock->Stats().steps[0].sealed) << "as before the restart";
 }
 
 // A DeleteDock whose record fails deletes nothing: the dock is found, still

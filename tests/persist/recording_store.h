@@ -23,6 +23,14 @@ namespace tdock::persist {
 class RecordingStore final : public Store {
  public:
   RecordingStore() : inner_(NewMemoryStore()) {}
+  // Records the writes made on top of `inner` (a replayed store, say).
+  explicit RecordingStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  // Every write from now on takes at least `delay` (a slow disk).
+  void SlowDown(absl::Duration delay) {
+    tdock::MutexLock lock(&mu_);
+    delay_ = delay;
+  }
 
   // After `after` more successful writes, the next `count` writes fail with
   // `status`, change nothing and are not recorded.
@@ -90,6 +98,12 @@ class RecordingStore final : public Store {
   }
 
   absl::Status Write(const StoreBatch& batch, bool sync) override {
+    absl::Duration delay;
+    {
+      tdock::MutexLock lock(&mu_);
+      delay = delay_;
+    }
+    absl::SleepFor(delay);  // outside the lock: the store reads meanwhile
     tdock::MutexLock lock(&mu_);
     ++waiting_;
     while (held_) released_.WaitWithDeadline(&mu_, absl::InfiniteFuture());
@@ -144,6 +158,7 @@ class RecordingStore final : public Store {
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration delay_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   CondVar released_;
 };
 
