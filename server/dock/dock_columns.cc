@@ -29,11 +29,11 @@ void DockImpl::AddColumn(ColumnSpec column, ColumnCallback done) {
 absl::StatusOr<DockSpec> DockImpl::CheckColumnLocked(const ColumnSpec& column) const {
   TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
   TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, column));
-  if (spec_.ColumnIndex(column.name) >= 0) {
+  if (consumers_.spec(mu_).ColumnIndex(column.name) >= 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("dock '", name_, "': column '", column.name, "' already exists"));
   }
-  DockSpec next = spec_;
+  DockSpec next = consumers_.spec(mu_);
   next.columns.push_back(column);
   next.columns.back().added = true;
   // The column's own checks, and the bound on the cells of a dock.

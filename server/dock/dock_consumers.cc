@@ -27,7 +27,7 @@ void DockImpl::RemoveConsumer(const std::string& consumer, ConsumerCallback done
 void DockImpl::RequestJoin(const ConsumerPlan& plan) {
   {
     tdock::MutexLock lock(&mu_);
-    ConsumerPlan& now = plans_[plan.index];
+    ConsumerPlan& now = consumers_.life(mu_, plan.index);
     if (!now.optional || now.joined || now.removed || now.joining) return;
     now.joining = true;
     now.join_failed = absl::OkStatus();
@@ -42,9 +42,8 @@ void DockImpl::RequestJoin(const ConsumerPlan& plan) {
 void DockImpl::ChangeSpec(SpecChange change) {
   {
     tdock::MutexLock lock(&mu_);
-    changes_.push_back(std::move(change));
-    if (changes_busy_) return;  // the change in progress goes on to it
-    changes_busy_ = true;
+    // Else the change in progress goes on to it.
+    if (!consumers_.Enqueue(mu_, std::move(change))) return;
   }
   NextChange();
 }
@@ -58,36 +57,28 @@ void DockImpl::NextChange() {
     int index = -1;
     {
       tdock::MutexLock lock(&mu_);
-      if (changes_.empty()) {
-        changes_busy_ = false;
-        return;
-      }
-      const SpecChange::Kind kind = changes_.front().kind;
-      absl::StatusOr<DockSpec> next = CheckChangeLocked(changes_.front(), &index);
+      SpecChange* first = consumers_.Next(mu_);
+      if (first == nullptr) return;
+      const SpecChange::Kind kind = first->kind;
+      absl::StatusOr<DockSpec> next = CheckChangeLocked(*first, &index);
       if (!next.ok()) {
         answer.status = next.status();
-      } else if (*next == spec_) {
+      } else if (*next == consumers_.spec(mu_)) {
         answer = AnswerLocked(kind, index, absl::OkStatus());  // nothing to change
-        if (kind == SpecChange::Kind::kJoin) plans_[index].joining = false;
+        if (kind == SpecChange::Kind::kJoin) consumers_.life(mu_, index).joining = false;
       } else if (journal_ != nullptr) {
         // Record first; the change takes effect once the record is stored.
+        // Until then an added consumer takes no Get (no hand-out can name
+        // it), but Puts keep to its budget.
         record = true;
         to_record = *next;
-        recording_spec_ = *std::move(next);
-        if (kind == SpecChange::Kind::kAdd) {
-          // Until then the consumer takes no Get (no hand-out can name it),
-          // but Puts keep to its budget.
-          recording_consumer_ = to_record.consumers.back();
-          recording_plan_ = MakePlan(to_record, index);
-        }
+        consumers_.StartRecording(mu_, *std::move(next),
+                                  kind == SpecChange::Kind::kAdd ? index : -1);
       } else {
-        ApplyChangeLocked(changes_.front(), index, *std::move(next));
+        ApplyChangeLocked(*first, index, *std::move(next));
         answer = AnswerLocked(kind, index, absl::OkStatus());
       }
-      if (!record) {
-        change = std::move(changes_.front());
-        changes_.pop_front();
-      }
+      if (!record) change = consumers_.Pop(mu_);
     }
     if (record) {
       journal_->SpecChanged(to_record, KeepAlive([this, index](absl::Status stored) {
@@ -105,12 +96,8 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
   ChangeAnswer answer;
   {
     tdock::MutexLock lock(&mu_);
-    change = std::move(changes_.front());
-    changes_.pop_front();
-    DockSpec next = *std::move(recording_spec_);
-    recording_spec_.reset();
-    recording_consumer_.reset();
-    recording_plan_.reset();
+    change = consumers_.Pop(mu_);
+    DockSpec next = consumers_.EndRecording(mu_);
     if (stored.ok()) {
       // Nothing else changed the spec meanwhile: changes go one at a time.
       ApplyChangeLocked(change, index, std::move(next));
@@ -125,8 +112,8 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
           ChangeName(change.kind), " not stored (", stored.message(), ")"));
       if (change.kind == SpecChange::Kind::kJoin) {
         // Its parked Gets fail with this; its next Get tries again.
-        plans_[index].joining = false;
-        plans_[index].join_failed = answer.status;
+        consumers_.life(mu_, index).joining = false;
+        consumers_.life(mu_, index).join_failed = answer.status;
       }
     }
   }
@@ -160,9 +147,9 @@ DockImpl::ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
   ChangeAnswer answer;
   answer.status = std::move(status);
   if (kind == SpecChange::Kind::kAddColumn) {
-    answer.column = spec_.columns[index];
+    answer.column = consumers_.spec(mu_).columns[index];
   } else {
-    answer.consumer = spec_.consumers[index];
+    answer.consumer = consumers_.spec(mu_).consumers[index];
   }
   return answer;
 }
@@ -184,7 +171,7 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
     *index = static_cast<int>(next.columns.size()) - 1;
     return next;
   }
-  DockSpec next = spec_;
+  DockSpec next = consumers_.spec(mu_);
   if (change.kind == SpecChange::Kind::kAdd) {
     TDOCK_ASSIGN_OR_RETURN(ConsumerSpec consumer, CheckConsumerLocked(change.consumer));
     consumer.added = true;
@@ -196,16 +183,16 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
     // The consumer whose Get asked, if it still has not joined (a consumer
     // of the same name added since is another one).
     *index = change.join_index;
-    const ConsumerPlan& plan = plans_[*index];
+    const ConsumerPlan& plan = consumers_.plan(mu_, *index);
     if (plan.optional && !plan.removed) next.consumers[*index].joined = true;
     return next;
   }
   const std::string& name = change.consumer.name;
   TDOCK_RETURN_IF_ERROR(ValidateName("consumer name", name));
-  *index = spec_.ConsumerIndex(name);
+  *index = consumers_.IndexOf(mu_, name);
   if (*index < 0) return UnknownConsumerLocked(name);
   ConsumerSpec& consumer = next.consumers[*index];
-  if (spec_.seal_when.has_value() && spec_.seal_when->consumer == name) {
+  if (consumers_.spec(mu_).seal_when.has_value() && consumers_.spec(mu_).seal_when->consumer == name) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dock '", name_, "': consumer '", name,
         "' cannot be removed: the dock's seal_when counts its groups"));
@@ -220,13 +207,13 @@ void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
       AddConsumerLocked(next.consumers[index]);
       break;
     case SpecChange::Kind::kRemove:
-      spec_ = std::move(next);
-      plans_[index].removed = true;
+      consumers_.Replace(mu_, std::move(next));
+      consumers_.life(mu_, index).removed = true;
       break;
     case SpecChange::Kind::kJoin:
-      spec_ = std::move(next);
-      plans_[index].joined = true;
-      plans_[index].joining = false;
+      consumers_.Replace(mu_, std::move(next));
+      consumers_.life(mu_, index).joined = true;
+      consumers_.life(mu_, index).joining = false;
       break;
     case SpecChange::Kind::kAddColumn:
       // Every partition first, then the table: a Put that finds the column
@@ -236,7 +223,7 @@ void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
       }
       columns_.Append(next.columns[index]);
       released_ready_rows_.resize(columns_.size());
-      spec_ = std::move(next);
+      consumers_.Replace(mu_, std::move(next));
       break;
   }
 }
@@ -250,7 +237,7 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
   std::vector<int64_t> live;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    wanted.assign(plans_.size(), false);
+    wanted.assign(consumers_.plans(mu_).size(), false);
     wanted[index] = true;
     for (const auto& part : ring_.partitions()) {
       if (part->live(mu_)) live.push_back(part->step(mu_));
@@ -269,14 +256,14 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
 
 absl::Status DockImpl::UnknownConsumerLocked(absl::string_view name) const {
   const bool removed =
-      std::any_of(spec_.consumers.begin(), spec_.consumers.end(),
+      std::any_of(consumers_.spec(mu_).consumers.begin(), consumers_.spec(mu_).consumers.end(),
                   [&](const ConsumerSpec& c) { return c.name == name && c.removed; });
   return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '", name, "' ",
                                           removed ? "was removed" : "is unknown"));
 }
 
 absl::Status DockImpl::ConsumerGoneLocked(const ConsumerPlan& plan) const {
-  const ConsumerPlan& now = plans_[plan.index];
+  const ConsumerPlan& now = consumers_.plan(mu_, plan.index);
   if (now.removed) {
     return absl::NotFoundError(
         absl::StrCat("dock '", name_, "': consumer '", plan.name, "' was removed"));
@@ -313,20 +300,20 @@ void DockImpl::OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
 
 absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer) const {
   TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, consumer));
-  TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(spec_, std::move(consumer)));
-  if (spec_.ConsumerIndex(consumer.name) >= 0) {
+  TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(consumers_.spec(mu_), std::move(consumer)));
+  if (consumers_.IndexOf(mu_, consumer.name) >= 0) {
     return absl::AlreadyExistsError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
   }
-  if (static_cast<int64_t>(spec_.consumers.size()) >= DockSpec::kMaxConsumers) {
+  if (static_cast<int64_t>(consumers_.spec(mu_).consumers.size()) >= DockSpec::kMaxConsumers) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "': the dock has held ",
-        spec_.consumers.size(), " consumers (removed ones count), the most it can"));
+        consumers_.spec(mu_).consumers.size(), " consumers (removed ones count), the most it can"));
   }
   {
     // Rows already written must fit one response to it, or it could never
     // be served.
-    DockSpec with = spec_;
+    DockSpec with = consumers_.spec(mu_);
     with.consumers.push_back(consumer);
     TDOCK_RETURN_IF_ERROR(
         CheckWrittenFitLocked(MakePlan(with, static_cast<int>(with.consumers.size()) - 1)));
@@ -351,17 +338,15 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
 }
 
 void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
-  spec_.consumers.push_back(consumer);
   for (auto& part : ring_.partitions()) {
     part->AddConsumer(mu_, {consumer.whole_groups, consumer.dp_size * consumer.replicas});
   }
-  plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
-  staleness_.push_back(std::make_unique<StalenessCounters>());
+  const ConsumerPlan& plan = consumers_.Add(mu_, consumer);
   // Rows dropped before it came are done for it too.
   for (auto& part : ring_.partitions()) {
     if (!part->live(mu_)) continue;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
-      if (part->dropped(row)) CountDroppedLocked(*part, plans_.back(), row);
+      if (part->dropped(row)) CountDroppedLocked(*part, plan, row);
     }
   }
 }

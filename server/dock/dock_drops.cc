@@ -250,7 +250,7 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
   for (int64_t row : record.rows) {
     if (!part.MarkDropped(mu_, row, record.reason)) continue;
     ++dropped;
-    for (const ConsumerPlan& plan : plans_) CountDroppedLocked(part, plan, row);
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) CountDroppedLocked(part, plan, row);
   }
   ForgetKeysOfRowsLocked(part, record.rows);  // a dropped row's key is free
   if (dropped > 0) EndDroppedLeasesLocked(part);
@@ -283,7 +283,7 @@ void DockImpl::EndDroppedLeasesLocked(Partition& part) {
       for (int64_t row : state.rounds[lease.round].ranks[lease.rank].rows) left |= !part.dropped(row);
     } else {
       for (int64_t unit : lease.units) {
-        left |= !part.UnitDropped(mu_, unit, plans_[lease.consumer].whole_groups);
+        left |= !part.UnitDropped(mu_, unit, consumers_.plan(mu_, lease.consumer).whole_groups);
       }
     }
     if (left) continue;

@@ -18,9 +18,9 @@ constexpr int kMaxClaimRounds = 64;
 
 absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in, int index) const {
   tdock::ReaderMutexLock lock(&mu_);
-  const int k = index >= 0 ? index : spec_.ConsumerIndex(in.consumer);
+  const int k = index >= 0 ? index : consumers_.IndexOf(mu_, in.consumer);
   if (k < 0) return UnknownConsumerLocked(in.consumer);
-  const ConsumerPlan& plan = plans_[k];
+  const ConsumerPlan& plan = consumers_.plan(mu_, k);
   const std::string who = absl::StrCat("dock '", name_, "' consumer '", plan.name, "'");
   if (in.rank < 0 || in.rank >= plan.dp_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -65,7 +65,7 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
       return attempt;
     }
     // An optional consumer takes nothing before its join is recorded.
-    if (!plans_[plan.index].holds_steps()) return GetAttempt{};
+    if (!consumers_.plan(mu_, plan.index).holds_steps()) return GetAttempt{};
   }
   if (in.step.has_value()) {
     switch (ring_.Classify(mu_, *in.step)) {

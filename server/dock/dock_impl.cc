@@ -20,40 +20,13 @@ std::vector<ConsumerShape> ShapesOf(const DockSpec& spec) {
   return shapes;
 }
 
-std::vector<int> ResolveColumns(const DockSpec& spec,
-                                const std::vector<std::string>& names) {
-  std::vector<int> out;
-  out.reserve(names.size());
-  for (const std::string& name : names) out.push_back(spec.ColumnIndex(name));
-  return out;
+std::shared_ptr<ChunkPool> PoolFor(const DockSpec& spec) {
+  auto pool = std::make_shared<ChunkPool>(spec.chunk_bytes, spec.memory_limit_bytes);
+  if (spec.preallocate_bytes > 0) pool->Preallocate(spec.preallocate_bytes);
+  return pool;
 }
 
 }  // namespace
-
-ConsumerPlan MakePlan(const DockSpec& spec, int index) {
-  const ConsumerSpec& c = spec.consumers[index];
-  ConsumerPlan plan;
-  plan.index = index;
-  plan.name = c.name;
-  plan.columns = ResolveColumns(spec, c.columns);
-  plan.whole_groups = c.whole_groups;
-  plan.policy = c.policy;
-  plan.seed = c.seed;
-  plan.dispatch_size = c.dispatch_size;
-  plan.dp_size = c.dp_size;
-  plan.replicas = c.replicas;
-  plan.cost = c.cost;
-  plan.micro_batch = c.micro_batch;
-  plan.same_count_across_ranks = c.same_count_across_ranks;
-  plan.lease = absl::Milliseconds(c.lease_ms);
-  plan.optional = c.optional;
-  plan.joined = c.joined;
-  plan.removed = c.removed;
-  plan.max_staleness = c.max_staleness;
-  plan.stale_drop = c.stale == StalePolicy::kDrop;
-  plan.oldest_first = c.oldest_first();
-  return plan;
-}
 
 absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
                                                           DockLimits limits) {
@@ -78,19 +51,13 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
-      pool_(std::make_shared<ChunkPool>(spec.chunk_bytes,
-                                        spec.memory_limit_bytes)),
+      pool_(PoolFor(spec)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,
             static_cast<int>(columns_.size()), ShapesOf(spec), columns_.capacity()),
-      spec_(std::move(spec)),
+      consumers_(&mu_, std::move(spec)),
       // Reservation ids come from the same epoch's space as lease ids: a
       // Put naming one from before a restart never finds another.
       reservations_(limits.first_lease_id) {
-  for (size_t k = 0; k < spec_.consumers.size(); ++k) {
-    plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
-    staleness_.push_back(std::make_unique<StalenessCounters>());
-  }
-  if (spec_.preallocate_bytes > 0) pool_->Preallocate(spec_.preallocate_bytes);
   // Leases are added once Create has set the alarm.
   leases_ = std::make_unique<LeaseTable>(
       absl::StrCat("dock '", name_, "'"), [this](absl::Time when) { alarm_->RingAt(when); },
@@ -112,7 +79,7 @@ DockJournal::Done DockImpl::KeepAlive(DockJournal::Done done) {
 
 DockSpec DockImpl::spec() const {
   tdock::ReaderMutexLock lock(&mu_);
-  return spec_;
+  return consumers_.spec(mu_);
 }
 
 std::string DockImpl::Where(int64_t step) const {
@@ -126,16 +93,10 @@ std::vector<int64_t> DockImpl::LiveSteps() const {
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
   released_ready_rows_.resize(columns_.size());
-  released_handed_total_.resize(plans_.size());
   for (size_t c = 0; c < columns_.size(); ++c) {
     released_ready_rows_[c] += part.column(static_cast<int>(c)).ready.Count();
   }
-  for (const ConsumerPlan& plan : plans_) {
-    // acquire: pairs with the claimers' increments (all done: the step is
-    // fully taken, or released by the caller's decision).
-    const ConsumerState& state = part.consumer(mu_, plan.index);
-    released_handed_total_[plan.index] += state.handed_total.load(std::memory_order_acquire);
-  }
+  consumers_.AddReleased(mu_, part);
   for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
   reservations_.ForgetStep(part.step(mu_));
@@ -180,8 +141,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // retain_steps: a done step stays readable until ReleaseStep.
     // A step nobody holds (no consumer, or none that counts) stays until
     // ReleaseStep, as does every step with retain_steps.
-    if (spec_.retain_steps || ring_.Classify(mu_, step) != StepState::kLive ||
-        std::none_of(plans_.begin(), plans_.end(), [](const ConsumerPlan& plan) {
+    if (consumers_.spec(mu_).retain_steps || ring_.Classify(mu_, step) != StepState::kLive ||
+        std::none_of(consumers_.plans(mu_).begin(), consumers_.plans(mu_).end(), [](const ConsumerPlan& plan) {
           return plan.holds_steps() || plan.joining;
         })) {
       return;
@@ -190,7 +151,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // A hand-out not yet recorded may still fail and bring its rows back.
     // acquire: pairs with the decrement once its record is stored.
     if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
-    for (const ConsumerPlan& plan : plans_) {
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       // An optional consumer whose join is being recorded holds the steps
       // its first Get may ask for.
       if (!plan.holds_steps() && !plan.joining) continue;
@@ -265,7 +226,7 @@ DockStats DockImpl::Stats() const {
   {
     tdock::ReaderMutexLock lock(&mu_);
     for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
-    for (const ConsumerSpec& c : spec_.consumers) stats.consumers.push_back(c.name);
+    for (const ConsumerSpec& c : consumers_.spec(mu_).consumers) stats.consumers.push_back(c.name);
     for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       StepStats step;
@@ -276,7 +237,7 @@ DockStats DockImpl::Stats() const {
       for (size_t c = 0; c < columns_.size(); ++c) {
         step.ready_rows.push_back(part->column(static_cast<int>(c)).ready.Count());
       }
-      for (const ConsumerPlan& plan : plans_) {
+      for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
         // relaxed: statistics only.
         const ConsumerState& state = part->consumer(mu_, plan.index);
         step.consumed_rows.push_back(state.handed_rows.load(std::memory_order_relaxed));
@@ -292,11 +253,11 @@ DockStats DockImpl::Stats() const {
     // Totals since creation: released steps plus the live ones.
     stats.rows_written_total = released_ready_rows_;
     stats.rows_written_total.resize(columns_.size());
-    stats.rows_handed_out_total = released_handed_total_;
-    stats.rows_handed_out_total.resize(plans_.size());
+    stats.rows_handed_out_total = consumers_.released_handed_total(mu_);
+    stats.rows_handed_out_total.resize(consumers_.plans(mu_).size());
     for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
-      for (const ConsumerPlan& plan : plans_) {
+      for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
         // relaxed: statistics only.
         stats.rows_handed_out_total[plan.index] +=
             part->consumer(mu_, plan.index).handed_total.load(std::memory_order_relaxed);
@@ -309,16 +270,16 @@ DockStats DockImpl::Stats() const {
         stats.rows_written_total[c] += step.ready_rows[c];
       }
     }
-    stats.rows_in_flight.assign(plans_.size(), 0);
+    stats.rows_in_flight.assign(consumers_.plans(mu_).size(), 0);
     for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
-      for (const ConsumerPlan& plan : plans_) {
+      for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
         // relaxed: statistics only.
         stats.rows_in_flight[plan.index] +=
             part->consumer(mu_, plan.index).in_flight_rows.load(std::memory_order_relaxed);
       }
     }
-    for (const ConsumerPlan& plan : plans_) {
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       stats.lease_ms.push_back(absl::ToInt64Milliseconds(plan.lease));
       const LeaseCounts counts = leases_->Counts(plan.index);
       stats.leases_in_flight.push_back(counts.in_flight);
@@ -327,7 +288,7 @@ DockStats DockImpl::Stats() const {
       stats.rows_returned_total.push_back(counts.rows_returned);
       stats.staleness.push_back(StalenessOf(plan.index));
     }
-    for (const ConsumerPlan& plan : plans_) removed.push_back(plan.removed);
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) removed.push_back(plan.removed);
   }
   std::sort(stats.steps.begin(), stats.steps.end(),
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });

@@ -45,6 +45,7 @@
 #include "common/timer_service.h"
 #include "server/dock/arena.h"
 #include "server/dock/column_table.h"
+#include "server/dock/consumer_table.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/key_index.h"
 #include "server/dock/leases.h"
@@ -59,9 +60,6 @@
 namespace tdock::internal {
 
 struct StagedColumn;  // dock_put.cc
-
-// A consumer's resolved spec: the index, the column indexes, the policy.
-ConsumerPlan MakePlan(const DockSpec& spec, int index);
 
 class DockImpl final : public std::enable_shared_from_this<DockImpl> {
  public:
@@ -122,19 +120,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
  private:
   // ---- Consumers changing (dock_consumers.cc): additions, removals and
   // joins of optional consumers, one at a time in the order asked: the first
-  // of changes_ is checked, recorded (with a journal), then applied.
-  struct SpecChange {
-    enum class Kind { kAdd, kRemove, kJoin, kAddColumn };
-    Kind kind = Kind::kAdd;
-    ConsumerSpec consumer;  // kAdd: the consumer; kRemove, kJoin: its name
-    ConsumerCallback done;  // answered with the consumer; empty for kJoin
-    ColumnSpec column;      // kAddColumn
-    ColumnCallback column_done;
-    // kAddColumn: its state in each partition, built before the change
-    // takes the dock's lock.
-    std::shared_ptr<std::vector<std::unique_ptr<ColumnState>>> column_states;
-    int join_index = -1;  // kJoin: the consumer, by position (names are reused)
-  };
+  // of the ConsumerTable's queue is checked, recorded (with a journal), then
+  // applied.
   // What a change answers: its status, and the consumer (or column) after it.
   struct ChangeAnswer {
     absl::Status status;
@@ -602,31 +589,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   StepRing ring_;  // the partitions, one per step in flight
 
   mutable tdock::Mutex mu_;
-  DockSpec spec_ ABSL_GUARDED_BY(mu_);  // grows with AddConsumer
-  std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(mu_);
-  std::deque<SpecChange> changes_ ABSL_GUARDED_BY(mu_);  // in the order asked
-  // A thread (or a record in flight) is working through changes_: only it
-  // takes changes off it.
-  bool changes_busy_ ABSL_GUARDED_BY(mu_) = false;
-  // The spec being recorded for the first of changes_.
-  std::optional<DockSpec> recording_spec_ ABSL_GUARDED_BY(mu_);
-  // The consumer being added while its spec is recorded (normalized).
-  std::optional<ConsumerSpec> recording_consumer_ ABSL_GUARDED_BY(mu_);
-  std::optional<ConsumerPlan> recording_plan_ ABSL_GUARDED_BY(mu_);  // its plan
-  // Rows written per column and handed out per consumer (every hand-out:
-  // ConsumerState::handed_total) in released steps (Stats adds the live
-  // steps' counts).
+  ConsumerTable consumers_;  // the spec, plans, changes; under mu_
+  // Rows written per column and dropped per reason in released steps
+  // (Stats adds the live steps' counts).
   std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> released_handed_total_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
-  // Per consumer, since creation (StalenessStats); counted under mu_ shared.
-  struct StalenessCounters {
-    std::array<std::atomic<int64_t>, kStalenessBounds.size() + 1> buckets{};
-    std::atomic<int64_t> sum{0};
-    std::atomic<int64_t> count{0};
-    std::atomic<int64_t> stale_rows{0};
-  };
-  std::vector<std::unique_ptr<StalenessCounters>> staleness_ ABSL_GUARDED_BY(mu_);
 
   // Granted reservations (dock_reservations.cc).
   ReservationTable reservations_;

@@ -138,7 +138,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
 
 GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
                                    GetCallback done) {
-  // The plan's fields are copied: AddConsumer may grow plans_ meanwhile.
+  // The plan's fields are copied: AddConsumer may grow the plans meanwhile.
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
           replica, taker = TakerOf(plan, rank, replica), lease = plan.lease,
           done = std::move(done)](absl::StatusOr<Batch> got) mutable {
@@ -250,7 +250,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
     } else if (batch.round >= 0 && ring_.Holds(mu_, batch.step)) {
       // A share (under the lease another replica's hand-out holds, if any):
       // this replica takes it again.
-      const ConsumerPlan& plan = plans_[consumer];
+      const ConsumerPlan& plan = consumers_.plan(mu_, consumer);
       ConsumerState& state = ring_.Of(batch.step).consumer(mu_, consumer);
       tdock::MutexLock rounds(&state.round_mu);
       state.redeliver[TakerOf(plan, rank, replica)].insert(batch.round);
@@ -262,7 +262,7 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
       rows.step = batch.step;
       rows.round = batch.round;
       rows.rows = static_cast<int64_t>(batch.rows.size());
-      rows.units = UnitsOfRows(plans_[consumer].whole_groups, batch.rows);
+      rows.units = UnitsOfRows(consumers_.plan(mu_, consumer).whole_groups, batch.rows);
       // Nothing was in flight for it: count it so the return evens out.
       ring_.Of(batch.step)
           .consumer(mu_, consumer)

@@ -314,7 +314,7 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
       if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
     }
     state.version = part.version(row);  // after the cells: a ready one's is set
-    for (const ConsumerPlan& plan : plans_) {
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       if (plan.removed) continue;
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
       // A dropped row counts as done for the consumers that never took it:

@@ -83,7 +83,7 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
     std::vector<std::optional<RoundShare>>& taken = state.rounds[lease.round].taken;
     if (static_cast<size_t>(lease.rank) < taken.size()) taken[lease.rank].reset();
   } else {
-    GiveBackLocked(part, plans_[lease.consumer], lease.units, /*counted=*/true);
+    GiveBackLocked(part, consumers_.plan(mu_, lease.consumer), lease.units, /*counted=*/true);
     // Handed out again later, counted again then. relaxed: statistics only.
     state.handed_rows.fetch_sub(lease.rows, std::memory_order_relaxed);
   }
@@ -96,10 +96,10 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
   absl::Status refused;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    const int index = spec_.ConsumerIndex(consumer);
+    const int index = consumers_.IndexOf(mu_, consumer);
     if (index < 0) {
       refused = UnknownConsumerLocked(consumer);
-    } else if (plans_[index].lease == absl::ZeroDuration()) {
+    } else if (consumers_.plan(mu_, index).lease == absl::ZeroDuration()) {
       refused = absl::FailedPreconditionError(absl::StrCat(
           "dock '", name_, "': consumer '", consumer,
           "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
@@ -196,7 +196,7 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
     absl::Status gone;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (plans_[lease->consumer].removed) gone = UnknownConsumerLocked(plans_[lease->consumer].name);
+      if (consumers_.plan(mu_, lease->consumer).removed) gone = UnknownConsumerLocked(consumers_.plan(mu_, lease->consumer).name);
     }
     if (!gone.ok()) {
       UnpinLease(id, lease->consumer, std::nullopt);

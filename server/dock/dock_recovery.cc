@@ -28,11 +28,11 @@ absl::Status DockImpl::RecoverReleased(int64_t step) {
 absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ring_.Classify(mu_, handout.step) != StepState::kLive) return absl::OkStatus();
-  if (handout.consumer < 0 || handout.consumer >= static_cast<int>(plans_.size())) {
+  if (handout.consumer < 0 || handout.consumer >= static_cast<int>(consumers_.plans(mu_).size())) {
     return absl::DataLossError(absl::StrCat(Where(handout.step), ": a hand-out names consumer #",
                                             handout.consumer, ", which does not exist"));
   }
-  const ConsumerPlan& plan = plans_[handout.consumer];
+  const ConsumerPlan& plan = consumers_.plan(mu_, handout.consumer);
   Partition& part = ring_.Of(handout.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
@@ -69,12 +69,12 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
 absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ring_.Classify(mu_, record.step) != StepState::kLive) return absl::OkStatus();
-  if (record.consumer < 0 || record.consumer >= static_cast<int>(plans_.size()) ||
-      static_cast<int>(record.shares.size()) != plans_[record.consumer].dp_size) {
+  if (record.consumer < 0 || record.consumer >= static_cast<int>(consumers_.plans(mu_).size()) ||
+      static_cast<int>(record.shares.size()) != consumers_.plan(mu_, record.consumer).dp_size) {
     return absl::DataLossError(absl::StrCat(Where(record.step), ": round ", record.round,
                                             " does not fit its consumer"));
   }
-  const ConsumerPlan& plan = plans_[record.consumer];
+  const ConsumerPlan& plan = consumers_.plan(mu_, record.consumer);
   Partition& part = ring_.Of(record.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock rounds(&state.round_mu);
@@ -122,12 +122,12 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
                                        uint64_t lease_id) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ring_.Classify(mu_, step) != StepState::kLive) return absl::OkStatus();
-  if (consumer < 0 || consumer >= static_cast<int>(plans_.size()) || taker < 0 ||
-      taker >= plans_[consumer].dp_size * plans_[consumer].replicas) {
+  if (consumer < 0 || consumer >= static_cast<int>(consumers_.plans(mu_).size()) || taker < 0 ||
+      taker >= consumers_.plan(mu_, consumer).dp_size * consumers_.plan(mu_, consumer).replicas) {
     return absl::DataLossError(
         absl::StrCat(Where(step), ": a delivery names consumer #", consumer, " taker ", taker));
   }
-  const ConsumerPlan& plan = plans_[consumer];
+  const ConsumerPlan& plan = consumers_.plan(mu_, consumer);
   const int32_t rank = taker / plan.replicas;
   ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
   tdock::MutexLock rounds(&state.round_mu);

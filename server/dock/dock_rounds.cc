@@ -81,7 +81,7 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
     ConsumerState& state = part.consumer(mu_, draft.consumer);
     tdock::MutexLock round_lock(&state.round_mu);
     state.forming = false;
-    const ConsumerPlan& plan = plans_[draft.consumer];
+    const ConsumerPlan& plan = consumers_.plan(mu_, draft.consumer);
     if (!formed.round.ok()) {
       GiveBackLocked(part, plan, draft.units, /*counted=*/false);
       state.formation_failed = formed.round.status();
@@ -330,14 +330,15 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
     }
     return absl::OkStatus();
   };
-  for (const ConsumerPlan& plan : plans_) {
+  for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
     if (plan.removed || !plan.micro_batch.has_value()) continue;
     TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
   }
   // A consumer being added checked the rows written so far; it must fit
   // the rows written while its record is stored as well.
-  if (recording_consumer_.has_value() && recording_consumer_->micro_batch.has_value()) {
-    TDOCK_RETURN_IF_ERROR(check(recording_consumer_->name, *recording_consumer_->micro_batch));
+  const ConsumerSpec* adding = consumers_.recording_consumer(mu_);
+  if (adding != nullptr && adding->micro_batch.has_value()) {
+    TDOCK_RETURN_IF_ERROR(check(adding->name, *adding->micro_batch));
   }
   return CheckResponseSizesLocked(part, in);
 }

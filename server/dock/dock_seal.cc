@@ -90,7 +90,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
     if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
     const Partition& part = ring_.Of(step);
     if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
-    const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
+    const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
     if (CompleteGroupsLocked(part, plan, seal_when_->groups) < seal_when_->groups) {
       return std::nullopt;
     }
@@ -99,7 +99,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
   Partition& part = ring_.Of(step);
   if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
-  const ConsumerPlan& plan = plans_[spec_.ConsumerIndex(seal_when_->consumer)];
+  const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
                                  DropReason::kSurplus, /*seal=*/true};
   if (journal_ == nullptr) {

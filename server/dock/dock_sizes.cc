@@ -73,12 +73,12 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
     return bytes;
   };
   std::vector<const ConsumerPlan*> plans;
-  for (const ConsumerPlan& plan : plans_) {
+  for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
     if (!plan.removed) plans.push_back(&plan);  // a removed one takes no more rows
   }
   // A consumer being added checked the rows written so far; it must fit
   // the rows written while its record is stored as well.
-  if (recording_plan_.has_value()) plans.push_back(&*recording_plan_);
+  if (const ConsumerPlan* adding = consumers_.recording_plan(mu_)) plans.push_back(adding);
   for (const ConsumerPlan* each : plans) {
     const ConsumerPlan& plan = *each;
     if (plan.whole_groups && position.empty()) {

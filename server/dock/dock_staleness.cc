@@ -66,7 +66,7 @@ void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
                                     const std::vector<int64_t>& rows) const {
   if (!part.has_versions()) return;
   const int64_t now = version_.load(std::memory_order_acquire);
-  StalenessCounters& counters = *staleness_[consumer];
+  StalenessCounters& counters = consumers_.staleness(mu_, consumer);
   int64_t sum = 0, count = 0;
   for (int64_t row : rows) {
     const int64_t version = part.version(row);
@@ -86,7 +86,7 @@ void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
 }
 
 StalenessStats DockImpl::StalenessOf(int consumer) const {
-  const StalenessCounters& counters = *staleness_[consumer];
+  const StalenessCounters& counters = consumers_.staleness(mu_, consumer);
   StalenessStats stats;
   // relaxed: statistics only.
   for (size_t i = 0; i < stats.buckets.size(); ++i) {
@@ -132,7 +132,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
   int64_t current = -1;  // the partition's step now, if a newer one
   {
     tdock::ReaderMutexLock lock(&mu_);
-    const ConsumerPlan& plan = plans_[take.consumer];
+    const ConsumerPlan& plan = consumers_.plan(mu_, take.consumer);
     if (ring_.Holds(mu_, take.step)) {
       Partition& part = ring_.Of(take.step);
       ConsumerState& state = part.consumer(mu_, plan.index);
@@ -157,7 +157,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
     }
     if (stored) {
       // relaxed: statistics only.
-      staleness_[plan.index]->stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
+      consumers_.staleness(mu_, plan.index).stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
                                                    std::memory_order_relaxed);
     }
   }

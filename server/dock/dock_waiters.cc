@@ -217,8 +217,8 @@ void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {
   std::vector<bool> wanted;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    wanted.assign(plans_.size(), false);
-    for (const ConsumerPlan& plan : plans_) {
+    wanted.assign(consumers_.plans(mu_).size(), false);
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       for (int c : plan.columns) {
         if (std::find(columns.begin(), columns.end(), c) != columns.end()) {
           wanted[plan.index] = true;

@@ -44,7 +44,7 @@ struct ConsumerPlan {
   bool stale_drop = false;
   bool oldest_first = false;  // a step's oldest versions first
   // The consumer's life (ConsumerSpec's fields of that name); the dock's
-  // plans_ follow it, copies do not.
+  // ConsumerTable's plans follow it, copies do not.
   bool optional = false;
   bool joined = false;
   bool removed = false;
