@@ -222,7 +222,6 @@ void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
         ring_.partitions()[p]->AddColumn(mu_, std::move((*change.column_states)[p]));
       }
       columns_.Append(next.columns[index]);
-      released_ready_rows_.resize(columns_.size());
       consumers_.Replace(mu_, std::move(next));
       break;
   }

@@ -92,12 +92,8 @@ std::vector<int64_t> DockImpl::LiveSteps() const {
 }
 
 std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
-  released_ready_rows_.resize(columns_.size());
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    released_ready_rows_[c] += part.column(static_cast<int>(c)).ready.Count();
-  }
+  ring_.CountReleased(mu_, part, static_cast<int>(columns_.size()));
   consumers_.AddReleased(mu_, part);
-  for (int r = 0; r < kDropReasons; ++r) released_dropped_rows_[r] += part.drops(mu_)[r];
   leases_->DropStep(part.step(mu_));
   reservations_.ForgetStep(part.step(mu_));
   ForgetKeysOfStepLocked(part);
@@ -251,8 +247,7 @@ DockStats DockImpl::Stats() const {
       stats.steps.push_back(std::move(step));
     }
     // Totals since creation: released steps plus the live ones.
-    stats.rows_written_total = released_ready_rows_;
-    stats.rows_written_total.resize(columns_.size());
+    stats.rows_written_total = ring_.ReleasedReadyRows(mu_, static_cast<int>(columns_.size()));
     stats.rows_handed_out_total = consumers_.released_handed_total(mu_);
     stats.rows_handed_out_total.resize(consumers_.plans(mu_).size());
     for (const auto& part : ring_.partitions()) {
@@ -263,7 +258,7 @@ DockStats DockImpl::Stats() const {
             part->consumer(mu_, plan.index).handed_total.load(std::memory_order_relaxed);
       }
     }
-    stats.rows_dropped_total = released_dropped_rows_;
+    stats.rows_dropped_total = ring_.released_dropped_rows(mu_);
     for (const StepStats& step : stats.steps) {
       for (int r = 0; r < kDropReasons; ++r) stats.rows_dropped_total[r] += step.dropped_rows[r];
       for (size_t c = 0; c < step.ready_rows.size(); ++c) {

@@ -590,11 +590,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   mutable tdock::Mutex mu_;
   ConsumerTable consumers_;  // the spec, plans, changes; under mu_
-  // Rows written per column and dropped per reason in released steps
-  // (Stats adds the live steps' counts).
-  std::vector<int64_t> released_ready_rows_ ABSL_GUARDED_BY(mu_);
-  std::array<int64_t, kDropReasons> released_dropped_rows_ ABSL_GUARDED_BY(mu_){};  // by reason
-
   // Granted reservations (dock_reservations.cc).
   ReservationTable reservations_;
   // A parked Reserve lost races with concurrent starts of its step: when the

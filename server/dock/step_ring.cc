@@ -2,11 +2,14 @@
 
 #include <algorithm>
 
+#include "common/logging.h"
+
 namespace tdock::internal {
 
 StepRing::StepRing(const tdock::Mutex* dock_mu, int32_t steps_in_flight, int64_t rows,
                    int32_t group_size, int columns, const std::vector<ConsumerShape>& consumers,
-                   size_t column_capacity) {
+                   size_t column_capacity)
+    : dock_mu_(dock_mu) {
   for (int p = 0; p < steps_in_flight; ++p) {
     partitions_.push_back(std::make_unique<Partition>(dock_mu, p, rows, group_size, columns,
                                                       consumers, column_capacity));
@@ -44,6 +47,24 @@ std::vector<int64_t> StepRing::LiveSteps(const tdock::Mutex& dock_mu) const {
   }
   std::sort(live.begin(), live.end());
   return live;
+}
+
+void StepRing::Held(const tdock::Mutex& dock_mu) const {
+  TDOCK_CHECK(&dock_mu == dock_mu_) << "step ring: not its dock's mutex";
+}
+
+void StepRing::CountReleased(const tdock::Mutex& dock_mu, const Partition& part, int columns) {
+  Held(dock_mu);
+  if (static_cast<int>(released_ready_.size()) < columns) released_ready_.resize(columns);
+  for (int c = 0; c < columns; ++c) released_ready_[c] += part.column(c).ready.Count();
+  for (int r = 0; r < kDropReasons; ++r) released_dropped_[r] += part.drops(dock_mu)[r];
+}
+
+std::vector<int64_t> StepRing::ReleasedReadyRows(const tdock::Mutex& dock_mu, int columns) const {
+  Held(dock_mu);
+  std::vector<int64_t> rows = released_ready_;
+  rows.resize(columns);
+  return rows;
 }
 
 }  // namespace tdock::internal

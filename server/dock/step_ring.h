@@ -8,7 +8,8 @@
 // holds increase; a step is live from its activation until its release is
 // applied, and while its release is being recorded it counts as released to
 // new work (Classify) but is still held (Holds): a release whose record fails
-// leaves it live as it was.
+// leaves it live as it was. The totals of released steps (rows written per
+// column, dropped per reason) count each released step once.
 //
 // Thread safety: the vector of partitions is fixed at construction. Which
 // step a partition holds is guarded by the dock's structure lock (Partition's
@@ -16,6 +17,7 @@
 #ifndef TDOCK_SERVER_DOCK_STEP_RING_H_
 #define TDOCK_SERVER_DOCK_STEP_RING_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -60,8 +62,28 @@ class StepRing final {
   std::vector<int64_t> LiveSteps(const tdock::Mutex& dock_mu) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
 
+  // `part`'s step is being released: its rows written in each of the
+  // first `columns` columns and dropped per reason join the totals.
+  void CountReleased(const tdock::Mutex& dock_mu, const Partition& part, int columns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
+  // Rows written per column (`columns` of them) in the released steps.
+  std::vector<int64_t> ReleasedReadyRows(const tdock::Mutex& dock_mu, int columns) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Rows dropped per reason in the released steps.
+  const std::array<int64_t, kDropReasons>& released_dropped_rows(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    Held(dock_mu);
+    return released_dropped_;
+  }
+
  private:
+  // Tell the analysis that `dock_mu` held is the ring's guard, and check it.
+  void Held(const tdock::Mutex& dock_mu) const ABSL_ASSERT_SHARED_LOCK(dock_mu_);
+
+  const tdock::Mutex* const dock_mu_;
   std::vector<std::unique_ptr<Partition>> partitions_;
+  std::vector<int64_t> released_ready_ ABSL_GUARDED_BY(dock_mu_);
+  std::array<int64_t, kDropReasons> released_dropped_ ABSL_GUARDED_BY(dock_mu_){};
 };
 
 }  // namespace tdock::internal

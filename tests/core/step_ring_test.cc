@@ -1,6 +1,7 @@
 // StepRing on its own: which step a partition is free for, holds, or makes
 // wait; a release being recorded counts as released to new work but still
-// holds the step; the live steps in ascending order.
+// holds the step; the live steps in ascending order; the totals of the
+// released steps.
 #include "server/dock/step_ring.h"
 
 #include <memory>
@@ -91,6 +92,27 @@ TEST_F(StepRingTest, AReleasedStepFreesItsPartitionForTheStepAfterIt) {
   Activate(2);
   EXPECT_EQ(Live(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(Classify(0), State::kReleased) << "an older step than the partition holds";
+}
+
+TEST_F(StepRingTest, EachReleasedStepJoinsTheTotalsOnce) {
+  Activate(0);
+  Activate(1);
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(0).column(0).ready.Set(0);
+    ring_.Of(0).column(0).ready.Set(3);
+    ring_.Of(1).column(0).ready.Set(1);
+    ASSERT_TRUE(ring_.Of(0).MarkDropped(mu_, 2, DropReason::kFiltered));
+    ring_.CountReleased(mu_, ring_.Of(0), 1);
+    ring_.Of(0).Release(mu_);
+    ring_.CountReleased(mu_, ring_.Of(1), 1);
+    ring_.Of(1).Release(mu_);
+  }
+  tdock::ReaderMutexLock lock(&mu_);
+  EXPECT_EQ(ring_.ReleasedReadyRows(mu_, 1), std::vector<int64_t>{3});
+  EXPECT_EQ(ring_.ReleasedReadyRows(mu_, 2), (std::vector<int64_t>{3, 0}))
+      << "a column added later has none yet";
+  EXPECT_EQ(ring_.released_dropped_rows(mu_)[static_cast<int>(DropReason::kFiltered)], 1);
 }
 
 }  // namespace
