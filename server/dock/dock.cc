@@ -94,6 +94,15 @@ void Dock::Ack(const std::string& consumer, uint64_t lease_id, RowsCallback done
 void Dock::Nack(const std::string& consumer, uint64_t lease_id, RowsCallback done) {
   impl_->EndLease(consumer, lease_id, internal::LeaseTable::End::kNacked, std::move(done));
 }
+
+absl::StatusOr<std::vector<LeaseInfo>> Dock::ListLeases(const std::string& consumer) const {
+  return impl_->ListLeases(consumer);
+}
+
+void Dock::NackAll(const std::string& consumer, std::optional<int32_t> rank,
+                   NackAllCallback done) {
+  impl_->NackAll(consumer, rank, std::move(done));
+}
 absl::StatusOr<Batch> Dock::Read(int64_t step, const std::vector<int64_t>& rows,
                                  const std::vector<std::string>& columns) {
   return impl_->Read(step, rows, columns);
@@ -149,6 +158,11 @@ absl::StatusOr<int64_t> Dock::Ack(const std::string& consumer, uint64_t lease_id
 absl::StatusOr<int64_t> Dock::Nack(const std::string& consumer, uint64_t lease_id) {
   return Await<absl::StatusOr<int64_t>>(
       [&](RowsCallback done) { Nack(consumer, lease_id, std::move(done)); });
+}
+absl::StatusOr<NackAllResult> Dock::NackAll(const std::string& consumer,
+                                            std::optional<int32_t> rank) {
+  return Await<absl::StatusOr<NackAllResult>>(
+      [&](NackAllCallback done) { NackAll(consumer, rank, std::move(done)); });
 }
 absl::StatusOr<ColumnSpec> Dock::AddColumn(ColumnSpec column) {
   return Await<absl::StatusOr<ColumnSpec>>(

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,13 @@ class Dock final {
   // leaves it in flight (UNAVAILABLE, "not stored").
   void Ack(const std::string& consumer, uint64_t lease_id, RowsCallback done);
   void Nack(const std::string& consumer, uint64_t lease_id, RowsCallback done);
+  // The consumer's leases in flight, oldest first (a job resuming after its
+  // workers died finds what they held). NotFound / FailedPrecondition as Ack.
+  absl::StatusOr<std::vector<LeaseInfo>> ListLeases(const std::string& consumer) const;
+  // Hands back every lease of the consumer in flight (of rank `rank` if
+  // set), each as Nack does (recorded first); a lease that ends otherwise
+  // meanwhile is left out. INVALID_ARGUMENT for a rank out of range.
+  void NackAll(const std::string& consumer, std::optional<int32_t> rank, NackAllCallback done);
 
   // Returns written cells of `rows` without claiming them. `columns` empty
   // means every column. FAILED_PRECONDITION if a cell is not written.
@@ -173,6 +181,8 @@ class Dock final {
   // thread that runs the dock's or the journal's callbacks.
   absl::StatusOr<int64_t> Ack(const std::string& consumer, uint64_t lease_id);
   absl::StatusOr<int64_t> Nack(const std::string& consumer, uint64_t lease_id);
+  absl::StatusOr<NackAllResult> NackAll(const std::string& consumer,
+                                        std::optional<int32_t> rank = std::nullopt);
   absl::StatusOr<ConsumerSpec> AddConsumer(ConsumerSpec consumer);
   absl::StatusOr<ConsumerSpec> RemoveConsumer(const std::string& consumer);
   absl::StatusOr<ColumnSpec> AddColumn(ColumnSpec column);

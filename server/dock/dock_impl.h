@@ -80,6 +80,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void Cancel(uint64_t id);
   void EndLease(const std::string& consumer, uint64_t lease_id, LeaseTable::End end,
                 RowsCallback done);
+  absl::StatusOr<std::vector<LeaseInfo>> ListLeases(const std::string& consumer) const;
+  void NackAll(const std::string& consumer, std::optional<int32_t> rank, NackAllCallback done);
   absl::StatusOr<Batch> Read(int64_t step, const std::vector<int64_t>& rows,
                              const std::vector<std::string>& columns);
   // The rows that have `keys` (all in one step), in that order.
@@ -155,6 +157,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Takes the consumers `removed` out of the per-consumer fields of `stats`
   // (built over every consumer, in spec order).
   static void OmitRemoved(const std::vector<bool>& removed, DockStats& stats);
+  // The consumer's index if it exists and has leases, else why not.
+  absl::StatusOr<int> LeasingConsumerLocked(const std::string& consumer) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // NOT_FOUND: no consumer of that name (saying if one was removed).
   absl::Status UnknownConsumerLocked(absl::string_view name) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -90,23 +90,114 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
+absl::StatusOr<int> DockImpl::LeasingConsumerLocked(const std::string& consumer) const {
+  const int index = consumers_.IndexOf(mu_, consumer);
+  if (index < 0) return UnknownConsumerLocked(consumer);
+  if (consumers_.plan(mu_, index).lease == absl::ZeroDuration()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dock '", name_, "': consumer '", consumer,
+        "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
+  }
+  return index;
+}
+
+absl::StatusOr<std::vector<LeaseInfo>> DockImpl::ListLeases(const std::string& consumer) const {
+  std::vector<Lease> leases;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    TDOCK_ASSIGN_OR_RETURN(const int index, LeasingConsumerLocked(consumer));
+    leases = leases_->InFlight(index);
+  }
+  std::vector<LeaseInfo> out;
+  out.reserve(leases.size());
+  for (const Lease& lease : leases) {
+    out.push_back({lease.id, lease.step, lease.rank, lease.round, lease.rows, lease.deadline});
+  }
+  return out;
+}
+
+void DockImpl::NackAll(const std::string& consumer, std::optional<int32_t> rank,
+                       NackAllCallback done) {
+  std::vector<uint64_t> ids;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    absl::StatusOr<int> index = LeasingConsumerLocked(consumer);
+    if (index.ok() && rank.has_value() &&
+        (*rank < 0 || *rank >= consumers_.plan(mu_, *index).dp_size)) {
+      index = absl::InvalidArgumentError(absl::StrCat(
+          "dock '", name_, "': consumer '", consumer, "': rank ", *rank, " is out of range [0, ",
+          consumers_.plan(mu_, *index).dp_size, ")"));
+    }
+    if (!index.ok()) {
+      std::move(done)(index.status());
+      return;
+    }
+    for (const Lease& lease : leases_->InFlight(*index)) {
+      if (!rank.has_value() || lease.rank == *rank) ids.push_back(lease.id);
+    }
+  }
+  if (ids.empty()) {
+    std::move(done)(NackAllResult{});
+    return;
+  }
+  // Each lease is handed back as a Nack would (recorded first); one that
+  // ended meanwhile (acknowledged, expired) is left out. Answered once every
+  // Nack is.
+  struct Tally {
+    tdock::Mutex mu;
+    size_t left ABSL_GUARDED_BY(mu) = 0;
+    NackAllResult result ABSL_GUARDED_BY(mu);
+    absl::Status failed ABSL_GUARDED_BY(mu);
+    NackAllCallback done ABSL_GUARDED_BY(mu);
+  };
+  auto tally = std::make_shared<Tally>();
+  {
+    tdock::MutexLock lock(&tally->mu);
+    tally->left = ids.size();
+    tally->done = std::move(done);
+  }
+  for (uint64_t id : ids) {
+    EndLease(consumer, id, LeaseTable::End::kNacked,
+             [tally, total = ids.size()](absl::StatusOr<int64_t> rows) {
+               NackAllCallback answer;
+               absl::StatusOr<NackAllResult> result;
+               {
+                 tdock::MutexLock lock(&tally->mu);
+                 if (rows.ok()) {
+                   ++tally->result.leases;
+                   tally->result.rows += *rows;
+                 } else if (!absl::IsFailedPrecondition(rows.status()) && tally->failed.ok()) {
+                   tally->failed = rows.status();
+                 }
+                 if (--tally->left > 0) return;
+                 answer = std::move(tally->done);
+                 if (tally->failed.ok()) {
+                   result = tally->result;
+                 } else {
+                   result = absl::Status(
+                       tally->failed.code(),
+                       absl::StrCat(tally->result.leases, " of ", total,
+                                    " leases handed back; ", tally->failed.message()));
+                 }
+               }
+               std::move(answer)(std::move(result));
+             });
+  }
+}
+
 void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTable::End end,
                         RowsCallback done) {
   Lease pinned;
   absl::Status refused;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    const int index = consumers_.IndexOf(mu_, consumer);
-    if (index < 0) {
-      refused = UnknownConsumerLocked(consumer);
-    } else if (consumers_.plan(mu_, index).lease == absl::ZeroDuration()) {
-      refused = absl::FailedPreconditionError(absl::StrCat(
-          "dock '", name_, "': consumer '", consumer,
-          "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
+    absl::StatusOr<int> index = LeasingConsumerLocked(consumer);
+    if (!index.ok()) {
+      refused = index.status();
     } else {
       // Pinned, the lease can neither expire nor end otherwise while its end
       // is recorded; it ends only once that record is stored.
-      absl::StatusOr<Lease> found = leases_->PinFor(lease_id, index, consumer);
+      absl::StatusOr<Lease> found = leases_->PinFor(lease_id, *index, consumer);
       if (found.ok()) {
         pinned = *std::move(found);
       } else {

@@ -277,4 +277,16 @@ LeaseCounts LeaseTable::Counts(int consumer) const {
   return counts_[consumer];
 }
 
+std::vector<Lease> LeaseTable::InFlight(int consumer) const {
+  std::vector<Lease> out;
+  {
+    tdock::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : leases_) {
+      if (entry.lease.consumer == consumer) out.push_back(entry.lease);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Lease& a, const Lease& b) { return a.id < b.id; });
+  return out;
+}
+
 }  // namespace tdock::internal

@@ -123,6 +123,9 @@ class LeaseTable final {
   Lease TakeUnpinned(uint64_t id, std::string why);
 
   LeaseCounts Counts(int consumer) const;
+  // The consumer's leases in flight (copies; pinned ones too: their end is
+  // being recorded and may fail), by id.
+  std::vector<Lease> InFlight(int consumer) const;
 
  private:
   struct Entry {

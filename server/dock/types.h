@@ -189,6 +189,22 @@ using ConsumerCallback = absl::AnyInvocable<void(absl::StatusOr<ConsumerSpec>) &
 using ColumnCallback = absl::AnyInvocable<void(absl::StatusOr<ColumnSpec>) &&>;
 using ReserveCallback = absl::AnyInvocable<void(absl::StatusOr<Reservation>) &&>;
 
+// A lease in flight (Dock::ListLeases).
+struct LeaseInfo {
+  uint64_t lease_id = 0;
+  int64_t step = 0;
+  int32_t rank = 0;
+  int64_t round = -1;  // BALANCED: the round of the rank's share
+  int64_t rows = 0;
+  absl::Time deadline;
+};
+// What Dock::NackAll handed back.
+struct NackAllResult {
+  int64_t leases = 0;
+  int64_t rows = 0;
+};
+using NackAllCallback = absl::AnyInvocable<void(absl::StatusOr<NackAllResult>) &&>;
+
 // Snapshot for metrics and status, taken without stopping the data path.
 struct StepStats {
   int64_t step = 0;

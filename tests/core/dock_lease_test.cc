@@ -190,6 +190,81 @@ Clocked BalancedOverTwoRanks() {
   return FilledOnClock(spec, 8);
 }
 
+// A consumer's leases in flight are listed oldest first, with their step,
+// rank, round and rows; an acknowledged one is gone from the list.
+TEST(DockLease, ListLeasesShowsTheLeasesInFlight) {
+  auto dock = Filled(LeaseSpec(4, 60'000, 2), 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> none, dock->ListLeases("reader"));
+  EXPECT_TRUE(none.empty());
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("reader")));
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, GetOf("reader")));
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> leases, dock->ListLeases("reader"));
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].lease_id, first.lease_id);
+  EXPECT_EQ(leases[1].lease_id, second.lease_id);
+  EXPECT_EQ(leases[0].step, 0);
+  EXPECT_EQ(leases[0].rank, 0);
+  EXPECT_EQ(leases[0].round, -1) << "not a balanced share";
+  EXPECT_EQ(leases[0].rows, 2);
+  EXPECT_GT(leases[0].deadline, absl::Now());
+  ASSERT_OK(dock->Ack("reader", first.lease_id));
+  ASSERT_OK_AND_ASSIGN(leases, dock->ListLeases("reader"));
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].lease_id, second.lease_id);
+}
+
+// NackAll hands back every lease in flight at once, as Nacks: their rows go
+// out again at once and the counters say so; with nothing in flight it
+// hands back nothing.
+TEST(DockLease, NackAllHandsBackEveryLeaseAtOnce) {
+  auto dock = Filled(LeaseSpec(4, 60'000, 2), 4);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("reader")));
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, GetOf("reader")));
+  ASSERT_OK_AND_ASSIGN(NackAllResult back, dock->NackAll("reader"));
+  EXPECT_EQ(back.leases, 2);
+  EXPECT_EQ(back.rows, 4);
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> leases, dock->ListLeases("reader"));
+  EXPECT_TRUE(leases.empty());
+  const DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.lease_nacks_total, std::vector<int64_t>{2});
+  EXPECT_EQ(stats.rows_returned_total, std::vector<int64_t>{4});
+  EXPECT_STATUS(dock->Ack("reader", first.lease_id), absl::StatusCode::kFailedPrecondition,
+                "returned by Nack");
+  GetInput all = GetOf("reader", 4);
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, all));
+  EXPECT_EQ(Sorted(again.rows), Iota(4));
+  ASSERT_OK(dock->Ack("reader", again.lease_id));
+  ASSERT_OK_AND_ASSIGN(back, dock->NackAll("reader"));
+  EXPECT_EQ(back.leases, 0);
+  EXPECT_EQ(back.rows, 0);
+}
+
+// NackAll of one rank hands back that rank's shares only; a bad consumer or
+// rank names what is wrong and hands back nothing.
+TEST(DockLease, NackAllOfOneRankLeavesTheOthers) {
+  Clocked c = BalancedOverTwoRanks();
+  Dock* dock = c.dock.get();
+  GetInput rank1 = GetOf("reader");
+  rank1.rank = 1;
+  ASSERT_OK_AND_ASSIGN(Batch r0, GetSync(*dock, GetOf("reader")));
+  ASSERT_OK_AND_ASSIGN(Batch r1, GetSync(*dock, rank1));
+  EXPECT_STATUS(dock->NackAll("reader", 2), absl::StatusCode::kInvalidArgument,
+                "rank 2 is out of range [0, 2)");
+  EXPECT_STATUS(dock->NackAll("nobody"), absl::StatusCode::kNotFound,
+                "consumer 'nobody' is unknown");
+  ASSERT_EQ(dock->ListLeases("reader")->size(), 2u) << "nothing handed back";
+  ASSERT_OK_AND_ASSIGN(NackAllResult back, dock->NackAll("reader", 1));
+  EXPECT_EQ(back.leases, 1);
+  EXPECT_EQ(back.rows, static_cast<int64_t>(r1.rows.size()));
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> left, dock->ListLeases("reader"));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].lease_id, r0.lease_id);
+  EXPECT_EQ(left[0].round, 0);
+  ASSERT_OK_AND_ASSIGN(Batch again, GetSync(*dock, rank1));
+  EXPECT_EQ(again.round, 0) << "the share goes back to its rank";
+  EXPECT_EQ(again.rows, r1.rows);
+}
+
 // The rows handed out (a counter: it never falls) count every hand-out: a
 // Nack does not lower it, and the rows handed out again count again; the
 // step's `consumed` counts the rows taken now.

@@ -79,6 +79,43 @@ TEST(Restart, PutWithAckIsAtomic) {
   }
 }
 
+// NackAll hands each lease back as a Nack, recorded first: when the
+// records fail the leases stay in flight (the answer says how many went
+// back); once stored, the rows are handed back for good: after a restart
+// no lease is listed and the rows go out again.
+TEST(Restart, NackAllIsRecordedLikeNacks) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, testing::GetOf("scorer")));
+  ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, testing::GetOf("scorer")));
+  ASSERT_OK(recording.persistence->journal().Flush());
+  recording.store->FailNext(2, absl::UnavailableError("disk full"));
+  EXPECT_STATUS(dock->NackAll("scorer"), absl::StatusCode::kUnavailable,
+                "0 of 2 leases handed back; dock 'crash': lease ");
+  recording.store->FailNext(0, absl::OkStatus());
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> left, dock->ListLeases("scorer"));
+  EXPECT_EQ(left.size(), 2u) << "still in flight";
+  ASSERT_OK_AND_ASSIGN(NackAllResult back, dock->NackAll("scorer"));
+  EXPECT_EQ(back.leases, 2);
+  EXPECT_EQ(back.rows, 4);
+  recording.Stop();
+
+  Restarted restarted(*recording.store);
+  ASSERT_OK_AND_ASSIGN(left, restarted.dock->ListLeases("scorer"));
+  EXPECT_TRUE(left.empty());
+  std::vector<int64_t> again;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*restarted.dock, testing::GetOf("scorer")));
+    again.insert(again.end(), batch.rows.begin(), batch.rows.end());
+  }
+  std::vector<int64_t> taken = first.rows;
+  taken.insert(taken.end(), second.rows.begin(), second.rows.end());
+  std::sort(again.begin(), again.end());
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(again, taken);
+}
+
 // AddConsumer records the new spec before the consumer exists: when that
 // record fails the call fails and the consumer takes no Get, so no hand-out
 // names a consumer the store does not know and the server comes back; the
