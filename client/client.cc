@@ -372,6 +372,37 @@ absl::StatusOr<int64_t> Client::Nack(const std::string& dock,
   return impl_->EndLease(dock, consumer, lease_id, /*ack=*/false);
 }
 
+absl::StatusOr<std::vector<ClientLease>> Client::ListLeases(const std::string& dock,
+                                                            const std::string& consumer) {
+  v1::ListLeasesRequest request;
+  request.set_dock(dock);
+  request.set_consumer(consumer);
+  v1::ListLeasesResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ListLeases(&context, request, &response)));
+  std::vector<ClientLease> leases;
+  for (const v1::LeaseInfo& lease : response.leases()) {
+    leases.push_back({lease.lease_id(), lease.step(), lease.rank(), lease.round(), lease.rows(),
+                      absl::Milliseconds(lease.expires_in_ms())});
+  }
+  return leases;
+}
+
+absl::StatusOr<ClientNackAll> Client::NackAll(const std::string& dock,
+                                              const std::string& consumer,
+                                              std::optional<int32_t> rank) {
+  v1::NackAllRequest request;
+  request.set_dock(dock);
+  request.set_consumer(consumer);
+  if (rank.has_value()) request.set_rank(*rank);
+  v1::NackAllResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->NackAll(&context, request, &response)));
+  return ClientNackAll{response.leases(), response.rows()};
+}
+
 absl::Status Client::Checkpoint(const std::string& dir) {
   v1::CheckpointRequest request;
   request.set_dir(dir);

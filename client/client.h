@@ -143,6 +143,22 @@ struct ClientReservation {
   bool timed_out = false;  // not admitted within the wait: nothing reserved
 };
 
+// A lease in flight (Client::ListLeases).
+struct ClientLease {
+  uint64_t lease_id = 0;
+  int64_t step = 0;
+  int32_t rank = 0;
+  int64_t round = -1;  // BALANCED: the round of the rank's share
+  int64_t rows = 0;
+  absl::Duration expires_in;  // until it expires (zero: due now)
+};
+
+// What Client::NackAll handed back.
+struct ClientNackAll {
+  int64_t leases = 0;
+  int64_t rows = 0;
+};
+
 struct ClientGet {
   std::string dock;
   std::string consumer;
@@ -286,6 +302,13 @@ class Client final {
                               uint64_t lease_id);
   absl::StatusOr<int64_t> Nack(const std::string& dock, const std::string& consumer,
                                uint64_t lease_id);
+  // The consumer's leases in flight, oldest first (a job resuming after its
+  // workers died), and every one of them (of rank `rank` if set) handed back
+  // at once, each recorded as a Nack.
+  absl::StatusOr<std::vector<ClientLease>> ListLeases(const std::string& dock,
+                                                      const std::string& consumer);
+  absl::StatusOr<ClientNackAll> NackAll(const std::string& dock, const std::string& consumer,
+                                        std::optional<int32_t> rank = std::nullopt);
   absl::StatusOr<ClientBatch> Read(const std::string& dock, int64_t step,
                                    const std::vector<int64_t>& rows,
                                    const std::vector<std::string>& columns);

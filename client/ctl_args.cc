@@ -36,6 +36,8 @@ const std::vector<CommandInfo>& Commands() {
        {}},
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
+      {"leases", {"DOCK", "CONSUMER"}, {}, {}, {}},
+      {"nack-all", {"DOCK", "CONSUMER"}, {}, {"rank"}, {}},
       {"release", {"DOCK", "STEP"}, {}, {}, {}},
       {"set-version", {"DOCK", "VERSION"}, {}, {}, {}},
       {"remove-consumer", {"DOCK", "CONSUMER"}, {}, {}, {}},
@@ -235,6 +237,12 @@ commands:
   ack DOCK CONSUMER LEASE     acknowledge a lease (consumers with lease_ms): its
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again
+  leases DOCK CONSUMER        list the consumer's leases in flight, oldest first:
+                              id, step, rank, round, rows, time left
+  nack-all DOCK CONSUMER [--rank R]
+                              hand back every lease of the consumer in flight (of
+                              rank R only with --rank), each as nack does: for a
+                              job resuming after its workers died
   release DOCK STEP           release a step's partition
   set-version DOCK VERSION    set the dock's policy version (it only advances; no
                               row may be put with a newer one)

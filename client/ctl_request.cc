@@ -101,7 +101,11 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
           "LEASE must be a positive integer, got '", args.positionals[2], "'"));
     }
   }
-  if (args.command == "remove-consumer") request.consumer = args.positionals[1];
+  if (args.command == "remove-consumer" || args.command == "leases" ||
+      args.command == "nack-all") {
+    request.consumer = args.positionals[1];
+  }
+  request.rank_given = args.Has("rank");
   if (args.command == "set-version" &&
       !absl::SimpleAtoi(args.positionals[1], &request.version)) {
     return absl::InvalidArgumentError(

@@ -33,6 +33,7 @@ struct Request {
   std::vector<int64_t> rows;
   std::vector<std::pair<std::string, std::string>> columns;  // name, file
   int32_t rank = 0;
+  bool rank_given = false;  // --rank was given
   int64_t count = 0;
   absl::Duration wait = absl::ZeroDuration();
   std::optional<int64_t> round;

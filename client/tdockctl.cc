@@ -148,6 +148,32 @@ absl::Status RunSimple(Client& client, const Request& request) {
           absl::StrCat(ack ? "acknowledged" : "handed back", " lease ", request.lease,
                        " of ", request.consumer, " on dock ", request.dock, ": ", rows,
                        " rows\n"));
+  } else if (command == "leases") {
+    TDOCK_ASSIGN_OR_RETURN(const std::vector<ClientLease> leases,
+                           client.ListLeases(request.dock, request.consumer));
+    Json json = Json::array();
+    std::string text;
+    for (const ClientLease& lease : leases) {
+      const int64_t left = absl::ToInt64Milliseconds(lease.expires_in);
+      json.push_back({{"lease", lease.lease_id}, {"step", lease.step}, {"rank", lease.rank},
+                      {"round", lease.round}, {"rows", lease.rows}, {"expires_in_ms", left}});
+      absl::StrAppend(&text, "lease ", lease.lease_id, ": step ", lease.step, " rank ", lease.rank,
+                      lease.round >= 0 ? absl::StrCat(" round ", lease.round) : "", ", ",
+                      lease.rows, " rows, expires in ", left, " ms\n");
+    }
+    if (leases.empty()) text = absl::StrCat("no leases of ", request.consumer, " in flight\n");
+    Print(request, {{"dock", request.dock}, {"consumer", request.consumer}, {"leases", json}},
+          text);
+  } else if (command == "nack-all") {
+    std::optional<int32_t> rank;
+    if (request.rank_given) rank = request.rank;
+    TDOCK_ASSIGN_OR_RETURN(const ClientNackAll back,
+                           client.NackAll(request.dock, request.consumer, rank));
+    Print(request,
+          {{"dock", request.dock}, {"consumer", request.consumer}, {"leases", back.leases},
+           {"returned_rows", back.rows}},
+          absl::StrCat("handed back ", back.leases, " leases of ", request.consumer,
+                       " on dock ", request.dock, ": ", back.rows, " rows\n"));
   } else if (command == "release") {
     TDOCK_RETURN_IF_ERROR(client.ReleaseStep(request.dock, *request.step));
     Print(request, {{"dock", request.dock}, {"step", *request.step}, {"released", true}},

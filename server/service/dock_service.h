@@ -139,6 +139,13 @@ class DockService final
   grpc::ServerUnaryReactor* Nack(grpc::CallbackServerContext* context,
                                  const v1::AckRequest* request,
                                  v1::AckResponse* response) override;
+  // A consumer's leases in flight; every one of them handed back at once.
+  grpc::ServerUnaryReactor* ListLeases(grpc::CallbackServerContext* context,
+                                       const v1::ListLeasesRequest* request,
+                                       v1::ListLeasesResponse* response) override;
+  grpc::ServerUnaryReactor* NackAll(grpc::CallbackServerContext* context,
+                                    const v1::NackAllRequest* request,
+                                    v1::NackAllResponse* response) override;
 
   // ---- data plane ----
   // Raw tdock.v1.PutRequest in, tdock.v1.PutResponse out.

@@ -1,9 +1,12 @@
 // DockService's control plane: docks, consumers, steps (release, drop,
 // seal), leases' ends and checkpoints; typed unary callbacks.
+#include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -302,6 +305,48 @@ grpc::ServerUnaryReactor* DockService::Nack(grpc::CallbackServerContext* context
                                             const v1::AckRequest* request,
                                             v1::AckResponse* response) {
   return EndLease(context, *request, /*ack=*/false, response);
+}
+
+grpc::ServerUnaryReactor* DockService::ListLeases(grpc::CallbackServerContext* context,
+                                                  const v1::ListLeasesRequest* request,
+                                                  v1::ListLeasesResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  absl::StatusOr<std::vector<LeaseInfo>> leases = (*dock)->ListLeases(request->consumer());
+  if (!leases.ok()) return FinishNow(context, leases.status());
+  const absl::Time now = absl::Now();
+  for (const LeaseInfo& lease : *leases) {
+    v1::LeaseInfo* out = response->add_leases();
+    out->set_lease_id(lease.lease_id);
+    out->set_step(lease.step);
+    out->set_rank(lease.rank);
+    out->set_round(lease.round);
+    out->set_rows(lease.rows);
+    out->set_expires_in_ms(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(lease.deadline - now)));
+  }
+  return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* DockService::NackAll(grpc::CallbackServerContext* context,
+                                               const v1::NackAllRequest* request,
+                                               v1::NackAllResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
+  if (!dock.ok()) return FinishNow(context, dock.status());
+  std::optional<int32_t> rank;
+  if (request->has_rank()) rank = request->rank();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  (*dock)->NackAll(request->consumer(), rank,
+                   [reactor, response](absl::StatusOr<NackAllResult> back) {
+                     if (back.ok()) {
+                       response->set_leases(back->leases);
+                       response->set_rows(back->rows);
+                     }
+                     reactor->Finish(ToGrpcStatus(back.status()));
+                   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* context,

@@ -1,5 +1,6 @@
 // Leases over the wire: the lease a Get hands out reaches the C++ client;
-// Ack, Nack and a Put's ack_lease reach the dock; lease errors arrive with the
+// Ack, Nack, NackAll and a Put's ack_lease reach the dock, ListLeases lists
+// the leases in flight; lease errors arrive with the
 // server's code and message; Sample hands out leases too; status and the
 // spec carry lease_ms and the lease counters.
 #include <memory>
@@ -91,6 +92,34 @@ TEST_F(ClientLeaseTest, NackThenAck) {
   EXPECT_EQ(status.leases[0].nacks, 1);
   EXPECT_EQ(status.leases[0].rows_returned, 2);
   EXPECT_EQ(status.leases[0].rows_in_flight, 0);
+}
+
+// ListLeases and NackAll over the wire: the leases in flight with their
+// step, rank, rows and time left; NackAll hands them all back (the rows go
+// out again at once); a bad rank or consumer keeps its code and message.
+TEST_F(ClientLeaseTest, ListLeasesAndNackAll) {
+  ASSERT_OK_AND_ASSIGN(ClientBatch first, client_->Get({.dock = "leased", .consumer = "worker"}));
+  ASSERT_OK_AND_ASSIGN(ClientBatch second, client_->Get({.dock = "leased", .consumer = "worker"}));
+  ASSERT_OK_AND_ASSIGN(std::vector<ClientLease> leases, client_->ListLeases("leased", "worker"));
+  ASSERT_EQ(leases.size(), 2u);
+  EXPECT_EQ(leases[0].lease_id, first.lease_id);
+  EXPECT_EQ(leases[1].lease_id, second.lease_id);
+  EXPECT_EQ(leases[0].step, 0);
+  EXPECT_EQ(leases[0].round, -1);
+  EXPECT_EQ(leases[0].rows, 2);
+  EXPECT_GT(leases[0].expires_in, absl::ZeroDuration());
+  EXPECT_LE(leases[0].expires_in, absl::Seconds(60));
+  EXPECT_STATUS(client_->NackAll("leased", "worker", 1), absl::StatusCode::kInvalidArgument,
+                "rank 1 is out of range [0, 1)");
+  EXPECT_STATUS(client_->ListLeases("leased", "trainer"), absl::StatusCode::kFailedPrecondition,
+                "consumer 'trainer' has no leases");
+  ASSERT_OK_AND_ASSIGN(ClientNackAll back, client_->NackAll("leased", "worker"));
+  EXPECT_EQ(back.leases, 2);
+  EXPECT_EQ(back.rows, 4);
+  ASSERT_OK_AND_ASSIGN(leases, client_->ListLeases("leased", "worker"));
+  EXPECT_TRUE(leases.empty());
+  ASSERT_OK_AND_ASSIGN(ClientBatch again, client_->Get({.dock = "leased", .consumer = "worker"}));
+  EXPECT_EQ(again.rows.size(), 2u);
 }
 
 // Sample (metadata only) claims under a lease too.

@@ -405,6 +405,38 @@ TEST_F(TdockctlTest, AckAndNackLeases) {
   EXPECT_EQ(Run({"ack", "ctl", "worker"}).exit_code, 2);
 }
 
+// leases lists a consumer's leases in flight; nack-all hands them back (the
+// rows go out again); a rank out of range is the server's INVALID_ARGUMENT.
+TEST_F(TdockctlTest, ListAndNackAllLeases) {
+  WriteFile(Path("spec.yaml"),
+            absl::StrCat(kSpecYaml, "  worker: {columns: [ids], lease_ms: 60000}\n"));
+  RunJson({"create", "--spec", Path("spec.yaml")});
+  PutRows();
+  EXPECT_NE(Run({"leases", "ctl", "worker"}).out.find("no leases of worker in flight"),
+            std::string::npos);
+  const Json batch = RunJson({"get", "ctl", "worker"});
+  const uint64_t lease = batch["lease_id"].get<uint64_t>();
+  const Json listed = RunJson({"leases", "ctl", "worker"});
+  ASSERT_EQ(listed["leases"].size(), 1u) << listed.dump();
+  EXPECT_EQ(listed["leases"][0]["lease"], lease);
+  EXPECT_EQ(listed["leases"][0]["rows"], 4);
+  EXPECT_EQ(listed["leases"][0]["step"], 0);
+  const RunResult text = Run({"leases", "ctl", "worker"});
+  EXPECT_NE(text.out.find(absl::StrCat("lease ", lease, ": step 0 rank 0, 4 rows")),
+            std::string::npos)
+      << text.out;
+  const RunResult bad = Run({"nack-all", "ctl", "worker", "--rank", "3"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("INVALID_ARGUMENT: dock 'ctl': consumer 'worker': rank 3 is out of range"),
+            std::string::npos)
+      << bad.err;
+  const Json back = RunJson({"nack-all", "ctl", "worker"});
+  EXPECT_EQ(back["leases"], 1);
+  EXPECT_EQ(back["returned_rows"], 4);
+  EXPECT_TRUE(RunJson({"leases", "ctl", "worker"})["leases"].empty());
+  EXPECT_EQ(RunJson({"get", "ctl", "worker"})["rows"].size(), 4u) << "handed out again";
+}
+
 // Usage errors exit 2 with the usage text on stderr and call nothing.
 TEST_F(TdockctlTest, UsageErrorsExitTwo) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{

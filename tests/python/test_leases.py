@@ -123,6 +123,42 @@ def test_ack_nack_and_repeated_ack(client, dock_name):
     assert (status.nacks, status.rows_returned, status.in_flight) == (1, 4, 0)
 
 
+def test_a_resumed_job_lists_and_hands_back_its_dead_workers_leases(server, client,
+                                                                   dock_name):
+    """A job restarting its workers lists the consumer's leases in flight
+    (step, rank, rows, time left) and hands them all back at once: the rows
+    go out again now, not after lease_ms; with nothing in flight nothing is
+    handed back; a bad rank is refused by name; the asyncio client does the
+    same."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=60_000))
+    put_prompts(dock, 8)
+    assert dock.leases("rollout") == []
+    first, second = dock.get("rollout"), dock.get("rollout")
+    leases = dock.leases("rollout")
+    assert [x.lease_id for x in leases] == [first.lease, second.lease]
+    assert (leases[0].step, leases[0].rank, leases[0].round, leases[0].rows) == (0, 0, None, 4)
+    assert 0 < leases[0].expires_in <= 60.0
+    with pytest.raises(tdock.errors.InvalidArgument, match="rank 1 is out of range"):
+        dock.nack_all("rollout", rank=1)
+    with pytest.raises(tdock.errors.InvalidArgument, match="rank must be an int"):
+        dock.nack_all("rollout", rank="0")
+    with pytest.raises(tdock.errors.FailedPrecondition, match="'trainer' has no leases"):
+        dock.leases("trainer")
+    assert dock.nack_all("rollout") == tdock.NackAll(leases=2, rows=8)
+    assert dock.leases("rollout") == []
+    again = dock.get("rollout", count=8)
+    assert sorted(again.rows.tolist()) == list(range(8))
+    assert dock.ack(again) == 8
+    assert dock.nack_all("rollout", rank=0) == tdock.NackAll(leases=0, rows=0)
+
+    async def resume():
+        async with tdock.aio.Client(server) as c:
+            adock = c.dock(dock_name)
+            assert await adock.leases("rollout") == []
+            return await adock.nack_all("rollout")
+    assert asyncio.run(resume()) == tdock.NackAll(leases=0, rows=0)
+
+
 def test_iter_with_leases_acknowledged_by_put(client, dock_name):
     """A worker loop over iter() that writes with ack=batch leaves nothing in
     flight, and the step is released once the trainer has read it."""

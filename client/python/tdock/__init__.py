@@ -16,15 +16,15 @@ same client for asyncio.
 from tdock import aio, errors
 from tdock._calls import DROP_REASONS
 from tdock.batch import BalanceStats, Batch, Column, MicroBatchInfo
-from tdock.client import (Client, Dock, DockStatus, DockSummary, PutAck, Reservation,
-                          RowState, StalenessStatus, StepStatus, Tls)
+from tdock.client import (Client, Dock, DockStatus, DockSummary, Lease, NackAll, PutAck,
+                          Reservation, RowState, StalenessStatus, StepStatus, Tls)
 from tdock.columns import Packed, Padded
 
 __version__ = "0.2.0"
 
 __all__ = [
     "DROP_REASONS", "BalanceStats", "Batch", "Client", "Column", "Dock", "DockStatus",
-    "DockSummary", "MicroBatchInfo", "Packed", "Padded", "PutAck", "Reservation", "RowState",
-    "StalenessStatus", "StepStatus", "Tls",
+    "DockSummary", "Lease", "MicroBatchInfo", "NackAll", "Packed", "Padded", "PutAck",
+    "Reservation", "RowState", "StalenessStatus", "StepStatus", "Tls",
     "aio", "errors", "__version__",
 ]

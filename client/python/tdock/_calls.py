@@ -18,8 +18,9 @@ import numpy as np
 from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
-from tdock.status import (DockStatus, DockSummary, LeaseStatus, PutAck,  # noqa: F401
-                          Reservation, RowState, StalenessStatus, StepStatus, drop_counts)
+from tdock.status import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll,  # noqa: F401
+                          PutAck, Reservation, RowState, StalenessStatus, StepStatus,
+                          drop_counts)
 from tdock.v1 import dock_pb2
 
 _SERVICE = "/tdock.v1.Dock/"
@@ -439,6 +440,23 @@ class _DockCalls:
 
     def _lease_request(self, b: batch_mod.Batch) -> dock_pb2.AckRequest:
         return dock_pb2.AckRequest(dock=self.name, consumer=b.consumer, lease_id=b.lease)
+
+    def _leases_request(self, consumer: str) -> dock_pb2.ListLeasesRequest:
+        return dock_pb2.ListLeasesRequest(dock=self.name, consumer=consumer)
+
+    @staticmethod
+    def _lease_infos(r: dock_pb2.ListLeasesResponse) -> list[Lease]:
+        return [Lease(x.lease_id, x.step, x.rank, x.round if x.round >= 0 else None, x.rows,
+                      x.expires_in_ms / 1000.0) for x in r.leases]
+
+    def _nack_all_request(self, consumer: str, rank: int | None) -> dock_pb2.NackAllRequest:
+        request = dock_pb2.NackAllRequest(dock=self.name, consumer=consumer)
+        if rank is not None:
+            if isinstance(rank, bool) or not isinstance(rank, int):
+                raise errors.InvalidArgument(
+                    f"nack_all: rank must be an int or None, got {rank!r}")
+            request.rank = rank
+        return request
 
     def _status_request(self) -> dock_pb2.GetDockStatusRequest:
         return dock_pb2.GetDockStatusRequest(dock=self.name)

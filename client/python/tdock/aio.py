@@ -24,7 +24,8 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, PutAck, RowState, Tls, _Connection,
+from tdock._calls import (DockStatus, DockSummary, Lease, NackAll, PutAck, RowState, Tls,
+                          _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
                           _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
@@ -202,6 +203,17 @@ class Dock(_DockCalls):
     async def nack(self, batches: Any) -> int:
         """As tdock.Dock.nack."""
         return await self._end_leases("Nack", batches)
+
+    async def leases(self, consumer: str) -> list[Lease]:
+        """As tdock.Dock.leases."""
+        return self._lease_infos(await self.client.call(
+            "ListLeases", self._leases_request(consumer), dock_pb2.ListLeasesResponse))
+
+    async def nack_all(self, consumer: str, rank: int | None = None) -> NackAll:
+        """As tdock.Dock.nack_all."""
+        r = await self.client.call("NackAll", self._nack_all_request(consumer, rank),
+                                   dock_pb2.NackAllResponse)
+        return NackAll(r.leases, r.rows)
 
     async def status(self) -> DockStatus:
         return self._status(await self.client.call(

@@ -30,14 +30,15 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
-from tdock._calls import (DockStatus, DockSummary, LeaseStatus, PutAck, Reservation,
+from tdock._calls import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll, PutAck,
+                          Reservation,
                           RowState, StalenessStatus, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
                           _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
-__all__ = ["Client", "Dock", "DockStatus", "DockSummary", "LeaseStatus", "PutAck",
-           "Reservation", "StalenessStatus", "StepStatus", "Tls"]
+__all__ = ["Client", "Dock", "DockStatus", "DockSummary", "Lease", "LeaseStatus", "NackAll",
+           "PutAck", "Reservation", "StalenessStatus", "StepStatus", "Tls"]
 
 
 class Client(_Connection):
@@ -248,6 +249,22 @@ class Dock(_DockCalls):
         """Hands leased batches back at once, to be handed out again (to the
         same rank for a BALANCED consumer). Returns the rows handed back."""
         return self._end_leases("Nack", batches)
+
+    def leases(self, consumer: str) -> list[Lease]:
+        """The consumer's leases in flight, oldest first: what its workers
+        hold and have not acknowledged (a job resuming after its workers
+        died sees what they held)."""
+        return self._lease_infos(self.client.call("ListLeases", self._leases_request(consumer),
+                                             dock_pb2.ListLeasesResponse))
+
+    def nack_all(self, consumer: str, rank: int | None = None) -> NackAll:
+        """Hands back every lease of the consumer in flight (of one rank if
+        `rank` is given) at once, each as nack does (recorded first), so the
+        rows go out again now instead of after lease_ms. A lease that ends
+        otherwise meanwhile is left out."""
+        r = self.client.call("NackAll", self._nack_all_request(consumer, rank),
+                             dock_pb2.NackAllResponse)
+        return NackAll(r.leases, r.rows)
 
     def _end_leases(self, method: str, batches: Any) -> int:
         leased = _leased(batches)

@@ -85,6 +85,25 @@ class DockStatus:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A lease in flight (Dock.leases): what a worker holds and has not
+    acknowledged."""
+    lease_id: int
+    step: int
+    rank: int
+    round: int | None     # BALANCED: the round of the rank's share
+    rows: int
+    expires_in: float     # seconds until it expires (0: due now)
+
+
+@dataclass(frozen=True)
+class NackAll:
+    """What Dock.nack_all handed back."""
+    leases: int
+    rows: int
+
+
+@dataclass(frozen=True)
 class RowState:
     """One row of a live step (Dock.list_rows), without payload."""
     row: int
