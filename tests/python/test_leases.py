@@ -1,7 +1,8 @@
 """Leases through the Python client: a worker process that takes rows and is
 killed loses nothing (the rows reach another worker after the lease), every
 row is acknowledged exactly once, and late or repeated acknowledgements are
-refused with the lease named."""
+refused with the lease named; a resumed job lists and hands back the leases
+its workers held, also from a checkpoint's copy."""
 
 import asyncio
 import os
@@ -14,6 +15,7 @@ import pytest
 
 import tdock
 from conftest import grpo_spec
+from server_process import drain, start_server, stop_server
 
 
 def leased_spec(name, lease_ms, rows=8, dispatch=4):
@@ -157,6 +159,48 @@ def test_a_resumed_job_lists_and_hands_back_its_dead_workers_leases(server, clie
             assert await adock.leases("rollout") == []
             return await adock.nack_all("rollout")
     assert asyncio.run(resume()) == tdock.NackAll(leases=0, rows=0)
+
+
+def test_checkpoint_then_resume_from_the_copy(tmp_path):
+    """Client.checkpoint copies the server's store into a directory; a server
+    started on that copy has the dock, its rows and the leases in flight at
+    the checkpoint, which the resumed job hands back at once; the asyncio
+    client checkpoints too. An empty dir is refused by name."""
+    proc, address = start_server(f"--data_dir={tmp_path / 'data'}", "--durability=sync")
+    drain(proc)
+    try:
+        with tdock.Client(address, timeout=30.0) as c:
+            dock = c.create_dock(leased_spec("ckpt", lease_ms=600_000))
+            put_prompts(dock, 8)
+            held = dock.get("rollout")
+            with pytest.raises(tdock.errors.InvalidArgument, match="dir must be a non-empty"):
+                c.checkpoint("")
+            c.checkpoint(str(tmp_path / "copy"))
+    finally:
+        stop_server(proc)
+    proc, address = start_server(f"--data_dir={tmp_path / 'copy'}")
+    drain(proc)
+    try:
+        with tdock.Client(address, timeout=30.0) as c:
+            dock = c.dock("ckpt")
+            assert [x.lease_id for x in dock.leases("rollout")] == [held.lease]
+            assert dock.nack_all("rollout") == tdock.NackAll(leases=1, rows=4)
+            again = dock.get("rollout", count=8)
+            assert sorted(again.rows.tolist()) == list(range(8))
+
+            async def second_copy():
+                async with tdock.aio.Client(address) as ac:
+                    await ac.checkpoint(str(tmp_path / "second"))
+            asyncio.run(second_copy())
+            assert (tmp_path / "second").is_dir()
+    finally:
+        stop_server(proc)
+
+
+def test_checkpoint_needs_a_data_dir(client):
+    """A server without --data_dir refuses a checkpoint, saying why."""
+    with pytest.raises(tdock.errors.FailedPrecondition, match="without --data_dir"):
+        client.checkpoint("/tmp/nowhere")
 
 
 def test_iter_with_leases_acknowledged_by_put(client, dock_name):

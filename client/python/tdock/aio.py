@@ -97,6 +97,13 @@ class Client(_Connection):
         return _summaries(await self.call("ListDocks", dock_pb2.ListDocksRequest(),
                                           dock_pb2.ListDocksResponse))
 
+    async def checkpoint(self, dir: str) -> None:
+        """As tdock.Client.checkpoint."""
+        if not isinstance(dir, str) or not dir:
+            raise errors.InvalidArgument(f"checkpoint: dir must be a non-empty path, got {dir!r}")
+        await self.call("Checkpoint", dock_pb2.CheckpointRequest(dir=dir),
+                        dock_pb2.CheckpointResponse)
+
 
 class Dock(_DockCalls):
     """One dock of a server, for asyncio: the calls of tdock.Dock as

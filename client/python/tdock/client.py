@@ -108,6 +108,15 @@ class Client(_Connection):
         return _summaries(self.call("ListDocks", dock_pb2.ListDocksRequest(),
                                     dock_pb2.ListDocksResponse))
 
+    def checkpoint(self, dir: str) -> None:
+        """Copies the server's store (--data_dir) into `dir` on the server's
+        machine, atomically and after everything acknowledged so far; a
+        server started with --data_dir=dir serves the copy (docs/persistence.md).
+        errors.FailedPrecondition on a server without --data_dir."""
+        if not isinstance(dir, str) or not dir:
+            raise errors.InvalidArgument(f"checkpoint: dir must be a non-empty path, got {dir!r}")
+        self.call("Checkpoint", dock_pb2.CheckpointRequest(dir=dir), dock_pb2.CheckpointResponse)
+
 
 class Dock(_DockCalls):
     """One dock of a server: Put, Get, Read and its control calls."""
