@@ -1,0 +1,311 @@
+"""tdock.transferqueue: TransferQueue's API over a real tdock server, and
+verl 0.9.1's own TransferQueue code (the worker bridge, the v1 replay
+buffer, the agent loop's puts) running unmodified over install(), with
+simulated model outputs."""
+
+import asyncio
+import importlib.util
+import itertools
+import os
+
+import pytest
+import torch
+
+import tdock
+from tdock import transferqueue as tqm
+
+tensordict = pytest.importorskip("tensordict")
+from tensordict import NonTensorData, NonTensorStack, TensorDict  # noqa: E402
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture
+def tq(server):
+    """transfer_queue (installed) on the test server, with small steps (8
+    rows) so that keys spread over several; its docks are deleted after."""
+    tqm.install()
+    import transfer_queue
+    tqm.close()
+    prefix = f"tq{next(_prefixes)}x{os.getpid()}-"
+    transfer_queue.init({"tdock": {"address": server, "prefix": prefix, "rows_per_step": 8}})
+    yield transfer_queue
+    tqm.close()
+    with tdock.Client(server, timeout=30.0) as c:
+        for d in c.list_docks():
+            if d.name.startswith(prefix):
+                c.delete_dock(d.name)
+
+
+def jagged(rows):
+    return torch.nested.as_nested_tensor([torch.tensor(r) for r in rows], layout=torch.jagged)
+
+
+def sample_fields(n, base=0):
+    return TensorDict({
+        "responses": jagged([list(range(base + i, base + 2 * i + 2)) for i in range(n)]),
+        "score": torch.arange(n, dtype=torch.float32) + base,
+        "hidden": torch.ones(n, 2, 3, dtype=torch.bfloat16) * (base + 1),
+        "extra": NonTensorStack(*[{"i": base + i, "tool": ["a"] * i} for i in range(n)]),
+    }, batch_size=[n])
+
+
+def test_install_makes_transfer_queue_this_module(tq):
+    """`import transfer_queue` is tdock.transferqueue after install(), with
+    every name verl imports."""
+    import transfer_queue
+    assert transfer_queue is tqm
+    for name in ["init", "kv_batch_put", "kv_batch_get", "kv_list", "kv_clear", "async_kv_put",
+                 "async_kv_batch_put", "get_client", "save_checkpoint", "load_checkpoint",
+                 "get_metrics_endpoint", "close", "BatchMeta", "KVBatchMeta"]:
+        assert hasattr(transfer_queue, name), name
+
+
+def test_put_get_roundtrip_every_field_kind(tq):
+    """Schema-free puts: jagged, dense (bfloat16, 2-D items), scalar and
+    Python-object fields come back as they went in, in the order asked,
+    across steps (12 keys over steps of 8 rows)."""
+    keys = [f"k{i}" for i in range(12)]
+    meta = tq.kv_batch_put(keys=keys, partition_id="train", fields=sample_fields(12))
+    assert sorted(meta.fields) == ["extra", "hidden", "responses", "score"]
+    order = keys[::-1]
+    got = tq.kv_batch_get(keys=order, partition_id="train")
+    want = sample_fields(12)
+    for pos, key in enumerate(order):
+        i = int(key[1:])
+        assert got["responses"][pos].tolist() == want["responses"][i].tolist()
+        assert got["extra"][pos] == want["extra"][i]
+    assert got["score"].tolist() == [float(int(k[1:])) for k in order]
+    assert got["hidden"].dtype == torch.bfloat16 and got["hidden"].shape == (12, 2, 3)
+    one = tq.kv_batch_get(keys="k3", partition_id="train", select_fields="score")
+    assert list(one.keys()) == ["score"] and one["score"].tolist() == [3.0]
+    assert got["responses"].offsets().diff().tolist() == [len(want["responses"][int(k[1:])])
+                                                          for k in order]
+
+
+def test_tags_merge_and_list_and_clear(tq):
+    """A tag-only put merges into the stored tag (verl's status updates keep
+    is_prompt/global_steps); kv_list gives {partition: {key: tag}}; kv_clear
+    removes keys, skips absent ones, and frees them for new puts."""
+    tq.kv_batch_put(keys=["u1", "u2"], partition_id="train",
+                    tags=[{"is_prompt": True, "status": "pending", "global_steps": 3}] * 2)
+    tq.kv_put(key="u1", partition_id="train", tag={"status": "running"})
+    tq.kv_batch_put(keys=["v"], partition_id="val", tags=[{"x": 1}])
+    listed = tq.kv_list()
+    assert listed["train"] == {"u1": {"is_prompt": True, "status": "running", "global_steps": 3},
+                               "u2": {"is_prompt": True, "status": "pending", "global_steps": 3}}
+    assert tq.kv_list("val") == {"val": {"v": {"x": 1}}}
+    assert tq.kv_list("nothing") == {}
+    tq.kv_clear(keys=["u1", "gone"], partition_id="train")
+    assert list(tq.kv_list("train")["train"]) == ["u2"]
+    tq.kv_put(key="u1", partition_id="train", fields={"score": torch.tensor(7.0)}, tag={"n": 1})
+    assert tq.kv_list("train")["train"]["u1"] == {"n": 1}
+    assert tq.kv_batch_get(keys=["u1"], partition_id="train")["score"].tolist() == [7.0]
+
+
+def test_steps_roll_over_and_cleared_steps_are_released(tq, server):
+    """New keys fill the open step (8 rows) then the next; a step below the
+    open one whose keys are all cleared is released, so a long run does not
+    hold every step it ever wrote."""
+    for b in range(3):
+        keys = [f"b{b}_{i}" for i in range(8)]
+        tq.kv_batch_put(keys=keys, partition_id="train", fields=sample_fields(8, b))
+    dock = tqm._s().dock("train", create=False)
+    assert [s.step for s in dock.status().steps] == [0, 1, 2]
+    tq.kv_clear(keys=[f"b0_{i}" for i in range(8)], partition_id="train")
+    assert [s.step for s in dock.status().steps] == [1, 2]
+    assert len(tq.kv_list("train")["train"]) == 16
+    got = tq.kv_batch_get(keys=["b2_7", "b1_0"], partition_id="train", select_fields=["score"])
+    assert got["score"].tolist() == [9.0, 1.0]
+
+
+def test_bad_inputs_name_what_was_wrong(tq):
+    """Each bad input is refused with an error naming it."""
+    tq.kv_batch_put(keys=["a"], partition_id="train", fields=sample_fields(1))
+    E = tdock.errors
+    with pytest.raises(E.InvalidArgument, match="give fields, tags or both"):
+        tq.kv_batch_put(keys=["a"], partition_id="train")
+    with pytest.raises(E.InvalidArgument, match="2 keys but fields of batch size"):
+        tq.kv_batch_put(keys=["a", "b"], partition_id="train", fields=sample_fields(1))
+    with pytest.raises(E.InvalidArgument, match="one dict per key"):
+        tq.kv_batch_put(keys=["a", "b"], partition_id="train", tags=[{}])
+    with pytest.raises(E.InvalidArgument, match="keys repeat"):
+        tq.kv_batch_put(keys=["a", "a"], partition_id="train", tags=[{}, {}])
+    with pytest.raises(E.InvalidArgument, match="partition_id must be a non-empty string"):
+        tq.kv_batch_put(keys=["a"], partition_id="", tags=[{}])
+    with pytest.raises(E.NotFound, match=r"has no keys \['zz'\]"):
+        tq.kv_batch_get(keys=["a", "zz"], partition_id="train")
+    with pytest.raises(E.NotFound, match="no partition 'nope'"):
+        tq.kv_batch_get(keys=["a"], partition_id="nope")
+    with pytest.raises(E.InvalidArgument, match=r"no fields \['missing'\]"):
+        tq.kv_batch_get(keys=["a"], partition_id="train", select_fields=["missing"])
+    with pytest.raises(E.InvalidArgument, match="dtype torch.complex64"):
+        tq.kv_batch_put(keys=["a"], partition_id="train",
+                        fields=TensorDict({"c": torch.zeros(1, dtype=torch.complex64)}, [1]))
+    with pytest.raises(E.InvalidArgument, match="field 'score' was stored as tensors"):
+        tq.kv_batch_put(keys=["a"], partition_id="train",
+                        fields=TensorDict({"score": NonTensorStack("x")}, [1]))
+    with pytest.raises(E.InvalidArgument, match="reserved"):
+        tq.kv_batch_put(keys=["a"], partition_id="train",
+                        fields=TensorDict({"__tq_tag__": torch.zeros(1)}, [1]))
+    tq.kv_batch_put(keys=["b"], partition_id="train", tags=[{}])
+    with pytest.raises(E.FailedPrecondition, match="not written for every key"):
+        tq.kv_batch_get(keys=["a", "b"], partition_id="train", select_fields=["score"])
+
+
+def test_async_twins_and_client(tq):
+    """async_kv_put / async_kv_batch_put and the client's async calls do
+    what their blocking twins do."""
+    async def main():
+        await tq.async_kv_batch_put(keys=["p", "q"], partition_id="train",
+                                    fields=sample_fields(2), tags=[{"s": 1}, {"s": 2}])
+        await tq.async_kv_put(key="p", partition_id="train", tag={"t": 0})
+        client = tq.get_client()
+        meta = await client.async_kv_retrieve_meta(keys=["q", "p"], partition_id="train")
+        assert meta.custom_meta == [{"s": 2}, {"s": 1, "t": 0}]
+        assert await client.async_kv_retrieve_keys(meta.global_indexes, "train") == ["q", "p"]
+        data = await client.async_get_data(meta.select_fields(["score"]))
+        assert data["score"].tolist() == [1.0, 0.0]
+        meta = await client.async_put(TensorDict({"adv": torch.tensor([5.0, 6.0])}, [2]), meta)
+        assert "adv" in meta.field_names
+        assert (await tq.async_kv_list("train"))["train"]["p"] == {"s": 1, "t": 0}
+        assert (await tq.async_kv_batch_get(["p"], "train", "adv"))["adv"].tolist() == [6.0]
+        await tq.async_kv_clear(["p"], "train")
+    asyncio.run(main())
+    assert list(tq.kv_list("train")["train"]) == ["q"]
+
+
+def test_checkpoint_save_and_load(tq, tmp_path):
+    """save_checkpoint writes keys, tags and fields; after clearing,
+    load_checkpoint puts them back and returns the metadata."""
+    tq.kv_batch_put(keys=["a", "b"], partition_id="train", fields=sample_fields(2),
+                    tags=[{"status": "finished"}, {"status": "running"}])
+    tq.kv_batch_put(keys=["p"], partition_id="train", tags=[{"is_prompt": True}])
+    tq.save_checkpoint(str(tmp_path / "tq"), metadata={"global_steps": 4})
+    tq.kv_clear(keys=["a", "b", "p"], partition_id="train")
+    assert tq.kv_list("train") == {"train": {}}
+    assert tq.load_checkpoint(str(tmp_path / "tq")) == {"global_steps": 4}
+    assert tq.kv_list("train")["train"] == {"a": {"status": "finished"},
+                                            "b": {"status": "running"}, "p": {"is_prompt": True}}
+    got = tq.kv_batch_get(keys=["b"], partition_id="train")
+    assert got["extra"][0] == {"i": 1, "tool": ["a"]} and got["score"].tolist() == [1.0]
+    with pytest.raises(tdock.errors.NotFound, match="no .*tdock_tq.pt"):
+        tq.load_checkpoint(str(tmp_path / "none"))
+
+
+def test_metrics_endpoint_and_init_errors(tq, monkeypatch):
+    """get_metrics_endpoint comes from the config or the environment; init
+    names unknown settings."""
+    monkeypatch.setenv("TDOCK_METRICS_ENDPOINT", "127.0.0.1:9400")
+    assert tq.get_metrics_endpoint() == "127.0.0.1:9400"
+    with pytest.raises(tdock.errors.InvalidArgument, match=r"unknown tdock settings \['adress'\]"):
+        tq.init({"tdock": {"adress": "x"}})
+
+
+# ---- verl 0.9.1's own code, unmodified -------------------------------------------
+
+
+def _verl_module(relative, name):
+    """A verl module loaded from its file (verl.trainer.ppo.v1's package
+    __init__ imports the agent loop, which needs hydra and PIL)."""
+    verl = pytest.importorskip("verl")
+    path = os.path.join(os.path.dirname(verl.__file__), relative)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_verl_tqbridge_runs_a_worker_method_over_tdock(tq):
+    """verl.utils.transferqueue_utils.tqbridge (the worker-method bridge)
+    turns a KVBatchMeta into the TensorDict a worker computes on, writes the
+    worker's output back and returns the KVBatchMeta with its tags; verl's
+    BatchData splits and joins metas as the dispatcher does."""
+    pytest.importorskip("verl")
+    from verl.protocol import BatchData
+    from verl.utils import transferqueue_utils as tu
+    assert tu.tq is tq and tu.KVBatchMeta is tq.KVBatchMeta
+
+    keys = [f"s{i}" for i in range(6)]
+    tq.kv_batch_put(keys=keys, partition_id="train", fields=sample_fields(6),
+                    tags=[{"seq_len": i} for i in range(6)])
+
+    @tu.tqbridge()
+    def compute_log_prob(data):  # a simulated model: one log-prob per response token
+        assert isinstance(data, TensorDict) and data["temperature"] == 0.5
+        lengths = data["responses"].offsets().diff()
+        return TensorDict({"log_probs": jagged([[-0.5] * int(n) for n in lengths]),
+                           "entropy": data["score"] * 2}, batch_size=[len(lengths)])
+
+    meta = tq.KVBatchMeta(keys=keys, tags=[{"seq_len": i} for i in range(6)],
+                          partition_id="train", fields=["responses", "score"],
+                          extra_info={"temperature": 0.5})
+    out = compute_log_prob(meta)
+    assert isinstance(out, tq.KVBatchMeta) and out.keys == keys
+    assert out.tags == meta.tags and out.partition_id == "train"
+    got = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=["log_probs", "entropy"])
+    assert got["entropy"].tolist() == [2.0 * i for i in range(6)]
+    assert got["log_probs"].offsets().diff().tolist() == \
+        sample_fields(6)["responses"].offsets().diff().tolist()
+
+    # The dispatcher's path: chunk per rank, run, concat back to a KVBatchMeta.
+    chunks = BatchData(meta).chunk(2)
+    assert [c.size for c in chunks] == [3, 3]
+    outputs = [compute_log_prob(c) for c in chunks]
+    joined = BatchData(outputs).concat()
+    assert isinstance(joined, tq.KVBatchMeta) and joined.keys == keys
+
+
+def _agent_loop_puts(tq, uid, n, partition_id, global_steps):
+    """What AgentLoopWorkerTQ._run_prompt / _agent_loop_postprocess put,
+    call for call: status running, n sessions' trajectories (fields from a
+    simulated rollout, tags), status finished."""
+    async def run():
+        await tq.async_kv_put(key=uid, partition_id=partition_id, tag={"status": "running"})
+        for s in range(n):
+            prompt, response = [1, 2, 3], [4 + s] * (s + 1)
+            fields = TensorDict({
+                "prompts": jagged([prompt]), "responses": jagged([response]),
+                "response_mask": jagged([[1] * len(response)]),
+                "rm_scores": jagged([[0.0] * len(response)]),
+                "uid": NonTensorStack(uid), "extra_fields": NonTensorStack({"turns": 1}),
+            }, batch_size=[1])
+            await tq.async_kv_batch_put(
+                keys=[f"{uid}_{s}_0"], fields=fields, partition_id=partition_id,
+                tags=[{"status": "success", "global_steps": global_steps,
+                       "seq_len": len(prompt) + len(response),
+                       "min_global_steps": global_steps, "max_global_steps": global_steps}])
+        await tq.async_kv_put(key=uid, partition_id=partition_id, tag={"status": "finished"})
+    asyncio.run(run())
+
+
+def test_verl_replay_buffer_samples_over_tdock(tq):
+    """verl's v1 ReplayBuffer (trainer/ppo/v1/replay_buffer.py) runs
+    unmodified: prompts registered as the trainer does, trajectories put as
+    the TQ agent loop does; sample() returns the finished groups'
+    trajectories as a KVBatchMeta and clears their prompt keys; the
+    trainer's reads of the sampled batch get the rollout's fields."""
+    rb = _verl_module("trainer/ppo/v1/replay_buffer.py", "verl_v1_replay_buffer_under_test")
+    from omegaconf import OmegaConf
+    assert rb.tq is tq
+    uids = ["p0", "p1", "p2"]
+    tq.kv_batch_put(keys=uids, partition_id="train",
+                    tags=[{"is_prompt": True, "status": "pending", "global_steps": 1}] * 3)
+    for uid in uids[:2]:
+        _agent_loop_puts(tq, uid, n=2, partition_id="train", global_steps=1)
+    buffer = rb.ReplayBuffer("sync", OmegaConf.create({}), max_off_policy_threshold=None,
+                             max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}),
+                             poll_interval=0.01)
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=2)
+    assert isinstance(batch, tq.KVBatchMeta) and batch.partition_id == "train"
+    assert sorted(batch.keys) == ["p0_0_0", "p0_1_0", "p1_0_0", "p1_1_0"]
+    assert all(t["status"] == "success" and t["global_steps"] == 1 for t in batch.tags)
+    listed = tq.kv_list("train")["train"]
+    assert "p0" not in listed and "p1" not in listed and listed["p2"]["status"] == "pending"
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                           select_fields=["prompts", "responses", "uid"])
+    assert data["prompts"].to_padded_tensor(padding=0).shape[0] == 4
+    assert [u for u in data["uid"].tolist()] == [k.split("_")[0] for k in batch.keys]
+    assert metrics == {}
+    tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)  # as the trainer does after
+    assert set(tq.kv_list("train")["train"]) == {"p2"}
