@@ -19,6 +19,15 @@ from server_process import REPO, drain, start_server, stop_server  # noqa: E402,
 
 _names = itertools.count()
 
+# `import transfer_queue` is tdock.transferqueue in this suite, before any test
+# module imports verl (verl binds transfer_queue, or a stand-in, when first
+# imported): test_transferqueue.py runs verl's TransferQueue code over tdock.
+try:
+    import tdock.transferqueue
+    tdock.transferqueue.install()
+except ImportError:  # no torch: test_transferqueue.py is skipped
+    pass
+
 
 @pytest.fixture(scope="session")
 def server():

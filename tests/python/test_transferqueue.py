@@ -9,13 +9,14 @@ import itertools
 import os
 
 import pytest
-import torch
 
 import tdock
-from tdock import transferqueue as tqm
 
-tensordict = pytest.importorskip("tensordict")
-from tensordict import NonTensorData, NonTensorStack, TensorDict  # noqa: E402
+torch = pytest.importorskip("torch")
+pytest.importorskip("tensordict")
+from tensordict import NonTensorStack, TensorDict  # noqa: E402
+
+from tdock import transferqueue as tqm  # noqa: E402
 
 _prefixes = itertools.count()
 
