@@ -8,6 +8,7 @@ import importlib.util
 import itertools
 import os
 
+import numpy as np
 import pytest
 
 import tdock
@@ -201,6 +202,169 @@ def test_metrics_endpoint_and_init_errors(tq, monkeypatch):
     assert tq.get_metrics_endpoint() == "127.0.0.1:9400"
     with pytest.raises(tdock.errors.InvalidArgument, match=r"unknown tdock settings \['adress'\]"):
         tq.init({"tdock": {"adress": "x"}})
+
+
+# ---- Python-value fields: the typed encoding, never pickle ---------------------------
+
+
+def _cells(n):
+    """One Python value per key of every kind a cell holds: dicts of tensors
+    (bfloat16, int64, float32, bool, uint8; 0-d and empty ones), numpy
+    arrays (numbers, strings, objects), strings, None, nested lists, bytes."""
+    return [{
+        "multi_modal_inputs": {
+            "pixel_values": torch.arange(6.0).reshape(2, 3).to(torch.bfloat16) + i,
+            "image_grid_thw": torch.tensor([[1, 2 + i, 2]], dtype=torch.int64),
+            "mask": torch.tensor([True, False, i % 2 == 0]),
+            "raw": torch.arange(i + 1, dtype=torch.uint8),
+            "scale": torch.tensor(0.5 * i),
+            "none_yet": torch.empty(0, 4, dtype=torch.float16)},
+        "array": np.arange(4 * i, 4 * i + 6, dtype=np.float32).reshape(2, 3).T,
+        "ids": np.array([i, -i], dtype=np.int16),
+        "names": np.array(["ab", "c" * i]),
+        "rows": np.array([{"turn": i}, [1, "x"]], dtype=object),
+        "text": f"sample {i} é",
+        "nothing": None,
+        "nested": [[1, [2.5, None]], {"ok": True, "tools": ["a"] * i}, []],
+        "blob": bytes([i, 0, 255]),
+    } if i % 3 else f"only a string {i}" if i % 2 else None for i in range(n)]
+
+
+def _same(a, b):
+    """a == b, with tensors and arrays compared by type, dtype, shape and values."""
+    if isinstance(a, torch.Tensor):
+        return type(b) is torch.Tensor and a.dtype == b.dtype and a.shape == b.shape \
+            and torch.equal(a, b)
+    if isinstance(a, np.ndarray):
+        return type(b) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape and \
+            all(_same(x, y) for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist()))
+    if isinstance(a, dict):
+        return type(b) is dict and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return type(b) is list and len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and a == b
+
+
+def test_python_values_round_trip_typed(tq):
+    """Python-value fields come back as they went in, each kind with its type:
+    tensors as torch tensors of the same dtype (bfloat16 included) and shape,
+    numpy arrays as numpy arrays (number, string and object dtypes), strings,
+    None, bytes and nested lists and dicts; in the order asked, over two steps
+    (10 keys, steps of 8), and through kv_put's one-sample dict too. numpy
+    scalars come back as Python numbers, tuples as lists."""
+    keys = [f"k{i}" for i in range(10)]
+    values = _cells(10)
+    tq.kv_batch_put(keys=keys, partition_id="train",
+                    fields=TensorDict({"extra": NonTensorStack(*values)}, [10]))
+    order = keys[::-1]
+    got = tq.kv_batch_get(keys=order, partition_id="train", select_fields="extra")
+    for pos, key in enumerate(order):
+        assert _same(values[int(key[1:])], got["extra"][pos]), key
+
+    tq.kv_put(key="one", partition_id="train",
+              fields={"extra": {"t": (np.float32(1.5), np.int64(7), np.bool_(True), "s")}})
+    one = tq.kv_batch_get(keys="one", partition_id="train")["extra"][0]
+    assert _same(one, {"t": [1.5, 7, True, "s"]})
+
+
+def test_verl_agent_loop_fields_round_trip(tq):
+    """A batch built as verl's agent loop builds it (list_of_dict_to_tensordict
+    of per-sample dicts: multi_modal_inputs a dict of tensors, uid a string,
+    extra_fields and raw_prompt dicts and lists) reads back with each
+    sample's values, tensors with their dtype and shape."""
+    tu = pytest.importorskip("verl.utils.tensordict_utils")
+    samples = [{
+        "prompts": torch.tensor([1, 2, 3 + i]), "responses": torch.tensor([4] * (i + 1)),
+        "multi_modal_inputs": {"pixel_values": torch.full((i + 1, 4), 0.25, dtype=torch.bfloat16),
+                               "image_grid_thw": torch.tensor([[1, i + 1, 1]])},
+        "uid": f"u{i}", "extra_fields": {"turns": i, "reward_extra_info": {"acc": 1.0 * i}},
+        "raw_prompt": [{"role": "user", "content": [{"type": "text", "text": f"q{i}"}]}],
+    } for i in range(3)]
+    tq.kv_batch_put(keys=["a", "b", "c"], partition_id="train",
+                    fields=tu.list_of_dict_to_tensordict(samples))
+    got = tq.kv_batch_get(keys=["c", "a"], partition_id="train")
+    assert got["uid"].tolist() == ["u2", "u0"]
+    for pos, i in enumerate([2, 0]):
+        for name in ["multi_modal_inputs", "extra_fields", "raw_prompt"]:
+            assert _same(samples[i][name], got[name][pos]), name
+    assert got["responses"].offsets().diff().tolist() == [3, 1]
+
+
+class _Unstorable:
+    """A class instance: not a value a cell holds."""
+
+
+def test_unstorable_values_are_refused_and_nothing_is_written(tq):
+    """A value a cell cannot hold (a class instance, a set, a function, an
+    int dict key) is refused with InvalidArgument (a ValueError) naming the
+    field, the key and the type; the put writes nothing: a new partition is
+    not made, and on existing keys no field, column or tag changes, even
+    when the refused field comes after good ones and new tags."""
+    bad_values = [(_Unstorable(), "_Unstorable"),
+                  ({"a": [1, {2}]}, r"\['a'\]\[1\]: a value of type set"),
+                  (len, "builtin_function_or_method"), ({1: "x"}, "dict key 1 of type int")]
+    for value, what in bad_values:
+        fields = TensorDict({"score": torch.tensor([1.0, 2.0, 3.0]),
+                             "extra": NonTensorStack("fine", value, "fine")}, [3])
+        with pytest.raises(ValueError, match=f"field 'extra' key 'n1'.*{what}") as e:
+            tq.kv_batch_put(keys=["n0", "n1", "n2"], partition_id="fresh", fields=fields,
+                            tags=[{"t": 1}] * 3)
+        assert isinstance(e.value, tdock.errors.InvalidArgument)
+    assert "fresh" not in tq.kv_list() and tq.kv_list("fresh") == {}
+    with pytest.raises(tdock.errors.NotFound, match="no partition 'fresh'"):
+        tq.kv_batch_get(keys=["n0"], partition_id="fresh")
+
+    tq.kv_batch_put(keys=["a", "b"], partition_id="train", tags=[{"s": 0}, {"s": 0}],
+                    fields=TensorDict({"score": torch.tensor([1.0, 2.0]),
+                                       "extra": NonTensorStack("x", "y")}, [2]))
+    with pytest.raises(tdock.errors.InvalidArgument, match="field 'extra' key 'b'.*_Unstorable"):
+        tq.kv_batch_put(keys=["a", "b", "new"], partition_id="train", tags=[{"s": 9}] * 3,
+                        fields=TensorDict({"added": torch.zeros(3), "score": torch.zeros(3),
+                                           "extra": NonTensorStack("z", _Unstorable(), "z")}, [3]))
+    assert tq.kv_list("train") == {"train": {"a": {"s": 0}, "b": {"s": 0}}}
+    got = tq.kv_batch_get(keys=["a", "b"], partition_id="train")
+    assert sorted(got.keys()) == ["extra", "score"]
+    assert got["score"].tolist() == [1.0, 2.0] and got["extra"].tolist() == ["x", "y"]
+    columns = [c.name for c in tqm._s().dock("train", create=False).spec.columns]
+    assert "added" not in columns
+
+
+def test_a_crafted_pickle_cell_is_never_unpickled(tq, tmp_path):
+    """A cell written behind tdock.transferqueue's back (the plain client)
+    holding a pickle whose __reduce__ creates a file is not unpickled on
+    read: kv_batch_get raises DataLoss naming the field and the key, and the
+    file is not there; pickle.loads of the same bytes does create it (the
+    payload is live). A cell in the typed layout whose array runs past its
+    bytes is refused the same way."""
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    crafted = pickle.dumps(Payload())
+    tq.kv_batch_put(keys=["a", "b"], partition_id="train",
+                    fields=TensorDict({"extra": NonTensorStack("x", "y")}, [2]))
+    store = tqm._s()
+    dock = store.dock("train", create=False)
+    step, row, _ = store.lookup(dock, ["b"])["b"]
+    dock.put(step, [row], {"extra": [np.frombuffer(crafted, np.uint8)]})
+    with pytest.raises(tdock.errors.DataLoss, match="field 'extra' key 'b'.*never unpickled"):
+        tq.kv_batch_get(keys=["a", "b"], partition_id="train")
+    assert not marker.exists()
+    assert tq.kv_batch_get(keys=["a"], partition_id="train")["extra"].tolist() == ["x"]
+
+    header = b'{"__tdock_array__":{"kind":"torch","dtype":"float32","shape":[4],' \
+             b'"offset":0,"nbytes":16}}'
+    short = b"TQC1" + len(header).to_bytes(4, "little") + header + bytes(8)
+    dock.put(step, [row], {"extra": [np.frombuffer(short, np.uint8)]})
+    with pytest.raises(tdock.errors.DataLoss, match="field 'extra' key 'b'.*16 bytes at 0"):
+        tq.kv_batch_get(keys=["b"], partition_id="train")
+
+    pickle.loads(crafted).close()
+    assert marker.exists()
 
 
 # ---- verl 0.9.1's own code, unmodified -------------------------------------------

@@ -12,7 +12,11 @@ released. Each field is a column, added the first time a put carries it:
   - a jagged nested tensor: a ragged column (rows of any length, items of
     the shape after the ragged dimension), read back as a jagged tensor;
   - anything else (NonTensorStack, lists, strings, dicts): a bytes column
-    holding each row's value pickled, read back as a NonTensorStack.
+    holding each row's value in tdock._tq_cells' typed encoding (JSON, and
+    dtype + shape + raw bytes for tensors and arrays; never a pickle), read
+    back as a NonTensorStack.
+A put encodes and checks every field of every key before it writes
+anything, so a refused value leaves the partition as it was.
 Tags are the json column ``__tq_tag__``: every row has one, and a put's tag
 is merged into the stored one (read, update, write).
 
@@ -23,7 +27,6 @@ wins per put. Not fork-safe (gRPC): a forked process calls init() again.
 
 from __future__ import annotations
 
-import pickle
 import re
 import threading
 from typing import Any, Iterable, Sequence
@@ -31,7 +34,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from tdock import errors
+from tdock import _tq_cells, errors
 from tdock.client import Client
 from tdock.v1 import dock_pb2
 
@@ -115,8 +118,13 @@ class Store:
             tags: Sequence[dict] | None) -> tuple[dict, list[str]]:
         """Writes fields and merges tags; returns ({key: (step, row, tag)},
         the dock's field names)."""
-        dock = self.dock(partition_id, create=True)
-        columns = self._columns(dock, fields, len(keys))
+        encoded = _encode_fields(fields, keys)  # refuses a bad value before any write
+        dock = self.dock(partition_id, create=False)
+        if dock is not None:
+            _check_kinds(dock, encoded)
+        else:
+            dock = self.dock(partition_id, create=True)
+        columns = self._columns(dock, encoded)
         where = self.lookup(dock, keys)
         merged = {}
         for i, key in enumerate(keys):
@@ -165,31 +173,17 @@ class Store:
             self._open[partition_id] = max(step, self._open.get(partition_id, 0))
         return found
 
-    def _columns(self, dock, fields: Any, n: int) -> dict:
-        """Put values of the fields, adding the columns missing."""
-        if fields is None:
-            return {}
+    def _columns(self, dock, encoded: dict[str, tuple[dict, Any]]) -> dict:
+        """Put values of the encoded fields, adding the columns missing."""
         have = {c.name: c for c in dock.spec.columns}
-        out = {}
-        for name in list(fields.keys()):
-            if name == TAG:
-                raise errors.InvalidArgument(f"transferqueue: field name '{TAG}' is reserved")
-            value = fields.get(name) if hasattr(fields, "get") else fields[name]
-            settings, cell_values = _encode(name, value, n)
-            col = have.get(name)
-            if col is None:
+        for name, (settings, _) in encoded.items():
+            if name not in have:
                 try:
-                    col = dock.add_column(name, settings)
-                except errors.AlreadyExists:
+                    dock.add_column(name, settings)
+                except errors.AlreadyExists:  # another process added it: is it of our kind?
                     dock._spec = None
-                    col = {c.name: c for c in dock.spec.columns}[name]
-            if (col.dtype == dock_pb2.BYTES) != (settings["dtype"] == "bytes"):
-                raise errors.InvalidArgument(
-                    f"transferqueue: field '{name}' was stored as "
-                    f"{'Python objects' if col.dtype == dock_pb2.BYTES else 'tensors'}, "
-                    f"this put gives {'Python objects' if settings['dtype'] == 'bytes' else 'tensors'}")
-            out[name] = cell_values
-        return out
+                    _check_kinds(dock, {name: encoded[name]})
+        return {name: cell_values for name, (_, cell_values) in encoded.items()}
 
     def clear(self, partition_id: str, keys: Sequence[str]) -> None:
         dock = self.dock(partition_id, create=False)
@@ -283,8 +277,35 @@ def _take(columns: dict, idx: list[int], tags: list[dict]) -> dict:
     return out
 
 
-def _encode(name: str, value: Any, n: int) -> tuple[dict, Any]:
-    """(column settings, put value) of one field of n samples."""
+def _encode_fields(fields: Any, keys: Sequence[str]) -> dict[str, tuple[dict, Any]]:
+    """{name: (column settings, put value)} of every field; talks to no server."""
+    if fields is None:
+        return {}
+    out = {}
+    for name in list(fields.keys()):
+        if name == TAG:
+            raise errors.InvalidArgument(f"transferqueue: field name '{TAG}' is reserved")
+        value = fields.get(name) if hasattr(fields, "get") else fields[name]
+        out[name] = _encode(name, value, keys)
+    return out
+
+
+def _check_kinds(dock, encoded: dict[str, tuple[dict, Any]]) -> None:
+    """Refuses a field whose column holds the other kind (tensors, Python values)."""
+    have = {c.name: c for c in dock.spec.columns}
+    for name, (settings, _) in encoded.items():
+        col = have.get(name)
+        if col is not None and (col.dtype == dock_pb2.BYTES) != (settings["dtype"] == "bytes"):
+            kinds = {True: "Python objects", False: "tensors"}
+            raise errors.InvalidArgument(
+                f"transferqueue: field '{name}' was stored as "
+                f"{kinds[col.dtype == dock_pb2.BYTES]}, this put gives "
+                f"{kinds[settings['dtype'] == 'bytes']}")
+
+
+def _encode(name: str, value: Any, keys: Sequence[str]) -> tuple[dict, Any]:
+    """(column settings, put value) of one field of the keys' samples."""
+    n = len(keys)
     if isinstance(value, torch.Tensor) and not type(value).__module__.startswith("tensordict"):
         if value.dtype not in _TORCH_DTYPES:
             raise errors.InvalidArgument(
@@ -304,7 +325,7 @@ def _encode(name: str, value: Any, n: int) -> tuple[dict, Any]:
                 "rewritable": True}, value.detach().cpu().contiguous()
     values = _objects(name, value, n)
     return {"dtype": "bytes", "rewritable": True}, [
-        np.frombuffer(pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL), np.uint8) for v in values]
+        np.frombuffer(_tq_cells.encode(v, name, key), np.uint8) for v, key in zip(values, keys)]
 
 
 def _objects(name: str, value: Any, n: int) -> list:
@@ -331,10 +352,11 @@ def _decode(batch, fields: Sequence[str], specs: dict) -> Any:
     td = batch.to_tensordict(numeric)
     for f in fields:
         if specs[f].dtype == dock_pb2.BYTES:
-            col = batch.column(f)
-            td[f] = NonTensorStack(*[pickle.loads(col.values[col.offsets[i]:col.offsets[i + 1]]
-                                                  .tobytes()) for i in range(len(batch))],
-                                   batch_size=[len(batch)])
+            col, keys = batch.column(f), batch.keys
+            td[f] = NonTensorStack(*[_tq_cells.decode(
+                col.values[col.offsets[i]:col.offsets[i + 1]].tobytes(), f,
+                keys[i] if keys else f"step {batch.step} row {int(batch.rows[i])}")
+                for i in range(len(batch))], batch_size=[len(batch)])
     return td
 
 
