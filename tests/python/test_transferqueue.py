@@ -195,6 +195,160 @@ def test_checkpoint_save_and_load(tq, tmp_path):
         tq.load_checkpoint(str(tmp_path / "none"))
 
 
+
+def _plain(v):
+    """A value as plain Python, dtypes and shapes kept, for exact comparison."""
+    if isinstance(v, torch.Tensor) and v.is_nested:
+        return ("nested", [_plain(r) for r in v.unbind()])
+    if isinstance(v, torch.Tensor):
+        return ("tensor", str(v.dtype), list(v.shape), v.float().tolist())
+    if isinstance(v, np.ndarray):
+        return ("ndarray", v.dtype.str, list(v.shape),
+                [_plain(x) for x in v.reshape(-1)] if v.dtype == object else v.tolist())
+    if isinstance(v, NonTensorStack):
+        return ("objects", [_plain(x) for x in v.tolist()])
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return (type(v).__name__, v)
+
+
+def _snapshot(tq):
+    """{partition: {key: (tag, {field: value})}} of everything stored."""
+    out = {}
+    for pid, tags in tq.kv_list().items():
+        out[pid] = {}
+        for key, tag in tags.items():
+            meta = tq.get_client().kv_retrieve_meta([key], pid)
+            got = tq.kv_batch_get(keys=[key], partition_id=pid, select_fields=meta.field_names) \
+                if meta.field_names else {}
+            out[pid][key] = (tag, {f: _plain(got[f]) for f in meta.field_names})
+    return out
+
+
+def _fill_for_checkpoint(tq):
+    """Two partitions: 12 keys over two steps with every field kind (a
+    jagged row of length 0, bfloat16, typed cells holding tensors, numpy
+    arrays, bytes and None), keys with a field fewer, and tag-only keys."""
+    fields = sample_fields(12)
+    fields["responses"] = torch.nested.as_nested_tensor(
+        [torch.arange(i % 3, dtype=torch.int64) for i in range(12)], layout=torch.jagged)
+    fields["extra"] = NonTensorStack(*[
+        {"i": i, "mm": {"x": torch.full((2,), i, dtype=torch.bfloat16)},
+         "arr": np.arange(i, dtype=np.int16), "blob": bytes([i]), "none": None,
+         "words": np.array(["a", "bc"])} for i in range(12)])
+    tq.kv_batch_put(keys=[f"k{i}" for i in range(12)], partition_id="train", fields=fields,
+                    tags=[{"status": "finished", "n": i, "f": 0.5} for i in range(12)])
+    tq.kv_batch_put(keys=["short0", "short1"], partition_id="train",
+                    fields=TensorDict({"score": torch.tensor([7.0, 8.0])}, [2]),
+                    tags=[{"status": "running"}, {}])
+    tq.kv_batch_put(keys=["p"], partition_id="train", tags=[{"is_prompt": True}])
+    tq.kv_batch_put(keys=["v0", "v1"], partition_id="val",
+                    fields=TensorDict({"ids": torch.tensor([[1, 2], [3, 4]]),
+                                       "text": NonTensorStack("x", "y")}, [2]),
+                    tags=[{"s": [1, 2]}, {"s": {"a": None}}])
+
+
+def test_checkpoint_round_trips_every_partition_key_field_and_tag(tq, tmp_path):
+    """A checkpoint restores every partition, key, tag and field (dense,
+    jagged, typed Python values) exactly, with dtypes and shapes, after all
+    keys are cleared; the metadata (nested values, a tensor) comes back too.
+    The file is the tdock layout (magic and version), not a pickle."""
+    _fill_for_checkpoint(tq)
+    before = _snapshot(tq)
+    assert sorted(before) == ["train", "val"] and len(before["train"]) == 15
+    metadata = {"global_steps": 4, "nested": {"l": [1, "a", None]}, "t": torch.arange(3)}
+    tq.save_checkpoint(str(tmp_path / "tq"), metadata=metadata)
+    raw = (tmp_path / "tq" / "tdock_tq.pt").read_bytes()
+    assert raw[:8] == b"TDOCKTQC" and int.from_bytes(raw[8:12], "little") == 1
+    for pid, keys in before.items():
+        tq.kv_clear(keys=list(keys), partition_id=pid)
+    assert tq.kv_list() == {"train": {}, "val": {}}
+    got = tq.load_checkpoint(str(tmp_path / "tq"))
+    assert _plain(got) == _plain(metadata)
+    assert _snapshot(tq) == before
+
+
+def test_checkpoint_metadata_must_be_storable(tq, tmp_path):
+    """Metadata the typed encoding does not hold (a set) is refused naming
+    where it is, and no file is written."""
+    tq.kv_batch_put(keys=["a"], partition_id="train", tags=[{}])
+    with pytest.raises(tdock.errors.InvalidArgument, match=r"\['metadata'\]\['ids'\].*set"):
+        tq.save_checkpoint(str(tmp_path / "tq"), metadata={"ids": {1, 2}})
+    assert not (tmp_path / "tq" / "tdock_tq.pt").exists()
+
+
+def test_a_pickle_checkpoint_is_never_unpickled(tq, tmp_path):
+    """load_checkpoint of a tdock_tq.pt that is a pickle whose __reduce__
+    creates a file, a torch.save file of the same payload (what older
+    clients wrote), or the tdock header followed by that pickle raises
+    DataLoss naming the file, creates no file and changes no partition;
+    pickle.loads of the same bytes does create it (the payload is live)."""
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    tq.kv_batch_put(keys=["a"], partition_id="train", tags=[{"s": 1}])
+    crafted = pickle.dumps({"metadata": Payload(), "partitions": {}})
+    ckpt = tmp_path / "tq"
+    ckpt.mkdir()
+    file = ckpt / "tdock_tq.pt"
+    header = b"TDOCKTQC" + (1).to_bytes(4, "little")
+    for payload, why in [(crafted, "looks like a pickle"), (None, "torch.save"),
+                         (header + crafted, "does not start with b'TQC1'")]:
+        if payload is None:
+            torch.save({"metadata": Payload(), "partitions": {}}, str(file))
+        else:
+            file.write_bytes(payload)
+        with pytest.raises(tdock.errors.DataLoss, match=f"{file}.*{why}.*"):
+            tq.load_checkpoint(str(ckpt))
+        assert not marker.exists()
+        assert tq.kv_list() == {"train": {"a": {"s": 1}}}
+
+    pickle.loads(crafted)["metadata"].close()
+    assert marker.exists()
+
+
+def test_a_checkpoint_of_another_version_or_layout_is_refused(tq, tmp_path):
+    """A checkpoint whose format version is not 1 raises InvalidArgument
+    naming the file and the version; one cut short, or whose body is typed
+    data but not a checkpoint, raises DataLoss; none changes any partition."""
+    tq.kv_batch_put(keys=["a", "b"], partition_id="train", fields=sample_fields(2),
+                    tags=[{"s": 1}, {"s": 2}])
+    ckpt = tmp_path / "tq"
+    tq.save_checkpoint(str(ckpt))
+    file = ckpt / "tdock_tq.pt"
+    good = file.read_bytes()
+    tq.kv_clear(keys=["b"], partition_id="train")
+    tq.kv_batch_put(keys=["a"], partition_id="train", tags=[{"s": 9}])
+    after = _snapshot(tq)
+
+    file.write_bytes(good[:8] + (2).to_bytes(4, "little") + good[12:])
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match=f"{file} has checkpoint format version 2; this client reads "
+                             f"version 1"):
+        tq.load_checkpoint(str(ckpt))
+    assert _snapshot(tq) == after
+
+    from tdock import _tq_cells
+    for body, why in [(good[:-5], "the cell has"),
+                      (good[:12] + _tq_cells.encode_value({"metadata": {}}, "x"),
+                       "not {'metadata', 'partitions'}")]:
+        file.write_bytes(body)
+        with pytest.raises(tdock.errors.DataLoss, match=f"{file} is not a readable.*{why}"):
+            tq.load_checkpoint(str(ckpt))
+        assert _snapshot(tq) == after
+
+    file.write_bytes(good)
+    assert tq.load_checkpoint(str(ckpt)) == {}
+    assert tq.kv_list("train")["train"] == {"a": {"s": 1}, "b": {"s": 2}}
+
+
 def test_metrics_endpoint_and_init_errors(tq, monkeypatch):
     """get_metrics_endpoint comes from the config or the environment; init
     names unknown settings."""

@@ -64,6 +64,12 @@ class _Refused(Exception):
 def encode(value: Any, field: str, key: str) -> bytes:
     """The cell of one key's value; errors.InvalidArgument names the field,
     the key and the first part of the value that is not storable."""
+    return encode_value(value, f"field '{field}' key '{key}'")
+
+
+def encode_value(value: Any, where: str) -> bytes:
+    """The cell of `value`; errors.InvalidArgument names `where` (what the
+    value is, e.g. "field 'x' key 'k'") and the part that is not storable."""
     data: list[bytes] = []
     try:
         header = json.dumps(_tree(value, data, [0], ""), ensure_ascii=False,
@@ -71,12 +77,12 @@ def encode(value: Any, field: str, key: str) -> bytes:
     except _Refused as e:
         at = f" at {e.path}" if e.path else ""
         raise errors.InvalidArgument(
-            f"transferqueue: field '{field}' key '{key}'{at}: {e.what}; a field's Python "
-            f"values may hold {_ALLOWED}") from None
+            f"transferqueue: {where}{at}: {e.what}; a stored Python value may hold "
+            f"{_ALLOWED}") from None
     except RecursionError:
         raise errors.InvalidArgument(
-            f"transferqueue: field '{field}' key '{key}': the value is nested too deeply "
-            f"or contains itself") from None
+            f"transferqueue: {where}: the value is nested too deeply or contains "
+            f"itself") from None
     return b"".join([_HEAD.pack(MAGIC, len(header)), header, *data])
 
 
@@ -141,18 +147,31 @@ def decode(cell: bytes, field: str, key: str) -> Any:
     """The value of a cell encode() wrote. Reads JSON and raw bytes only;
     errors.DataLoss names the field and key of a cell in another layout."""
     try:
-        if len(cell) < _HEAD.size or cell[:4] != MAGIC:
+        return parse(cell)
+    except Malformed as e:
+        raise errors.DataLoss(f"transferqueue: field '{field}' key '{key}': the stored cell "
+                              f"is not a tdock typed value: {e}") from None
+
+
+class Malformed(ValueError):
+    """parse()'s error: what in the bytes is not in this layout."""
+
+
+def parse(cell: bytes | memoryview) -> Any:
+    """The value of a cell encode_value() wrote. Reads JSON and raw bytes
+    only; raises Malformed (never anything else) for bytes in another layout."""
+    try:
+        if len(cell) < _HEAD.size or bytes(cell[:4]) != MAGIC:
             raise ValueError(f"it does not start with {MAGIC!r} (it starts with "
                              f"{bytes(cell[:8])!r}; a value pickled by an older client is "
                              f"never unpickled)")
         _, n = _HEAD.unpack_from(cell)
         if _HEAD.size + n > len(cell):
             raise ValueError(f"its header of {n} bytes runs past its {len(cell)} bytes")
-        header = json.loads(cell[_HEAD.size:_HEAD.size + n].decode("utf-8"))
+        header = json.loads(bytes(cell[_HEAD.size:_HEAD.size + n]).decode("utf-8"))
         return _value(header, memoryview(cell)[_HEAD.size + n:])
     except (ValueError, TypeError, KeyError, RecursionError) as e:
-        raise errors.DataLoss(f"transferqueue: field '{field}' key '{key}': the stored cell "
-                              f"is not a tdock typed value: {e}") from None
+        raise Malformed(str(e)) from None
 
 
 def _value(h: Any, data: memoryview) -> Any:

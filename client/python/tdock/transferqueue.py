@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import torch
 
-from tdock import errors
+from tdock import _tq_checkpoint, errors
 from tdock._tq_meta import BatchMeta, KVBatchMeta
 from tdock._tq_store import TAG, Store
 
@@ -323,9 +323,12 @@ def get_client() -> TransferQueueClient:
 
 
 def save_checkpoint(path: str, metadata: dict | None = None) -> None:
-    """Writes every partition's keys, tags and fields to `path`/tdock_tq.pt
-    (torch.save). For durability across server restarts without
-    checkpoints, run the server with --data_dir instead."""
+    """Writes every partition's keys, tags and fields, and `metadata`, to
+    `path`/tdock_tq.pt as data (tdock._tq_checkpoint's layout, never a
+    pickle). The metadata may hold what a Python-value field may;
+    errors.InvalidArgument names a part that it cannot, and nothing is
+    written. For durability across server restarts without checkpoints,
+    run the server with --data_dir instead."""
     store = _s()
     state = {"metadata": dict(metadata or {}), "partitions": {}}
     for pid in store.partitions():
@@ -339,21 +342,22 @@ def save_checkpoint(path: str, metadata: dict | None = None) -> None:
             keys = [r.key for _, r in rows]
             td = store.get(dock, [(s, r.row) for s, r in rows], list(fields), keys) \
                 if fields else None
-            saved.append({"keys": keys, "tags": [tags[k] for k in keys], "fields": td})
+            saved.append({"keys": keys, "tags": [tags[k] for k in keys],
+                          "fields": _tq_checkpoint.stored_fields(td)})
         state["partitions"][pid] = saved
-    os.makedirs(path, exist_ok=True)
-    torch.save(state, os.path.join(path, "tdock_tq.pt"))
+    _tq_checkpoint.write(path, state)
 
 
 def load_checkpoint(path: str) -> dict:
     """Puts back what save_checkpoint wrote (keys there now are overwritten
-    field by field, their tags merged); returns the checkpoint's metadata."""
-    file = os.path.join(path, "tdock_tq.pt")
-    if not os.path.exists(file):
-        raise errors.NotFound(f"transferqueue.load_checkpoint: no {file}")
-    state = torch.load(file, weights_only=False)
-    for pid, groups in state["partitions"].items():
-        for g in groups:
-            if g["keys"]:
-                kv_batch_put(g["keys"], pid, g["fields"], g["tags"])
+    field by field, their tags merged); returns the checkpoint's metadata.
+    Reading parses data only: a file that is not a tdock checkpoint (a
+    pickle, a torch.save file) raises errors.DataLoss, one of an unknown
+    format version errors.InvalidArgument, both before anything is written."""
+    state = _tq_checkpoint.read(path)
+    puts = [(pid, g["keys"], _tq_checkpoint.fields_tensordict(g["fields"], len(g["keys"])),
+             g["tags"]) for pid, groups in state["partitions"].items() for g in groups
+            if g["keys"]]
+    for pid, keys, fields, tags in puts:
+        kv_batch_put(keys, pid, fields, tags)
     return state["metadata"]
