@@ -47,14 +47,6 @@ ConsumerTable::ConsumerTable(const tdock::Mutex* dock_mu, DockSpec spec)
   }
 }
 
-void ConsumerTable::HeldShared(const tdock::Mutex& dock_mu) const {
-  TDOCK_CHECK(&dock_mu == dock_mu_) << "consumer table: not its dock's mutex";
-}
-
-void ConsumerTable::HeldExclusive(const tdock::Mutex& dock_mu) const {
-  TDOCK_CHECK(&dock_mu == dock_mu_) << "consumer table: not its dock's mutex";
-}
-
 int ConsumerTable::IndexOf(const tdock::Mutex& dock_mu, absl::string_view name) const {
   HeldShared(dock_mu);
   return spec_.ConsumerIndex(std::string(name));

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/logging.h"
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "server/dock/partition.h"
@@ -153,8 +154,13 @@ class ConsumerTable final {
  private:
   // Tell the analysis that `dock_mu` held is this table's guard, and check
   // that it is.
-  void HeldShared(const tdock::Mutex& dock_mu) const ABSL_ASSERT_SHARED_LOCK(dock_mu_);
-  void HeldExclusive(const tdock::Mutex& dock_mu) const ABSL_ASSERT_EXCLUSIVE_LOCK(dock_mu_);
+  // Inline: every plan lookup of the claim path passes here.
+  void HeldShared(const tdock::Mutex& dock_mu) const ABSL_ASSERT_SHARED_LOCK(dock_mu_) {
+    TDOCK_CHECK(&dock_mu == dock_mu_) << "consumer table: not its dock's mutex";
+  }
+  void HeldExclusive(const tdock::Mutex& dock_mu) const ABSL_ASSERT_EXCLUSIVE_LOCK(dock_mu_) {
+    TDOCK_CHECK(&dock_mu == dock_mu_) << "consumer table: not its dock's mutex";
+  }
 
   const tdock::Mutex* const dock_mu_;
   DockSpec spec_ ABSL_GUARDED_BY(dock_mu_);

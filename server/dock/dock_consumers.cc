@@ -192,7 +192,8 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
   *index = consumers_.IndexOf(mu_, name);
   if (*index < 0) return UnknownConsumerLocked(name);
   ConsumerSpec& consumer = next.consumers[*index];
-  if (consumers_.spec(mu_).seal_when.has_value() && consumers_.spec(mu_).seal_when->consumer == name) {
+  const std::optional<SealWhen>& seal_when = consumers_.spec(mu_).seal_when;
+  if (seal_when.has_value() && seal_when->consumer == name) {
     return absl::FailedPreconditionError(absl::StrCat(
         "dock '", name_, "': consumer '", name,
         "' cannot be removed: the dock's seal_when counts its groups"));

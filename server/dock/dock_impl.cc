@@ -138,9 +138,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // A step nobody holds (no consumer, or none that counts) stays until
     // ReleaseStep, as does every step with retain_steps.
     if (consumers_.spec(mu_).retain_steps || ring_.Classify(mu_, step) != StepState::kLive ||
-        std::none_of(consumers_.plans(mu_).begin(), consumers_.plans(mu_).end(), [](const ConsumerPlan& plan) {
-          return plan.holds_steps() || plan.joining;
-        })) {
+        std::none_of(consumers_.plans(mu_).begin(), consumers_.plans(mu_).end(),
+                     [](const ConsumerPlan& plan) { return plan.holds_steps() || plan.joining; })) {
       return;
     }
     Partition& part = ring_.Of(step);

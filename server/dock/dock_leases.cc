@@ -287,7 +287,8 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
     absl::Status gone;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      if (consumers_.plan(mu_, lease->consumer).removed) gone = UnknownConsumerLocked(consumers_.plan(mu_, lease->consumer).name);
+      const ConsumerPlan& plan = consumers_.plan(mu_, lease->consumer);
+      if (plan.removed) gone = UnknownConsumerLocked(plan.name);
     }
     if (!gone.ok()) {
       UnpinLease(id, lease->consumer, std::nullopt);

@@ -157,8 +157,8 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
     }
     if (stored) {
       // relaxed: statistics only.
-      consumers_.staleness(mu_, plan.index).stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()),
-                                                   std::memory_order_relaxed);
+      consumers_.staleness(mu_, plan.index)
+          .stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()), std::memory_order_relaxed);
     }
   }
   if (journal_ != nullptr) {

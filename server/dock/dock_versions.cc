@@ -80,7 +80,9 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
     bool bounded = false;
     {
       tdock::ReaderMutexLock lock(&mu_);
-      for (const ConsumerPlan& plan : consumers_.plans(mu_)) bounded |= plan.max_staleness.has_value();
+      for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
+        bounded |= plan.max_staleness.has_value();
+      }
     }
     if (bounded) WakeGets({});
     WakeReservations();  // those that generate with the newest version may go further
