@@ -384,7 +384,8 @@ absl::StatusOr<std::vector<ClientLease>> Client::ListLeases(const std::string& d
   std::vector<ClientLease> leases;
   for (const v1::LeaseInfo& lease : response.leases()) {
     leases.push_back({lease.lease_id(), lease.step(), lease.rank(), lease.round(), lease.rows(),
-                      absl::Milliseconds(lease.expires_in_ms())});
+                      lease.expires_in_ms() < 0 ? absl::InfiniteDuration()
+                                                : absl::Milliseconds(lease.expires_in_ms())});
   }
   return leases;
 }

@@ -150,7 +150,9 @@ struct ClientLease {
   int32_t rank = 0;
   int64_t round = -1;  // BALANCED: the round of the rank's share
   int64_t rows = 0;
-  absl::Duration expires_in;  // until it expires (zero: due now)
+  // Until it expires (zero: due now; InfiniteDuration: its hand-out is being
+  // recorded, the lease has not started to run).
+  absl::Duration expires_in;
 };
 
 // What Client::NackAll handed back.

@@ -154,12 +154,16 @@ absl::Status RunSimple(Client& client, const Request& request) {
     Json json = Json::array();
     std::string text;
     for (const ClientLease& lease : leases) {
-      const int64_t left = absl::ToInt64Milliseconds(lease.expires_in);
+      const bool running = lease.expires_in != absl::InfiniteDuration();
+      const int64_t left = running ? absl::ToInt64Milliseconds(lease.expires_in) : -1;
       json.push_back({{"lease", lease.lease_id}, {"step", lease.step}, {"rank", lease.rank},
                       {"round", lease.round}, {"rows", lease.rows}, {"expires_in_ms", left}});
       absl::StrAppend(&text, "lease ", lease.lease_id, ": step ", lease.step, " rank ", lease.rank,
                       lease.round >= 0 ? absl::StrCat(" round ", lease.round) : "", ", ",
-                      lease.rows, " rows, expires in ", left, " ms\n");
+                      lease.rows, " rows, ",
+                      running ? absl::StrCat("expires in ", left, " ms")
+                              : std::string("hand-out being recorded"),
+                      "\n");
     }
     if (leases.empty()) text = absl::StrCat("no leases of ", request.consumer, " in flight\n");
     Print(request, {{"dock", request.dock}, {"consumer", request.consumer}, {"leases", json}},

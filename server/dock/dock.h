@@ -93,7 +93,8 @@ class Dock final {
   absl::StatusOr<std::vector<LeaseInfo>> ListLeases(const std::string& consumer) const;
   // Hands back every lease of the consumer in flight (of rank `rank` if
   // set), each as Nack does (recorded first); a lease that ends otherwise
-  // meanwhile is left out. INVALID_ARGUMENT for a rank out of range.
+  // meanwhile, or whose hand-out or end is being recorded at that moment,
+  // is left out. INVALID_ARGUMENT for a rank out of range.
   void NackAll(const std::string& consumer, std::optional<int32_t> rank, NackAllCallback done);
 
   // Returns written cells of `rows` without claiming them. `columns` empty

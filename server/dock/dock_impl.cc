@@ -199,8 +199,13 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
   if (answer) std::move(answer)(stored);  // before the calls it wakes are served
   if (released) AfterRelease(std::move(arena));
   // Gets that waited for the record (those naming the step, and those that
-  // passed over it as released) are served from the live step.
-  if (kept) WakeGets({});
+  // passed over it as released) are served from the live step. A Seal
+  // applied while the release was recorded may have kept rows whose writes
+  // failed meanwhile (their drop waited for the release): they end now.
+  if (kept) {
+    WakeGets({});
+    DropOrphans(step);
+  }
 }
 
 void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {

@@ -119,30 +119,33 @@ absl::StatusOr<std::vector<LeaseInfo>> DockImpl::ListLeases(const std::string& c
 void DockImpl::NackAll(const std::string& consumer, std::optional<int32_t> rank,
                        NackAllCallback done) {
   std::vector<uint64_t> ids;
+  absl::StatusOr<int> index;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    absl::StatusOr<int> index = LeasingConsumerLocked(consumer);
+    index = LeasingConsumerLocked(consumer);
     if (index.ok() && rank.has_value() &&
         (*rank < 0 || *rank >= consumers_.plan(mu_, *index).dp_size)) {
       index = absl::InvalidArgumentError(absl::StrCat(
           "dock '", name_, "': consumer '", consumer, "': rank ", *rank, " is out of range [0, ",
           consumers_.plan(mu_, *index).dp_size, ")"));
     }
-    if (!index.ok()) {
-      std::move(done)(index.status());
-      return;
+    if (index.ok()) {
+      for (const Lease& lease : leases_->InFlight(*index)) {
+        if (!rank.has_value() || lease.rank == *rank) ids.push_back(lease.id);
+      }
     }
-    for (const Lease& lease : leases_->InFlight(*index)) {
-      if (!rank.has_value() || lease.rank == *rank) ids.push_back(lease.id);
-    }
+  }
+  if (!index.ok()) {
+    std::move(done)(index.status());  // no lock held
+    return;
   }
   if (ids.empty()) {
     std::move(done)(NackAllResult{});
     return;
   }
   // Each lease is handed back as a Nack would (recorded first); one that
-  // ended meanwhile (acknowledged, expired) is left out. Answered once every
-  // Nack is.
+  // ended meanwhile (acknowledged, expired), or whose hand-out or end is
+  // being recorded right now, is left out. Answered once every Nack is.
   struct Tally {
     tdock::Mutex mu;
     size_t left ABSL_GUARDED_BY(mu) = 0;

@@ -89,6 +89,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
     empty.ranks.resize(record.shares.size());
     state.rounds.push_back(std::move(empty));
   }
+  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   Round round;
   round.stats = record.stats;
   // Not the record's `last`: that counted rows claimed by rounds before it,
@@ -96,7 +97,8 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   // again. A recovered round ends the step as any round does once the
   // step's rows are counted (the last formed, when no row is left).
   round.last = false;
-  int64_t rows = 0;
+  int64_t rows = 0;     // handed out in the shares
+  int64_t counted = 0;  // done: each unit at its full size, as the round's formation counted
   for (size_t r = 0; r < record.shares.size(); ++r) {
     RoundShare share{record.shares[r], record.micro_batches[r]};
     for (int64_t row : share.rows) {
@@ -105,14 +107,16 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
                                                 "': round ", record.round, " names row ", row));
       }
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
-      (void)state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63));
+      // A group's rows dropped before the round formed are in no share; the
+      // group counts whole (CountDroppedLocked skips a claimed one).
+      if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) counted += unit_rows;
       ++rows;
     }
     round.ranks.push_back(std::move(share));
   }
   state.rounds.push_back(std::move(round));
   state.rounds_recorded.assign(state.rounds.size(), true);
-  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
+  state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
   state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
   state.handed_total.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();

@@ -323,8 +323,11 @@ grpc::ServerUnaryReactor* DockService::ListLeases(grpc::CallbackServerContext* c
     out->set_rank(lease.rank);
     out->set_round(lease.round);
     out->set_rows(lease.rows);
+    // A lease whose hand-out is still being recorded has not started to run.
     out->set_expires_in_ms(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(lease.deadline - now)));
+        lease.deadline == absl::InfiniteFuture()
+            ? -1
+            : std::max<int64_t>(0, absl::ToInt64Milliseconds(lease.deadline - now)));
   }
   return FinishNow(context, absl::OkStatus());
 }

@@ -205,6 +205,44 @@ TEST(DropRestart, ARecoveredLastRoundDoesNotEndTheStepBeforeAnUnrecordedRoundsRo
       << "rank 1's shares of rounds 1-3, rank 0's of round 3 again, and row 1";
 }
 
+// A BALANCED consumer of whole groups counts each group of a round at its
+// full size, rows dropped before the round formed included (they are in no
+// share). After a restart the recovered rounds count the same, so the
+// consumer, having taken every round, is at the end of the step: row 1 of
+// group 0 is dropped, then two rounds of two groups are taken.
+TEST(DropRestart, RecoveredRoundsOfWholeGroupsCountTheirDroppedRows) {
+  DockSpec spec = CrashSpec();
+  ConsumerSpec gbal{"gbal", {"ids"}, 2, 2, /*whole_groups=*/true, Policy::kBalanced, 0};
+  spec.consumers.push_back(gbal);
+  Recording recording(spec);
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  ASSERT_OK(dock->Drop(DropInput{0, {1}, {}, DropReason::kFiltered}));
+  GetInput rank0 = testing::GetOf("gbal");
+  rank0.step = 0;
+  GetInput rank1 = rank0;
+  rank1.rank = 1;
+  std::vector<int64_t> taken;
+  for (int round = 0; round < 2; ++round) {
+    for (const GetInput& in : {rank0, rank1}) {
+      ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*dock, in));
+      EXPECT_EQ(batch.round, round);
+      taken.insert(taken.end(), batch.rows.begin(), batch.rows.end());
+      EXPECT_EQ(batch.end_of_step, round == 1);
+    }
+  }
+  std::sort(taken.begin(), taken.end());
+  ASSERT_EQ(taken, (std::vector<int64_t>{0, 2, 3, 4, 5, 6, 7}));
+  recording.Stop();
+
+  Restarted restarted(*recording.store);
+  for (const GetInput& in : {rank0, rank1}) {
+    ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*restarted.dock, in));
+    EXPECT_TRUE(batch.rows.empty());
+    EXPECT_TRUE(batch.end_of_step) << "rank " << in.rank << ": every round was taken";
+  }
+}
+
 // While a Seal's record is being stored, a Put of a row it drops (unwritten
 // when it was decided) is refused: an acknowledged write is never dropped
 // as unwritten.

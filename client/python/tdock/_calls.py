@@ -447,7 +447,8 @@ class _DockCalls:
     @staticmethod
     def _lease_infos(r: dock_pb2.ListLeasesResponse) -> list[Lease]:
         return [Lease(x.lease_id, x.step, x.rank, x.round if x.round >= 0 else None, x.rows,
-                      x.expires_in_ms / 1000.0) for x in r.leases]
+                      x.expires_in_ms / 1000.0 if x.expires_in_ms >= 0 else None)
+                for x in r.leases]
 
     def _nack_all_request(self, consumer: str, rank: int | None) -> dock_pb2.NackAllRequest:
         request = dock_pb2.NackAllRequest(dock=self.name, consumer=consumer)

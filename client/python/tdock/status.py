@@ -93,7 +93,8 @@ class Lease:
     rank: int
     round: int | None     # BALANCED: the round of the rank's share
     rows: int
-    expires_in: float     # seconds until it expires (0: due now)
+    expires_in: float | None  # seconds until it expires (0: due now; None: its
+                              # hand-out is being recorded, not running yet)
 
 
 @dataclass(frozen=True)
