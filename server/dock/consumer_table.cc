@@ -49,7 +49,7 @@ ConsumerTable::ConsumerTable(const tdock::Mutex* dock_mu, DockSpec spec)
 
 int ConsumerTable::IndexOf(const tdock::Mutex& dock_mu, absl::string_view name) const {
   HeldShared(dock_mu);
-  return spec_.ConsumerIndex(std::string(name));
+  return spec_.ConsumerIndex(name);
 }
 
 const ConsumerPlan& ConsumerTable::Add(const tdock::Mutex& dock_mu,
