@@ -113,14 +113,16 @@ def test_first_calls_outlast_a_server_that_is_not_scheduled(own_server):
     last began): each call connects when the server runs again and succeeds
     (a connection attempt may take up to `connect_timeout`, 20 s by
     default). With a 0.1 s connect timeout (what the client used before) the
-    same calls, the server kept stopped until they are answered, fail with
-    UNAVAILABLE: the test reproduces the busy host."""
+    same calls, the server kept stopped until they are answered, fail: the
+    test reproduces the busy host. Each fails as UNAVAILABLE (its attempts
+    gave up) or, where the call's deadline came first on the loaded host,
+    DEADLINE_EXCEEDED; none is answered."""
     proc, address = own_server
     answers = first_calls_while_server_is_stopped(address, proc, {}, until_answered=False)
     assert answers == ["ok"] * len(answers)
     old = first_calls_while_server_is_stopped(address, proc, {"connect_timeout": 0.1},
                                               until_answered=True)
-    assert all(a.startswith("Unavailable") for a in old), old
+    assert all(a.startswith(("Unavailable", "DeadlineExceeded")) for a in old), old
 
 
 def test_a_new_client_connects_at_once_while_another_backs_off(own_server, tmp_path):
