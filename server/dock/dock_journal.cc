@@ -142,7 +142,9 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
           replica, taker = TakerOf(plan, rank, replica), lease = plan.lease,
           done = std::move(done)](absl::StatusOr<Batch> got) mutable {
-    if (!got.ok() || got->rows.empty()) {
+    // A round's delivery is recorded even when its share is empty
+    // (ServeRoundLocked).
+    if (!got.ok() || (got->rows.empty() && got->round < 0)) {
       std::move(done)(std::move(got));
       return;
     }

@@ -5,10 +5,11 @@
 // A BALANCED consumer with dp_size D is served in rounds. The k-th Get of
 // rank r (in a step) belongs to round k. The first rank to ask for round k
 // claims D × dispatch_size rows (or the step's remainder) once they are
-// available, splits them into D parts of equal row counts (equal whole
-// groups) and balanced cost, and plans each part's micro-batches; rank r gets
-// part r. Rounds are kept until the step is released, so asking again for a
-// round returns the same rows. Drafting and committing a round hold the
+// available, splits them into D parts whose row counts (whole groups)
+// differ by at most one and whose costs are balanced, and plans each part's
+// micro-batches; rank r gets part r, an empty part too, so every rank takes
+// every round. Rounds are kept until the step is released, so asking again
+// for a round returns the same rows. Drafting and committing a round hold the
 // consumer's round_mu (per partition); claims inside it still use the
 // lock-free bitmap; planning holds no lock.
 #include <algorithm>
@@ -163,97 +164,97 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   // A share whose lease ended unacknowledged goes to the rank first.
   const int32_t taker = TakerOf(plan, in.rank, in.replica);
   std::set<int64_t>& pending = state.redeliver[taker];
-  // A share all of whose rows were dropped is passed over: the rank goes on
-  // to its next round.
-  for (;;) {
-    const int64_t k = in.round.has_value() ? *in.round
-                      : !pending.empty()   ? *pending.begin()
-                                           : state.next_round[taker];
-    if (k < 0 || k > formed) {
-      attempt.done = absl::InvalidArgumentError(absl::StrCat(
-          Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
-          " is not formed; the next round is ", formed));
-      return attempt;
-    }
-    if (k == formed && state.forming) return attempt;  // its commit wakes this Get
-    if (k == formed && !state.formation_failed.ok()) {
-      // The last formation of this round failed: one Get learns why, the next
-      // tries again.
-      attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
-      return attempt;
-    }
-    if (k == formed) return StartRoundLocked(part, in, plan, explicit_step);
-    Round& round = state.rounds[k];
-    RoundShare share;
-    if (plan.replicas == 1) {
-      share = LiveShareLocked(part, round.ranks[in.rank]);
-    } else {
-      round.taken.resize(static_cast<size_t>(plan.dp_size));
-      std::optional<RoundShare>& taken = round.taken[in.rank];
-      if (!taken.has_value()) taken = LiveShareLocked(part, round.ranks[in.rank]);
-      share = *taken;
-    }
-    // The share's lease is changing hands (its hand-out or its end being
-    // recorded): wait for that, so one share never has two leases (UnpinLease
-    // and the lease's end wake this Get).
-    if (plan.lease > absl::ZeroDuration() &&
-        leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
-      return attempt;
-    }
-    if (in.replica == 0 && k >= state.next_round[taker] && pending.count(k) == 0) {
-      // First delivery: rows dropped since the round formed were counted with
-      // it but are never handed out.
-      // relaxed: statistics only.
-      state.handed_rows.fetch_sub(
-          static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
-          std::memory_order_relaxed);
-    }
-    state.next_round[taker] = std::max(state.next_round[taker], k + 1);
-    pending.erase(k);
-    // The step's last round, or (drops counted the rest of the step after it
-    // formed) the last round there will be.
-    // acquire: pairs with the drops' and rounds' increments.
-    // Rows passed over as stale end it once their record is stored.
-    const bool last =
-        (round.last || (k + 1 == formed &&
-                        state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
-        state.stale_unrecorded.load(std::memory_order_acquire) == 0;
-    if (share.rows.empty() && !in.round.has_value() && !last) continue;
-    Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
-    if (plan.lease > absl::ZeroDuration() && !share.rows.empty() &&
-        state.shares_acked.count({k, in.rank}) == 0) {
-      // One lease per share: a replica taking it under the lease in flight
-      // gets that lease; a replica taking it again replaces the lease.
-      std::set<int32_t>& took = state.share_replicas[{k, in.rank}];
-      const uint64_t current =
-          plan.replicas > 1 ? leases_->ShareLease(plan.index, part.step(mu_), k, in.rank) : 0;
-      if (current != 0 && took.count(in.replica) == 0) {
-        batch.lease_id = current;
-      } else {
-        batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
-                                         static_cast<int64_t>(share.rows.size()));
-        took.clear();
-      }
-      took.insert(in.replica);
-      batch.lease = plan.lease;
-    }
-    if (journal_ != nullptr && !share.rows.empty()) {
-      // acq_rel: counted before the hand-out is visible to auto-release.
-      part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
-    }
-    if (in.replica == 0) {
-      // relaxed: statistics only.
-      state.handed_total.fetch_add(static_cast<int64_t>(share.rows.size()),
-                                   std::memory_order_relaxed);
-    }
-    batch.round = k;
-    batch.micro_batches = share.micro_batches;
-    batch.balance = round.stats;
-    batch.end_of_step = last;
-    if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
-    attempt.done = std::move(batch);
+  // Every rank takes every round, an empty share included (a short round,
+  // or one whose rows were dropped): ranks that step through their rounds
+  // together (collectives) take the same number.
+  const int64_t k = in.round.has_value() ? *in.round
+                    : !pending.empty()   ? *pending.begin()
+                                         : state.next_round[taker];
+  if (k < 0 || k > formed) {
+    attempt.done = absl::InvalidArgumentError(absl::StrCat(
+        Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
+        " is not formed; the next round is ", formed));
     return attempt;
   }
+  if (k == formed && state.forming) return attempt;  // its commit wakes this Get
+  if (k == formed && !state.formation_failed.ok()) {
+    // The last formation of this round failed: one Get learns why, the next
+    // tries again.
+    attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
+    return attempt;
+  }
+  if (k == formed) return StartRoundLocked(part, in, plan, explicit_step);
+  Round& round = state.rounds[k];
+  RoundShare share;
+  if (plan.replicas == 1) {
+    share = LiveShareLocked(part, round.ranks[in.rank]);
+  } else {
+    round.taken.resize(static_cast<size_t>(plan.dp_size));
+    std::optional<RoundShare>& taken = round.taken[in.rank];
+    if (!taken.has_value()) taken = LiveShareLocked(part, round.ranks[in.rank]);
+    share = *taken;
+  }
+  // The share's lease is changing hands (its hand-out or its end being
+  // recorded): wait for that, so one share never has two leases (UnpinLease
+  // and the lease's end wake this Get).
+  if (plan.lease > absl::ZeroDuration() &&
+      leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
+    return attempt;
+  }
+  if (in.replica == 0 && k >= state.next_round[taker] && pending.count(k) == 0) {
+    // First delivery: rows dropped since the round formed were counted with
+    // it but are never handed out.
+    // relaxed: statistics only.
+    state.handed_rows.fetch_sub(
+        static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
+        std::memory_order_relaxed);
+  }
+  state.next_round[taker] = std::max(state.next_round[taker], k + 1);
+  pending.erase(k);
+  // The step's last round, or (drops counted the rest of the step after it
+  // formed) the last round there will be.
+  // acquire: pairs with the drops' and rounds' increments.
+  // Rows passed over as stale end it once their record is stored.
+  const bool last =
+      (round.last || (k + 1 == formed &&
+                      state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
+      state.stale_unrecorded.load(std::memory_order_acquire) == 0;
+  Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
+  if (plan.lease > absl::ZeroDuration() && !share.rows.empty() &&
+      state.shares_acked.count({k, in.rank}) == 0) {
+    // One lease per share: a replica taking it under the lease in flight
+    // gets that lease; a replica taking it again replaces the lease.
+    std::set<int32_t>& took = state.share_replicas[{k, in.rank}];
+    const uint64_t current =
+        plan.replicas > 1 ? leases_->ShareLease(plan.index, part.step(mu_), k, in.rank) : 0;
+    if (current != 0 && took.count(in.replica) == 0) {
+      batch.lease_id = current;
+    } else {
+      batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
+                                       static_cast<int64_t>(share.rows.size()));
+      took.clear();
+    }
+    took.insert(in.replica);
+    batch.lease = plan.lease;
+  }
+  if (journal_ != nullptr) {
+    // An empty share's delivery is recorded too: a restarted server must
+    // not give the rank that round again.
+    // acq_rel: counted before the hand-out is visible to auto-release.
+    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (in.replica == 0) {
+    // relaxed: statistics only.
+    state.handed_total.fetch_add(static_cast<int64_t>(share.rows.size()),
+                                 std::memory_order_relaxed);
+  }
+  batch.round = k;
+  batch.micro_batches = share.micro_batches;
+  batch.balance = round.stats;
+  batch.end_of_step = last;
+  if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
+  attempt.done = std::move(batch);
+  return attempt;
 }
 
 absl::Status DockImpl::PlanRowsLocked(const Partition& part,

@@ -120,6 +120,45 @@ TEST(DockBalanced, AskingAgainReturnsTheSameRows) {
                 "round 0 is asked for without a step");
 }
 
+// Every rank takes the same number of rounds: 5 rows in rounds of
+// dispatch_size 2 over 2 ranks are rounds of 4 and 1 rows; the rank whose
+// share of the short round is empty still takes that round (empty) and ends
+// the step with it, as its peer does. Ranks that step together (a
+// collective per round) would otherwise wait for each other forever.
+TEST(DockBalanced, EveryRankTakesEveryRoundOfAShortStep) {
+  DockSpec spec = BalancedSpec();
+  spec.num_prompts = 5;
+  spec.consumers[0].dispatch_size = 2;
+  spec.consumers[0].micro_batch.reset();
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(std::move(spec)));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 4}, {TokenRows({7, 6, 8, 5, 1})}));
+  std::vector<std::vector<Batch>> taken(2);
+  for (int rank : {1, 0}) {
+    for (int i = 0; i < 4; ++i) {  // at most: a runaway rank fails below
+      GetInput in = RankGet(rank);
+      in.step = 0;
+      ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, in));
+      taken[rank].push_back(batch);
+      if (batch.end_of_step) break;
+    }
+  }
+  std::vector<int64_t> rows;
+  for (int rank : {0, 1}) {
+    ASSERT_EQ(taken[rank].size(), 2u) << "rank " << rank << " takes both rounds";
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(taken[rank][k].round, static_cast<int64_t>(k));
+      EXPECT_EQ(taken[rank][k].end_of_step, k == 1) << "rank " << rank << " round " << k;
+      rows.insert(rows.end(), taken[rank][k].rows.begin(), taken[rank][k].rows.end());
+    }
+    EXPECT_EQ(taken[rank][0].rows.size(), 2u);
+  }
+  EXPECT_EQ(taken[0][1].rows.size() + taken[1][1].rows.size(), 1u)
+      << "the short round's one row goes to one rank, the other's share is empty";
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "both ranks took every round: released";
+}
+
 // A step whose rounds are all claimed is released only after every rank has
 // fetched its share of the last round.
 TEST(DockBalanced, ReleaseWaitsForEveryRankShare) {

@@ -72,7 +72,7 @@ std::vector<std::vector<int64_t>> TakeStep(Dock& dock, const std::string& consum
     EXPECT_OK(batch);
     if (!batch.ok()) break;
     if (!batch->rows.empty()) batches.push_back(batch->rows);
-    if (batch->end_of_step || batch->rows.empty()) break;
+    if (batch->end_of_step || (batch->rows.empty() && batch->round < 0)) break;
   }
   return batches;
 }

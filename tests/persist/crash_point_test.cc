@@ -418,7 +418,8 @@ class CrashPoint {
         }
         drained.insert(drained.end(), got->rows.begin(), got->rows.end());
         if (got->lease_id != 0) (void)dock.Ack(consumer.name, got->lease_id);
-        if (got->end_of_step || got->timed_out || got->rows.empty()) break;
+        // A balanced rank takes an empty share as a round: it goes on after it.
+        if (got->end_of_step || got->timed_out || (got->rows.empty() && got->round < 0)) break;
       }
     }
     std::set<int64_t> seen;

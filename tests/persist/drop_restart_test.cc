@@ -125,10 +125,10 @@ GetInput BalRank(int32_t rank) {
 }
 
 // Round 0 of "bal" (dp 2, one row per rank) is formed but its first
-// delivery is not stored, then both its rows are dropped: each rank passes
-// it over and takes its share of round 1, which is recorded (round 0 never
-// is) and acknowledged. After a restart round 1 is still taken: its rows are
-// not handed out again.
+// delivery is not stored, then both its rows are dropped: each rank asks
+// for round 1 by number and takes its share, which is recorded (round 0
+// never is) and acknowledged. After a restart round 1 is still taken: its
+// rows are not handed out again.
 TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
   Recording recording;
   Dock* dock = recording.dock.get();
@@ -136,7 +136,9 @@ TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
   const GetInput rank0 = BalRank(0), rank1 = BalRank(1);
   ASSERT_OK(dock->Drop(DropInput{0, {0, 1}, {}, DropReason::kFiltered}));
   std::vector<int64_t> taken;
-  for (const GetInput& in : {rank0, rank1}) {
+  for (GetInput in : {rank0, rank1}) {
+    in.step = 0;
+    in.round = 1;
     ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*dock, in));
     EXPECT_EQ(batch.round, 1);
     ASSERT_EQ(batch.rows.size(), 1u);
@@ -155,11 +157,38 @@ TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
       ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*restarted.dock, in));
       again.insert(again.end(), batch.rows.begin(), batch.rows.end());
       if (batch.lease_id != 0) ASSERT_OK(restarted.dock->Ack("bal", batch.lease_id));
-      if (batch.end_of_step || batch.rows.empty()) break;
+      if (batch.end_of_step || (batch.rows.empty() && batch.round < 0)) break;
     }
   }
   std::sort(again.begin(), again.end());
   EXPECT_EQ(again, (std::vector<int64_t>{4, 5, 6, 7}));
+}
+
+// A rank's delivery of an empty share is recorded like any other: after a
+// restart the rank goes on to its next round instead of taking the empty
+// one again (a round more than its peers). Round 0 of "bal" takes rows 0
+// and 1; rank 1's row of it is dropped; rank 1 takes round 0, empty.
+TEST(DropRestart, AnEmptyShareTakenIsNotTakenAgainAfterARestart) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  WriteIds(*dock, 0);
+  const std::vector<int64_t> rows = {0, 1, 2, 3, 4, 5, 6, 7};
+  ASSERT_OK(testing::PutSync(*dock, 0, rows, {ColumnOf("score", 0, 0, rows)}));
+  GetInput rank0 = BalRank(0), rank1 = BalRank(1);
+  rank0.step = rank1.step = 0;
+  ASSERT_OK_AND_ASSIGN(Batch first, testing::GetSync(*dock, rank0));
+  ASSERT_EQ(first.round, 0);
+  ASSERT_EQ(first.rows.size(), 1u);
+  ASSERT_OK(dock->Drop(DropInput{0, {1 - first.rows[0]}, {}, DropReason::kFiltered}));
+  ASSERT_OK_AND_ASSIGN(Batch empty, testing::GetSync(*dock, rank1));
+  ASSERT_EQ(empty.round, 0);
+  ASSERT_TRUE(empty.rows.empty());
+  recording.Stop();
+
+  Restarted restarted(*recording.store);
+  ASSERT_OK_AND_ASSIGN(Batch next, testing::GetSync(*restarted.dock, rank1));
+  EXPECT_EQ(next.round, 1) << "round 0 was taken before the restart";
+  EXPECT_EQ(next.rows.size(), 1u);
 }
 
 // A round recorded as the step's last (its formation counted the step's
@@ -167,8 +196,9 @@ TEST(DropRestart, ARoundNeverRecordedKeepsTheNextRoundsRecords) {
 // earlier round's rows are unclaimed and go into a round formed again, so
 // the recovered "last" round does not end the step before them. Round 0 of
 // "bal" is formed, its first delivery's record fails and rank 0's row of
-// it is dropped: rank 0 passes it over and takes rounds 1-3 (the third is
-// the last; its lease is in flight at the stop); rank 1 has taken nothing.
+// it is dropped: rank 0 goes on to take rounds 1-3 (the third is
+// the last, asking for each by number; its lease is in flight at the stop);
+// rank 1 has taken nothing.
 TEST(DropRestart, ARecoveredLastRoundDoesNotEndTheStepBeforeAnUnrecordedRoundsRows) {
   Recording recording;
   Dock* dock = recording.dock.get();
@@ -177,7 +207,10 @@ TEST(DropRestart, ARecoveredLastRoundDoesNotEndTheStepBeforeAnUnrecordedRoundsRo
   ASSERT_OK(dock->Drop(DropInput{0, {0}, {}, DropReason::kFiltered}));
   uint64_t in_flight = 0;
   for (int64_t round = 1; round <= 3; ++round) {
-    ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*dock, rank0));
+    GetInput in = rank0;
+    in.step = 0;
+    in.round = round;
+    ASSERT_OK_AND_ASSIGN(Batch batch, testing::GetSync(*dock, in));
     ASSERT_EQ(batch.round, round);
     ASSERT_EQ(batch.rows, (std::vector<int64_t>{2 * round}));
     EXPECT_EQ(batch.end_of_step, round == 3);

@@ -66,6 +66,29 @@ def test_balanced_ranks_carry_equal_tokens(client, dock_name):
     assert sorted(np.concatenate([b.rows for b in shares]).tolist()) == list(range(16))
 
 
+def test_balanced_ranks_take_the_same_number_of_rounds(client, dock_name):
+    """5 rows in rounds of dispatch_size 2 over 2 ranks: rounds of 4 rows and
+    of 1. Each rank's iter yields both rounds, the rank whose share of the
+    short round is empty an empty batch, so ranks that run a collective per
+    round stay in step; the rounds carry every row once."""
+    consumers = {"actor": {"columns": ["response_ids"], "dp_size": 2,
+                           "dispatch_size": 2, "policy": "balanced"}}
+    dock = client.create_dock(grpo_spec(dock_name, prompts=5, n=1,
+                                        consumers=consumers,
+                                        length_columns=["response_ids"]))
+    _fill(dock, LENGTHS[:5])
+    taken = {r: list(dock.iter("actor", rank=r, step=0, wait=5)) for r in (1, 0)}
+    for r in (0, 1):
+        assert [b.round for b in taken[r]] == [0, 1], r
+        assert [b.end_of_step for b in taken[r]] == [False, True], r
+        assert len(taken[r][0]) == 2
+    assert sorted(len(taken[r][1]) for r in (0, 1)) == [0, 1]
+    rows = np.concatenate([b.rows for r in (0, 1) for b in taken[r]])
+    assert sorted(rows.tolist()) == list(range(5))
+    empty = next(b for r in (0, 1) for b in taken[r] if len(b) == 0)
+    assert empty.to_tensordict(["response_ids"]).batch_size[0] == 0
+
+
 def test_to_torch_packed_and_padded(client, dock_name):
     torch = pytest.importorskip("torch")
     columns = {"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},

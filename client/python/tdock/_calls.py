@@ -579,8 +579,8 @@ class _Drain:
         return _RETRY_PAUSE
 
     def take(self, b: batch_mod.Batch) -> bool:
-        """Whether to yield `b`; sets done at the step's end, raises
-        errors.WaitTimeout when a bounded wait ran out."""
+        """Whether to yield `b` (rows, or a round's share); sets done at the
+        step's end, raises errors.WaitTimeout when a bounded wait ran out."""
         self._unreachable_since = None
         if b.round >= 0:
             self._next_round = b.round + 1
@@ -594,7 +594,9 @@ class _Drain:
         if self.step is None:
             self.step = b.step
         self.done = b.end_of_step
-        return len(b) > 0
+        # A BALANCED rank's share of a round is yielded even when empty (a
+        # short round, or its rows dropped): every rank takes the same rounds.
+        return len(b) > 0 or b.round >= 0
 
 
 def _raw(payload: bytes) -> bytes:

@@ -227,7 +227,9 @@ class Dock(_DockCalls):
              count: int | None = None, wait: float | None = None, replica: int = 0
              ) -> Iterator[batch_mod.Batch]:
         """Batches of one step for `consumer` (rank `rank`) until this rank has
-        drained it (the oldest step with rows for it when step is None). By
+        drained it (the oldest step with rows for it when step is None). A
+        BALANCED rank gets every round of the step, its empty share of a
+        short round as an empty batch: every rank takes as many. By
         default it waits as long as it takes; with `wait` (seconds), a Get
         that finds nothing in that time raises errors.WaitTimeout. A server
         that goes away (a restart) is waited for, up to the Client's
