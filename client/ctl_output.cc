@@ -182,7 +182,8 @@ Json SpecToJson(const DockSpec& spec) {
                                 {"optional", consumer.optional},
                                 {"joined", consumer.joined},
                                 {"stale", StalePolicyName(consumer.stale)},
-                                {"order", RowOrderName(consumer.order)}};
+                                {"order", RowOrderName(consumer.order)},
+                                {"pad", RoundPadName(consumer.pad)}};
     if (consumer.max_staleness.has_value()) {
       consumers[consumer.name]["max_staleness"] = *consumer.max_staleness;
     }
@@ -290,6 +291,7 @@ Json BatchToJson(const ClientBatch& batch) {
           {"rows", batch.rows},
           {"keys", batch.keys},
           {"versions", batch.versions},
+          {"repeats", batch.repeats},
           {"token_counts", batch.token_counts},
           {"end_of_step", batch.end_of_step},
           {"timed_out", batch.timed_out},
@@ -326,7 +328,7 @@ std::string SpecToText(const DockSpec& spec) {
   for (const ConsumerSpec& consumer : spec.consumers) {
     if (consumer.removed) continue;
     absl::StrAppendFormat(
-        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s%s%s%s\n",
+        &text, "    %-20s columns [%s] dispatch_size %d dp_size %d policy %s%s%s%s%s%s%s%s%s\n",
         consumer.name, absl::StrJoin(consumer.columns, ", "), consumer.dispatch_size,
         consumer.dp_size, Name(PolicyName(consumer.policy)),
         consumer.whole_groups ? " whole_groups" : "", BalanceSpecToText(consumer),
@@ -339,6 +341,7 @@ std::string SpecToText(const DockSpec& spec) {
         consumer.order != RowOrder::kDefault
             ? absl::StrCat(" order ", RowOrderName(consumer.order))
             : "",
+        consumer.pad != RoundPad::kNone ? absl::StrCat(" pad ", RoundPadName(consumer.pad)) : "",
         consumer.optional ? (consumer.joined ? " optional (joined)" : " optional (not joined)")
                           : "");
   }

@@ -64,6 +64,10 @@ struct BatchMeta {
   // The rows' policy versions, in row order (kNoVersion for a row without
   // one); empty when no row of the batch has a version.
   std::vector<int64_t> versions;
+  // BALANCED consumers with pad: repeat: the positions in `rows` (ascending)
+  // that repeat a row of the round to fill this share; mask them out of the
+  // loss. Empty otherwise.
+  std::vector<int64_t> repeats;
 
   bool operator==(const BatchMeta&) const = default;
 };

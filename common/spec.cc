@@ -242,6 +242,10 @@ absl::string_view StalePolicyName(StalePolicy stale) {
   return stale == StalePolicy::kDrop ? "drop" : "leave";
 }
 
+absl::string_view RoundPadName(RoundPad pad) {
+  return pad == RoundPad::kRepeat ? "repeat" : "none";
+}
+
 absl::string_view RowOrderName(RowOrder order) {
   switch (order) {
     case RowOrder::kOldestVersion: return "oldest_version";
@@ -339,6 +343,15 @@ absl::StatusOr<ConsumerSpec> NormalizeConsumer(const DockSpec& spec,
     return Invalid(spec.name, absl::StrCat(
         "consumer '", consumer.name, "' replicas ", consumer.replicas,
         " needs policy balanced (its rounds give each rank the share its replicas take)"));
+  }
+  if (consumer.pad != RoundPad::kNone && consumer.pad != RoundPad::kRepeat) {
+    return Invalid(spec.name, absl::StrCat("consumer '", consumer.name,
+                                           "' has no valid pad (none or repeat)"));
+  }
+  if (consumer.pad == RoundPad::kRepeat && consumer.policy != Policy::kBalanced) {
+    return Invalid(spec.name, absl::StrCat(
+        "consumer '", consumer.name,
+        "' pad repeat needs policy balanced (it fills the short shares of a round)"));
   }
   if (consumer.max_staleness.has_value() && *consumer.max_staleness < 0) {
     return Invalid(spec.name, absl::StrCat("consumer '", consumer.name, "' max_staleness ",

@@ -36,7 +36,14 @@ enum class RowOrder : uint8_t {
   kOldestVersion = 1,  // the oldest version first; then the policy's order
   kIndex = 2,          // the policy's order alone
 };
+// How a BALANCED consumer fills the shares of a round that has fewer rows
+// than its largest share (every rank takes every round either way).
+enum class RoundPad : uint8_t {
+  kNone = 0,    // a short share stays short (an empty share is an empty batch)
+  kRepeat = 1,  // repeats of the round's rows, marked, fill every share
+};
 absl::string_view StalePolicyName(StalePolicy stale);  // "leave", "drop"
+absl::string_view RoundPadName(RoundPad pad);          // "none", "repeat"
 absl::string_view RowOrderName(RowOrder order);        // "default", "oldest_version", "index"
 
 // What a BYTES column's cells hold: the server keeps bytes either way, clients
@@ -109,6 +116,8 @@ struct ConsumerSpec {
   std::optional<int64_t> max_staleness;
   StalePolicy stale = StalePolicy::kLeave;
   RowOrder order = RowOrder::kDefault;
+  // BALANCED: how short shares of a round are filled. Default: none.
+  RoundPad pad = RoundPad::kNone;
 
   // It takes a step's oldest versions first.
   bool oldest_first() const {

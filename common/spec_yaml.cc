@@ -169,6 +169,11 @@ absl::Status Read(const YAML::Node& node, absl::string_view path, StalePolicy* o
                   {{"leave", StalePolicy::kLeave}, {"drop", StalePolicy::kDrop}}, out);
 }
 
+absl::Status Read(const YAML::Node& node, absl::string_view path, RoundPad* out) {
+  return ReadEnum(node, path, "pad", {{"none", RoundPad::kNone}, {"repeat", RoundPad::kRepeat}},
+                  out);
+}
+
 absl::Status Read(const YAML::Node& node, absl::string_view path, RowOrder* out) {
   return ReadEnum(node, path, "row order",
                   {{"default", RowOrder::kDefault},
@@ -322,6 +327,7 @@ absl::Status ParseConsumer(const YAML::Node& node, const std::string& path,
         }},
        {"stale", Into(&consumer->stale)},
        {"order", Into(&consumer->order)},
+       {"pad", Into(&consumer->pad)},
        // A key left out of `cost` keeps its default (a = 1, b = 0).
        {"cost",
         [consumer](const YAML::Node& value, const std::string& p) {

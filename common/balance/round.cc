@@ -1,6 +1,7 @@
 #include "common/balance/round.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +54,29 @@ absl::StatusOr<std::vector<MicroBatchPlan>> PlanRanks(
     }
   }
   return plans;
+}
+
+// Fills every part short of the largest with positions past the round's
+// rows (appended to the part), each a repeat of one of the round's rows,
+// lightest first (ties: the lower position), cycling; returns the row each
+// repeat repeats.
+std::vector<int> Repeats(const std::vector<double>& costs, std::vector<std::vector<int>>& parts) {
+  std::vector<int> repeats;
+  if (costs.empty()) return repeats;
+  size_t target = 0;
+  for (const std::vector<int>& part : parts) target = std::max(target, part.size());
+  std::vector<int> lightest(costs.size());
+  std::iota(lightest.begin(), lightest.end(), 0);
+  std::stable_sort(lightest.begin(), lightest.end(),
+                   [&](int a, int b) { return costs[a] < costs[b]; });
+  const int rows = static_cast<int>(costs.size());
+  for (std::vector<int>& part : parts) {
+    while (part.size() < target) {
+      part.push_back(rows + static_cast<int>(repeats.size()));
+      repeats.push_back(lightest[repeats.size() % lightest.size()]);
+    }
+  }
+  return repeats;
 }
 
 // Rank rows and micro-batch rows as round positions.
@@ -112,6 +136,20 @@ absl::StatusOr<RoundPlan> PlanRound(absl::Span<const int64_t> lengths,
   partition.time_budget = options.time_budget;
   TDOCK_ASSIGN_OR_RETURN(std::vector<std::vector<int>> parts,
                          Partition(costs, options.dp_size, partition));
+  RoundPlan round;
+  std::vector<int64_t> padded_lengths;
+  std::vector<double> padded_costs;
+  if (options.pad_repeat) {
+    round.repeats = Repeats(costs, parts);
+    padded_lengths.assign(lengths.begin(), lengths.end());
+    padded_costs = costs;
+    for (int row : round.repeats) {
+      padded_lengths.push_back(lengths[row]);
+      padded_costs.push_back(costs[row]);
+    }
+    lengths = padded_lengths;
+  }
+  const std::vector<double>& row_costs = options.pad_repeat ? padded_costs : costs;
 
   std::vector<std::vector<int64_t>> rank_lengths;
   for (const std::vector<int>& part : parts) {
@@ -121,12 +159,11 @@ absl::StatusOr<RoundPlan> PlanRound(absl::Span<const int64_t> lengths,
   if (options.micro_batch.has_value()) {
     TDOCK_ASSIGN_OR_RETURN(plans, PlanRanks(rank_lengths, options));
   }
-  RoundPlan round;
   BalanceStatsBuilder stats;
   for (size_t r = 0; r < parts.size(); ++r) {
     RankPlan rank = ToRankPlan(parts[r], plans.empty() ? nullptr : &plans[r]);
     for (int row : rank.rows) {
-      rank.cost += costs[row];
+      rank.cost += row_costs[row];
       rank.tokens += lengths[row];
     }
     stats.AddRank(rank.cost, rank.tokens);

@@ -52,6 +52,11 @@ struct RoundOptions {
   // Raise every rank's micro-batch count to the round's largest (still within
   // the budget), so all ranks step together. Default: true.
   bool same_count_across_ranks = true;
+  // Fill every rank short of the round's largest share with repeats of the
+  // round's lightest rows (lightest first, cycling), so that every rank gets
+  // as many rows; the repeats are planned into micro-batches like any row.
+  // Default: false.
+  bool pad_repeat = false;
 
   // Checks the options alone. The message names the field.
   absl::Status Validate() const;
@@ -59,7 +64,9 @@ struct RoundOptions {
 
 struct RankPlan {
   // Round positions of this rank's rows: micro-batch after micro-batch (rows
-  // ascending within each) when planned, else ascending.
+  // ascending within each) when planned, else ascending. With pad_repeat, a
+  // position p >= the round's row count is a repeat of row
+  // RoundPlan::repeats[p - row count].
   std::vector<int> rows;
   // Micro-batches; their `rows` are round positions. Empty when not planned.
   std::vector<MicroBatch> micro_batches;
@@ -70,6 +77,8 @@ struct RankPlan {
 struct RoundPlan {
   // ranks[r] is what rank r gets.
   std::vector<RankPlan> ranks;
+  // pad_repeat: the row each repeat repeats (see RankPlan::rows).
+  std::vector<int> repeats;
   BalanceStats stats;
 };
 

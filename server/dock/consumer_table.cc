@@ -28,6 +28,7 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.cost = c.cost;
   plan.micro_batch = c.micro_batch;
   plan.same_count_across_ranks = c.same_count_across_ranks;
+  plan.pad = c.pad;
   plan.lease = absl::Milliseconds(c.lease_ms);
   plan.optional = c.optional;
   plan.joined = c.joined;

@@ -280,7 +280,10 @@ void DockImpl::EndDroppedLeasesLocked(Partition& part) {
     if (lease.round >= 0) {
       ConsumerState& state = part.consumer(mu_, lease.consumer);
       tdock::MutexLock rounds(&state.round_mu);
-      for (int64_t row : state.rounds[lease.round].ranks[lease.rank].rows) left |= !part.dropped(row);
+      // Repeats (pad: repeat) are not the lease's rows.
+      for (int64_t row : state.rounds[lease.round].ranks[lease.rank].RealRows()) {
+        left |= !part.dropped(row);
+      }
     } else {
       for (int64_t unit : lease.units) {
         left |= !part.UnitDropped(mu_, unit, consumers_.plan(mu_, lease.consumer).whole_groups);
@@ -329,13 +332,17 @@ RoundShare DockImpl::LiveShareLocked(const Partition& part, const RoundShare& sh
   // is one range.
   std::vector<MicroBatchInfo> ranges = share.micro_batches;
   if (ranges.empty()) ranges.push_back({0, static_cast<int64_t>(share.rows.size())});
+  auto repeat = share.repeats.begin();  // a dropped row's repeats go with it
   for (MicroBatchInfo& info : ranges) {
     const int64_t begin = info.begin, end = info.end;
     info.begin = static_cast<int64_t>(live.rows.size());
     info.tokens = 0;
     for (int64_t i = begin; i < end; ++i) {
       const int64_t row = share.rows[i];
+      const bool repeats = repeat != share.repeats.end() && *repeat == i;
+      if (repeats) ++repeat;
       if (part.dropped(row)) continue;
+      if (repeats) live.repeats.push_back(static_cast<int64_t>(live.rows.size()));
       live.rows.push_back(row);
       info.tokens += TokenCountLocked(part, row);
     }

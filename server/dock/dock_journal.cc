@@ -225,6 +225,7 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
   for (const RoundShare& share : r.ranks) {
     record.shares.push_back(share.rows);
     record.micro_batches.push_back(share.micro_batches);
+    record.repeats.push_back(share.repeats);
   }
   return record;
 }

@@ -70,7 +70,8 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   tdock::ReaderMutexLock lock(&mu_);
   if (ring_.Classify(mu_, record.step) != StepState::kLive) return absl::OkStatus();
   if (record.consumer < 0 || record.consumer >= static_cast<int>(consumers_.plans(mu_).size()) ||
-      static_cast<int>(record.shares.size()) != consumers_.plan(mu_, record.consumer).dp_size) {
+      static_cast<int>(record.shares.size()) != consumers_.plan(mu_, record.consumer).dp_size ||
+      (!record.repeats.empty() && record.repeats.size() != record.shares.size())) {
     return absl::DataLossError(absl::StrCat(Where(record.step), ": round ", record.round,
                                             " does not fit its consumer"));
   }
@@ -79,8 +80,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   ConsumerState& state = part.consumer(mu_, plan.index);
   tdock::MutexLock rounds(&state.round_mu);
   if (record.round < static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
-  // A round never recorded: every rank's share was dropped whole before it
-  // was fetched (passed over, with nothing to record), or its first
+  // A round never recorded: its ranks asked past it by number, or its first
   // delivery's record failed (so no rank got its rows). It stays a round
   // with no rows, so later rounds keep their numbers; whatever rows it held
   // and that are not dropped are claimed again by a round formed later.
@@ -101,11 +101,22 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   int64_t counted = 0;  // done: each unit at its full size, as the round's formation counted
   for (size_t r = 0; r < record.shares.size(); ++r) {
     RoundShare share{record.shares[r], record.micro_batches[r]};
+    if (!record.repeats.empty()) share.repeats = record.repeats[r];
+    for (size_t i = 0; i < share.repeats.size(); ++i) {
+      if (share.repeats[i] < 0 || share.repeats[i] >= static_cast<int64_t>(share.rows.size()) ||
+          (i > 0 && share.repeats[i] <= share.repeats[i - 1])) {
+        return absl::DataLossError(absl::StrCat(Where(record.step), " consumer '", plan.name,
+                                                "': round ", record.round, " rank ", r,
+                                                " names repeat position ", share.repeats[i]));
+      }
+    }
     for (int64_t row : share.rows) {
       if (row < 0 || row >= part.rows()) {
         return absl::DataLossError(absl::StrCat(Where(record.step), " consumer '", plan.name,
                                                 "': round ", record.round, " names row ", row));
       }
+    }
+    for (int64_t row : share.RealRows()) {
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
       // A group's rows dropped before the round formed are in no share; the
       // group counts whole (CountDroppedLocked skips a claimed one).
@@ -157,7 +168,7 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
   lease.replicas = plan.replicas;
   lease.step = step;
   lease.round = round;
-  lease.rows = static_cast<int64_t>(state.rounds[round].ranks[rank].rows.size());
+  lease.rows = state.rounds[round].ranks[rank].real_rows();
   lease.deadline = limits_.clock->Now() + plan.lease;
   state.share_replicas[{round, rank}].insert(taker % plan.replicas);
   // The replicas of a rank share their share's lease: counted once.

@@ -65,6 +65,7 @@ RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan&
   draft.options.cost = plan.cost;
   draft.options.micro_batch = plan.micro_batch;
   draft.options.same_count_across_ranks = plan.same_count_across_ranks;
+  draft.options.pad_repeat = plan.pad == RoundPad::kRepeat;
   draft.max_batch_bytes = limits_.max_batch_bytes;
   draft.fixed_bytes = FixedResponseBytes();
   return draft;
@@ -94,8 +95,9 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
       }
       int64_t handed = 0;
       for (const RoundShare& share : formed.round->ranks) {
-        CountStalenessLocked(part, plan.index, share.rows);
-        handed += static_cast<int64_t>(share.rows.size());
+        CountStalenessLocked(part, plan.index,
+                             share.repeats.empty() ? share.rows : share.RealRows());
+        handed += share.real_rows();
       }
       // relaxed: statistics only.
       state.handed_rows.fetch_add(handed, std::memory_order_relaxed);
@@ -206,7 +208,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     // it but are never handed out.
     // relaxed: statistics only.
     state.handed_rows.fetch_sub(
-        static_cast<int64_t>(round.ranks[in.rank].rows.size() - share.rows.size()),
+        round.ranks[in.rank].real_rows() - share.real_rows(),
         std::memory_order_relaxed);
   }
   state.next_round[taker] = std::max(state.next_round[taker], k + 1);
@@ -220,7 +222,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                       state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
       state.stale_unrecorded.load(std::memory_order_acquire) == 0;
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
-  if (plan.lease > absl::ZeroDuration() && !share.rows.empty() &&
+  if (plan.lease > absl::ZeroDuration() && share.real_rows() > 0 &&
       state.shares_acked.count({k, in.rank}) == 0) {
     // One lease per share: a replica taking it under the lease in flight
     // gets that lease; a replica taking it again replaces the lease.
@@ -230,8 +232,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
     if (current != 0 && took.count(in.replica) == 0) {
       batch.lease_id = current;
     } else {
-      batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k,
-                                       static_cast<int64_t>(share.rows.size()));
+      batch.lease_id = LeaseRowsLocked(part, plan, in.rank, {}, k, share.real_rows());
       took.clear();
     }
     took.insert(in.replica);
@@ -245,11 +246,11 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
   }
   if (in.replica == 0) {
     // relaxed: statistics only.
-    state.handed_total.fetch_add(static_cast<int64_t>(share.rows.size()),
-                                 std::memory_order_relaxed);
+    state.handed_total.fetch_add(share.real_rows(), std::memory_order_relaxed);
   }
   batch.round = k;
   batch.micro_batches = share.micro_batches;
+  batch.repeats = share.repeats;
   batch.balance = round.stats;
   batch.end_of_step = last;
   if (batch.end_of_step) attempt.maybe_release = part.step(mu_);

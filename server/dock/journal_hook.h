@@ -79,6 +79,9 @@ class DockJournal {
     int64_t round = 0;
     std::vector<std::vector<int64_t>> shares;  // per rank, rows in batch order
     std::vector<std::vector<MicroBatchInfo>> micro_batches;  // per rank
+    // Per rank, the positions in its share that are repeats (pad: repeat);
+    // empty, or one (possibly empty) list per rank.
+    std::vector<std::vector<int64_t>> repeats;
     BalanceStats stats;
     // Formed as the step's last round. Kept in the record's format; recovery
     // does not go by it (an earlier round may be unrecorded).

@@ -287,4 +287,18 @@ bool Partition::UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whol
   return whole_groups ? live_rows(unit) == 0 : dropped_.Test(unit);
 }
 
+std::vector<int64_t> RoundShare::RealRows() const {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(real_rows()));
+  auto repeat = repeats.begin();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (repeat != repeats.end() && *repeat == static_cast<int64_t>(i)) {
+      ++repeat;
+      continue;
+    }
+    out.push_back(rows[i]);
+  }
+  return out;
+}
+
 }  // namespace tdock::internal

@@ -67,6 +67,15 @@ struct ColumnState {
 struct RoundShare {
   std::vector<int64_t> rows;  // micro-batch after micro-batch
   std::vector<MicroBatchInfo> micro_batches;
+  // pad: repeat: the positions in `rows` (ascending) that repeat a row of
+  // the round to fill the share; they count for nothing (handed out, leased,
+  // acknowledged) but are delivered, marked, for the loss to mask.
+  std::vector<int64_t> repeats;
+
+  // Rows that are not repeats.
+  int64_t real_rows() const { return static_cast<int64_t>(rows.size() - repeats.size()); }
+  // `rows` without the repeats.
+  std::vector<int64_t> RealRows() const;
 };
 
 // A round of a BALANCED consumer: claimed once, split over the dp ranks.

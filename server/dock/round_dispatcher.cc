@@ -25,6 +25,7 @@ absl::StatusOr<Round> Plan(const RoundDraft& draft, size_t units, int64_t& large
   Round round;
   round.stats = planned->stats;
   largest = 0;
+  const int real = static_cast<int>(rows);
   for (const RankPlan& rank : planned->ranks) {
     RoundShare share;
     std::vector<int> order = rank.rows;
@@ -32,6 +33,10 @@ absl::StatusOr<Round> Plan(const RoundDraft& draft, size_t units, int64_t& large
     share.rows.reserve(order.size());
     int64_t bytes = draft.fixed_bytes;
     for (int position : order) {
+      if (position >= real) {  // pad: repeat
+        share.repeats.push_back(static_cast<int64_t>(share.rows.size()));
+        position = planned->repeats[position - real];
+      }
       share.rows.push_back(draft.rows[position]);
       if (draft.max_batch_bytes > 0) bytes += draft.row_bytes[position];
     }

@@ -37,6 +37,7 @@ struct ConsumerPlan {
   CostModel cost;
   std::optional<MicroBatchOptions> micro_batch;
   bool same_count_across_ranks = true;
+  RoundPad pad = RoundPad::kNone;  // BALANCED
   absl::Duration lease = absl::ZeroDuration();  // zero: no leases
   // The staleness bound (ConsumerSpec's fields of that name): unset, no
   // bound; with stale_drop, rows past it are dropped, else passed over.

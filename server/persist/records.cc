@@ -1,5 +1,7 @@
 #include "server/persist/records.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace tdock::persist::records {
@@ -191,6 +193,16 @@ std::string EncodeRound(const DockJournal::RoundRecord& r) {
       for (int64_t n : {m.begin, m.end, m.padded_len, m.tokens, m.padded_tokens}) PutBe(v, n, 8);
     }
   }
+  // pad: repeat: per rank, its repeat positions; a round without repeats
+  // ends above, as records written before repeats existed do.
+  const bool any = std::any_of(r.repeats.begin(), r.repeats.end(),
+                               [](const std::vector<int64_t>& p) { return !p.empty(); });
+  if (any) {
+    for (const std::vector<int64_t>& positions : r.repeats) {
+      PutBe(v, positions.size(), 8);
+      for (int64_t p : positions) PutBe(v, p, 8);
+    }
+  }
   return v;
 }
 
@@ -228,6 +240,18 @@ bool DecodeRound(absl::string_view value, DockJournal::RoundRecord& r) {
       for (int64_t* n : {&m.begin, &m.end, &m.padded_len, &m.tokens, &m.padded_tokens}) {
         if (!in.ReadI64(*n)) return false;
       }
+    }
+  }
+  if (in.done()) return true;
+  r.repeats.resize(ranks);
+  for (int64_t k = 0; k < ranks; ++k) {
+    int64_t count = 0;
+    if (!in.ReadI64(count) || count < 0 || count > static_cast<int64_t>(r.shares[k].size())) {
+      return false;
+    }
+    r.repeats[k].resize(count);
+    for (int64_t& p : r.repeats[k]) {
+      if (!in.ReadI64(p)) return false;
     }
   }
   return in.done();

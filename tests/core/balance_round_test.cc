@@ -201,6 +201,47 @@ TEST(PlanRound, FewerRowsThanRanks) {
   EXPECT_EQ(round.stats.rank_tokens.min, 0);
 }
 
+// pad_repeat: every rank short of the largest share is filled with repeats
+// of the round's lightest rows (positions past the round's rows, mapped by
+// `repeats`), planned into its micro-batches like any row: 3 rows over 4
+// ranks give every rank one row, the empty rank a repeat of row 1 (0
+// tokens), the lightest.
+TEST(PlanRound, PadRepeatFillsShortRanksWithTheLightestRows) {
+  RoundOptions options;
+  options.dp_size = 4;
+  options.pad_repeat = true;
+  options.micro_batch = MicroBatchOptions{};
+  options.micro_batch->max_tokens = 1000;
+  ASSERT_OK_AND_ASSIGN(RoundPlan round, PlanRound({300, 0, 700}, options));
+  ASSERT_EQ(round.ranks.size(), 4u);
+  EXPECT_EQ(round.repeats, std::vector<int>{1});
+  std::vector<int> real(3, 0);
+  int repeats = 0;
+  for (const RankPlan& rank : round.ranks) {
+    ASSERT_EQ(rank.rows.size(), 1u) << "every rank gets as many rows";
+    ASSERT_EQ(rank.micro_batches.size(), 1u);
+    EXPECT_EQ(rank.micro_batches[0].rows, rank.rows);
+    if (rank.rows[0] >= 3) {
+      EXPECT_EQ(rank.rows[0], 3 + repeats);
+      ++repeats;
+    } else {
+      ++real[rank.rows[0]];
+    }
+  }
+  EXPECT_EQ(real, (std::vector<int>{1, 1, 1})) << "each row once, besides its repeats";
+  EXPECT_EQ(repeats, 1);
+  // Odd rows over two ranks: the short rank gets one repeat, and its cost.
+  options.dp_size = 2;
+  ASSERT_OK_AND_ASSIGN(RoundPlan odd, PlanRound({300, 0, 700}, options));
+  ASSERT_EQ(odd.repeats, std::vector<int>{1});
+  EXPECT_EQ(odd.ranks[0].rows.size(), 2u);
+  EXPECT_EQ(odd.ranks[1].rows.size(), 2u);
+  options.pad_repeat = false;
+  ASSERT_OK_AND_ASSIGN(RoundPlan unpadded, PlanRound({300, 0, 700}, options));
+  EXPECT_TRUE(unpadded.repeats.empty());
+  EXPECT_EQ(unpadded.ranks[0].rows.size() + unpadded.ranks[1].rows.size(), 3u);
+}
+
 // Errors name the round position of a row over the budget, and bad options.
 TEST(PlanRound, RejectsBadInput) {
   RoundOptions options;

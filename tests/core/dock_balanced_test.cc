@@ -159,6 +159,65 @@ TEST(DockBalanced, EveryRankTakesEveryRoundOfAShortStep) {
   EXPECT_TRUE(dock->Stats().steps.empty()) << "both ranks took every round: released";
 }
 
+// pad: repeat fills the short round's empty share with a repeat of the
+// round's row, marked: both ranks take 2 rows, then 1 row each; the repeat
+// counts for nothing (a lease covers only the share's own rows), and the
+// step is released once both ranks took both rounds.
+TEST(DockBalanced, PadRepeatFillsTheShortRoundsEmptyShare) {
+  DockSpec spec = BalancedSpec();
+  spec.num_prompts = 5;
+  spec.consumers[0].dispatch_size = 2;
+  spec.consumers[0].pad = RoundPad::kRepeat;
+  spec.consumers[0].lease_ms = 60000;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(std::move(spec)));
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 4}, {TokenRows({7, 6, 8, 5, 1})}));
+  std::vector<int64_t> real;
+  int repeats = 0;
+  for (int64_t round : {0, 1}) {
+    for (int rank : {0, 1}) {
+      GetInput in = RankGet(rank);
+      in.step = 0;
+      ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, in));
+      ASSERT_EQ(batch.round, round);
+      EXPECT_EQ(batch.rows.size(), round == 0 ? 2u : 1u) << "rank " << rank;
+      EXPECT_EQ(batch.end_of_step, round == 1);
+      ASSERT_EQ(batch.micro_batches.empty() ? 0 : batch.micro_batches.back().end,
+                static_cast<int64_t>(batch.rows.size()))
+          << "the repeat is in the micro-batch plan";
+      for (size_t i = 0; i < batch.rows.size(); ++i) {
+        const bool repeat = std::find(batch.repeats.begin(), batch.repeats.end(),
+                                      static_cast<int64_t>(i)) != batch.repeats.end();
+        repeats += repeat ? 1 : 0;
+        if (!repeat) real.push_back(batch.rows[i]);
+      }
+      if (batch.repeats.size() == batch.rows.size()) {
+        EXPECT_EQ(batch.lease_id, 0u) << "a share of repeats alone holds no lease";
+      } else {
+        ASSERT_NE(batch.lease_id, 0u);
+        ASSERT_OK_AND_ASSIGN(int64_t acked, dock->Ack("actor", batch.lease_id));
+        EXPECT_EQ(acked, static_cast<int64_t>(batch.rows.size() - batch.repeats.size()));
+      }
+    }
+  }
+  EXPECT_EQ(repeats, 1);
+  std::sort(real.begin(), real.end());
+  EXPECT_EQ(real, (std::vector<int64_t>{0, 1, 2, 3, 4})) << "every row once, besides its repeat";
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "both ranks took both rounds: released";
+}
+
+// pad: repeat fills the shares of a round: a consumer of another policy has
+// none to fill, and is refused naming why.
+TEST(DockBalanced, PadRepeatNeedsPolicyBalanced) {
+  DockSpec spec = BalancedSpec();
+  spec.consumers[0].policy = Policy::kFifo;
+  spec.consumers[0].pad = RoundPad::kRepeat;
+  EXPECT_STATUS(Dock::Create(spec), absl::StatusCode::kInvalidArgument,
+                "consumer 'actor' pad repeat needs policy balanced");
+  spec.consumers[0].pad = static_cast<RoundPad>(7);
+  EXPECT_STATUS(Dock::Create(spec), absl::StatusCode::kInvalidArgument,
+                "consumer 'actor' has no valid pad (none or repeat)");
+}
+
 // A step whose rounds are all claimed is released only after every rank has
 // fetched its share of the last round.
 TEST(DockBalanced, ReleaseWaitsForEveryRankShare) {

@@ -181,6 +181,7 @@ consumers:
   actor:
     policy: balanced
     cost: {a: 24576, b: 1.5e-3}
+    pad: Repeat
     micro_batch:
       max_tokens: 16384
       max_rows: 64
@@ -210,7 +211,9 @@ consumers:
   EXPECT_EQ(mb.order, MicroBatchOrder::kSmallestAtEnds);
   EXPECT_TRUE(mb.padded);
   EXPECT_FALSE(actor.same_count_across_ranks);
+  EXPECT_EQ(actor.pad, RoundPad::kRepeat);
   const ConsumerSpec& critic = specs[0].consumers[1];
+  EXPECT_EQ(critic.pad, RoundPad::kNone);
   EXPECT_EQ(critic.policy, Policy::kFifo);
   EXPECT_EQ(critic.cost.a, 1);  // left out: default
   EXPECT_EQ(critic.cost.b, 2);
@@ -279,6 +282,8 @@ TEST(SpecYaml, ErrorsNameKeyAndLine) {
        "consumers.c.stale (line 3): unknown stale policy 'discard' (one of leave, drop)"},
       {"name: a\nconsumers:\n  c: {order: newest}\n",
        "consumers.c.order (line 3): unknown row order 'newest'"},
+      {"name: a\nconsumers:\n  c: {policy: balanced, pad: zeros}\n",
+       "consumers.c.pad (line 3): unknown pad 'zeros' (one of none, repeat)"},
       {"name: a\nconsumers:\n  c: {max_staleness: many}\n",
        "consumers.c.max_staleness (line 3)"},
       {"name: a\nconsumers:\n  c: {seed: -1}\n",

@@ -4,6 +4,8 @@ under the consumer's token budget, balanced ranks, torch tensors."""
 import numpy as np
 import pytest
 
+import tdock
+
 from conftest import grpo_spec
 
 LENGTHS = [7, 6, 8, 5, 1, 3, 8, 6, 30, 2, 17, 4, 9, 11, 3, 12]
@@ -87,6 +89,42 @@ def test_balanced_ranks_take_the_same_number_of_rounds(client, dock_name):
     assert sorted(rows.tolist()) == list(range(5))
     empty = next(b for r in (0, 1) for b in taken[r] if len(b) == 0)
     assert empty.to_tensordict(["response_ids"]).batch_size[0] == 0
+
+
+def test_pad_repeat_fills_a_short_share_with_a_marked_repeat(client, dock_name):
+    """With pad: repeat, the short round's empty share holds a repeat of the
+    round's row instead: both ranks take 2 rows, then 1; repeat_mask marks
+    the repeat (for the loss to mask) and micro-batch slices keep the mark."""
+    consumers = {"actor": {"columns": ["response_ids"], "dp_size": 2, "dispatch_size": 2,
+                           "policy": "balanced", "pad": "repeat",
+                           "micro_batch": {"max_tokens": 64}}}
+    dock = client.create_dock(grpo_spec(dock_name, prompts=5, n=1,
+                                        consumers=consumers,
+                                        length_columns=["response_ids"]))
+    rows = _fill(dock, LENGTHS[:5])
+    taken = {r: list(dock.iter("actor", rank=r, step=0, wait=5)) for r in (0, 1)}
+    for r in (0, 1):
+        assert [len(b) for b in taken[r]] == [2, 1], r
+    masks = [b.repeat_mask for r in (0, 1) for b in taken[r]]
+    assert sum(int(m.sum()) for m in masks) == 1
+    repeat = next(b for r in (0, 1) for b in taken[r] if b.repeats is not None)
+    assert repeat.repeat_mask.tolist() == [True]
+    assert repeat.micro_batches[0].repeat_mask.tolist() == [True]
+    np.testing.assert_array_equal(repeat.row("response_ids", 0), rows[repeat.rows[0]])
+    real = [int(row) for r in (0, 1) for b in taken[r] for row in b.rows[~b.repeat_mask]]
+    assert sorted(real) == list(range(5))
+
+
+def test_pad_is_checked(client, dock_name):
+    """pad takes none or repeat, and repeat only on a balanced consumer; the
+    error names what was wrong and no dock is made."""
+    bad = {"actor": {"columns": ["response_ids"], "pad": "zeros", "policy": "balanced"}}
+    with pytest.raises(tdock.errors.InvalidArgument, match="pad"):
+        client.create_dock(grpo_spec(dock_name, consumers=bad))
+    fifo = {"actor": {"columns": ["response_ids"], "pad": "repeat"}}
+    with pytest.raises(tdock.errors.InvalidArgument, match="pad repeat needs policy balanced"):
+        client.create_dock(grpo_spec(dock_name, consumers=fifo))
+    assert dock_name not in [d.name for d in client.list_docks()]
 
 
 def test_to_torch_packed_and_padded(client, dock_name):

@@ -38,6 +38,7 @@ DockSpec SampleSpec() {
   actor.same_count_across_ranks = false;
   actor.lease_ms = 5000;
   actor.replicas = 4;
+  actor.pad = RoundPad::kRepeat;
   spec.consumers.push_back(actor);
   ConsumerSpec reward;
   reward.name = "reward";
@@ -141,6 +142,10 @@ TEST(Convert, UnknownEnumValuesRejected) {
   consumer->set_order(static_cast<v1::RowOrder>(8));
   EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
                 "ConsumerSpec (actor).order: unknown RowOrder value 8");
+  consumer->set_order(v1::ORDER_INDEX);
+  consumer->set_pad(static_cast<v1::RoundPad>(3));
+  EXPECT_STATUS(FromProto(*consumer), absl::StatusCode::kInvalidArgument,
+                "ConsumerSpec (actor).pad: unknown RoundPad value 3");
 
   v1::ColumnSpec encoded;
   encoded.set_name("uid");

@@ -100,7 +100,7 @@ class Batch:
                  stats: BalanceStats | None = None, consumer: str = "",
                  rank: int = 0, lease: int | None = None,
                  lease_seconds: float = 0.0, keys: list[str] | None = None,
-                 versions: np.ndarray | None = None):
+                 versions: np.ndarray | None = None, repeats: np.ndarray | None = None):
         self.step = step
         self.rows = rows
         self.token_counts = token_counts
@@ -121,10 +121,24 @@ class Batch:
         # The rows' policy versions (int64, -1 for a row without one); None
         # when no row has one.
         self.versions = versions
+        # BALANCED consumers with `pad: repeat`: the positions (int64,
+        # ascending) of rows that repeat a row of the round to fill this
+        # rank's share; None when there are none. See repeat_mask.
+        self.repeats = repeats
         self._columns = columns or {}
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @property
+    def repeat_mask(self) -> np.ndarray:
+        """Per row, True where it repeats a row of the round (`pad: repeat`
+        fills a short share with such repeats): mask these rows out of the
+        loss. All False when the batch has none."""
+        mask = np.zeros(len(self), dtype=bool)
+        if self.repeats is not None:
+            mask[self.repeats] = True
+        return mask
 
     def __repr__(self) -> str:
         return (f"Batch(step={self.step}, rows={len(self)}, "
@@ -233,7 +247,8 @@ class Batch:
                      stats=self.stats, consumer=self.consumer, rank=self.rank,
                      lease=self.lease, lease_seconds=self.lease_seconds,
                      keys=self.keys[begin:end] if self.keys is not None else None,
-                     versions=self.versions[begin:end] if self.versions is not None else None)
+                     versions=self.versions[begin:end] if self.versions is not None else None,
+                     repeats=_positions_in(self.repeats, begin, end))
 
     def to_tensordict(self, columns: Iterable[str] | None = None, *, device=None):
         """A tensordict.TensorDict of batch size [rows]: a jagged nested
@@ -327,4 +342,14 @@ def from_response(header, wire_columns, column_specs: dict,
         lease=getattr(header, "lease_id", 0) or None,
         lease_seconds=getattr(header, "lease_ms", 0) / 1000.0,
         keys=list(header.keys) or None,
-        versions=np.asarray(header.versions, dtype=np.int64) if len(header.versions) else None)
+        versions=np.asarray(header.versions, dtype=np.int64) if len(header.versions) else None,
+        repeats=(np.asarray(header.repeats, dtype=np.int64)
+                 if len(getattr(header, "repeats", ())) else None))
+
+
+def _positions_in(positions: np.ndarray | None, begin: int, end: int) -> np.ndarray | None:
+    """The positions in [begin, end), relative to begin; None when none."""
+    if positions is None:
+        return None
+    inside = positions[(positions >= begin) & (positions < end)] - begin
+    return inside if len(inside) else None

@@ -24,6 +24,7 @@ _PLANNERS = {"balanced": dock_pb2.PLANNER_BALANCED,
 _ORDERS = {"heavy_first": dock_pb2.HEAVY_FIRST,
            "smallest_at_ends": dock_pb2.SMALLEST_AT_ENDS}
 _STALE = {"leave": dock_pb2.STALE_LEAVE, "drop": dock_pb2.STALE_DROP}
+_PADS = {"none": dock_pb2.PAD_NONE, "repeat": dock_pb2.PAD_REPEAT}
 _ROW_ORDERS = {"default": dock_pb2.ROW_ORDER_DEFAULT,
                "oldest_version": dock_pb2.ORDER_OLDEST_VERSION,
                "index": dock_pb2.ORDER_INDEX}
@@ -176,6 +177,7 @@ def consumer_spec(name: str, node: Any, path: str = "") -> dock_pb2.ConsumerSpec
         "max_staleness": _setter(c, "max_staleness", _int),
         "stale": _setter(c, "stale", _enum(_STALE, "stale policy")),
         "order": _setter(c, "order", _enum(_ROW_ORDERS, "row order")),
+        "pad": _setter(c, "pad", _enum(_PADS, "pad")),
         "cost": lambda v, p: _cost(v, p, c.cost),
         "micro_batch": lambda v, p: _micro_batch(v, p, c.micro_batch),
     })

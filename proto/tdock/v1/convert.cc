@@ -163,6 +163,11 @@ absl::StatusOr<ConsumerSpec> ConsumerFromProto(absl::string_view where,
         absl::StrCat(where, ".order: unknown RowOrder value ", in.order()));
   }
   out.order = static_cast<RowOrder>(in.order());
+  if (!v1::RoundPad_IsValid(in.pad())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".pad: unknown RoundPad value ", in.pad()));
+  }
+  out.pad = static_cast<RoundPad>(in.pad());
   if (in.has_cost())
     out.cost = CostModel{.a = in.cost().a(), .b = in.cost().b()};
   if (in.has_micro_batch()) {
@@ -217,6 +222,7 @@ v1::ConsumerSpec ToProto(const ConsumerSpec& consumer) {
   if (consumer.max_staleness.has_value()) out.set_max_staleness(*consumer.max_staleness);
   out.set_stale(static_cast<v1::StalePolicy>(consumer.stale));
   out.set_order(static_cast<v1::RowOrder>(consumer.order));
+  out.set_pad(static_cast<v1::RoundPad>(consumer.pad));
   out.mutable_cost()->set_a(consumer.cost.a);
   out.mutable_cost()->set_b(consumer.cost.b);
   if (consumer.micro_batch.has_value()) {

@@ -34,6 +34,7 @@ void MetaToProto(const BatchMeta& meta, Response* out) {
   out->set_lease_ms(absl::ToInt64Milliseconds(meta.lease));
   out->mutable_keys()->Assign(meta.keys.begin(), meta.keys.end());
   out->mutable_versions()->Assign(meta.versions.begin(), meta.versions.end());
+  out->mutable_repeats()->Assign(meta.repeats.begin(), meta.repeats.end());
 }
 
 template <typename Response>
@@ -44,6 +45,7 @@ BatchMeta MetaFromProto(const Response& in) {
   meta.token_counts.assign(in.token_counts().begin(), in.token_counts().end());
   meta.keys.assign(in.keys().begin(), in.keys().end());
   meta.versions.assign(in.versions().begin(), in.versions().end());
+  meta.repeats.assign(in.repeats().begin(), in.repeats().end());
   meta.end_of_step = in.end_of_step();
   meta.timed_out = in.timed_out();
   meta.round = in.round();
