@@ -215,21 +215,79 @@ def test_iter_with_leases_acknowledged_by_put(client, dock_name):
     assert dock.status().steps == []
 
 
+def responses(rows):
+    return {"response_ids": [np.array([r], np.int32) for r in rows]}
+
+
+def test_put_without_ack_of_a_leased_batch_is_refused_at_once(server, client, dock_name):
+    """The Put that forgets ack= fails itself, not one lease later: a Put
+    without ack= of every row of a lease this Dock handed out and has not
+    seen end (by index in any order, or by the rows' keys) raises
+    FailedPrecondition naming the lease, its consumer and rows, ack=batch and
+    ack=False, and writes nothing; the lease stays in flight. A Put of some
+    of the rows, one with ack=batch, and one with ack=False (the caller acks
+    itself) go through; the asyncio client refuses alike; ack=True is a
+    specific error."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=600_000))
+    dock.put(0, range(8), {"prompt_ids": [np.array([r], np.int32) for r in range(8)]},
+             keys=[f"u{r}" for r in range(8)])
+    first = dock.get("rollout")
+    listed = ", ".join(map(str, first.rows.tolist()))
+    forgot = (f"step 0: this Put writes every row of lease {first.lease} of consumer "
+              f"'rollout' \\(rows {listed}\\).*Pass ack=batch.*or ack=False.*nothing "
+              "was written")
+    for rows, keys in ((first.rows, None), (first.rows[::-1], None), (None, first.keys)):
+        with pytest.raises(tdock.errors.FailedPrecondition, match=forgot):
+            dock.put(first.step, rows, responses(first.rows), keys=keys)
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match="ack takes a Batch, a list of them or False, got bool"):
+        dock.put(first.step, first.rows, responses(first.rows), ack=True)
+
+    async def refused_by_asyncio():
+        async with tdock.aio.Client(server) as aclient:
+            adock = aclient.dock(dock_name)
+            held = await adock.get("rollout")
+            with pytest.raises(tdock.errors.FailedPrecondition,
+                               match=f"lease {held.lease} of consumer 'rollout'"):
+                await adock.put(held.step, held.rows, responses(held.rows))
+            await adock.put(held.step, held.rows, responses(held.rows), ack=held)
+    asyncio.run(refused_by_asyncio())
+    status = dock.status()
+    assert status.steps[0].ready["response_ids"] == 4  # only the asyncio Put with ack=
+    assert status.leases["rollout"].in_flight == 1
+    dock.put(first.step, first.rows[:2], responses(first.rows[:2]))  # some rows: no refusal
+    dock.put(first.step, first.rows[2:], responses(first.rows[2:]), ack=first)
+    assert dock.status().leases["rollout"].in_flight == 0
+
+
+def test_put_with_ack_false_leaves_acknowledging_to_the_caller(client, dock_name):
+    """ack=False writes every row of a leased batch without acknowledging:
+    the lease stays in flight until the caller's dock.ack, after which
+    nothing is in flight and the trainer takes the rows."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=600_000, rows=4))
+    put_prompts(dock, 4)
+    batch = dock.get("rollout")
+    assert dock.put(batch.step, batch.rows, responses(batch.rows), ack=False).rows == 4
+    assert dock.status().leases["rollout"].in_flight == 1
+    assert dock.ack(batch) == 4
+    assert dock.status().leases["rollout"].in_flight == 0
+    assert sorted(dock.get("trainer", wait=10).rows.tolist()) == [0, 1, 2, 3]
+
+
 def test_forgotten_ack_is_named_when_its_rows_come_back(server, client, dock_name):
-    """A worker writes a leased batch's results without ack=: the lease stays
-    in flight, expires, and its rows come back under a new lease whose cells
-    are written already. The Put of the new batch (with ack= or without)
-    fails with AlreadyExists naming the forgotten lease, the consumer, the
-    step and the ack= argument, and writes nothing; from another Client,
-    which never saw the first lease, the message still says that an earlier
-    Put without ack= is the likely cause and how to avoid it. The asyncio
-    client says the same. A Put that passes ack= and a separate dock.ack
-    leave nothing to name."""
+    """A worker writes a leased batch's results with ack=False and never
+    acknowledges: the lease stays in flight, expires, and its rows come back
+    under a new lease whose cells are written already. The Put of the new
+    batch (with ack= or without) fails with AlreadyExists naming the
+    forgotten lease, the consumer, the step and the ack= argument, and writes
+    nothing; from another Client, which never saw the first lease, the
+    message still says that an earlier Put without ack= is the likely cause
+    and how to avoid it. The asyncio client says the same. A Put that passes
+    ack= and a separate dock.ack leave nothing to name."""
     dock = client.create_dock(leased_spec(dock_name, lease_ms=2000))
     put_prompts(dock, 8)
     first = dock.get("rollout")
-    dock.put(first.step, first.rows,  # results written, the ack= forgotten
-             {"response_ids": [np.array([r], np.int32) for r in first.rows]})
+    dock.put(first.step, first.rows, responses(first.rows), ack=False)  # never acknowledged
     other = dock.get("rollout")
     dock.put(other.step, other.rows[:2], {"response_ids": [np.array([7], np.int32)] * 2})
     dock.ack(other)  # written in two Puts, then acknowledged: nothing forgotten
@@ -237,10 +295,15 @@ def test_forgotten_ack_is_named_when_its_rows_come_back(server, client, dock_nam
     assert back.rows.tolist() == first.rows.tolist() and back.lease != first.lease
     forgotten = (f"lease {first.lease} of consumer 'rollout' \\(step 0\\).*never "
                  f"acknowledged.*pass ack=batch")
-    for ack in (back, None):
+    with pytest.raises(tdock.errors.FailedPrecondition,  # the expired first lease not named
+                       match=f"every row of lease {back.lease} of consumer 'rollout' "
+                             "\\(rows [0-9, ]*\\), handed out by this Dock"):
+        dock.put(back.step, back.rows, {"response_ids": [np.array([1], np.int32)] * 4})
+    for ack in (back, False):
         with pytest.raises(tdock.errors.AlreadyExists, match=forgotten) as e:
             respond(dock, back) if ack else dock.put(
-                back.step, back.rows, {"response_ids": [np.array([1], np.int32)] * 4})
+                back.step, back.rows, {"response_ids": [np.array([1], np.int32)] * 4},
+                ack=False)
         assert "already written" in str(e.value)  # the server's message stays
     with tdock.Client(server) as elsewhere:
         with pytest.raises(tdock.errors.AlreadyExists,

@@ -241,3 +241,21 @@ def test_leased_stream_rides_out_a_server_restart(restarting, dock_name):
     assert status.leases["trainer"].in_flight == 0
     assert status.leases["trainer"].expiries >= 1
     client.close()
+
+
+def test_leased_stream_results_need_no_ack(client, dock_name):
+    """A StreamingDataset of a leased consumer acknowledges each batch when
+    the next is asked for, so the loop body's Put of a batch's results
+    without ack= is not refused as a forgotten acknowledgement; when the
+    loop ends every result is written and nothing is in flight."""
+    spec = stream_spec(dock_name, rows=4, dispatch=2, lease_ms=600_000)
+    spec["columns"]["score"] = {"dtype": "float32", "max_len": 1}
+    dock = client.create_dock(spec)
+    put_rows(dock, 0, range(4))
+    dataset = tdock.torch.StreamingDataset(dock, "trainer", steps=[0], item=lambda b: b)
+    written = [dock.put(b.step, b.rows, {"score": np.ones(len(b), np.float32)}).rows
+               for b in dataset]
+    assert written == [2, 2]
+    status = dock.status()
+    assert status.leases["trainer"].in_flight == 0
+    assert status.steps == []  # every row acknowledged: the step is released

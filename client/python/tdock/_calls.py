@@ -6,6 +6,7 @@ calls, blocking or as coroutines.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -229,21 +230,41 @@ def _dock_of(client: Any, name: str) -> Any:
     return client.dock(name)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """What a lease a Dock handed out covers."""
+    consumer: str
+    step: int
+    rows: np.ndarray
+    keys: frozenset | None  # the rows' keys when each row has one
+    # Its rows were handed out again to the same consumer: it expired or
+    # was nacked (kept to name it when its results turn up written).
+    ended: bool = False
+
+
 class _LeaseLog:
     """The leases a Dock's Gets handed out that it has not seen end (Ack,
-    Nack, a Put's ack=), the latest _LEASE_LOG_SIZE of them: when a Put finds
-    its cells written, the lease whose results were put without ack= can be
-    named. Shared by the threads that share the Dock (a lock)."""
+    Nack, a Put's ack=), the latest _LEASE_LOG_SIZE of them: a Put without
+    ack= of every row of one of them is refused (its results, the ack
+    forgotten), and when a Put finds its cells written, the lease whose
+    results were put without ack= can be named. Shared by the threads that
+    share the Dock (a lock)."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._open = {}  # lease id -> (consumer, step, rows), oldest first
+        self._open: dict[int, _Held] = {}  # by lease id, oldest first
 
     def handed_out(self, b: batch_mod.Batch) -> None:
         if b.lease is None:
             return
+        keys = frozenset(b.keys) if b.keys is not None and all(b.keys) else None
+        rows = np.array(b.rows, dtype=np.int64)
         with self._lock:
-            self._open[b.lease] = (b.consumer, b.step, np.array(b.rows, dtype=np.int64))
+            for lease, held in self._open.items():
+                if (held.consumer, held.step) == (b.consumer, b.step) and np.isin(
+                        rows, held.rows).any():
+                    self._open[lease] = dataclasses.replace(held, ended=True)
+            self._open[b.lease] = _Held(b.consumer, b.step, rows, keys)
             if len(self._open) > _LEASE_LOG_SIZE:
                 del self._open[next(iter(self._open))]
 
@@ -258,10 +279,23 @@ class _LeaseLog:
         handed out any of `rows` of `step`; None if there is none."""
         rows = np.asarray(rows, dtype=np.int64)
         with self._lock:
-            for lease, (consumer, held_step, held) in self._open.items():
-                if lease != other_than and held_step == step and np.isin(rows, held).any():
-                    return lease, consumer
+            for lease, held in self._open.items():
+                if lease != other_than and held.step == step and np.isin(rows, held.rows).any():
+                    return lease, held.consumer
         return None
+
+    def covered(self, step: int, rows: np.ndarray, keys: list[str]
+                ) -> list[tuple[int, _Held]]:
+        """The open leases of `step` every row of which a Put names by index
+        (`rows`) or, writing by key, by key: a Put of their results."""
+        if not self._open:
+            return []
+        named = frozenset(keys)
+        with self._lock:
+            return [(lease, held) for lease, held in self._open.items()
+                    if held.step == step and not held.ended and len(held.rows) and (
+                        np.isin(held.rows, rows).all() if len(rows)
+                        else held.keys is not None and held.keys <= named)]
 
 
 class _DockCalls:
@@ -324,12 +358,32 @@ class _DockCalls:
             columns_mod.put_column(name, value, self._column_spec(spec, name), count)
             for name, value in columns.items()]
         leased = _leased(ack)
+        if ack is None:
+            self._refuse_forgotten_ack(step, rows, keys)
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
                                      new_rows=new_rows, group_sizes=group_sizes,
                                      versions=versions, reservation=reservation)
         return wire.encode_put(header, wire_columns), leased
+
+    def _refuse_forgotten_ack(self, step: int, rows: np.ndarray, keys: list[str]) -> None:
+        """Refuses a Put without ack= of every row of a lease this Dock
+        handed out and has not seen end: its results, the acknowledgement
+        forgotten (the lease would expire and hand the rows out again with
+        their cells written). Nothing is sent."""
+        covered = self._leases.covered(step, rows, keys)
+        if not covered:
+            return
+        named = "; ".join(f"lease {lease} of consumer '{held.consumer}' (rows "
+                          f"{_row_list(held.rows)})" for lease, held in covered)
+        raise errors.FailedPrecondition(
+            f"put: step {step}: this Put writes every row of {named}, handed out by this "
+            "Dock and not acknowledged, and has no ack=: the lease would expire and its "
+            "rows be handed out again with their cells written. Pass ack=batch to "
+            "complete the lease with this write, or ack=False to write without "
+            "acknowledging and call dock.ack(batch) (or dock.nack) yourself; nothing "
+            "was written")
 
     def _written_before(self, e: errors.AlreadyExists, step: int, rows: Any,
                         leased: list[batch_mod.Batch]) -> errors.TdockError:
@@ -603,15 +657,21 @@ def _raw(payload: bytes) -> bytes:
     return payload
 
 
+def _row_list(rows: np.ndarray, shown: int = 8) -> str:
+    """Row indices for a message: all of them, or the first `shown` and a count."""
+    listed = ", ".join(str(r) for r in rows[:shown].tolist())
+    return listed if len(rows) <= shown else f"{listed}, ... ({len(rows)} rows)"
+
+
 def _leased(batches: Any) -> list[batch_mod.Batch]:
-    """The batches (one, a list or None) that hold a lease."""
-    if batches is None:
+    """The batches (one, a list, or None or False: none) that hold a lease."""
+    if batches is None or batches is False:
         return []
     out = []
     for b in batches if isinstance(batches, (list, tuple)) else [batches]:
         if not isinstance(b, batch_mod.Batch):
             raise errors.InvalidArgument(
-                f"ack takes Batches, got {type(b).__name__}")
+                f"ack takes a Batch, a list of them or False, got {type(b).__name__}")
         if b.lease is not None:
             out.append(b)
     return out

@@ -140,9 +140,11 @@ class Dock(_DockCalls):
         before anything is written and completed with the write (errors.
         FailedPrecondition if it is no longer in flight, nothing written);
         further ones are acknowledged after it. Batches without a lease
-        (consumers without lease_ms) need none; a leased batch's results put
-        without it leave the lease to expire, and the Put of its rows when
-        they come back fails (errors.AlreadyExists, naming the lease).
+        (consumers without lease_ms) need none. A Put without ack= of every
+        row of a lease this Dock handed out and has not seen end (its
+        results, the ack forgotten) is refused (errors.FailedPrecondition
+        naming the lease, nothing written); `ack=False` writes them without
+        acknowledging, for a caller that calls dock.ack(batch) itself.
         `keys`: one per row, the rows' keys (a uid; a row's key comes with its
         first write and is unique among the dock's live rows); with `rows`
         None, the rows are those that have these keys — or, for keys no live

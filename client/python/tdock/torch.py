@@ -95,6 +95,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         for step in self._steps():
             for batch in dock.iter(self.consumer, rank=self.rank, step=step,
                                    count=self.count, wait=self.wait, replica=self.replica):
+                if self.ack:  # this loop acknowledges it: a Put of its results needs no ack=
+                    dock._leases.ended([batch])
                 yield self._item(batch)
                 # Asked for the next item: the loop body is done with this one.
                 if self.ack and self.replica == 0:
