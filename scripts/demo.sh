@@ -11,8 +11,10 @@
 # Environment: BUILD_DIR (default build), JOBS (default 2).
 #
 # Each phase prints a line before it starts (with the seconds since the
-# start), so a long silent one (configuring, a first install of the Python
-# environment) is never a mystery.
+# start), and a step that prints nothing itself (configuring, each pip
+# install of a first Python environment) a line every 15 s while it runs
+# (every 60 s under CI=true; TDOCK_PROGRESS_EVERY sets it, see
+# scripts/progress.sh), so no part of the set-up is silent for long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,12 +25,13 @@ venv="${PYTHON_VENV:-.venv}"
 phase() {
   echo "demo [${SECONDS}s] $*"
 }
+source scripts/progress.sh
 
 phase "1/5 checking the Debian packages the build needs (scripts/install-deps.sh)"
 bash scripts/install-deps.sh
 
 phase "2/5 configuring the Release build in $BUILD_DIR/ (CMake)"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+with_progress "configuring" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 phase "3/5 building tdock-server and the Python client in $BUILD_DIR/" \
   "(several minutes on 2 cores the first time)"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target tdock-server tdock_python

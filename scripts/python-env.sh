@@ -7,10 +7,13 @@
 # torch==2.13.0 first (so nothing that depends on torch pulls a CUDA build),
 # then scripts/python-requirements.txt, then without their dependencies
 # scripts/python-requirements-nodeps.txt, all pinned, from PyPI. Idempotent: when
-# the environment was made from the same pins it does nothing. Uses Debian's
+# the environment was made from the same pins it does nothing. While pip runs
+# (quietly) it says it is still installing every 15 s (60 s under CI=true;
+# scripts/progress.sh). Uses Debian's
 # /usr/bin/python3 (python3-venv, from scripts/install-deps.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/progress.sh
 
 venv="${1:-.venv}"
 torch_pin="torch==2.13.0"
@@ -27,11 +30,11 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   fi
   pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
   echo "python-env: 1/3 installing $torch_pin" >&2
-  "${pip[@]}" "$torch_pin" >&2
+  with_progress "installing $torch_pin" "${pip[@]}" "$torch_pin" >&2
   echo "python-env: 2/3 installing $requirements (grpcio, numpy, tensordict, ray, ...)" >&2
-  "${pip[@]}" -r "$requirements" >&2
+  with_progress "installing $requirements" "${pip[@]}" -r "$requirements" >&2
   echo "python-env: 3/3 installing $nodeps without dependencies" >&2
-  "${pip[@]}" --no-deps -r "$nodeps" >&2
+  with_progress "installing $nodeps" "${pip[@]}" --no-deps -r "$nodeps" >&2
   echo "python-env: done" >&2
   echo "$want" >"$stamp"
 fi

@@ -1,5 +1,6 @@
 """scripts/demo.sh (the quick start's main job) and scripts/python-env.sh say
-what they are doing before each phase of their set-up, so that minutes of
+what they are doing before each phase of their set-up, and keep saying it
+while a quiet step (configuring, a pip install) runs, so that minutes of
 configuring, building or installing are never silent, and still run what
 they ran before. The phases themselves are stand-ins here (commands that
 print what they were asked), so the scripts run in a second."""
@@ -24,20 +25,29 @@ def _run(cmd, **kw):
     return out.stdout.splitlines()
 
 
+def _copy_python_env(tmp_path):
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    for name in ("python-env.sh", "progress.sh", "python-requirements.txt",
+                 "python-requirements-nodeps.txt"):
+        shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
+
+
 def test_demo_announces_each_phase_before_it_runs(tmp_path):
     """Each phase (Debian packages, configuring, building, the Python
     environment, the example) is announced, in order, before its command
     runs; the commands and their arguments are those the demo always ran,
     and the example gets the demo's arguments."""
     (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "demo.sh", tmp_path / "scripts" / "demo.sh")
+    for name in ("demo.sh", "progress.sh"):
+        shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
     _stub(tmp_path / "scripts" / "install-deps.sh", 'echo "RAN install-deps $*"\n')
     _stub(tmp_path / "scripts" / "python-env.sh",
           f'echo "RAN python-env $*" >&2\necho {tmp_path}/venv-python\n')
     _stub(tmp_path / "venv-python", 'echo "RAN example $*"\n')
     _stub(tmp_path / "bin" / "cmake", 'echo "RAN cmake $*" >&2\n')  # configure's stdout is hidden
     (tmp_path / "build").mkdir()
-    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+               TDOCK_PROGRESS_EVERY="3600")  # no progress line between these
     lines = _run(["bash", str(tmp_path / "scripts" / "demo.sh"), "--steps", "1"],
                  env=env)
     ran = [line for line in lines if line.startswith("RAN ")]
@@ -62,13 +72,10 @@ def test_python_env_announces_each_install(tmp_path):
     before each one, with the same pip arguments as before, prints the
     environment's python last, and says nothing once the environment is
     up to date."""
-    (tmp_path / "scripts").mkdir()
-    for name in ("python-env.sh", "python-requirements.txt",
-                 "python-requirements-nodeps.txt"):
-        shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
+    _copy_python_env(tmp_path)
     _stub(tmp_path / "venv" / "bin" / "python", 'echo "RAN $*" >&2\n')
     script = str(tmp_path / "scripts" / "python-env.sh")
-    lines = _run(["bash", script, "venv"])
+    lines = _run(["bash", script, "venv"], env=dict(os.environ, TDOCK_PROGRESS_EVERY="3600"))
     pip = [line for line in lines if line.startswith("RAN ")]
     assert pip == ["RAN -m pip install --quiet --disable-pip-version-check torch==2.13.0",
                    "RAN -m pip install --quiet --disable-pip-version-check -r "
@@ -82,3 +89,46 @@ def test_python_env_announces_each_install(tmp_path):
                          "without dependencies")
     assert lines[-1] == f"{tmp_path}/venv/bin/python"
     assert _run(["bash", script, "venv"]) == [f"{tmp_path}/venv/bin/python"]
+
+
+def test_a_quiet_install_says_it_is_still_running(tmp_path):
+    """While a pip install runs without output, python-env.sh prints
+    "... still installing <what> (N s)" lines (to stderr), and none once it
+    has ended; the install's exit status is the script's. The stand-in pip
+    waits until it sees such a line, so no timing is assumed."""
+    _copy_python_env(tmp_path)
+    log = tmp_path / "log"
+    _stub(tmp_path / "venv" / "bin" / "python",
+          f'for _ in $(seq 600); do grep -q "still installing" {log} && break; sleep 0.1; done\n'
+          f'grep -q "still installing" {log} || exit 7\n')
+    with open(log, "w") as out:
+        done = subprocess.run(["bash", str(tmp_path / "scripts" / "python-env.sh"), "venv"],
+                              stdout=subprocess.DEVNULL, stderr=out, timeout=120,
+                              env=dict(os.environ, TDOCK_PROGRESS_EVERY="0.2"))
+    lines = log.read_text().splitlines()
+    assert done.returncode == 0, lines
+    still = [line for line in lines if "still" in line]
+    assert still and all(line.startswith("  ... still installing ") and line.endswith(" s)")
+                         for line in still), lines
+    # Each install's progress lines come between its announcement and the next.
+    assert "torch==2.13.0" in still[0] and lines.index(still[0]) > lines.index(
+        "python-env: 1/3 installing torch==2.13.0"), lines
+    assert lines[-1] == "python-env: done", lines
+
+
+def test_progress_every_minute_under_ci():
+    """The progress interval: 15 s at a terminal, 60 s under CI=true (a CI
+    log gets one line a minute per quiet step), TDOCK_PROGRESS_EVERY over
+    both; a failing step's exit status comes through."""
+    def every(**env):
+        clean = {k: v for k, v in os.environ.items() if k not in ("CI", "TDOCK_PROGRESS_EVERY")}
+        out = subprocess.run(["bash", "-c", "source scripts/progress.sh && progress_every"],
+                             cwd=REPO, env=dict(clean, **env), stdout=subprocess.PIPE,
+                             text=True, check=True, timeout=60)
+        return out.stdout.strip()
+    assert every() == "15"
+    assert every(CI="true") == "60"
+    assert every(CI="true", TDOCK_PROGRESS_EVERY="5") == "5"
+    failed = subprocess.run(["bash", "-c", "source scripts/progress.sh && with_progress x "
+                             "bash -c 'exit 3'"], cwd=REPO, timeout=60)
+    assert failed.returncode == 3
