@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tdock
+from conftest import REPO
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("tensordict")
@@ -628,3 +629,37 @@ def test_verl_replay_buffer_samples_over_tdock(tq):
     assert metrics == {}
     tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)  # as the trainer does after
     assert set(tq.kv_list("train")["train"]) == {"p2"}
+
+
+def test_readme_shows_verls_transferqueue_path_as_it_is(server, monkeypatch):
+    """The README's verl section tells a verl user how verl's own
+    TransferQueue path runs on tdock, and what it names exists: the
+    functions of tdock.transferqueue it calls (install()), the link to
+    docs/transferqueue.md, the server flag it names (--data_dir, in
+    docs/server.md), the settings of transfer_queue.tdock it names (init
+    accepts them), and TDOCK_ADDRESS, which init with no address reads:
+    transfer_queue then works on that server."""
+    import re
+    readme = (REPO / "README.md").read_text()
+    found = re.search(r"^## verl\b.*?(?=^## )", readme, re.S | re.M)
+    assert found, "README.md has no '## verl' section"
+    section = found.group(0)
+    called = set(re.findall(r"`tdock\.transferqueue\.(\w+)\(", section))
+    assert "install" in called and all(callable(getattr(tqm, f, None)) for f in called)
+    assert "](docs/transferqueue.md)" in section and (REPO / "docs/transferqueue.md").exists()
+    for flag in re.findall(r"`(--\w+)`", section):
+        assert f"`{flag}`" in (REPO / "docs/server.md").read_text(), flag
+    settings = re.findall(r"`transfer_queue\.tdock\.(\w+)`", section)
+    assert settings
+    tqm.close()
+    tqm.init({"tdock": {s: server for s in settings}})  # an unknown one is refused
+    tqm.close()
+    assert "`TDOCK_ADDRESS`" in section
+    monkeypatch.setenv("TDOCK_ADDRESS", server)
+    tqm.install()
+    import transfer_queue
+    transfer_queue.init()
+    try:
+        assert isinstance(transfer_queue.kv_list(), dict)
+    finally:
+        tqm.close()
