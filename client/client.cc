@@ -336,6 +336,18 @@ absl::StatusOr<ClientReservation> Client::Reserve(const ClientReserve& reserve) 
 absl::StatusOr<int64_t> Client::Drop(const std::string& dock, int64_t step,
                                      const std::vector<int64_t>& rows,
                                      const std::vector<int64_t>& groups, DropReason reason) {
+  if (rows.empty() && groups.empty()) {
+    // Nothing to drop (a list of failed rows that came out empty): 0, without
+    // asking the server; the step and reason are still checked.
+    if (step < 0) return absl::InvalidArgumentError(absl::StrCat("drop: step ", step, " is negative"));
+    if (DropReasonName(reason) == DropReasonName(DropReason::kUnspecified) ||
+        reason == DropReason::kUnused) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "drop: reason '", DropReasonName(reason),
+          "' is not one of filtered, failed, stale, sealed, expired, surplus, other"));
+    }
+    return 0;
+  }
   v1::DropRequest request;
   request.set_dock(dock);
   request.set_step(step);

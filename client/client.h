@@ -285,7 +285,8 @@ class Client final {
   // to `wait` (Dock::Reserve).
   absl::StatusOr<ClientReservation> Reserve(const ClientReserve& reserve);
   // Takes rows (and every row of `groups`) out of a live step for `reason`;
-  // returns how many this call dropped (Dock::Drop).
+  // returns how many this call dropped (Dock::Drop). Empty `rows` and `groups`
+  // drop nothing: 0, without a call (a bad step or reason is still refused).
   absl::StatusOr<int64_t> Drop(const std::string& dock, int64_t step,
                                const std::vector<int64_t>& rows,
                                const std::vector<int64_t>& groups, DropReason reason);

@@ -183,10 +183,12 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     if (!args.Has("rows") && !args.Has("groups")) {
       return absl::InvalidArgumentError("drop needs --rows or --groups (or both)");
     }
-    if (args.Has("rows")) {
+    // An empty list (a script's list of failed rows that came out empty)
+    // drops nothing: the client answers 0 without a call.
+    if (!args.Get("rows", "").empty()) {
       TDOCK_ASSIGN_OR_RETURN(request.rows, ParseRows(args.Get("rows", "")));
     }
-    if (args.Has("groups")) {
+    if (!args.Get("groups", "").empty()) {
       TDOCK_ASSIGN_OR_RETURN(request.groups, ParseRows(args.Get("groups", "")));
     }
   }

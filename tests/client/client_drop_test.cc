@@ -123,5 +123,27 @@ TEST_F(ClientDropTest, ErrorsArriveWithTheServersCodeAndMessage) {
   EXPECT_FALSE(status.steps.at(0).sealed);
 }
 
+// Empty rows and groups (a list of failed rows that came out empty) drop
+// nothing: 0, without asking the server, and the step is untouched; a
+// negative step or a reason no drop may give is still refused.
+TEST_F(ClientDropTest, DroppingNothingAnswersZero) {
+  ASSERT_OK(PutColumn("prompt", {0, 1}));
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, client_->Drop("dapo", 0, {}, {}, DropReason::kFailed));
+  EXPECT_EQ(dropped, 0);
+  EXPECT_STATUS(client_->Drop("dapo", -1, {}, {}, DropReason::kFailed),
+                absl::StatusCode::kInvalidArgument, "drop: step -1 is negative");
+  EXPECT_STATUS(client_->Drop("dapo", 0, {}, {}, DropReason::kUnspecified),
+                absl::StatusCode::kInvalidArgument, "reason 'unspecified' is not one of filtered");
+  EXPECT_STATUS(client_->Drop("dapo", 0, {}, {}, DropReason::kUnused),
+                absl::StatusCode::kInvalidArgument, "reason 'unused' is not one of filtered");
+  ASSERT_OK_AND_ASSIGN(DockStatusInfo status, client_->GetDockStatus("dapo"));
+  EXPECT_TRUE(status.dropped_total.empty());
+  EXPECT_TRUE(status.steps.at(0).dropped.empty());
+  ASSERT_OK(PutColumn("response", {0, 1}));
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch,
+                       client_->Get({.dock = "dapo", .consumer = "trainer", .count = 2}));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1})) << "group 0 whole: none was dropped";
+}
+
 }  // namespace
 }  // namespace tdock

@@ -265,6 +265,20 @@ TEST_F(TdockctlTest, DropSealAndStatus) {
       << released.err;
 }
 
+// drop with an empty --rows (and --groups) drops nothing: 0 rows, exit 0,
+// the step untouched; a bad reason is still a usage error.
+TEST_F(TdockctlTest, DropOfNoRowsAnswersZero) {
+  CreateDock();
+  PutRows();
+  const Json none = RunJson({"drop", "ctl", "0", "--rows", "", "--reason", "failed"});
+  EXPECT_EQ(none["dropped_rows"], 0) << none;
+  EXPECT_EQ(RunJson({"drop", "ctl", "0", "--rows=", "--groups=", "--reason", "failed"})
+                ["dropped_rows"], 0);
+  EXPECT_EQ(Run({"drop", "ctl", "0", "--rows", "", "--reason", "nope"}).exit_code, 2);
+  EXPECT_TRUE(RunJson({"status", "ctl"})["dropped_total"].empty());
+  EXPECT_EQ(RunJson({"get", "ctl", "actor"})["rows"], Json::parse("[0, 1, 2, 3]"));
+}
+
 // list, health and delete.
 TEST_F(TdockctlTest, ListHealthDelete) {
   CreateDock();

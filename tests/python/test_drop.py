@@ -76,8 +76,9 @@ def test_dropping_no_rows_drops_nothing(server, client, dock_name):
     """drop() with rows=[] (or an empty array, or groups=[]) returns 0 and
     changes nothing, in both clients; what is known without the server is
     not asked of it, so a step that has not started is no error either. A
-    bad reason or bad rows are still refused, naming what is wrong, and
-    naming neither rows nor groups is still the server's error."""
+    bad reason, a negative step or bad rows are still refused, naming what
+    is wrong, and naming neither rows nor groups is still the server's
+    error."""
     dock = client.create_dock(grpo_spec(dock_name))
     dock.put(0, range(2), {"prompt_ids": cells(range(2))})
     assert dock.drop(0, rows=[]) == 0
@@ -90,6 +91,8 @@ def test_dropping_no_rows_drops_nothing(server, client, dock_name):
         dock.drop(0, rows=[[]])
     with pytest.raises(tdock.errors.InvalidArgument, match="names no rows or groups"):
         dock.drop(0)
+    with pytest.raises(tdock.errors.InvalidArgument, match="drop: step -1 is negative"):
+        dock.drop(-1, rows=[])
     status = dock.status()
     assert status.dropped == {} and status.steps[0].dropped == {}
 
@@ -98,6 +101,8 @@ def test_dropping_no_rows_drops_nothing(server, client, dock_name):
             adock = aclient.dock(dock_name)
             assert await adock.drop(0, rows=[]) == 0
             assert await adock.drop(0, groups=[], reason="stale") == 0
+            with pytest.raises(tdock.errors.InvalidArgument, match="step -1 is negative"):
+                await adock.drop(-1, groups=[])
     asyncio.run(main())
     assert dock.status().dropped == {}
 

@@ -546,6 +546,8 @@ class _DockCalls:
                       reason: str) -> dock_pb2.DropRequest | None:
         """The DropRequest, or None when it names rows or groups and they are
         all empty: nothing to drop, 0 dropped, no need to ask the server."""
+        if int(step) < 0:
+            raise errors.InvalidArgument(f"drop: step {step} is negative")
         req = dock_pb2.DropRequest(dock=self.name, step=int(step),
                                    rows=_indexes(rows, "rows"),
                                    groups=_indexes(groups, "groups"),
