@@ -174,7 +174,9 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     non_tensor_batch as "tdock_key" and "tdock_version" (-1: no version), so
     verl's chunk keeps them with their rows; to_tensordict carries them
     too (a batch without either has neither: the first test). A batch
-    lacking the default prompt column is told to pass prompt=None."""
+    lacking the default prompt column is laid out so without being told;
+    a prompt column named explicitly must exist. A batch with prompts only
+    (a rollout's input) has "responses" of width 0."""
     dock = client.create_dock(grpo_spec(
         dock_name, prompts=2, n=2,
         columns={"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"}},
@@ -186,10 +188,11 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     dock.put(0, [3], {"response_ids": responses[3:]})  # no key, no version
     b = dock.get("update", step=0, wait=10)
     assert b.rows.tolist() == [0, 1, 2, 3]
-    with pytest.raises(tdock.errors.InvalidArgument,
-                       match="no column 'prompt_ids'.*prompt=None"):
-        tv.to_data_proto(b)
-    data = tv.to_data_proto(b, prompt=None)
+    with pytest.raises(tdock.errors.InvalidArgument, match="no column 'prompt_ids'"):
+        tv.to_data_proto(b, prompt="prompt_ids")
+    data = tv.to_data_proto(b)
+    explicit = tv.to_data_proto(b, prompt=None)
+    assert all(torch.equal(data.batch[k], explicit.batch[k]) for k in explicit.batch.keys())
     t = data.batch
     assert t["prompts"].shape == (4, 0)
     assert torch.equal(t["input_ids"], t["responses"])
@@ -206,6 +209,11 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     td = tv.to_tensordict(b, prompt=None)
     assert td["tdock_key"].tolist() == ["a", "b", "c", ""]
     assert td["tdock_version"].tolist() == [3, 4, 5, -1]
+    dock.put(1, range(4), {"prompt_ids": responses})
+    prompts_only = tv.to_data_proto(client.dock(dock_name).read(1, range(4), ["prompt_ids"]))
+    assert prompts_only.batch["responses"].shape == (4, 0)
+    assert torch.equal(prompts_only.batch["input_ids"], prompts_only.batch["prompts"])
+    assert prompts_only.batch["attention_mask"].sum(1).tolist() == [1, 2, 3, 4]
 
 
 def test_readme_points_to_what_exists_for_verl():

@@ -203,7 +203,7 @@ class Batch:
         return out, mask
 
     def prompt_response(self, prompt: str | None = "prompt_ids",
-                        response: str = "response_ids", *, pad_value=0,
+                        response: str | None = "response_ids", *, pad_value=0,
                         multiple_of: int = 1) -> dict[str, np.ndarray]:
         """The layout RL trainers (verl's among them) feed the model: prompts
         padded on the left and responses on the right, side by side.
@@ -212,13 +212,21 @@ class Batch:
         "position_ids" (each row counting its real tokens from 0; 0 on left
         padding, continuing through right padding) and "response_mask"
         (rows x R, true on real response tokens). `prompt` None: no prompt
-        column, P is 0."""
-        responses, response_mask = self.padded(response, pad_value, multiple_of)
+        column, P is 0; `response` None: no response column (a batch before
+        generation), R is 0."""
+        if prompt is None and response is None:
+            raise errors.InvalidArgument("prompt_response: name a prompt or a response "
+                                         "column (both are None)")
+        if prompt is not None:
+            prompts, prompt_mask = self.padded(prompt, pad_value, multiple_of, side="left")
+        if response is not None:
+            responses, response_mask = self.padded(response, pad_value, multiple_of)
         if prompt is None:
             prompts = np.zeros((len(self), 0), dtype=responses.dtype)
             prompt_mask = np.zeros((len(self), 0), dtype=response_mask.dtype)
-        else:
-            prompts, prompt_mask = self.padded(prompt, pad_value, multiple_of, side="left")
+        if response is None:
+            responses = np.zeros((len(self), 0), dtype=prompts.dtype)
+            response_mask = np.zeros((len(self), 0), dtype=prompt_mask.dtype)
         if prompts.ndim != 2 or responses.ndim != 2:
             raise errors.InvalidArgument(
                 f"prompt_response: '{prompt}' and '{response}' must have one "

@@ -2,6 +2,8 @@
 
 The structure is the one of ``examples/quickstart.yaml``: ``columns`` and
 ``consumers`` are maps from name to settings, enums are lower-case names.
+Values may be Python's, numpy's scalars and arrays, or OmegaConf's
+(DictConfig, ListConfig: a verl config's nodes); the spec holds Python's.
 Errors raise ``tdock.errors.InvalidArgument`` naming the key path
 (``consumers.reward.policy: unknown policy 'lifo' ...``). Checks that need the
 whole spec (unknown column names, dispatch sizes, ...) are the server's: it
@@ -11,8 +13,12 @@ answers CreateDock with the same kind of message.
 from __future__ import annotations
 
 import math
+import numbers
 import os
+from collections.abc import Sequence
 from typing import Any, Callable, Mapping
+
+import numpy as np
 
 from tdock import dtypes, errors
 from tdock.v1 import dock_pb2
@@ -39,38 +45,56 @@ def _type_name(value: Any) -> str:
         return "nothing"
     if isinstance(value, Mapping):
         return "a map"
-    if isinstance(value, (list, tuple)):
+    if _is_list(value):
         return "a list"
-    return f"'{value}'"
+    # The type too: the string '2' and the number 2 print alike.
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" \
+        else f"{kind.__module__}.{kind.__name__}"
+    return f"'{value}' ({name})"
 
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _is_list(value: Any) -> bool:
+    """A list, a tuple, OmegaConf's ListConfig or a 1-D numpy array."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+# Numbers are checked by kind (numbers.Integral, numbers.Real), so numpy's
+# scalars pass as Python's do; what a spec holds is always Python's own type.
 
 def _int(value: Any, path: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if _is_bool(value) or not isinstance(value, numbers.Integral):
         _fail(path, f"expected an integer, got {_type_name(value)}")
-    return value
+    return int(value)
 
 
 def _float(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+    if _is_bool(value) or not isinstance(value, numbers.Real) \
             or not math.isfinite(value):
         _fail(path, f"expected a finite number, got {_type_name(value)}")
     return float(value)
 
 
 def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
+    if not _is_bool(value):
         _fail(path, f"expected true or false, got {_type_name(value)}")
-    return value
+    return bool(value)
 
 
 def _str(value: Any, path: str) -> str:
     if not isinstance(value, str):
         _fail(path, f"expected a string, got {_type_name(value)}")
-    return value
+    return str(value)
 
 
 def _list(value: Any, path: str, item: Callable[[Any, str], Any]) -> list:
-    if not isinstance(value, (list, tuple)):
+    if not _is_list(value):
         _fail(path, f"expected a list, got {_type_name(value)}")
     return [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
 

@@ -35,27 +35,43 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import torch
 
-from tdock import errors
+from tdock import _verl_plan, errors
 from tdock.batch import Batch, _tensor
 from tdock.columns import Padded, _numpy
 from tdock.v1 import dock_pb2
 
-__all__ = ["balance_metrics", "micro_batch_indices", "micro_batches", "put_columns",
-           "to_data_proto", "to_tensordict"]
+__all__ = ["BatchRef", "balance_metrics", "dock_spec", "micro_batch_indices",
+           "micro_batches", "put_columns", "to_data_proto", "to_tensordict", "worker_method"]
 
 _LAYOUT = ("prompts", "responses", "input_ids", "attention_mask", "position_ids",
            "response_mask")
 
 
-def _layout(batch: Batch, prompt: str | None, response: str, pad_token_id: int,
-            columns: Iterable[str] | None) -> tuple[dict, dict, dict]:
+class _DefaultColumn(str):
+    """A default column name: a batch without that column is laid out
+    without it (a name given explicitly must exist)."""
+
+
+PROMPT, RESPONSE = _DefaultColumn("prompt_ids"), _DefaultColumn("response_ids")
+
+
+def _layout(batch: Batch, prompt: str | None, response: str | None, pad_token_id: int,
+            columns: Iterable[str] | None, engine_plan: bool = False
+            ) -> tuple[dict, dict, dict]:
     """(tensors, non_tensors, meta_info) of verl's layout for `batch`."""
+    prompt, response = (None if isinstance(c, _DefaultColumn) and c not in batch.columns
+                        else c for c in (prompt, response))
+    if prompt is None and response is None:
+        raise errors.InvalidArgument(
+            f"tdock.verl: the batch has neither a prompt nor a response column (columns: "
+            f"{', '.join(batch.columns)}); name them")
     for name in (prompt, response):
         if name is not None and name not in batch.columns:
             raise errors.InvalidArgument(
                 f"tdock.verl: the batch has no column '{name}' (columns: "
                 f"{', '.join(batch.columns)}); name the prompt and response columns "
-                "(prompt=None for a batch without prompts)")
+                "(a batch without the default 'prompt_ids' or 'response_ids' is laid out "
+                "without it)")
     arrays = batch.prompt_response(prompt, response, pad_value=pad_token_id)
     tensors = {k: torch.from_numpy(np.ascontiguousarray(arrays[k]).astype(np.int64))
                for k in _LAYOUT}
@@ -82,6 +98,9 @@ def _layout(batch: Batch, prompt: str | None, response: str, pad_token_id: int,
     meta = {"global_token_num": arrays["attention_mask"].sum(axis=1).tolist(),
             "tdock": {"step": batch.step, "rows": batch.rows.tolist(),
                       "round": batch.round, "lease": batch.lease}}
+    if engine_plan and batch.micro_batch_info:
+        _verl_plan.fill(tensors, non_tensors, meta, batch,
+                        arrays["prompts"].shape[1], pad_token_id)
     return tensors, non_tensors, meta
 
 
@@ -96,28 +115,34 @@ def _row_names(batch: Batch) -> dict:
     return out
 
 
-def to_data_proto(batch: Batch, *, prompt: str | None = "prompt_ids",
-                  response: str = "response_ids", pad_token_id: int = 0,
-                  columns: Iterable[str] | None = None) -> Any:
+def to_data_proto(batch: Batch, *, prompt: str | None = PROMPT,
+                  response: str | None = RESPONSE, pad_token_id: int = 0,
+                  columns: Iterable[str] | None = None, engine_plan: bool = False) -> Any:
     """A verl.DataProto of the batch in verl's layout (see the module
     comment); `columns`: the other columns to carry (default all);
-    `prompt` None for a batch without a prompt column."""
+    `prompt` None (or the default, absent from the batch) for a batch
+    without prompts. `engine_plan`: filled and marked so that verl's
+    engines cut the server's micro-batch plan (tdock._verl_plan; the keys
+    go to meta_info)."""
     from verl import DataProto
-    tensors, non_tensors, meta = _layout(batch, prompt, response, pad_token_id, columns)
+    tensors, non_tensors, meta = _layout(batch, prompt, response, pad_token_id, columns,
+                                         engine_plan)
     return DataProto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta)
 
 
-def to_tensordict(batch: Batch, *, prompt: str | None = "prompt_ids",
-                  response: str = "response_ids", pad_token_id: int = 0,
-                  columns: Iterable[str] | None = None) -> Any:
+def to_tensordict(batch: Batch, *, prompt: str | None = PROMPT,
+                  response: str | None = RESPONSE, pad_token_id: int = 0,
+                  columns: Iterable[str] | None = None, engine_plan: bool = False) -> Any:
     """The same layout as a TensorDict (non-tensor columns as
     NonTensorStack, meta_info's entries as NonTensorData): what verl's
     newer workers take."""
     from tensordict import NonTensorData, NonTensorStack, TensorDict
-    tensors, non_tensors, meta = _layout(batch, prompt, response, pad_token_id, columns)
-    td = TensorDict(tensors, batch_size=[len(batch)])
+    tensors, non_tensors, meta = _layout(batch, prompt, response, pad_token_id, columns,
+                                         engine_plan)
+    rows = len(tensors["input_ids"])
+    td = TensorDict(tensors, batch_size=[rows])
     for name, values in non_tensors.items():
-        td[name] = NonTensorStack(*values.tolist(), batch_size=[len(batch)])
+        td[name] = NonTensorStack(*values.tolist(), batch_size=[rows])
     for name, value in meta.items():
         td[name] = NonTensorData(value)
     return td
@@ -130,24 +155,41 @@ def put_columns(data: Any, keys: Iterable[str] | Mapping[str, str], *,
     A tensor of shape [rows, R] where R is the responses' width is cut to
     each row's response length (its real tokens in the response part of
     attention_mask); other 2-D tensors are written whole per row; 1-D
-    tensors one item per row; non-tensor values (strings, dicts) as they
-    are (string / JSON columns)."""
+    tensors one item per row; nested (jagged) tensors row by row;
+    non-tensor values (strings, dicts) as they are (string / JSON
+    columns). Rows marked in "is_padding" (engine_plan's fillers) are left
+    out."""
+    return _columns(*_parts(data), keys, response_key)
+
+
+def _columns(tensors: dict, non_tensors: dict, keys: Iterable[str] | Mapping[str, str],
+             response_key: str) -> dict:
     names = dict(keys) if isinstance(keys, Mapping) else {k: k for k in keys}
-    tensors, non_tensors = _parts(data)
+    for key in names:
+        if key not in tensors and key not in non_tensors:
+            raise errors.InvalidArgument(
+                f"tdock.verl.put_columns: no key '{key}' (tensors: "
+                f"{', '.join(tensors)}; non-tensors: {', '.join(non_tensors)})")
+    keep = None
+    if _verl_plan.PAD_KEY in tensors:
+        keep = np.flatnonzero(~_numpy(tensors[_verl_plan.PAD_KEY]).astype(bool))
     lengths = None
     if response_key in tensors and "attention_mask" in tensors:
         width = tensors[response_key].shape[1]
         lengths = _numpy(tensors["attention_mask"][:, -width:]).sum(axis=1)
+        lengths = lengths if keep is None else lengths[keep]
     out = {}
     for key, column in names.items():
         if key in non_tensors:
-            out[column] = list(non_tensors[key])
+            values = list(non_tensors[key])
+            out[column] = values if keep is None else [values[i] for i in keep]
             continue
-        if key not in tensors:
-            raise errors.InvalidArgument(
-                f"tdock.verl.put_columns: no key '{key}' (tensors: "
-                f"{', '.join(tensors)}; non-tensors: {', '.join(non_tensors)})")
         value = tensors[key]
+        if value.is_nested:
+            rows = value.unbind()
+            out[column] = [rows[i] for i in (range(len(rows)) if keep is None else keep)]
+            continue
+        value = value if keep is None else value[torch.from_numpy(keep)]
         if (value.dim() == 2 and lengths is not None
                 and value.shape[1] == tensors[response_key].shape[1]):
             out[column] = Padded(value, lengths)
@@ -221,3 +263,9 @@ def micro_batches(data: Any, batch: Batch) -> tuple[list, list[list[int]]]:
             f"tdock.verl.micro_batches: the DataProto has {len(data)} rows, the batch "
             f"{len(batch)}")
     return [data.select_idxs(np.asarray(p, dtype=np.int64)) for p in plan], plan
+
+
+# The spec from verl's config and the worker-method decorator build on the
+# functions above.
+from tdock._verl_config import dock_spec  # noqa: E402
+from tdock._verl_worker import BatchRef, worker_method  # noqa: E402
