@@ -13,8 +13,8 @@ metrics on what the dock holds and checks every row.
 
     .venv/bin/python examples/verl_ray.py --server_bin build/server/tdock-server
 
-Every line that exists only because tdock is used ends in "# tdock" (10;
-tests/python/test_verl.py counts them). Needs ray, torch and verl
+Every line that exists only because tdock is used ends in "# tdock" (9;
+tests/python/test_verl_engine.py counts them). Needs ray, torch and verl
 (scripts/python-env.sh installs them). The model is a stand-in: responses
 and log-probs are deterministic functions of the prompt.
 """
@@ -83,7 +83,8 @@ def outcome_rewards(score: torch.Tensor, response_mask: torch.Tensor) -> torch.T
 class Rollout:
     @tv.worker_method("rollout", outputs=["responses", "uid", "score"], layout="data_proto")  # tdock
     def generate_sequences(self, prompts: DataProto) -> DataProto:
-        """One group: each sample's response, its uid (the prompt's) and score."""
+        """Each sample's response (the batch holds each prompt's N samples in
+        turn), its uid (the prompt's) and score."""
         mask = prompts.batch["attention_mask"].bool()
         given = [p[m].numpy().astype(np.int32) for p, m in zip(prompts.batch["prompts"], mask)]
         responses = [torch.from_numpy(response_of(p, i % N)) for i, p in enumerate(given)]
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
             prompts = [prompt_of(step, r // N) for r in range(rows)]  # verl's dataloader
             dock.put(step, range(rows), {"prompt_ids": prompts})  # tdock
             ref = tv.BatchRef(dock, step)  # tdock: what the workers' methods take
-            ray.get([rollout.generate_sequences.remote(ref) for _ in range(args.prompts)])
+            ray.get(rollout.generate_sequences.remote(ref))
             results = ray.get([w.update_actor.remote(ref) for w in workers])
             batch = tv.to_data_proto(dock.get("trainer", step=step))  # tdock
             t = batch.batch
@@ -180,8 +181,9 @@ def main(argv=None) -> int:
                   f"balanced_max {metrics['global_seqlen/balanced_max']:.0f}, "
                   f"response_length/mean {metrics['response_length/mean']:.1f}, "
                   f"actor/pg_loss {metrics['actor/pg_loss']:.4f}")
-        print(f"OK: {args.steps} steps; every row generated once, trained on once by one "
-              "rank, its log-probs and advantages written back and read as computed")
+        print(f"OK: {args.steps} steps; every row generated once, its log-probs and its "
+              "group's GRPO advantages (computed on the rank that held the whole group) "
+              "written back and read as computed")
         return 0
     finally:
         ray.shutdown()

@@ -18,6 +18,7 @@ verl = pytest.importorskip("verl")
 
 from omegaconf import OmegaConf  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
+from verl import DataProto  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
 
 import tdock  # noqa: E402
@@ -165,6 +166,60 @@ def test_worker_method_fetches_runs_and_writes_back(client, dock_name):
     assert plain["old_log_probs"].shape == (2, 3)
 
 
+def test_worker_method_data_proto_rollout(client, dock_name):
+    """layout="data_proto": a rollout method takes a batch of prompts only
+    (responses of width 0) as a DataProto and returns verl's rollout output;
+    "responses" goes back to the response column, cut to each row's length
+    from the output's attention_mask, "uid" to the string column; the
+    DataProto returned keeps what was not written, and meta_info carries
+    the metrics and what was done. Token ids that do not fit the column
+    (the layout widens them to int64) are refused, nothing written."""
+    dock = client.create_dock(grpo_spec(
+        dock_name, prompts=2, n=2,
+        columns={"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
+                 "uid": {"dtype": "string"}},
+        consumers={"rollout": {"columns": ["prompt_ids"], "dispatch_size": 4},
+                   "check": {"columns": ["response_ids", "uid"], "dispatch_size": 4}}))
+    dock.put(0, range(4), {"prompt_ids": [np.arange(1, 2 + r, dtype=np.int32) for r in range(4)]})
+
+    class Rollout:
+        @tv.worker_method("rollout", outputs=["responses", "uid"], layout="data_proto")
+        def generate(self, prompts):
+            assert prompts.batch["responses"].shape == (4, 0)
+            lengths = torch.tensor([3, 1, 2, 4])
+            mask = (torch.arange(4)[None, :] < lengths[:, None]).long()
+            return DataProto.from_dict(
+                tensors={"responses": (torch.arange(4)[None, :] + 10) * mask,
+                         "attention_mask": torch.cat([prompts.batch["attention_mask"], mask], 1),
+                         "rm_scores": lengths.float()},
+                non_tensors={"uid": np.array(list("aabb"), dtype=object)},
+                meta_info={"metrics": {"rollout/n": 4}})
+
+    out = Rollout().generate(tv.BatchRef(dock, step=0))
+    assert list(out.batch.keys()) == ["attention_mask", "rm_scores"]
+    assert "uid" not in out.non_tensor_batch
+    assert out.meta_info["metrics"] == {"rollout/n": 4}  # no balance statistics to add
+    assert out.meta_info["tdock"]["columns"] == ["response_ids", "uid"]
+    check = dock.get("check", step=0, wait=10)
+    assert [check.row("response_ids", i).tolist() for i in range(4)] == \
+        [[10, 11, 12], [10], [10, 11], [10, 11, 12, 13]]
+    assert check.cells("uid") == list("aabb")
+
+    class TooWide:
+        @tv.worker_method("rollout", outputs=["responses"], layout="data_proto")
+        def generate(self, prompts):
+            return DataProto.from_dict(tensors={
+                "responses": torch.full((4, 2), 2 ** 40),
+                "attention_mask": torch.cat([prompts.batch["attention_mask"],
+                                             torch.ones(4, 2, dtype=torch.int64)], 1)})
+    dock.put(1, range(4), {"prompt_ids": [np.arange(1, 2, dtype=np.int32)] * 4})
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match=r"token ids 1099511627776\.\.1099511627776 do not fit column "
+                             r"'response_ids' \(int32\)"):
+        TooWide().generate(tv.BatchRef(dock, step=1))
+    assert not any("response_ids" in row.written for row in dock.list_rows(1))
+
+
 def test_worker_method_bad_input_is_named_and_writes_nothing(client, dock_name):
     """Each bad input is refused with what was wrong, and nothing is
     written: an unknown layout (at decoration), two BatchRefs, a BatchRef
@@ -227,6 +282,7 @@ def test_dock_spec_from_verls_config(client, dock_name):
     assert actor["micro_batch"] == {"max_tokens": 4096, "same_count_across_ranks": True}
     assert actor["columns"] == ["prompt_ids", "response_ids", "uid", "score"]
     assert spec["columns"]["old_log_probs"] == {"dtype": "float32", "max_len": 512}
+    assert spec["consumers"]["rollout"]["dispatch_size"] == 64  # the step, as verl generates
     assert spec["consumers"]["trainer"] == {
         "columns": ["prompt_ids", "response_ids", "uid", "score", "old_log_probs"],
         "dispatch_size": 64}

@@ -123,7 +123,8 @@ def dock_spec(config: Any, *, name: str = "verl", columns: Any = None,
     settings, or a list of verl's key names: per-token float32 values such
     as old_log_probs and advantages, one-value scores such as score);
     consumers "rollout"
-    (prompt_ids, one group per Get) and "actor" (balanced whole groups,
+    (prompt_ids, a whole step per Get, as verl's generate_sequences takes
+    its batch) and "actor" (balanced whole groups,
     the columns tdock makes plus "score" when `columns` has it), each
     updated key by key by `consumers`' entry of that name, and
     `consumers`' other entries; with `trainer`, a consumer "trainer" that
@@ -149,7 +150,8 @@ def dock_spec(config: Any, *, name: str = "verl", columns: Any = None,
     reads = ["prompt_ids", "response_ids", "uid"] + (["score"] if "score" in out_columns
                                                      else [])
     out_consumers = {
-        "rollout": {"columns": ["prompt_ids"], "whole_groups": True, "dispatch_size": n},
+        "rollout": {"columns": ["prompt_ids"], "whole_groups": True,
+                    "dispatch_size": prompts * n},
         "actor": {"columns": reads, "whole_groups": True, "policy": "balanced",
                   "dp_size": dp, "dispatch_size": per_rank,
                   "micro_batch": _micro_batch(config)}}

@@ -30,7 +30,10 @@ import dataclasses
 import functools
 from typing import Any, Callable, Iterable, Mapping
 
-from tdock import errors
+import numpy as np
+import torch
+
+from tdock import dtypes, errors
 from tdock import verl as tv
 
 _LAYOUTS = {"tensordict": tv.to_tensordict, "data_proto": tv.to_data_proto}
@@ -116,6 +119,21 @@ def _returned(out: Any, written: Mapping[str, str], batch: Any, columns: list) -
     return out
 
 
+def _narrowed(tokens: Any, column: Any) -> Any:
+    """Token ids back in their column's integer dtype, when they fit it."""
+    want = dtypes.numpy_of(column.dtype)
+    if tokens.is_floating_point() or not np.issubdtype(want, np.integer) \
+            or tokens.numel() == 0:
+        return tokens
+    bounds = np.iinfo(want)
+    low, high = int(tokens.min()), int(tokens.max())
+    if low < bounds.min or high > bounds.max:
+        raise errors.InvalidArgument(
+            f"tdock.verl.worker_method: token ids {low}..{high} do not fit column "
+            f"'{column.name}' ({np.dtype(want).name}); nothing was written")
+    return torch.from_numpy(tokens.detach().cpu().numpy().astype(want))
+
+
 def _write(dock: Any, batch: Any, data: Any, out: Any, outputs: Mapping[str, str],
            response_key: str) -> list[str]:
     """Writes `outputs` of `out` back to the batch's rows (acknowledging its
@@ -131,6 +149,10 @@ def _write(dock: Any, batch: Any, data: Any, out: Any, outputs: Mapping[str, str
     for key in ("attention_mask", response_key, tv._verl_plan.PAD_KEY):
         if key in given and key not in tensors:
             tensors[key] = given[key]
+    specs = {c.name: c for c in dock.spec.columns}
+    for key in ("prompts", "responses"):  # the layout widened them to int64
+        if key in tensors and outputs.get(key) in specs:
+            tensors[key] = _narrowed(tensors[key], specs[outputs[key]])
     columns = tv._columns(tensors, non_tensors, outputs, response_key)
     dock.put(batch.step, batch.rows, columns, ack=batch if batch.lease else None)
     return list(columns)
