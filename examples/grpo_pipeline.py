@@ -52,7 +52,7 @@ import time
 
 import yaml
 
-from grpo_report import Tally, print_table, status_line, summary
+from grpo_report import Tally, print_table, rounds_line, status_line, summary
 from grpo_workers import REPO, ROLES, Config, tdock, worker
 from tdock.server import LocalServer
 
@@ -89,6 +89,7 @@ def load_spec(args) -> dict:
                          ("actor_update", 2)):
         c[role]["dp_size"] = dp
         c[role]["dispatch_size"] = max(1, rows // (dp * rounds))
+        c[role]["pad"] = args.pad
     return spec
 
 
@@ -194,6 +195,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--dock", help="name of the dock it creates (default: "
                     "the name in examples/grpo.yaml, grpo)")
     ap.add_argument("--seed", type=int, default=1, help="seed of all the data")
+    ap.add_argument("--pad", choices=("none", "repeat"), default="none",
+                    help="how the balanced roles fill a round's short shares: none "
+                    "(an empty share is an empty batch) or repeat (repeats of the "
+                    "round's rows, which the workers leave out of their writes)")
     ap.add_argument("--time_scale", type=float, default=1.0,
                     help="scale of the simulated compute times (0: no sleeping)")
     ap.add_argument("--tls_ca", help="with --server: PEM of the CA that signed "
@@ -273,7 +278,8 @@ def main(argv=None) -> int:
           f"{', '.join(ROLES[1:])} exactly once; actor_update checked the "
           "prompts, responses, rewards, per-token ref/old log-probs and GRPO "
           f"advantages of all {args.steps * cfg.rows} rows; balance stats match "
-          f"the rows handed out; {workers} worker processes exited 0; every "
+          f"the rows handed out; {rounds_line(tally)}; {workers} worker processes "
+          "exited 0; every "
           "step was released" + ("" if args.server else
                                  "; tdock-server exited 0 on SIGTERM"))
     return 0

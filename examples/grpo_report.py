@@ -23,7 +23,7 @@ class Tally:
                          .get("round_to", 1) for r in ROLES}
         self.cells: dict = collections.defaultdict(lambda: {
             "rows": [], "bytes_in": 0, "bytes_out": 0, "wait": 0.0,
-            "first": math.inf, "done": 0.0, "mb": 0, "flat": 0,
+            "first": math.inf, "done": 0.0, "mb": 0, "flat": 0, "repeats": 0,
             "rounds": collections.defaultdict(dict), "server": {}})
         self.finished = collections.defaultdict(set)  # (role, step) -> ranks
 
@@ -34,11 +34,13 @@ class Tally:
             self.finished[(rec["role"], rec["step"])].add(rec["rank"])
             cell["done"] = max(cell["done"], rec["t"])
             return
-        cell["rows"] += rec["rows"]
+        repeats = set(rec.get("repeats", ()))
+        cell["repeats"] += len(repeats)
+        cell["rows"] += [r for i, r in enumerate(rec["rows"]) if i not in repeats]
         cell["bytes_in"] += rec["bytes_in"]
         cell["bytes_out"] += rec["bytes_out"]
         cell["first"] = min(cell["first"], rec["t"])
-        if rec["mb_padded"] is not None:
+        if rec["mb_padded"] is not None and rec["tokens"]:
             to = self.round_to[rec["role"]]
             cell["mb"] += rec["mb_padded"]
             cell["flat"] += len(rec["rows"]) * -(-max(rec["tokens"]) // to) * to
@@ -82,6 +84,10 @@ class Tally:
             if lost or dup:
                 problems.append(f"{role} step {step}: rows lost {lost[:8]}, "
                                 f"duplicated {dup[:8]}")
+            for rnd, shares in sorted(cell["rounds"].items()):
+                if len(shares) != self.ranks[role]:
+                    problems.append(f"{role} step {step} round {rnd}: taken by ranks "
+                                    f"{sorted(shares)} of {self.ranks[role]}")
             for rnd, server in cell["server"].items():
                 per_rank, _ = self.round_tokens(role, cell["rounds"][rnd])
                 if (max(per_rank), sum(per_rank) / len(per_rank)) != server:
@@ -136,6 +142,16 @@ def print_table(tally: Tally, steps: int) -> None:
           "mean, tdock's split vs. the round's rows cut by row index;\n"
           "padded tokens: Σ micro-batch rows x padded length vs. every row "
           "padded to the batch's longest (both rounded up to round_to).")
+
+
+def rounds_line(tally: Tally) -> str:
+    """The balanced roles' rounds, every one taken by every rank (checked),
+    and the repeats that filled short shares (pad: repeat)."""
+    rounds = sum(len(c["rounds"]) for (role, _), c in tally.cells.items()
+                 if tally.ranks[role] > 1)
+    repeats = sum(c["repeats"] for c in tally.cells.values())
+    return (f"every rank of each balanced role took each of its {rounds} rounds"
+            + (f" ({repeats} repeats filled short shares)" if repeats else ""))
 
 
 def summary(tally: Tally, steps: int) -> str:

@@ -175,9 +175,14 @@ def do_logprob(dock, cfg: Config, b: tdock.Batch, column: str, salt: int) -> int
     check_inputs(cfg, b)
     simulate_micro_batches(cfg, b, FORWARD_S)
     td = b.to_tensordict(["response_ids"])  # response_ids: jagged nested
-    out = jagged([torch.from_numpy(log_probs(r.numpy(), salt))
-                  for r in td["response_ids"].unbind()])
-    return dock.put(b.step, b.rows, TensorDict({column: out}, batch_size=[len(b)])).bytes
+    # A row that repeats a row of the round (pad: repeat) fills this rank's
+    # share like any row, but its output is written by the share it is from.
+    keep = np.flatnonzero(~b.repeat_mask)
+    if not len(keep):
+        return 0
+    responses = td["response_ids"].unbind()
+    out = jagged([torch.from_numpy(log_probs(responses[i].numpy(), salt)) for i in keep])
+    return dock.put(b.step, b.rows[keep], TensorDict({column: out}, batch_size=[len(keep)])).bytes
 
 
 def do_advantage(dock, cfg: Config, b: tdock.Batch) -> int:
@@ -245,6 +250,7 @@ def batch_record(cfg: Config, role: str, rank: int, b: tdock.Batch, wait: float,
     stats = b.stats if b.round >= 0 else None
     return record(
         cfg, "batch", role, rank, b.step, round=b.round, rows=b.rows.tolist(),
+        repeats=[] if b.repeats is None else b.repeats.tolist(),
         tokens=b.token_counts.tolist(), wait=wait, bytes_out=bytes_out,
         bytes_in=sum(b.column(c).values.nbytes for c in b.columns),
         mb_padded=sum((m.end - m.begin) * m.padded_len for m in b.micro_batch_info)
@@ -263,8 +269,10 @@ def run_consumer(dock, role: str, rank: int, cfg: Config, q) -> None:
             waited += time.monotonic() - start
             if b.timed_out:
                 continue
-            if len(b):
-                out = HANDLERS[role](dock, cfg, b)
+            # A balanced rank's empty share is a round too: reported, so the
+            # ranks' rounds can be counted.
+            if len(b) or b.round >= 0:
+                out = HANDLERS[role](dock, cfg, b) if len(b) else 0
                 q.put(batch_record(cfg, role, rank, b, waited, out))
                 waited = 0.0
             if b.end_of_step:
