@@ -279,9 +279,9 @@ void DockImpl::EndDroppedLeasesLocked(Partition& part) {
     bool left = false;
     if (lease.round >= 0) {
       ConsumerState& state = part.consumer(mu_, lease.consumer);
-      tdock::MutexLock rounds(&state.round_mu);
+      tdock::MutexLock rounds(&state.book.mu());
       // Repeats (pad: repeat) are not the lease's rows.
-      for (int64_t row : state.rounds[lease.round].ranks[lease.rank].RealRows()) {
+      for (int64_t row : state.book.round(lease.round).ranks[lease.rank].RealRows()) {
         left |= !part.dropped(row);
       }
     } else {

@@ -209,13 +209,9 @@ std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, in
   tdock::ReaderMutexLock lock(&mu_);
   if (!ring_.Holds(mu_, step)) return std::nullopt;
   ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
-  tdock::MutexLock rounds(&state.round_mu);
-  if (round >= static_cast<int64_t>(state.rounds.size())) return std::nullopt;
-  if (static_cast<size_t>(round) < state.rounds_recorded.size() &&
-      state.rounds_recorded[round]) {
-    return std::nullopt;
-  }
-  const Round& r = state.rounds[round];
+  tdock::MutexLock rounds(&state.book.mu());
+  if (round >= state.book.formed() || state.book.Recorded(round)) return std::nullopt;
+  const Round& r = state.book.round(round);
   DockJournal::RoundRecord record;
   record.step = step;
   record.consumer = consumer;
@@ -234,11 +230,8 @@ void DockImpl::MarkRoundRecorded(int64_t step, int consumer, int64_t round) {
   tdock::ReaderMutexLock lock(&mu_);
   if (!ring_.Holds(mu_, step)) return;
   ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
-  tdock::MutexLock rounds(&state.round_mu);
-  if (state.rounds_recorded.size() <= static_cast<size_t>(round)) {
-    state.rounds_recorded.resize(round + 1, false);
-  }
-  state.rounds_recorded[round] = true;
+  tdock::MutexLock rounds(&state.book.mu());
+  state.book.MarkRecorded(round);
 }
 
 void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
@@ -255,10 +248,9 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
       // this replica takes it again.
       const ConsumerPlan& plan = consumers_.plan(mu_, consumer);
       ConsumerState& state = ring_.Of(batch.step).consumer(mu_, consumer);
-      tdock::MutexLock rounds(&state.round_mu);
-      state.redeliver[TakerOf(plan, rank, replica)].insert(batch.round);
-      auto took = state.share_replicas.find({batch.round, rank});
-      if (took != state.share_replicas.end()) took->second.erase(replica);
+      tdock::MutexLock rounds(&state.book.mu());
+      state.book.HandAgain(TakerOf(plan, rank, replica), batch.round);
+      state.book.ReplicaLost(batch.round, rank, replica);
     } else if (batch.lease_id == 0 && ring_.Holds(mu_, batch.step)) {
       rows.consumer = consumer;
       rows.rank = rank;

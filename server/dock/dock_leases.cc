@@ -62,9 +62,8 @@ void DockImpl::SettleLeaseLocked(const Lease& lease) {
 void DockImpl::NoteAckedLocked(const Lease& lease) {
   if (lease.id == 0 || lease.round < 0 || !ring_.Holds(mu_, lease.step)) return;
   ConsumerState& state = ring_.Of(lease.step).consumer(mu_, lease.consumer);
-  tdock::MutexLock lock(&state.round_mu);
-  state.shares_acked.insert({lease.round, lease.rank});
-  state.share_replicas.erase({lease.round, lease.rank});
+  tdock::MutexLock lock(&state.book.mu());
+  state.book.Acked(lease.round, lease.rank);
 }
 
 void DockImpl::ReturnLeaseLocked(const Lease& lease) {
@@ -73,14 +72,14 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   ConsumerState& state = part.consumer(mu_, lease.consumer);
   if (lease.round >= 0) {
     // Every replica of the rank that took the share takes it again.
-    tdock::MutexLock lock(&state.round_mu);
+    RoundBook& book = state.book;
+    tdock::MutexLock lock(&book.mu());
     for (int32_t q = 0; q < lease.replicas; ++q) {
-      const int32_t taker = lease.rank * lease.replicas + q;
-      if (state.next_round[taker] > lease.round) state.redeliver[taker].insert(lease.round);
+      book.HandAgain(lease.rank * lease.replicas + q, lease.round);
     }
-    state.share_replicas.erase({lease.round, lease.rank});
+    book.LeaseEnded(lease.round, lease.rank);
     // Taken again, the share leaves out the rows dropped since.
-    std::vector<std::optional<RoundShare>>& taken = state.rounds[lease.round].taken;
+    std::vector<std::optional<RoundShare>>& taken = book.round(lease.round).taken;
     if (static_cast<size_t>(lease.rank) < taken.size()) taken[lease.rank].reset();
   } else {
     GiveBackLocked(part, consumers_.plan(mu_, lease.consumer), lease.units, /*counted=*/true);

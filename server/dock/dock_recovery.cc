@@ -78,17 +78,12 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   const ConsumerPlan& plan = consumers_.plan(mu_, record.consumer);
   Partition& part = ring_.Of(record.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
-  tdock::MutexLock rounds(&state.round_mu);
-  if (record.round < static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
-  // A round never recorded: its ranks asked past it by number, or its first
-  // delivery's record failed (so no rank got its rows). It stays a round
-  // with no rows, so later rounds keep their numbers; whatever rows it held
-  // and that are not dropped are claimed again by a round formed later.
-  while (static_cast<int64_t>(state.rounds.size()) < record.round) {
-    Round empty;
-    empty.ranks.resize(record.shares.size());
-    state.rounds.push_back(std::move(empty));
-  }
+  tdock::MutexLock rounds(&state.book.mu());
+  if (record.round < state.book.formed()) return absl::OkStatus();
+  // A round never recorded (its ranks asked past it by number, or its first
+  // delivery's record failed, so no rank got its rows) stays a round with
+  // no rows (RoundBook::Recover); whatever rows it held and that are not
+  // dropped are claimed again by a round formed later.
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   Round round;
   round.stats = record.stats;
@@ -125,8 +120,7 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
     }
     round.ranks.push_back(std::move(share));
   }
-  state.rounds.push_back(std::move(round));
-  state.rounds_recorded.assign(state.rounds.size(), true);
+  state.book.Recover(record.round, std::move(round));
   state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
   state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
   state.handed_total.fetch_add(rows, std::memory_order_relaxed);
@@ -145,20 +139,17 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
   const ConsumerPlan& plan = consumers_.plan(mu_, consumer);
   const int32_t rank = taker / plan.replicas;
   ConsumerState& state = ring_.Of(step).consumer(mu_, consumer);
-  tdock::MutexLock rounds(&state.round_mu);
-  if (round >= static_cast<int64_t>(state.rounds.size())) return absl::OkStatus();
+  RoundBook& book = state.book;
+  tdock::MutexLock rounds(&book.mu());
+  if (round >= book.formed()) return absl::OkStatus();
   // Deliveries come in key order, a taker's rounds ascending. A rank (a
   // replica) takes its rounds in order, so a round it skipped was handed
   // back (expired or nacked: its delivery record went) and is queued for it
   // again.
-  for (int64_t skipped = state.next_round[taker]; skipped < round; ++skipped) {
-    state.redeliver[taker].insert(skipped);
-  }
-  state.redeliver[taker].erase(round);
-  state.next_round[taker] = std::max(state.next_round[taker], round + 1);
+  book.RecoverDelivery(taker, round);
   if (plan.lease == absl::ZeroDuration()) return absl::OkStatus();
   if (lease_id == 0) {  // its lease was acknowledged
-    state.shares_acked.insert({round, rank});
+    book.Acked(round, rank);
     return absl::OkStatus();
   }
   Lease lease;
@@ -168,9 +159,9 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
   lease.replicas = plan.replicas;
   lease.step = step;
   lease.round = round;
-  lease.rows = state.rounds[round].ranks[rank].real_rows();
+  lease.rows = book.round(round).ranks[rank].real_rows();
   lease.deadline = limits_.clock->Now() + plan.lease;
-  state.share_replicas[{round, rank}].insert(taker % plan.replicas);
+  book.LeaseTakers(round, rank).insert(taker % plan.replicas);
   // The replicas of a rank share their share's lease: counted once.
   if (leases_->AddRecovered(lease)) {
     state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);

@@ -10,7 +10,7 @@
 // micro-batches; rank r gets part r, an empty part too, so every rank takes
 // every round. Rounds are kept until the step is released, so asking again
 // for a round returns the same rows. Drafting and committing a round hold the
-// consumer's round_mu (per partition); claims inside it still use the
+// consumer's round book lock (per partition); claims inside it still use the
 // lock-free bitmap; planning holds no lock.
 #include <algorithm>
 #include <utility>
@@ -81,12 +81,12 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
     if (!ring_.Holds(mu_, draft.step)) return;
     Partition& part = ring_.Of(draft.step);
     ConsumerState& state = part.consumer(mu_, draft.consumer);
-    tdock::MutexLock round_lock(&state.round_mu);
-    state.forming = false;
+    RoundBook& book = state.book;
+    tdock::MutexLock round_lock(&book.mu());
     const ConsumerPlan& plan = consumers_.plan(mu_, draft.consumer);
     if (!formed.round.ok()) {
       GiveBackLocked(part, plan, draft.units, /*counted=*/false);
-      state.formation_failed = formed.round.status();
+      book.Fail(formed.round.status());
     } else {
       if (formed.kept < draft.units.size()) {
         GiveBackLocked(part, plan,
@@ -108,7 +108,7 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
       formed.round->last =
           state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel) + rows ==
           rows_per_step_;
-      state.rounds.push_back(*std::move(formed.round));
+      book.Keep(*std::move(formed.round));
     }
   }
   // The ranks waiting for the round (and, for rows given back, any Get).
@@ -121,12 +121,12 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
                                                 const ConsumerPlan& plan, bool explicit_step) {
   GetAttempt attempt;
   ConsumerState& state = part.consumer(mu_, plan.index);
-  state.round_mu.AssertHeld();
+  state.book.mu().AssertHeld();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
   const int64_t min_version = plan.max_staleness.has_value() ? MinVersionFor(plan) : kNoVersion;
   if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
-  // Under round_mu every claim of this consumer is committed at once.
+  // Under the book's lock every claim of this consumer is committed at once.
   // acquire: pairs with the rounds' increments.
   const int64_t remaining =
       units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
@@ -145,13 +145,13 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   const int64_t need = std::min(count * plan.dp_size, remaining);
   if (CountAvailable(part, state, plan, need, min_version) < need) return attempt;
   std::vector<int64_t> claimed = Claim(part, state, plan, need, plan.seed, min_version);
-  if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold round_mu
+  if (static_cast<int64_t>(claimed.size()) < need) {  // cannot happen: we hold the book's lock
     Unclaim(state, claimed);
     return attempt;
   }
   // Planned outside the locks (round_dispatcher.h); this Get parks until
   // the round is kept, unless it forms it itself (DockImpl::Get).
-  state.forming = true;
+  state.book.StartForming();
   attempt.draft = DraftRoundLocked(part, plan, std::move(claimed));
   return attempt;
 }
@@ -161,32 +161,29 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                                                 bool explicit_step) {
   GetAttempt attempt;
   ConsumerState& state = part.consumer(mu_, plan.index);
-  tdock::MutexLock lock(&state.round_mu);
-  const int64_t formed = static_cast<int64_t>(state.rounds.size());
-  // A share whose lease ended unacknowledged goes to the rank first.
+  RoundBook& book = state.book;
+  tdock::MutexLock lock(&book.mu());
+  const int64_t formed = book.formed();
   const int32_t taker = TakerOf(plan, in.rank, in.replica);
-  std::set<int64_t>& pending = state.redeliver[taker];
   // Every rank takes every round, an empty share included (a short round,
   // or one whose rows were dropped): ranks that step through their rounds
   // together (collectives) take the same number.
-  const int64_t k = in.round.has_value() ? *in.round
-                    : !pending.empty()   ? *pending.begin()
-                                         : state.next_round[taker];
+  const int64_t k = in.round.has_value() ? *in.round : book.NextFor(taker);
   if (k < 0 || k > formed) {
     attempt.done = absl::InvalidArgumentError(absl::StrCat(
         Where(part.step(mu_)), " consumer '", plan.name, "': round ", k,
         " is not formed; the next round is ", formed));
     return attempt;
   }
-  if (k == formed && state.forming) return attempt;  // its commit wakes this Get
-  if (k == formed && !state.formation_failed.ok()) {
+  if (k == formed && book.forming()) return attempt;  // its commit wakes this Get
+  if (k == formed && book.failed()) {
     // The last formation of this round failed: one Get learns why, the next
     // tries again.
-    attempt.done = std::exchange(state.formation_failed, absl::OkStatus());
+    attempt.done = book.TakeFailure();
     return attempt;
   }
   if (k == formed) return StartRoundLocked(part, in, plan, explicit_step);
-  Round& round = state.rounds[k];
+  Round& round = book.round(k);
   RoundShare share;
   if (plan.replicas == 1) {
     share = LiveShareLocked(part, round.ranks[in.rank]);
@@ -203,7 +200,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       leases_->SharePinned(plan.index, part.step(mu_), k, in.rank)) {
     return attempt;
   }
-  if (in.replica == 0 && k >= state.next_round[taker] && pending.count(k) == 0) {
+  if (in.replica == 0 && book.FirstDelivery(taker, k)) {
     // First delivery: rows dropped since the round formed were counted with
     // it but are never handed out.
     // relaxed: statistics only.
@@ -211,8 +208,7 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
         round.ranks[in.rank].real_rows() - share.real_rows(),
         std::memory_order_relaxed);
   }
-  state.next_round[taker] = std::max(state.next_round[taker], k + 1);
-  pending.erase(k);
+  book.Delivered(taker, k);
   // The step's last round, or (drops counted the rest of the step after it
   // formed) the last round there will be.
   // acquire: pairs with the drops' and rounds' increments.
@@ -223,10 +219,10 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
       state.stale_unrecorded.load(std::memory_order_acquire) == 0;
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
   if (plan.lease > absl::ZeroDuration() && share.real_rows() > 0 &&
-      state.shares_acked.count({k, in.rank}) == 0) {
+      !book.IsAcked(k, in.rank)) {
     // One lease per share: a replica taking it under the lease in flight
     // gets that lease; a replica taking it again replaces the lease.
-    std::set<int32_t>& took = state.share_replicas[{k, in.rank}];
+    std::set<int32_t>& took = book.LeaseTakers(k, in.rank);
     const uint64_t current =
         plan.replicas > 1 ? leases_->ShareLease(plan.index, part.step(mu_), k, in.rank) : 0;
     if (current != 0 && took.count(in.replica) == 0) {
@@ -290,24 +286,16 @@ bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
       state.stale_unrecorded.load(std::memory_order_acquire) > 0) {
     return false;
   }
-  tdock::MutexLock lock(&state.round_mu);
-  return state.next_round[taker] >= static_cast<int64_t>(state.rounds.size()) &&
-         state.redeliver[taker].empty();
+  tdock::MutexLock lock(&state.book.mu());
+  return state.book.Done(taker);
 }
 
 bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
   ConsumerState& state = part.consumer(mu_, plan.index);
-  tdock::MutexLock lock(&state.round_mu);
+  tdock::MutexLock lock(&state.book.mu());
   // The caller saw every row counted: the rounds are all formed (drops may
   // have ended the step with no round marked last, or with none at all).
-  const int64_t last = static_cast<int64_t>(state.rounds.size()) - 1;
-  for (int64_t next : state.next_round) {
-    if (next <= last) return false;
-  }
-  for (const std::set<int64_t>& pending : state.redeliver) {
-    if (!pending.empty()) return false;
-  }
-  return true;
+  return state.book.AllDone();
 }
 
 absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,

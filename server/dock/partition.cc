@@ -118,15 +118,10 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->in_flight_rows.store(0, std::memory_order_relaxed);
     consumer->stale_unrecorded.store(0, std::memory_order_relaxed);
     consumer->stale_retry_ns.store(0, std::memory_order_relaxed);
-    tdock::MutexLock lock(&consumer->round_mu);
-    consumer->rounds.clear();
-    std::fill(consumer->next_round.begin(), consumer->next_round.end(), 0);
-    for (auto& rounds : consumer->redeliver) rounds.clear();
-    consumer->share_replicas.clear();
-    consumer->shares_acked.clear();
-    consumer->rounds_recorded.clear();
-    consumer->forming = false;  // a formation in flight finds the step gone
-    consumer->formation_failed = absl::OkStatus();
+    {
+      tdock::MutexLock lock(&consumer->book.mu());
+      consumer->book.Reset();
+    }
     tdock::MutexLock order(&consumer->order_mu);
     consumer->order = {};
   }
@@ -285,20 +280,6 @@ void Partition::AppendUnitRows(const tdock::Mutex& dock_mu, int64_t unit, bool w
 bool Partition::UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const {
   HeldShared(dock_mu);
   return whole_groups ? live_rows(unit) == 0 : dropped_.Test(unit);
-}
-
-std::vector<int64_t> RoundShare::RealRows() const {
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(real_rows()));
-  auto repeat = repeats.begin();
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (repeat != repeats.end() && *repeat == static_cast<int64_t>(i)) {
-      ++repeat;
-      continue;
-    }
-    out.push_back(rows[i]);
-  }
-  return out;
 }
 
 }  // namespace tdock::internal

@@ -45,6 +45,7 @@
 #include "common/mutex.h"
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
+#include "server/dock/round_book.h"
 #include "server/dock/types.h"
 
 namespace tdock::internal {
@@ -63,42 +64,13 @@ struct ColumnState {
   std::unique_ptr<std::atomic<int32_t>[]> group_counts;
 };
 
-// One rank's share of a balanced round.
-struct RoundShare {
-  std::vector<int64_t> rows;  // micro-batch after micro-batch
-  std::vector<MicroBatchInfo> micro_batches;
-  // pad: repeat: the positions in `rows` (ascending) that repeat a row of
-  // the round to fill the share; they count for nothing (handed out, leased,
-  // acknowledged) but are delivered, marked, for the loss to mask.
-  std::vector<int64_t> repeats;
-
-  // Rows that are not repeats.
-  int64_t real_rows() const { return static_cast<int64_t>(rows.size() - repeats.size()); }
-  // `rows` without the repeats.
-  std::vector<int64_t> RealRows() const;
-};
-
-// A round of a BALANCED consumer: claimed once, split over the dp ranks.
-struct Round {
-  std::vector<RoundShare> ranks;
-  // Consumers with replicas: per rank, the share as its first replica took
-  // it (without the rows dropped by then), which every replica then takes,
-  // so that they train on the same rows; cleared when its lease comes back.
-  std::vector<std::optional<RoundShare>> taken;
-  BalanceStats stats;
-  bool last = false;  // it took the step's last rows
-};
-
 struct ConsumerShape {
   bool whole_groups = false;
   int32_t takers = 1;  // dp_size x replicas: who takes rounds (TakerOf)
 };
 
 struct ConsumerState {
-  ConsumerState(int64_t units, int32_t takers)
-      : consumed(units),
-        next_round(static_cast<size_t>(takers), 0),
-        redeliver(static_cast<size_t>(takers)) {}
+  ConsumerState(int64_t units, int32_t takers) : consumed(units), book(takers) {}
   AtomicBitmap consumed;  // rows, or groups for whole-group consumers
   // Every unit counts its full size here once it is done for the consumer
   // (taken, passed over, or dropped whole): the step ends for the consumer
@@ -141,29 +113,8 @@ struct ConsumerState {
   // (unix ns of the dock's clock).
   std::atomic<int64_t> stale_unrecorded{0};
   std::atomic<int64_t> stale_retry_ns{0};
-  // BALANCED consumers only: round formation and hand-out.
-  tdock::Mutex round_mu;
-  std::vector<Round> rounds ABSL_GUARDED_BY(round_mu);
-  // Per taker (rank, replica: TakerOf): its next round.
-  std::vector<int64_t> next_round ABSL_GUARDED_BY(round_mu);
-  // Per taker: rounds whose lease ended unacknowledged, to hand to it again
-  // before anything else.
-  std::vector<std::set<int64_t>> redeliver ABSL_GUARDED_BY(round_mu);
-  // Consumers with replicas and leases: per (round, rank), the replicas that
-  // took the share under the lease now in flight (the share has one lease,
-  // whichever replica acknowledges it), and the shares acknowledged (a
-  // replica taking one later needs no lease).
-  std::map<std::pair<int64_t, int32_t>, std::set<int32_t>> share_replicas
-      ABSL_GUARDED_BY(round_mu);
-  std::set<std::pair<int64_t, int32_t>> shares_acked ABSL_GUARDED_BY(round_mu);
-  // With a journal: which rounds have been recorded.
-  std::vector<bool> rounds_recorded ABSL_GUARDED_BY(round_mu);
-  // The next round is being planned outside the dock's locks
-  // (round_dispatcher.h): its rows are claimed, and Gets for it park.
-  bool forming ABSL_GUARDED_BY(round_mu) = false;
-  // Why the last formation of the next round failed (OK: it did not), for
-  // the next Get that asks for that round.
-  absl::Status formation_failed ABSL_GUARDED_BY(round_mu);
+  // BALANCED consumers only: the rounds (round_book.h).
+  RoundBook book;
 };
 
 class Partition final {
@@ -281,7 +232,7 @@ class Partition final {
     HeldShared(dock_mu);
     return arena_;
   }
-  // Consumer k's state (its fields are atomic or under its own round_mu).
+  // Consumer k's state (its fields are atomic or under their own locks).
   ConsumerState& consumer(const tdock::Mutex& dock_mu, int k) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);

@@ -151,11 +151,12 @@ TEST_F(PartitionTest, ReleaseClearsCellsBitsCountsAndConsumerState) {
   rows.consumed_rows = 8;
   rows.in_flight_rows = 2;
   {
-    tdock::MutexLock round_lock(&groups.round_mu);
-    groups.rounds.emplace_back();
-    groups.next_round = {1, 1};
-    groups.redeliver[1].insert(0);
-    groups.forming = true;
+    tdock::MutexLock round_lock(&groups.book.mu());
+    groups.book.Keep(Round{});
+    groups.book.Delivered(0, 0);
+    groups.book.Delivered(1, 0);
+    groups.book.HandAgain(1, 0);
+    groups.book.StartForming();
   }
 
   part->Release(mu_);
@@ -168,11 +169,53 @@ TEST_F(PartitionTest, ReleaseClearsCellsBitsCountsAndConsumerState) {
   EXPECT_EQ(rows.consumed.Count(), 0);
   EXPECT_EQ(rows.consumed_rows.load(), 0);
   EXPECT_EQ(rows.in_flight_rows.load(), 0);
-  tdock::MutexLock round_lock(&groups.round_mu);
-  EXPECT_TRUE(groups.rounds.empty());
-  EXPECT_EQ(groups.next_round, (std::vector<int64_t>{0, 0}));
-  EXPECT_TRUE(groups.redeliver[1].empty());
-  EXPECT_FALSE(groups.forming);
+  tdock::MutexLock round_lock(&groups.book.mu());
+  EXPECT_EQ(groups.book.formed(), 0);
+  EXPECT_EQ(groups.book.NextFor(0), 0);
+  EXPECT_EQ(groups.book.NextFor(1), 0) << "nothing to hand again";
+  EXPECT_FALSE(groups.book.forming());
+}
+
+// A round book hands each taker its rounds in order, a round to hand again
+// first; a taker is done once past every round formed with none owed again.
+// Recovery queues the rounds a taker's recorded deliveries skipped.
+TEST(RoundBookTest, TakersGoThroughEveryRoundInOrder) {
+  RoundBook book(2);
+  tdock::MutexLock lock(&book.mu());
+  EXPECT_TRUE(book.AllDone()) << "no round formed";
+  book.StartForming();
+  EXPECT_TRUE(book.forming());
+  book.Keep(Round{});
+  book.Keep(Round{});
+  EXPECT_FALSE(book.forming());
+  EXPECT_EQ(book.NextFor(0), 0);
+  EXPECT_TRUE(book.FirstDelivery(0, 0));
+  book.Delivered(0, 0);
+  book.Delivered(0, 1);
+  EXPECT_TRUE(book.Done(0));
+  EXPECT_FALSE(book.AllDone()) << "taker 1 took nothing";
+  book.HandAgain(1, 0);
+  EXPECT_EQ(book.NextFor(1), 0) << "taker 1 is not past round 0: nothing to hand again";
+  book.HandAgain(0, 0);
+  EXPECT_EQ(book.NextFor(0), 0) << "round 0 again, before anything else";
+  EXPECT_FALSE(book.Done(0));
+  EXPECT_FALSE(book.FirstDelivery(0, 0));
+  book.Delivered(0, 0);
+  EXPECT_TRUE(book.Done(0));
+  book.Fail(absl::UnavailableError("disk full"));
+  EXPECT_TRUE(book.failed());
+  EXPECT_EQ(book.TakeFailure().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(book.failed()) << "one Get learns why";
+
+  RoundBook recovered(1);
+  tdock::MutexLock recovering(&recovered.mu());
+  recovered.Recover(2, Round{});
+  EXPECT_EQ(recovered.formed(), 3) << "rounds never recorded keep their numbers";
+  EXPECT_TRUE(recovered.Recorded(0) && recovered.Recorded(2));
+  recovered.RecoverDelivery(0, 2);
+  EXPECT_EQ(recovered.NextFor(0), 0) << "rounds 0 and 1 were handed back";
+  recovered.Delivered(0, 0);
+  EXPECT_EQ(recovered.NextFor(0), 1);
 }
 
 TEST_F(PartitionTest, AConsumerAddedLaterGetsStateSizedForItsUnits) {
@@ -181,9 +224,11 @@ TEST_F(PartitionTest, AConsumerAddedLaterGetsStateSizedForItsUnits) {
   part->AddConsumer(mu_, {.whole_groups = true, .takers = 3});
   ConsumerState& added = part->consumer(mu_, 1);
   EXPECT_EQ(added.consumed.bits(), 3);
-  tdock::MutexLock round_lock(&added.round_mu);
-  EXPECT_EQ(added.next_round.size(), 3u);
-  EXPECT_EQ(added.redeliver.size(), 3u);
+  tdock::MutexLock round_lock(&added.book.mu());
+  added.book.Keep(Round{});
+  added.book.Delivered(2, 0);
+  EXPECT_TRUE(added.book.Done(2)) << "a book for three takers";
+  EXPECT_FALSE(added.book.Done(1));
 }
 
 TEST_F(PartitionTest, AccessorsRefuseAMutexThatIsNotTheirDocks) {
