@@ -154,6 +154,47 @@ def test_micro_batch_plan_drives_verls_restore(client, dock_name):
     assert torch.equal(restore_dynamic_batch(joined, plan), data.batch["input_ids"])
 
 
+def test_repeats_are_masked_and_not_written_back(client, dock_name):
+    """pad: repeat: 7 rows over 2 ranks in one round give shares of 4 rows,
+    one of them a repeat. In verl's layout the repeat is marked in
+    "is_padding" and its response_mask is 0 (no loss counts it, as verl's
+    own upsampled no-op rows); put_columns leaves it out, so outputs are
+    written once per row, by the share it belongs to."""
+    dock = client.create_dock(grpo_spec(
+        dock_name, prompts=7, n=1,
+        columns={"prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
+                 "old_log_probs": {"dtype": "float32"}},
+        consumers={"actor": {"columns": ["prompt_ids", "response_ids"], "dp_size": 2,
+                             "dispatch_size": 4, "policy": "balanced", "pad": "repeat",
+                             "micro_batch": {"max_tokens": 64}},
+                   "update": {"columns": ["old_log_probs"]}}))
+    dock.put(0, range(7), {"prompt_ids": [np.array([1, 2], np.int32)] * 7,
+                           "response_ids": [np.arange(1, 2 + r, dtype=np.int32)
+                                            for r in range(7)]})
+    shares = [dock.get("actor", rank=r, step=0, wait=10) for r in (0, 1)]
+    assert [len(b) for b in shares] == [4, 4]
+    repeated = [b for b in shares if b.repeats is not None]
+    assert len(repeated) == 1 and len(repeated[0].repeats) == 1
+    b = repeated[0]
+    i = int(b.repeats[0])
+    data = tv.to_data_proto(b, engine_plan=True)
+    pad = data.batch["is_padding"]
+    real = int((~pad).sum())
+    assert real == 3, "the three rows of this share, the repeat and fillers marked"
+    slot = [k for k in range(len(pad)) if pad[k] and data.batch["response_mask"][k].sum() == 0
+            and data.batch["attention_mask"][k].sum() > 1]
+    assert len(slot) == 1, "the repeat keeps its tokens for the forward pass, masked for the loss"
+    data.batch["old_log_probs"] = data.batch["response_mask"].float() + 0.5
+    columns = tv.put_columns(data, ["old_log_probs"])
+    assert len(columns["old_log_probs"]) == 3
+    rows = b.rows[~b.repeat_mask]
+    dock.put(0, rows, columns)  # a repeated row would be refused as written twice
+    written = dock.read(0, rows.tolist(), ["old_log_probs"])
+    for k, row in enumerate(rows.tolist()):
+        assert len(written.row("old_log_probs", k)) == row + 1  # its response's length
+    assert b.rows[i] in shares[0].rows.tolist() + shares[1].rows.tolist()
+
+
 def test_bad_input_is_named(client, dock_name):
     dock = make_dock(client, dock_name)
     rollout(dock)

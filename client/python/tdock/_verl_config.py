@@ -124,8 +124,10 @@ def dock_spec(config: Any, *, name: str = "verl", columns: Any = None,
     as old_log_probs and advantages, one-value scores such as score);
     consumers "rollout"
     (prompt_ids, a whole step per Get, as verl's generate_sequences takes
-    its batch) and "actor" (balanced whole groups,
-    the columns tdock makes plus "score" when `columns` has it), each
+    its batch) and "actor" (balanced whole groups, `pad: repeat` so that a
+    round's shares have equal rows when groups are dropped or uneven:
+    verl's engines step every rank together, and an empty share would stall
+    them; the columns tdock makes plus "score" when `columns` has it), each
     updated key by key by `consumers`' entry of that name, and
     `consumers`' other entries; with `trainer`, a consumer "trainer" that
     reads every column, a whole step per Get (the driver's view for verl's
@@ -153,7 +155,7 @@ def dock_spec(config: Any, *, name: str = "verl", columns: Any = None,
         "rollout": {"columns": ["prompt_ids"], "whole_groups": True,
                     "dispatch_size": prompts * n},
         "actor": {"columns": reads, "whole_groups": True, "policy": "balanced",
-                  "dp_size": dp, "dispatch_size": per_rank,
+                  "dp_size": dp, "dispatch_size": per_rank, "pad": "repeat",
                   "micro_batch": _micro_batch(config)}}
     if replicas > 1:
         out_consumers["actor"]["replicas"] = replicas

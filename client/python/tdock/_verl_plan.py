@@ -58,7 +58,9 @@ def fill(tensors: dict, non_tensors: dict, meta: dict, batch: Batch,
         # position when responses have no width).
         at = prompt_width if tokens > prompt_width else tokens - 1
         tensors["attention_mask"][torch.from_numpy(fillers), at] = 1
-    tensors[PAD_KEY] = torch.from_numpy(order < 0)
+    fill_rows = torch.from_numpy(order < 0)
+    # Rows marked already (pad: repeat's repeats, tdock.verl._layout) stay marked.
+    tensors[PAD_KEY] = fill_rows | tensors[PAD_KEY].bool() if PAD_KEY in tensors else fill_rows
     for name, value in non_tensors.items():
         grown = np.empty(len(order), dtype=value.dtype)
         grown[real] = value[order[real]]

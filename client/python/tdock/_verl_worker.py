@@ -154,7 +154,11 @@ def _write(dock: Any, batch: Any, data: Any, out: Any, outputs: Mapping[str, str
         if key in tensors and outputs.get(key) in specs:
             tensors[key] = _narrowed(tensors[key], specs[outputs[key]])
     columns = tv._columns(tensors, non_tensors, outputs, response_key)
-    dock.put(batch.step, batch.rows, columns, ack=batch if batch.lease else None)
+    # A share's repeats (pad: repeat) are written by the shares they are from.
+    rows = batch.rows if batch.repeats is None else batch.rows[~batch.repeat_mask]
+    if not len(rows):
+        return []
+    dock.put(batch.step, rows, columns, ack=batch if batch.lease else None)
     return list(columns)
 
 

@@ -95,6 +95,14 @@ def _layout(batch: Batch, prompt: str | None, response: str | None, pad_token_id
         longest = int(lengths.max()) if len(lengths) else 0
         padded, _ = batch.padded(name, 0, multiple_of=max(width, longest, 1))
         tensors[name] = _tensor(torch, padded, col.dtype, None)  # an owned copy
+    if batch.repeats is not None:
+        # pad: repeat: a row repeated to fill this rank's share runs through
+        # the model like any row, adds nothing to a loss (response_mask 0,
+        # as verl's upsample_batch_to_divisible_size zeroes its no-op rows)
+        # and is not written back (put_columns leaves "is_padding" rows out).
+        repeat = torch.from_numpy(batch.repeat_mask)
+        tensors["response_mask"][repeat] = 0
+        tensors[_verl_plan.PAD_KEY] = repeat
     meta = {"global_token_num": arrays["attention_mask"].sum(axis=1).tolist(),
             "tdock": {"step": batch.step, "rows": batch.rows.tolist(),
                       "round": batch.round, "lease": batch.lease}}
