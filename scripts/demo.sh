@@ -8,7 +8,8 @@
 #
 #   bash scripts/demo.sh [EXAMPLE FLAGS ...]
 #
-# Environment: BUILD_DIR (default build), JOBS (default 2).
+# Environment: BUILD_DIR (default build), JOBS (default 2), PYTHON_VENV (default
+# .venv-demo: the demo's own environment, apart from a .venv of the user's).
 #
 # Each phase prints a line before it starts (with the seconds since the
 # start), and a step that prints nothing itself (configuring, each pip
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR="${BUILD_DIR:-build}"
 JOBS="${JOBS:-2}"
-venv="${PYTHON_VENV:-.venv}"
+venv="${PYTHON_VENV:-.venv-demo}"
 
 phase() {
   echo "demo [${SECONDS}s] $*"
@@ -37,7 +38,8 @@ phase "3/5 building tdock-server and the Python client in $BUILD_DIR/" \
 cmake --build "$BUILD_DIR" -j "$JOBS" --target tdock-server tdock_python
 
 # The example's workers use torch and TensorDict: the pinned environment of
-# scripts/python-env.sh (PYTHON_VENV, default .venv; made once).
+# scripts/python-env.sh (PYTHON_VENV, default .venv-demo; made once), never
+# the .venv of the quick start's step 3, which it would turn into this one.
 phase "4/5 preparing the Python environment $venv/ (scripts/python-env.sh; the" \
   "first time it installs torch and the pinned packages from PyPI)"
 python="$(bash scripts/python-env.sh "$venv")"

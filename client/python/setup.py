@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,6 +63,40 @@ def _requirements():
     return ["grpcio>=1.51", f"protobuf>={major}.{minor},<6", "numpy>=1.22"]
 
 
+BINARIES = ("tdock-server", "tdockctl")
+
+
+def _bundles_binaries():
+    """True when tdock/_bin/ holds every binary (scripts/build-wheel.sh)."""
+    found = [os.path.isfile(os.path.join(HERE, "tdock", "_bin", name)) for name in BINARIES]
+    if any(found) and not all(found):
+        raise SystemExit(f"tdock: tdock/_bin/ must hold all of {', '.join(BINARIES)} or none")
+    return all(found)
+
+
+class BinaryDistribution(Distribution):
+    """A distribution with platform-specific files (the binaries): installed
+    into platlib, in a wheel that is not Root-Is-Purelib."""
+
+    def has_ext_modules(self):
+        return True
+
+
+def _platform_wheel():
+    """bdist_wheel for a wheel whose binaries run on any Python 3 but only on
+    this platform: tagged py3-none-<platform>."""
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:  # setuptools < 70.1
+        from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        def get_tag(self):
+            return ("py3", "none", super().get_tag()[2])
+
+    return PlatformWheel
+
+
 class BuildWithProto(build_py):
     """build_py that also generates tdock/v1/dock_pb2{,_grpc}.py."""
 
@@ -77,4 +111,17 @@ class BuildWithProto(build_py):
         open(os.path.join(out, "tdock", "v1", "__init__.py"), "a").close()
 
 
-setup(install_requires=_requirements(), cmdclass={"build_py": BuildWithProto})
+def _setup_args():
+    scripts = ["tdock = tdock.__main__:main"]
+    args = {"install_requires": _requirements(), "cmdclass": {"build_py": BuildWithProto}}
+    if _bundles_binaries():
+        scripts += ["tdock-server = tdock._bundled:server_main",
+                    "tdockctl = tdock._bundled:ctl_main"]
+        args["package_data"] = {"tdock": [f"_bin/{name}" for name in BINARIES]}
+        args["cmdclass"]["bdist_wheel"] = _platform_wheel()
+        args["distclass"] = BinaryDistribution
+    args["entry_points"] = {"console_scripts": scripts}
+    return args
+
+
+setup(**_setup_args())

@@ -36,7 +36,8 @@ def test_demo_announces_each_phase_before_it_runs(tmp_path):
     """Each phase (Debian packages, configuring, building, the Python
     environment, the example) is announced, in order, before its command
     runs; the commands and their arguments are those the demo always ran,
-    and the example gets the demo's arguments."""
+    the Python environment is the demo's own (.venv-demo, not the user's
+    .venv), and the example gets the demo's arguments."""
     (tmp_path / "scripts").mkdir()
     for name in ("demo.sh", "progress.sh"):
         shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
@@ -55,7 +56,7 @@ def test_demo_announces_each_phase_before_it_runs(tmp_path):
         "RAN install-deps ",
         "RAN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release",
         "RAN cmake --build build -j 2 --target tdock-server tdock_python",
-        "RAN python-env .venv",
+        "RAN python-env .venv-demo",
         f"RAN example examples/grpo_pipeline.py --server_bin "
         f"{tmp_path}/build/server/tdock-server --steps 1",
     ], lines
@@ -63,7 +64,7 @@ def test_demo_announces_each_phase_before_it_runs(tmp_path):
     announced = [lines[i - 1] if i else "" for i in map(lines.index, ran)]
     for line, (number, what) in zip(announced, [
             ("1/5", "Debian packages"), ("2/5", "configuring"), ("3/5", "building"),
-            ("4/5", "Python environment .venv/"), ("5/5", "examples/grpo_pipeline.py")]):
+            ("4/5", "Python environment .venv-demo/"), ("5/5", "examples/grpo_pipeline.py")]):
         assert line.startswith("demo [") and f"s] {number} " in line and what in line, line
 
 

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a local tdock-server")
     serve.add_argument("--server", help="the tdock-server binary (default: "
-                       "$TDOCK_SERVER_BIN, then tdock-server on PATH)")
+                       "$TDOCK_SERVER_BIN, then the wheel's own, then tdock-server on PATH)")
     serve.add_argument("--listen", default="127.0.0.1:50051")
     serve.add_argument("--metrics_listen", default="127.0.0.1:9464")
     serve.add_argument("--data_dir", help="persist docks here (default: in memory)")

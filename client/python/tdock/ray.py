@@ -133,7 +133,8 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
     once it listens.
 
     binary: the tdock-server on the actor's node (default $TDOCK_SERVER_BIN
-      there, else PATH's). listen / metrics_listen: default the node's IP, a
+      there, else the one a tdock wheel installed there carries, else PATH's:
+      tdock.server.find_binary). listen / metrics_listen: default the node's IP, a
       free port. data_dir, config, args: the server's --data_dir, --config
       and further flags. node_id: run on that node (hard affinity);
       resources: custom resources the actor needs; num_cpus: CPUs reserved

@@ -3,7 +3,10 @@
     with tdock.server.LocalServer(data_dir="/tmp/tdock") as server:
         client = tdock.Client(server.address)
 
-The binary is `binary`, else $TDOCK_SERVER_BIN, else `tdock-server` on PATH.
+The binary is `binary`, else $TDOCK_SERVER_BIN, else the one a tdock wheel
+carries (tdock/_bin/, scripts/build-wheel.sh), else `tdock-server` on PATH:
+explicit settings first, then the binary installed with this client (built
+from the same proto), then whatever PATH holds.
 Started on a free loopback port by default; `address` is where it listens
 (read from its "listening on" line). On Linux the server gets SIGTERM if the
 process that started it dies, so it never outlives its owner (a Ray actor,
@@ -24,6 +27,7 @@ import time
 from typing import Iterable
 
 from tdock import errors
+from tdock._bundled import bundled
 
 __all__ = ["LocalServer", "find_binary"]
 
@@ -33,12 +37,15 @@ _PR_SET_PDEATHSIG = 1
 
 
 def find_binary(binary: str | None = None) -> str:
-    """The tdock-server to run: `binary`, $TDOCK_SERVER_BIN or PATH's."""
-    path = binary or os.environ.get("TDOCK_SERVER_BIN") or shutil.which("tdock-server")
+    """The tdock-server to run: `binary`, $TDOCK_SERVER_BIN, the wheel's
+    bundled one, or PATH's (in that order)."""
+    path = (binary or os.environ.get("TDOCK_SERVER_BIN") or bundled("tdock-server")
+            or shutil.which("tdock-server"))
     if not path:
         raise errors.NotFound(
             "tdock-server not found: give its path (binary=..., --server), set "
-            "TDOCK_SERVER_BIN, or put it on PATH (it is built into "
+            "TDOCK_SERVER_BIN, install a tdock wheel that carries it "
+            "(scripts/build-wheel.sh), or put it on PATH (it is built into "
             "build/server/tdock-server)")
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise errors.NotFound(f"tdock-server '{path}' is not an executable file")
