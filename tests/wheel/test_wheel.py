@@ -217,3 +217,39 @@ def test_bad_input_gets_a_specific_error_and_writes_nothing(case, tmp_path):
     assert ran.returncode == 2, ran
     assert ran.stderr.startswith("build-wheel: " + message.format(t=tmp_path)), ran.stderr
     assert not (tmp_path / "dist").exists()
+
+
+RAY_DRIVER = """
+import ray, tdock.ray
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+server = tdock.ray.start_server(name="tdock-wheel")
+
+@ray.remote
+def create(server):
+    return server.client().create_dock({
+        "name": "from_a_task", "num_prompts": 1, "n_samples_per_prompt": 1,
+        "columns": {"x": {"dtype": "int32"}}, "consumers": {"c": {"columns": ["x"]}}}).spec.name
+
+print(ray.get(create.remote(server)), sorted(d.name for d in server.client().list_docks()))
+print(server.stop())
+ray.shutdown()
+"""
+
+
+def test_ray_starts_the_bundled_server(venv, tmp_path):
+    """tdock.ray.start_server with no binary=, no TDOCK_SERVER_BIN and no
+    tdock-server on PATH (Ray's workers inherit this environment): the actor
+    runs the wheel's server, a Ray task creates a dock through the handle,
+    and stop() ends the server with exit code 0. Ray is installed into the
+    wheel's environment at the tests' pin."""
+    venv, env = venv
+    ray_pin = next(line for line in (REPO / "scripts" / "python-requirements.txt")
+                   .read_text().split() if line.startswith("ray=="))
+    installed = subprocess.run(
+        [f"{venv}/bin/python", "-m", "pip", "install", "--quiet", "-c", str(CONSTRAINTS),
+         ray_pin], env=env, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    ran = subprocess.run([f"{venv}/bin/python", "-c", RAY_DRIVER], cwd=tmp_path,
+                         env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == ["from_a_task ['from_a_task']", "0"], ran.stdout
