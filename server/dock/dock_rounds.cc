@@ -218,8 +218,15 @@ DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput&
                       state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
       state.stale_unrecorded.load(std::memory_order_acquire) == 0;
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
-  if (plan.lease > absl::ZeroDuration() && share.real_rows() > 0 &&
-      !book.IsAcked(k, in.rank)) {
+  // A share's lease covers its own rows (not its repeats) that are left: a
+  // replica's share keeps the rows dropped since its first replica took it.
+  bool leased_rows = share.real_rows() > 0;
+  if (leased_rows && plan.replicas > 1) {
+    const std::vector<int64_t> own = share.RealRows();
+    leased_rows = std::any_of(own.begin(), own.end(),
+                              [&](int64_t row) { return !part.dropped(row); });
+  }
+  if (plan.lease > absl::ZeroDuration() && leased_rows && !book.IsAcked(k, in.rank)) {
     // One lease per share: a replica taking it under the lease in flight
     // gets that lease; a replica taking it again replaces the lease.
     std::set<int32_t>& took = book.LeaseTakers(k, in.rank);

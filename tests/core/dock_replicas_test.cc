@@ -143,6 +143,26 @@ TEST(ReplicasTest, ReplicasTakeTheSameRowsWhateverIsDroppedMeanwhile) {
   EXPECT_EQ(d.rows, c.rows);
 }
 
+// A share whose every row was dropped after its first replica took it
+// (that replica's lease ended with the drop) still reaches the other
+// replicas, but under no new lease: a lease over rows no drop can end would
+// hold the step until it expired.
+TEST(ReplicasTest, AReplicaTakingAShareWhoseRowsWereDroppedGetsNoLease) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ReplicaSpec(/*lease_ms=*/60000)));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 4), {Cells("prompt", Iota(0, 4))}));
+  ASSERT_OK_AND_ASSIGN(Batch a, GetSync(*dock, Of(0, 0)));
+  ASSERT_NE(a.lease_id, 0u);
+  ASSERT_OK(dock->Drop(DropInput{0, a.rows, {}, DropReason::kFiltered}));
+  EXPECT_STATUS(dock->Ack("actor", a.lease_id), absl::StatusCode::kFailedPrecondition,
+                "every row of it was dropped");
+  for (int32_t replica : {1, 2}) {
+    ASSERT_OK_AND_ASSIGN(Batch b, GetSync(*dock, Of(0, replica)));
+    EXPECT_EQ(b.rows, a.rows) << "replica " << replica << " trains with replica 0";
+    EXPECT_EQ(b.lease_id, 0u) << "replica " << replica;
+  }
+  EXPECT_EQ(dock->Stats().rows_in_flight, std::vector<int64_t>{0});
+}
+
 TEST(ReplicasTest, BadReplicasAreRefused) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(ReplicaSpec()));
   EXPECT_STATUS(GetSync(*dock, Of(0, 3)), absl::StatusCode::kInvalidArgument,

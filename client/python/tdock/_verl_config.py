@@ -125,9 +125,10 @@ def dock_spec(config: Any, *, name: str = "verl", columns: Any = None,
     consumers "rollout"
     (prompt_ids, a whole step per Get, as verl's generate_sequences takes
     its batch) and "actor" (balanced whole groups, `pad: repeat` so that a
-    round's shares have equal rows when groups are dropped or uneven:
-    verl's engines step every rank together, and an empty share would stall
-    them; the columns tdock makes plus "score" when `columns` has it), each
+    round's shares have equal rows when it forms, groups dropped or uneven:
+    verl's engines step every rank together, and an empty share gives a rank
+    nothing to step with; the columns tdock makes plus "score" when
+    `columns` has it), each
     updated key by key by `consumers`' entry of that name, and
     `consumers`' other entries; with `trainer`, a consumer "trainer" that
     reads every column, a whole step per Get (the driver's view for verl's
