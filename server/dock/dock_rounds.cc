@@ -95,8 +95,12 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
       }
       int64_t handed = 0;
       for (const RoundShare& share : formed.round->ranks) {
-        CountStalenessLocked(part, plan.index,
-                             share.repeats.empty() ? share.rows : share.RealRows());
+        // Repeats (pad: repeat) are counted with the share they are from.
+        if (share.repeats.empty()) {
+          CountStalenessLocked(part, plan.index, share.rows);
+        } else {
+          CountStalenessLocked(part, plan.index, share.RealRows());
+        }
         handed += share.real_rows();
       }
       // relaxed: statistics only.
