@@ -119,10 +119,10 @@ def test_first_calls_outlast_a_server_that_is_not_scheduled(own_server):
     DEADLINE_EXCEEDED; none is answered."""
     proc, address = own_server
     answers = first_calls_while_server_is_stopped(address, proc, {}, until_answered=False)
-    assert answers == ["ok"] * len(answers)
+    assert answers == ["ok"] * len(answers), "\n".join(answers)
     old = first_calls_while_server_is_stopped(address, proc, {"connect_timeout": 0.1},
                                               until_answered=True)
-    assert all(a.startswith(("Unavailable", "DeadlineExceeded")) for a in old), old
+    assert all(a.startswith(("Unavailable", "DeadlineExceeded")) for a in old), "\n".join(old)
 
 
 def test_a_new_client_connects_at_once_while_another_backs_off(own_server, tmp_path):
