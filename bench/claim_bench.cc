@@ -433,6 +433,45 @@ BENCHMARK(BM_DrainByOrder)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
+// One producer writes a step of `rows` rows, kRowsPerPut a Put, naming its
+// rows (append:0) or asking for new ones (append:1: each append is assigned
+// whole groups and holds them until it is answered). Releasing the step
+// between iterations is not timed.
+void BM_PutStep(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const bool append = state.range(1) != 0;
+  absl::StatusOr<std::unique_ptr<Dock>> dock = Dock::Create(ClaimSpec(rows, 1));
+  if (!dock.ok()) {
+    state.SkipWithError(std::string(dock.status().message()).c_str());
+    return;
+  }
+  StepData data = MakeStepData(rows, /*seed=*/rows * 3 + 1);
+  for (PutInput& put : data.puts) {
+    if (!append) continue;
+    put.new_rows = static_cast<int64_t>(put.rows.size());
+    put.rows.clear();
+  }
+  int64_t step = 0;
+  for (auto _ : state) {
+    absl::Status filled = FillStep(**dock, data, step);
+    state.PauseTiming();
+    if (filled.ok()) filled = (*dock)->ReleaseStep(step);
+    ++step;
+    state.ResumeTiming();
+    if (!filled.ok()) {
+      state.SkipWithError(std::string(filled.message()).c_str());
+      break;
+    }
+  }
+  state.counters["rows_per_s"] =
+      benchmark::Counter(static_cast<double>(rows * step), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(BM_PutStep)
+    ->ArgsProduct({{4 << 10, 64 << 10}, {0, 1}})
+    ->ArgNames({"rows", "append"})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace tdock
 

@@ -142,7 +142,7 @@ void DockImpl::Answer(SpecChange& change, ChangeAnswer answer) {
   }
 }
 
-DockImpl::ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
+ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
                                               absl::Status status) const {
   ChangeAnswer answer;
   answer.status = std::move(status);

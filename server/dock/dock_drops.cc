@@ -122,7 +122,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
   Partition& part = ring_.Of(in.step);
   // Decided in one hold of the commit lock with the marks: a Put commits
   // before (its rows are written) or is refused.
-  tdock::MutexLock commit(&part.commit_mu());
+  tdock::MutexLock commit(&part.row_index().mu());
   std::vector<int64_t> rows;
   for (int64_t row = 0; row < rows_per_step_; ++row) {
     if (part.dropped(row)) continue;
@@ -137,7 +137,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     }
     if (!any || !all) rows.push_back(row);
   }
-  if (closing) part.AddDropInFlight(/*seal=*/true, rows, 1);
+  if (closing) part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
   return rows;
 }
 
@@ -148,8 +148,8 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
     rows = DropRowsLocked(input);
     if (rows.ok() && journal_ != nullptr) {
       Partition& part = ring_.Of(input.step);
-      tdock::MutexLock commit(&part.commit_mu());
-      part.AddDropInFlight(/*seal=*/false, {}, 1);  // until recorded
+      tdock::MutexLock commit(&part.row_index().mu());
+      part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);  // until recorded
     }
   }
   RecordAndApplyDrop(std::move(rows), input.step, input.reason, /*seal=*/false,
@@ -239,8 +239,8 @@ void DockImpl::EndDropInFlightLocked(const DockJournal::DropRecord& record) {
   // A released step's partition forgot its records in flight.
   if (!ring_.Holds(mu_, record.step)) return;
   Partition& part = ring_.Of(record.step);
-  tdock::MutexLock commit(&part.commit_mu());
-  part.AddDropInFlight(record.seal, record.rows, -1);
+  tdock::MutexLock commit(&part.row_index().mu());
+  part.row_index().AddDropInFlight(record.seal, record.rows, -1);
 }
 
 int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
@@ -373,8 +373,8 @@ void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, b
     if (!ring_.Holds(mu_, step)) return;
     Partition& part = ring_.Of(step);
     if (stored) closed = ApplyDropLocked({step, rows, DropReason::kUnused, /*seal=*/false});
-    tdock::MutexLock commit(&part.commit_mu());
-    part.SetUnused(rows, /*closed=*/false);  // dropped now, or open again
+    tdock::MutexLock commit(&part.row_index().mu());
+    part.row_index().SetUnused(rows, /*closed=*/false);  // dropped now, or open again
   }
   // The group's other rows were just written, so this ends no step unless
   // they were dropped meanwhile.

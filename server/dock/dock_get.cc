@@ -50,12 +50,12 @@ absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in, int index) co
   return plan;
 }
 
-DockImpl::GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
+GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
   tdock::ReaderMutexLock lock(&mu_);
   return TryGetLocked(in, plan);
 }
 
-DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
+GetAttempt DockImpl::TryGetLocked(const GetInput& in,
                                             const ConsumerPlan& plan) {
   {
     absl::Status gone = ConsumerGoneLocked(plan);
@@ -122,7 +122,7 @@ DockImpl::GetAttempt DockImpl::TryGetLocked(const GetInput& in,
   return attempt;
 }
 
-DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
+GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
                                            const ConsumerPlan& plan,
                                            bool explicit_step) {
   if (plan.policy == Policy::kBalanced) {
@@ -208,7 +208,7 @@ DockImpl::GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
-    if (part.has_versions()) CountStalenessLocked(part, plan.index, rows);
+    if (part.row_index().has_versions()) CountStalenessLocked(part, plan.index, rows);
     const uint64_t lease_id =
         plan.lease > absl::ZeroDuration()
             ? LeaseRowsLocked(part, plan, in.rank, std::move(claimed), -1,

@@ -1,30 +1,11 @@
 // DockImpl: the implementation behind tdock::Dock (see dock.h for the
-// contract). Split over dock_impl.cc (creation, status, release), dock_put.cc,
-// dock_get.cc, dock_rounds.cc, dock_leases.cc (over the LeaseTable,
-// leases.h), dock_waiters.cc (over the WaiterTable, waiter_table.h),
-// dock_consumers.cc (additions, removals, joins), dock_columns.cc,
+// contract): orchestration over the state classes. Split over dock_impl.cc
+// (creation, status, release), dock_put.cc, dock_get.cc, dock_rounds.cc,
+// dock_leases.cc, dock_waiters.cc, dock_consumers.cc, dock_columns.cc,
 // dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc, dock_validate.cc
 // (a Put's checks), dock_reservations.cc, dock_reservation_rows.cc,
-// dock_journal.cc and dock_recovery.cc.
-//
-// Synchronization:
-// - mu_ guards structure: which step each partition holds, the consumer list.
-//   Structural changes (activating or releasing a step, adding a consumer)
-//   take it exclusively; Put commits and Get claims take it shared and run
-//   concurrently, synchronized by the partitions' atomics.
-// - The waiter table's lock guards parked calls. Lock order: it comes before
-//   mu_ (a parking call re-checks its condition under it). Nothing takes it
-//   while holding mu_.
-// - The key index's and the reservation table's locks (key_index.h,
-//   reservation_table.h) are leaves: taken under mu_ and a partition's commit
-//   lock, nothing taken while holding them.
-// - No callback runs with any of these locks held.
-//
-// Wake-ups without loss: a Put publishes its cells, then takes the waiter
-// table's lock to collect the waiters of the consumers it may serve; a Get
-// re-checks under that lock before parking. Either the Get's re-check sees the cells, or the
-// Put's collection sees the parked Get. Claims that fall short are undone and
-// wake the consumer's waiters, as a Put would.
+// dock_journal.cc and dock_recovery.cc. The classes it works over, what each
+// owns, the lock order and how a wake-up is never lost: docs/architecture.md.
 #ifndef TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 #define TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 
@@ -44,6 +25,7 @@
 #include "common/spec.h"
 #include "common/timer_service.h"
 #include "server/dock/arena.h"
+#include "server/dock/attempts.h"
 #include "server/dock/column_table.h"
 #include "server/dock/consumer_table.h"
 #include "server/dock/journal_hook.h"
@@ -124,12 +106,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // joins of optional consumers, one at a time in the order asked: the first
   // of the ConsumerTable's queue is checked, recorded (with a journal), then
   // applied.
-  // What a change answers: its status, and the consumer (or column) after it.
-  struct ChangeAnswer {
-    absl::Status status;
-    ConsumerSpec consumer;
-    ColumnSpec column;
-  };
   static void Answer(SpecChange& change, ChangeAnswer answer);
   void ChangeSpec(SpecChange change);
   // Checks and applies (or starts recording) changes until one is recorded.
@@ -171,15 +147,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A cell a committed Put wrote.
-  struct WrittenCell {
-    int column = 0;
-    int64_t row = 0;
-    const CellBlock* block = nullptr;
-    // Staged (a first write): made ready once stored, unstaged if not.
-    // Else a rewrite, published once stored.
-    bool staged = false;
-  };
   // ---- Journal (dock_journal.cc); journal_ is null without persistence.
   // Records the cells a Put wrote, then makes them ready (or, if the record
   // failed, undoes them) and answers.
@@ -209,13 +176,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::string Where(int64_t step) const;  // "dock 'x' step 3"
 
   // ---- Put (dock_put.cc)
-  struct PutAttempt {
-    std::optional<absl::StatusOr<PutResult>> done;  // unset: park
-    std::string park_reason;
-    bool memory_limited = false;  // parked for memory, not for a partition
-    bool raced = false;  // lost a race with a concurrent start of the step
-    std::vector<WrittenCell> cells;  // committed with a journal: to record
-  };
   absl::Status ValidatePut(const PutInput& in) const;
   // group_sizes: only for assigned rows, each in [1, n], adding up to them.
   absl::Status ValidateGroupSizes(const PutInput& in) const;
@@ -224,7 +184,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status ValidateVersions(const PutInput& in) const;
   // The Put's rows take its versions (each keeps the oldest it has).
   void SetVersionsLocked(Partition& part, const PutInput& in)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   void AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
                          Batch& batch) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The rows past an appended Put's declared group sizes, closed to Puts
@@ -242,6 +202,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                                             bool* activated);
   // Undoes an activation by a Put that then could not stage anything.
   void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepArena>& arena);
+  // An append answered: gives back the rows its claim still holds.
+  void EndAppend(int64_t step, uint64_t claim);
   // With a journal, a first write of a cell is staged (written, not ready)
   // and a rewrite stays invisible (the old cell is served) until recorded;
   // `cells` receives every cell written.
@@ -251,10 +213,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                       PutResult result, std::vector<WrittenCell>* cells);
   int ColumnIndex(absl::string_view name) const;
   // Under the commit lock: no row of the Put is closed (a Seal or an append
-  // being stored), no row it was assigned written meanwhile, and no row its
-  // groups leave unused written or closed.
+  // being stored) or assigned to another append, and no row its groups
+  // leave unused closed.
   absl::Status CheckOpenLocked(Partition& part, const PutInput& in) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
+  absl::Status CheckUnclaimedLocked(Partition& part, const PutInput& in,
+                                    int64_t row) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool CanPutNow(const PutInput& in) const;
@@ -268,26 +233,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void WritePut(PutInput input, PutCallback done);
 
   // ---- Get (dock_get.cc)
-  // Units a consumer with max_staleness claimed as stale: counted as done
-  // for it; recorded (a hand-out with no lease), or with stale_drop dropped
-  // for every consumer, once the locks are released.
-  struct StaleTake {
-    int64_t step = 0;
-    int consumer = 0;
-    bool drop = false;
-    std::vector<int64_t> units;
-    std::vector<int64_t> rows;  // the units' rows not dropped
-  };
-  struct GetAttempt {
-    std::optional<absl::StatusOr<Batch>> done;  // unset: park
-    bool wake_consumer = false;  // a claim was undone: others may now serve
-    std::optional<int64_t> maybe_release;  // step that may be fully consumed
-    // BALANCED: a round this Get began to form, to plan and commit once
-    // the locks are released (AfterGet).
-    std::optional<RoundDraft> draft;
-    // Units passed over as stale, to record (AfterGet).
-    std::vector<StaleTake> stale;
-  };
   // The plan of the consumer `in` names, or (`index` >= 0) of the consumer
   // at `index`: a parked Get's, whatever its name names now (a consumer
   // removed and added again under it is another one). Checks `in` against it.
@@ -405,7 +350,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void DropOrphans(int64_t step);
   // The rows DropOrphans drops for `reason` (kSealed or kExpired), closed.
   std::vector<int64_t> OrphansLocked(Partition& part, DropReason reason)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   // seal_when (dock_seal.cc): seals `step` if the consumer it names has
   // enough complete groups, dropping the other groups as surplus; then runs
   // `then` (once the seal is recorded and applied, with a journal).
@@ -470,9 +415,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // checked and added in one step; UnsetKeysLocked undoes it for `rows` no
   // stored or in-flight write keeps (the Put's record failed).
   absl::Status SetKeysLocked(Partition& part, const PutInput& in) ABSL_SHARED_LOCKS_REQUIRED(mu_)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   void UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu());
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   // Recovery, once drops are applied: the index of the keys of rows not
   // dropped.
   void RebuildKeyIndex() ABSL_LOCKS_EXCLUDED(mu_);
@@ -530,14 +475,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   // ---- Reservations (dock_reservations.cc: admission; dock_reservation_rows.cc:
   // expiry, Puts naming one, recovery)
-  // A reservation's try: granted (rows assigned and reserved, not yet
-  // recorded) or refused; unset: wait (why in `reason`).
-  struct ReserveAttempt {
-    std::optional<absl::StatusOr<Reservation>> done;
-    std::vector<int64_t> unused;  // declared groups' rest, closed
-    std::string reason;
-    bool raced = false;  // lost races with concurrent starts of its step
-  };
   absl::Status ValidateReserve(const ReserveInput& in) const;
   // The smallest max_staleness of the consumers that hold steps (its
   // consumer in *consumer); nullopt: none.

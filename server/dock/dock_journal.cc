@@ -52,9 +52,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
       }
       // Every record of a keyed row carries its key, so that a key stays
       // exactly as long as a stored write of its row does.
-      if (part.has_keys()) {
+      if (part.row_index().has_keys()) {
         for (int64_t row : in.rows) {
-          if (const std::string* key = part.key(row)) keys.push_back({row, *key});
+          if (const std::string* key = part.row_index().key(row)) keys.push_back({row, *key});
         }
       }
     }
@@ -97,9 +97,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
       tdock::ReaderMutexLock lock(&mu_);
       if (ring_.Of(step).live(mu_) && ring_.Of(step).arena(mu_) == arena) {
         Partition& part = ring_.Of(step);
-        tdock::MutexLock commit(&part.commit_mu());
+        tdock::MutexLock commit(&part.row_index().mu());
         if (stored.ok()) {
-          for (const DockJournal::Version& v : versions) part.LowerVersion(v.row, v.version);
+          for (const DockJournal::Version& v : versions) part.row_index().LowerVersion(v.row, v.version);
         }
         // Records complete in the order they were submitted, so the last
         // rewrite of a cell stored is the one left visible.
@@ -115,7 +115,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
           }
         }
         if (stored.ok()) part.NoteAvailable();
-        for (int64_t row : rows) part.AddPendingWrite(row, -1);
+        for (int64_t row : rows) part.row_index().AddPendingWrite(row, -1);
         // Not stored: rows no other write keeps lose their keys.
         if (!stored.ok()) UnsetKeysLocked(part, rows);
       }

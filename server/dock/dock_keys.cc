@@ -3,8 +3,8 @@
 // until the row is dropped or its step released. Puts and Reads may name
 // rows by key; batches carry them; ListRows shows each row's key and state.
 //
-// Lock order: the dock's mu_ (shared) -> the partition's commit_mu() -> the
-// KeyIndex's lock (key_index.h). A key is set under commit_mu(), before the
+// Lock order: the dock's mu_ (shared) -> the step's commit lock (RowIndex::mu()) -> the
+// KeyIndex's lock (key_index.h). A key is set under the commit lock, before the
 // row's cells are made ready, so a reader that saw a cell ready sees its
 // row's key.
 #include <algorithm>
@@ -96,12 +96,12 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   Partition& part = ring_.Of(in.step);
-  tdock::MutexLock commit(&part.commit_mu());
+  tdock::MutexLock commit(&part.row_index().mu());
   if (part.sealed(mu_)) {
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " is sealed: no new rows join it"));
   }
-  if (part.seal_pending(mu_) || part.sealing()) {  // a Seal, or seal_when's
+  if (part.seal_pending(mu_) || part.row_index().sealing()) {  // a Seal, or seal_when's
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " is being sealed: no new rows join it"));
   }
@@ -110,12 +110,14 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
   const int64_t need = declared ? static_cast<int64_t>(in.group_sizes.size())
                                 : (in.new_rows + n - 1) / n;
   std::vector<int64_t> groups;
-  int64_t g = part.append_cursor();
+  int64_t g = part.row_index().append_cursor();
   for (; g < part.groups() && static_cast<int64_t>(groups.size()) < need; ++g) {
     bool free = true;
     for (int64_t row = g * n; free && row < (g + 1) * n; ++row) {
-      free = !part.has_cell(row) && part.key(row) == nullptr && !part.dropped(row) &&
-             part.reservation(row) == 0;
+      // The cursor can go back (a reservation whose record failed), past
+      // rows an append in progress holds.
+      free = !part.has_cell(row) && part.row_index().key(row) == nullptr && !part.dropped(row) &&
+             part.row_index().reservation(row) == 0 && part.row_index().append_claim(row) == 0;
     }
     if (free) groups.push_back(g);
   }
@@ -141,10 +143,14 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
     in.unused.clear();
     return fits;
   }
-  part.set_append_cursor(g);
+  part.row_index().set_append_cursor(g);
   if (reserve != 0) {
-    part.SetReserved(in.rows, reserve);
-    if (!in.unused.empty()) part.SetUnused(in.unused, /*closed=*/true);
+    part.row_index().SetReserved(in.rows, reserve);
+    if (!in.unused.empty()) part.row_index().SetUnused(in.unused, /*closed=*/true);
+  } else {
+    // Held until the Put commits them or is answered (EndAppend).
+    part.row_index().ClaimForAppend(in.rows, in.append_claim);
+    part.row_index().ClaimForAppend(in.unused, in.append_claim);
   }
   return absl::OkStatus();
 }
@@ -156,7 +162,7 @@ absl::StatusOr<std::vector<KeyIndex::Entry>> DockImpl::NewKeysLocked(const Parti
   for (size_t i = 0; i < in.rows.size(); ++i) {
     const int64_t row = in.rows[i];
     const std::string& key = in.keys[i];
-    if (const std::string* has = part.key(row); has != nullptr) {
+    if (const std::string* has = part.row_index().key(row); has != nullptr) {
       if (*has == key) continue;  // named again
       return absl::FailedPreconditionError(absl::StrCat(
           Where(step), ": row ", row, " has key '", *has, "'; the Put names '", key, "'"));
@@ -198,47 +204,47 @@ absl::Status DockImpl::SetKeysLocked(Partition& part, const PutInput& in) {
   if (std::optional<KeyIndex::Taken> taken = keys_.Insert(fresh)) {
     return KeyTaken(in.step, fresh[taken->index].key, *taken);
   }
-  for (const KeyIndex::Entry& e : fresh) part.SetKey(e.row.row, std::string(e.key));
+  for (const KeyIndex::Entry& e : fresh) part.row_index().SetKey(e.row.row, std::string(e.key));
   return absl::OkStatus();
 }
 
 void DockImpl::UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows) {
   std::vector<KeyIndex::Entry> gone;
   for (int64_t row : rows) {
-    const std::string* key = part.key(row);
+    const std::string* key = part.row_index().key(row);
     // A stored cell of the row, or another write of it whose record is in
     // flight (every record of a keyed row carries its key), keeps the key.
-    if (key == nullptr || part.pending_writes(row) > 0 || part.has_ready_cell(row)) continue;
+    if (key == nullptr || part.row_index().pending_writes(row) > 0 || part.has_ready_cell(row)) continue;
     gone.push_back({*key, {part.step(mu_), row}});
   }
   keys_.Forget(gone);
-  for (const KeyIndex::Entry& e : gone) part.ClearKey(e.row.row);  // the views go with it
+  for (const KeyIndex::Entry& e : gone) part.row_index().ClearKey(e.row.row);  // the views go with it
 }
 
 void DockImpl::ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows) {
-  if (!part.has_keys()) return;
+  if (!part.row_index().has_keys()) return;
   std::vector<KeyIndex::Entry> gone;
   for (int64_t row : rows) {
-    if (const std::string* key = part.key(row)) gone.push_back({*key, {part.step(mu_), row}});
+    if (const std::string* key = part.row_index().key(row)) gone.push_back({*key, {part.step(mu_), row}});
   }
   keys_.Forget(gone);
 }
 
 void DockImpl::ForgetKeysOfStepLocked(const Partition& part) {
-  if (!part.has_keys()) return;
+  if (!part.row_index().has_keys()) return;
   std::vector<KeyIndex::Entry> gone;
   for (int64_t row = 0; row < rows_per_step_; ++row) {
-    if (const std::string* key = part.key(row)) gone.push_back({*key, {part.step(mu_), row}});
+    if (const std::string* key = part.row_index().key(row)) gone.push_back({*key, {part.step(mu_), row}});
   }
   keys_.Forget(gone);
 }
 
 void DockImpl::AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows,
                              Batch& batch) const {
-  if (!part.has_keys()) return;
+  if (!part.row_index().has_keys()) return;
   batch.keys.reserve(rows.size());
   for (int64_t row : rows) {
-    const std::string* key = part.key(row);
+    const std::string* key = part.row_index().key(row);
     batch.keys.push_back(key != nullptr ? *key : std::string());
   }
 }
@@ -271,12 +277,12 @@ absl::Status DockImpl::RecoverKey(int64_t step, int64_t row, const std::string& 
                                             " whose step holds no cell"));
   }
   Partition& part = ring_.Of(step);
-  tdock::MutexLock commit(&part.commit_mu());
-  if (const std::string* has = part.key(row); has != nullptr) {
+  tdock::MutexLock commit(&part.row_index().mu());
+  if (const std::string* has = part.row_index().key(row); has != nullptr) {
     if (*has == key) return absl::OkStatus();
     return absl::DataLossError(absl::StrCat(Where(step), ": row ", row, " has two keys"));
   }
-  part.SetKey(row, key);  // indexed by RebuildKeyIndex, once drops are applied
+  part.row_index().SetKey(row, key);  // indexed by RebuildKeyIndex, once drops are applied
   return absl::OkStatus();
 }
 
@@ -284,9 +290,9 @@ void DockImpl::RebuildKeyIndex() {
   tdock::ReaderMutexLock lock(&mu_);
   std::vector<KeyIndex::Entry> live;
   for (const auto& part : ring_.partitions()) {
-    if (!part->live(mu_) || !part->has_keys()) continue;
+    if (!part->live(mu_) || !part->row_index().has_keys()) continue;
     for (int64_t row = 0; row < rows_per_step_; ++row) {
-      const std::string* key = part->key(row);
+      const std::string* key = part->row_index().key(row);
       if (key != nullptr && !part->dropped(row)) live.push_back({*key, {part->step(mu_), row}});
     }
   }
@@ -308,12 +314,12 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
     RowState state;
     state.row = row;
     state.group = row / group_size_;
-    if (const std::string* key = part.key(row)) state.key = *key;
+    if (const std::string* key = part.row_index().key(row)) state.key = *key;
     if (part.dropped(row)) state.dropped = part.drop_reason(mu_, row);
     for (size_t c = 0; c < columns_.size(); ++c) {
       if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
     }
-    state.version = part.version(row);  // after the cells: a ready one's is set
+    state.version = part.row_index().version(row);  // after the cells: a ready one's is set
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       if (plan.removed) continue;
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;

@@ -2,6 +2,7 @@
 // reserve arena space, copy the payload once, then publish under the
 // partition's commit lock so a Put is all-or-nothing.
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -67,10 +68,15 @@ void DockImpl::DeactivateIfUnused(int64_t step,
       arena->used_bytes() != 0 || part.sealed(mu_) || part.seal_pending(mu_)) {
     return;
   }
-  tdock::MutexLock commit(&part.commit_mu());
+  tdock::MutexLock commit(&part.row_index().mu());
   // A Drop or Seal decided on the step stays with it, and so do rows
-  // reserved in it.
-  if (!part.drops_in_flight() && !part.has_reservations()) part.Deactivate(mu_);
+  // reserved in it or assigned to an append.
+  const std::array<int64_t, kDropReasons>& drops = part.drops(mu_);
+  const bool dropped = std::any_of(drops.begin(), drops.end(), [](int64_t n) { return n > 0; });
+  if (!dropped && !part.row_index().drops_in_flight() && !part.row_index().has_reservations() &&
+      !part.row_index().has_append_claims()) {
+    part.Deactivate(mu_);
+  }
 }
 
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
@@ -165,7 +171,7 @@ void CopyColumn(const PackedColumn& in, StagedColumn& out,
 
 }  // namespace
 
-DockImpl::PutAttempt DockImpl::TryPut(PutInput& in) {
+PutAttempt DockImpl::TryPut(PutInput& in) {
   // A concurrent Put that started the step and then undid it (it could not
   // get memory) is no reason to wait: look again at once.
   PutAttempt attempt;
@@ -177,7 +183,7 @@ DockImpl::PutAttempt DockImpl::TryPut(PutInput& in) {
   return attempt;
 }
 
-DockImpl::PutAttempt DockImpl::TryPutOnce(PutInput& in) {
+PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   PutAttempt attempt;
   std::string blocked;
   bool activated = false;
@@ -265,16 +271,16 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
     return absl::FailedPreconditionError(
         absl::StrCat(Where(in.step), " was released while the Put was in progress"));
   }
-  tdock::MutexLock commit(&part.commit_mu());
+  tdock::MutexLock commit(&part.row_index().mu());
   // Re-check under the commit lock: a concurrent Put may have written the
   // same cells since the first check.
   TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
   TDOCK_RETURN_IF_ERROR(CheckOpenLocked(part, in));
   // The rows its groups leave unused take no Put until they are dropped.
-  if (!in.unused.empty()) part.SetUnused(in.unused, /*closed=*/true);
+  if (!in.unused.empty()) part.row_index().SetUnused(in.unused, /*closed=*/true);
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
   if (journal_ != nullptr) {
-    for (int64_t row : in.rows) part.AddPendingWrite(row, 1);  // until recorded
+    for (int64_t row : in.rows) part.row_index().AddPendingWrite(row, 1);  // until recorded
   } else {
     SetVersionsLocked(part, in);  // before any cell is ready
   }
@@ -294,45 +300,51 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
       cells->push_back({column.column, in.rows[i], &column.blocks[i], first});
     }
   }
+  // Its rows have cells now, and its unused rows are closed.
+  if (in.append_claim != 0) part.row_index().ReleaseAppendClaim(in.append_claim);
   if (journal_ == nullptr) part.NoteAvailable();
   return result;
 }
 
 absl::Status DockImpl::CheckOpenLocked(Partition& part, const PutInput& in) const {
   for (int64_t row : in.rows) {
-    switch (part.closed(row)) {
-      case Partition::Closed::kSealing:
+    switch (part.row_index().closed(row)) {
+      case RowIndex::Closed::kSealing:
         return absl::FailedPreconditionError(absl::StrCat(
             Where(in.step), " is being sealed: row ", row, ", not written when the seal was "
             "decided, is dropped with it; nothing was written"));
-      case Partition::Closed::kUnused:
+      case RowIndex::Closed::kUnused:
         return absl::FailedPreconditionError(absl::StrCat(
             Where(in.step), ": row ", row, " is past the size declared for its group ",
             row / group_size_, " by an append being stored: a group larger than declared; "
             "nothing was written"));
-      case Partition::Closed::kExpiring:
+      case RowIndex::Closed::kExpiring:
         return absl::FailedPreconditionError(absl::StrCat(
             Where(in.step), ": row ", row, " belongs to a reservation that expired before it "
             "was written, and is being dropped (expired); nothing was written"));
-      case Partition::Closed::kOpen:
+      case RowIndex::Closed::kOpen:
         break;
     }
-    if (in.new_rows > 0 && part.has_cell(row)) {
-      // Assigned to this Put, then written by a Put naming the row.
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), ": row ", row, ", assigned to this Put, was written by another "
-          "Put naming it; nothing was written"));
-    }
+    TDOCK_RETURN_IF_ERROR(CheckUnclaimedLocked(part, in, row));
   }
   for (int64_t row : in.unused) {
-    if (part.has_cell(row) || part.closed(row) != Partition::Closed::kOpen) {
-      // Past a group this Put declares, and written (or closed) meanwhile.
+    if (part.row_index().closed(row) != RowIndex::Closed::kOpen) {
+      // Past a group this Put declares, and closed by a Seal meanwhile.
       return absl::FailedPreconditionError(absl::StrCat(
           Where(in.step), ": row ", row, ", past the size this Put declares for its group ",
-          row / group_size_, ", was written by a Put naming it; nothing was written"));
+          row / group_size_, ", was closed by a Seal meanwhile; nothing was written"));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status DockImpl::CheckUnclaimedLocked(Partition& part, const PutInput& in,
+                                            int64_t row) const {
+  const uint64_t claim = part.row_index().append_claim(row);
+  if (claim == 0 || claim == in.append_claim) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      Where(in.step), ": row ", row, " is assigned to an append that is not yet written; "
+      "nothing was written"));
 }
 
 int DockImpl::ColumnIndex(absl::string_view name) const {
@@ -381,6 +393,22 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
   if (!written.empty()) WakeConsumersOf(written);
 }
 
+void DockImpl::EndAppend(int64_t step, uint64_t claim) {
+  std::shared_ptr<StepArena> arena;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    Partition& part = ring_.Of(step);
+    if (!part.live(mu_) || part.step(mu_) != step) return;
+    tdock::MutexLock commit(&part.row_index().mu());
+    // Released at its commit, unless it was answered without one (refused,
+    // expired, cancelled, shut down): its rows are given back then, and the
+    // step its claim alone kept started is taken off its partition.
+    if (!part.row_index().ReleaseAppendClaim(claim)) return;
+    arena = part.arena(mu_);
+  }
+  DeactivateIfUnused(step, arena);
+}
+
 void DockImpl::Put(PutInput input, PutCallback done) {
   if (input.ack_lease != 0) {
     PutAndAck(std::move(input), std::move(done));
@@ -405,6 +433,15 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
+  }
+  if (input.rows.empty()) {
+    // An append: the rows it is assigned are its own until it is answered.
+    input.append_claim = ring_.Of(input.step).row_index().NewAppendClaim();
+    done = [this, step = input.step, claim = input.append_claim,
+            done = std::move(done)](absl::StatusOr<PutResult> result) mutable {
+      EndAppend(step, claim);
+      std::move(done)(std::move(result));
+    };
   }
   PutAttempt attempt = TryPut(input);
   if (attempt.done.has_value()) {

@@ -21,8 +21,8 @@ void DockImpl::ExpireReservations(absl::Time now) {
       tdock::ReaderMutexLock lock(&mu_);
       if (!ring_.Holds(mu_, entry.step)) continue;
       Partition& part = ring_.Of(entry.step);
-      tdock::MutexLock commit(&part.commit_mu());
-      part.SetReserved(entry.rows, 0);
+      tdock::MutexLock commit(&part.row_index().mu());
+      part.row_index().SetReserved(entry.rows, 0);
       // A step being released drops nothing (its release may fail: then a
       // Seal ends the rows left).
       if (part.releasing(mu_)) continue;
@@ -32,16 +32,16 @@ void DockImpl::ExpireReservations(absl::Time now) {
       std::vector<int64_t> in_flight;
       for (int64_t row : entry.rows) {
         if (part.dropped(row)) continue;
-        if (part.pending_writes(row) > 0) {
+        if (part.row_index().pending_writes(row) > 0) {
           in_flight.push_back(row);  // its cells staged, or a rewrite pending
         } else if (!part.has_cell(row)) {
           rows.push_back(row);
         }
       }
-      part.AddExpiredInFlight(in_flight);
+      part.row_index().AddExpiredInFlight(in_flight);
       if (rows.empty()) continue;
-      part.SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
-      if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
+      part.row_index().SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
+      if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
     }
     const int64_t step = entry.step;
     RecordAndApplyDrop(
@@ -51,12 +51,12 @@ void DockImpl::ExpireReservations(absl::Time now) {
             tdock::ReaderMutexLock lock(&mu_);
             if (!ring_.Holds(mu_, entry.step)) return;
             Partition& part = ring_.Of(entry.step);
-            tdock::MutexLock commit(&part.commit_mu());
-            part.SetExpiring(rows, /*closed=*/false);
+            tdock::MutexLock commit(&part.row_index().mu());
+            part.row_index().SetExpiring(rows, /*closed=*/false);
             if (dropped.ok()) return;
             // Not stored: the rows stay the reservation's, to expire again
             // a second from now.
-            part.SetReserved(rows, id);
+            part.row_index().SetReserved(rows, id);
             entry.rows = rows;
             entry.deadline = limits_.clock->Now() + absl::Seconds(1);
             reservations_.Add(id, entry);
@@ -120,15 +120,15 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
       return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
                                               " of a step whose partition holds another"));
     }
-    tdock::MutexLock commit(&part.commit_mu());
+    tdock::MutexLock commit(&part.row_index().mu());
     for (int64_t row : record.rows) {
       if (row < 0 || row >= rows_per_step_) {
         return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ",
                                                 record.id, " names row ", row));
       }
-      part.LowerVersion(row, record.version);
+      part.row_index().LowerVersion(row, record.version);
     }
-    part.SetReserved(record.rows, record.id);
+    part.row_index().SetReserved(record.rows, record.id);
   }
   // Rung for by FinishRecovery, once the journal is attached.
   const absl::Time deadline =

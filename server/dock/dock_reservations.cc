@@ -126,7 +126,7 @@ int64_t DockImpl::FrontStepLocked() const {
   return front;
 }
 
-DockImpl::ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
+ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
   ReserveAttempt attempt;
   int64_t front = 0;
   int64_t base = 0;     // the version step `front` trains at
@@ -302,9 +302,9 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
       tdock::ReaderMutexLock lock(&mu_);
       if (ring_.Holds(mu_, granted.step)) {
         Partition& part = ring_.Of(granted.step);
-        tdock::MutexLock commit(&part.commit_mu());
+        tdock::MutexLock commit(&part.row_index().mu());
         if (stored.ok()) {
-          for (int64_t row : granted.rows) part.LowerVersion(row, granted.version);
+          for (int64_t row : granted.rows) part.row_index().LowerVersion(row, granted.version);
           // Under mu_: a release of the step (which forgets its
           // reservations) comes before or after, never between.
           reservations_.Add(granted.id,
@@ -312,9 +312,9 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
         } else {
           // Free for appends and reservations again: the cursor goes back to
           // the first of its groups.
-          part.SetReserved(granted.rows, 0);
+          part.row_index().SetReserved(granted.rows, 0);
           const int64_t first = granted.rows.front() / group_size_;
-          if (first < part.append_cursor()) part.set_append_cursor(first);
+          if (first < part.row_index().append_cursor()) part.row_index().set_append_cursor(first);
         }
       }
     }

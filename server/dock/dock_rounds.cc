@@ -121,7 +121,7 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
   WakeGets(wanted);
 }
 
-DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,
+GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,
                                                 const ConsumerPlan& plan, bool explicit_step) {
   GetAttempt attempt;
   ConsumerState& state = part.consumer(mu_, plan.index);
@@ -160,7 +160,7 @@ DockImpl::GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput&
   return attempt;
 }
 
-DockImpl::GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
+GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
                                                 const ConsumerPlan& plan,
                                                 bool explicit_step) {
   GetAttempt attempt;

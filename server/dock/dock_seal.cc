@@ -121,9 +121,9 @@ constexpr absl::Duration kOrphansRetryInterval = absl::Seconds(1);
 
 // Nothing is written to the row or being written to it, and it is neither
 // dropped nor closed.
-bool Orphan(Partition& part, int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.commit_mu()) {
-  return !part.dropped(row) && !part.has_cell(row) && part.pending_writes(row) == 0 &&
-         part.closed(row) == Partition::Closed::kOpen;
+bool Orphan(Partition& part, int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu()) {
+  return !part.dropped(row) && !part.has_cell(row) && part.row_index().pending_writes(row) == 0 &&
+         part.row_index().closed(row) == RowIndex::Closed::kOpen;
 }
 
 }  // namespace
@@ -136,7 +136,7 @@ std::vector<int64_t> DockImpl::OrphansLocked(Partition& part, DropReason reason)
       if (Orphan(part, row)) rows.push_back(row);
     }
   } else {
-    for (int64_t row : part.expired_in_flight()) {
+    for (int64_t row : part.row_index().expired_in_flight()) {
       if (Orphan(part, row)) rows.push_back(row);
     }
     std::sort(rows.begin(), rows.end());
@@ -145,10 +145,10 @@ std::vector<int64_t> DockImpl::OrphansLocked(Partition& part, DropReason reason)
   // Closed to Puts while the drop is recorded: a sealed step's as a Seal's
   // rows, an expired reservation's as its expiry's.
   if (reason == DropReason::kSealed) {
-    if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/true, rows, 1);
+    if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
   } else {
-    part.SetExpiring(rows, /*closed=*/true);
-    if (journal_ != nullptr) part.AddDropInFlight(/*seal=*/false, {}, 1);
+    part.row_index().SetExpiring(rows, /*closed=*/true);
+    if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
   }
   return rows;
 }
@@ -160,7 +160,7 @@ void DockImpl::DropOrphans(int64_t step) {
       tdock::ReaderMutexLock lock(&mu_);
       if (!ring_.Holds(mu_, step) || ring_.Of(step).releasing(mu_)) return;
       Partition& part = ring_.Of(step);
-      tdock::MutexLock commit(&part.commit_mu());
+      tdock::MutexLock commit(&part.row_index().mu());
       rows = OrphansLocked(part, reason);
     }
     if (rows.empty()) continue;
@@ -172,8 +172,8 @@ void DockImpl::DropOrphans(int64_t step) {
             tdock::ReaderMutexLock lock(&mu_);
             if (ring_.Holds(mu_, step)) {
               Partition& part = ring_.Of(step);
-              tdock::MutexLock commit(&part.commit_mu());
-              part.SetExpiring(rows, /*closed=*/false);
+              tdock::MutexLock commit(&part.row_index().mu());
+              part.row_index().SetExpiring(rows, /*closed=*/false);
             }
           }
           if (dropped.ok() || absl::IsFailedPrecondition(dropped.status())) return;

@@ -31,7 +31,7 @@ int64_t DockImpl::MinVersionFor(const ConsumerPlan& plan) const {
 
 void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
                                    int64_t min_version, GetAttempt& attempt) {
-  if (min_version == kNoVersion || part.min_version() >= min_version) return;
+  if (min_version == kNoVersion || part.row_index().min_version() >= min_version) return;
   ConsumerState& state = part.consumer(mu_, plan.index);
   // After a record failed, not at once again: a failing journal would
   // otherwise be asked in a loop by the Gets each failure wakes.
@@ -64,12 +64,12 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
 
 void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
                                     const std::vector<int64_t>& rows) const {
-  if (!part.has_versions()) return;
+  if (!part.row_index().has_versions()) return;
   const int64_t now = version_.load(std::memory_order_acquire);
   StalenessCounters& counters = consumers_.staleness(mu_, consumer);
   int64_t sum = 0, count = 0;
   for (int64_t row : rows) {
-    const int64_t version = part.version(row);
+    const int64_t version = part.row_index().version(row);
     if (version == kNoVersion) continue;
     const int64_t staleness = std::max<int64_t>(0, now - version);
     const size_t bucket = static_cast<size_t>(
@@ -106,8 +106,8 @@ void DockImpl::RecordStale(StaleTake take) {
       tdock::ReaderMutexLock lock(&mu_);
       if (ring_.Holds(mu_, take.step)) {
         Partition& part = ring_.Of(take.step);
-        tdock::MutexLock commit(&part.commit_mu());
-        part.AddDropInFlight(/*seal=*/false, {}, 1);
+        tdock::MutexLock commit(&part.row_index().mu());
+        part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
       }
     }
     std::vector<int64_t> rows = take.rows;

@@ -106,14 +106,14 @@ int64_t DockImpl::AdvanceVersion(int64_t version) {
 
 void DockImpl::SetVersionsLocked(Partition& part, const PutInput& in) {
   if (in.versions.empty()) return;
-  for (size_t i = 0; i < in.rows.size(); ++i) part.LowerVersion(in.rows[i], in.version_of(i));
+  for (size_t i = 0; i < in.rows.size(); ++i) part.row_index().LowerVersion(in.rows[i], in.version_of(i));
 }
 
 void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
                                  Batch& batch) const {
-  if (!part.has_versions()) return;
+  if (!part.row_index().has_versions()) return;
   batch.versions.reserve(rows.size());
-  for (int64_t row : rows) batch.versions.push_back(part.version(row));
+  for (int64_t row : rows) batch.versions.push_back(part.row_index().version(row));
 }
 
 absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version) {
@@ -127,8 +127,8 @@ absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version
                                             row, " whose step holds no cell"));
   }
   Partition& part = ring_.Of(step);
-  tdock::MutexLock commit(&part.commit_mu());
-  part.LowerVersion(row, version);
+  tdock::MutexLock commit(&part.row_index().mu());
+  part.row_index().LowerVersion(row, version);
   return absl::OkStatus();
 }
 

@@ -25,13 +25,7 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       drop_reasons_(static_cast<size_t>(rows), DropReason::kUnspecified),
       dropped_(rows),
       live_rows_(new std::atomic<int32_t>[rows / group_size]),
-      keys_(new std::atomic<const std::string*>[rows]),
-      versions_(new std::atomic<int64_t>[rows]),
-      pending_(static_cast<size_t>(rows), 0) {
-  for (int64_t r = 0; r < rows_; ++r) {
-    keys_[r].store(nullptr, std::memory_order_relaxed);
-    versions_[r].store(kNoVersion, std::memory_order_relaxed);
-  }
+      row_index_(rows) {
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
   }
@@ -49,27 +43,6 @@ std::unique_ptr<ConsumerState> Partition::NewConsumer(ConsumerShape shape) const
 void Partition::AddConsumer(const tdock::Mutex& dock_mu, ConsumerShape shape) {
   HeldExclusive(dock_mu);
   consumers_.push_back(NewConsumer(shape));
-}
-
-void Partition::SetKey(int64_t row, std::string key) {
-  key_store_.push_back(std::make_unique<std::string>(std::move(key)));
-  keys_[row].store(key_store_.back().get(), std::memory_order_release);
-  keyed_.store(true, std::memory_order_release);
-}
-
-void Partition::LowerVersion(int64_t row, int64_t version) {
-  const int64_t has = versions_[row].load(std::memory_order_relaxed);
-  if (has != kNoVersion && has <= version) return;
-  // release: pairs with version()'s acquire (set before the cells are ready).
-  versions_[row].store(version, std::memory_order_release);
-  versioned_.store(true, std::memory_order_release);
-  // release: pairs with min_version()'s acquire; writers hold commit_mu_.
-  if (version < min_version_.load(std::memory_order_relaxed)) {
-    min_version_.store(version, std::memory_order_release);
-  }
-  if (version > max_version_.load(std::memory_order_relaxed)) {
-    max_version_.store(version, std::memory_order_release);
-  }
 }
 
 void Partition::AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnState> column) {
@@ -126,32 +99,8 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
     consumer->order = {};
   }
   {
-    // Per-row state of keys and pending writes is cleared only if the step
-    // had any: a dock without keys or a journal pays nothing per row here.
-    tdock::MutexLock commit(&commit_mu_);
-    if (keyed_.load(std::memory_order_relaxed)) {
-      for (int64_t r = 0; r < rows_; ++r) keys_[r].store(nullptr, std::memory_order_relaxed);
-      key_store_.clear();
-      keyed_.store(false, std::memory_order_relaxed);
-    }
-    if (versioned_.load(std::memory_order_relaxed)) {
-      for (int64_t r = 0; r < rows_; ++r) versions_[r].store(kNoVersion, std::memory_order_relaxed);
-      versioned_.store(false, std::memory_order_relaxed);
-      min_version_.store(std::numeric_limits<int64_t>::max(), std::memory_order_relaxed);
-      max_version_.store(kNoVersion, std::memory_order_relaxed);
-    }
-    append_cursor_ = 0;
-    closing_.clear();
-    unused_.clear();
-    reserved_.clear();
-    expiring_.clear();
-    expired_in_flight_.clear();
-    sealing_ = 0;
-    drops_in_flight_ = 0;
-    if (pending_used_) {
-      std::fill(pending_.begin(), pending_.end(), 0);
-      pending_used_ = false;
-    }
+    tdock::MutexLock commit(&row_index_.mu());
+    row_index_.Reset();
   }
   dropped_.Reset();
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);
@@ -165,48 +114,6 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
   step_ = -1;
   releasing_ = false;
   return std::exchange(arena_, nullptr);
-}
-
-void Partition::AddDropInFlight(bool seal, const std::vector<int64_t>& rows, int32_t delta) {
-  drops_in_flight_ += delta;
-  if (!seal) return;
-  sealing_ += delta;
-  for (int64_t row : rows) {
-    auto it = closing_.try_emplace(row, 0).first;
-    it->second += delta;
-    TDOCK_CHECK(it->second >= 0) << "row " << row << " opened by a Seal that did not close it";
-    if (it->second == 0) closing_.erase(it);
-  }
-}
-
-void Partition::SetUnused(const std::vector<int64_t>& rows, bool closed) {
-  for (int64_t row : rows) {
-    if (closed) {
-      unused_.insert(row);
-    } else {
-      unused_.erase(row);
-    }
-  }
-}
-
-void Partition::SetReserved(const std::vector<int64_t>& rows, uint64_t id) {
-  for (int64_t row : rows) {
-    if (id != 0) {
-      reserved_[row] = id;
-    } else {
-      reserved_.erase(row);
-    }
-  }
-}
-
-void Partition::SetExpiring(const std::vector<int64_t>& rows, bool closed) {
-  for (int64_t row : rows) {
-    if (closed) {
-      expiring_.insert(row);
-    } else {
-      expiring_.erase(row);
-    }
-  }
 }
 
 void Partition::Publish(int c, int64_t row, const CellBlock* block) {

@@ -16,7 +16,7 @@
 // checks the caller holds it. Structural changes (Activate, Release,
 // AddConsumer, ...) need it exclusively; everything else runs under its
 // shared side, concurrently: cells are published with Publish (serialized
-// per partition by commit_mu()), bitmaps are atomic.
+// per partition by row_index().mu()), bitmaps are atomic.
 //
 // Publication invariant: a cell's block is fully written before its pointer
 // is stored (release) and before its ready bit is set (release); a reader
@@ -46,6 +46,7 @@
 #include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
 #include "server/dock/round_book.h"
+#include "server/dock/row_index.h"
 #include "server/dock/types.h"
 
 namespace tdock::internal {
@@ -246,34 +247,6 @@ class Partition final {
     // acquire: pairs with Publish's release store.
     return columns_[c]->cells[row].load(std::memory_order_acquire);
   }
-  // ---- keys: a row's key is set with its first write (under commit_mu())
-  // and published (release) before its cells are made ready; it stays until
-  // Release, or until ClearKey undoes a first write that was not recorded.
-  // The key's string lives as long as the step.
-  const std::string* key(int64_t row) const {
-    return keys_[row].load(std::memory_order_acquire);
-  }
-  void SetKey(int64_t row, std::string key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // (Clearing needs no lock of its own but is a commit's undo, under it.)
-  void ClearKey(int64_t row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    keys_[row].store(nullptr, std::memory_order_release);
-  }
-  // Appends (DockImpl::AssignRows): the first group not yet looked at.
-  int64_t append_cursor() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return append_cursor_;
-  }
-  void set_append_cursor(int64_t group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    append_cursor_ = group;
-  }
-  // With a journal: writes of the row committed whose record is in flight
-  // (a failed one clears the row's key only if none is left).
-  int32_t pending_writes(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return pending_[row];
-  }
-  void AddPendingWrite(int64_t row, int32_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    pending_[row] += delta;
-    pending_used_ = true;
-  }
   // Some column has a ready cell of the row (one that is stored).
   bool has_ready_cell(int64_t row) const {
     for (const auto& column : columns_) {
@@ -281,70 +254,6 @@ class Partition final {
     }
     return false;
   }
-  // Rows a Put may not write for now, and why: a Seal being recorded drops
-  // them (unwritten when it was decided), or an append being stored leaves
-  // them unused (past its groups' declared sizes). So no write is
-  // acknowledged and then dropped by a decision made before it.
-  enum class Closed { kOpen, kSealing, kUnused, kExpiring };
-  Closed closed(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    if (closing_.empty() && unused_.empty() && expiring_.empty()) return Closed::kOpen;
-    if (closing_.contains(row)) return Closed::kSealing;
-    if (expiring_.contains(row)) return Closed::kExpiring;
-    return unused_.contains(row) ? Closed::kUnused : Closed::kOpen;
-  }
-  // Reservations (DockImpl::Reserve): rows granted to a producer, by
-  // reservation id; no append takes them. Their rows not written when one
-  // expires are closed while their drop is recorded.
-  uint64_t reservation(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    auto it = reserved_.find(row);
-    return it == reserved_.end() ? 0 : it->second;
-  }
-  bool has_reservations() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return !reserved_.empty();
-  }
-  void SetReserved(const std::vector<int64_t>& rows, uint64_t id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);  // id 0: no longer reserved
-  void SetExpiring(const std::vector<int64_t>& rows, bool closed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // Rows of an expired reservation that were being written when it expired:
-  // if that write is not stored they are dropped as expired then.
-  void AddExpiredInFlight(const std::vector<int64_t>& rows)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    expired_in_flight_.insert(rows.begin(), rows.end());
-  }
-  const absl::flat_hash_set<int64_t>& expired_in_flight() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return expired_in_flight_;
-  }
-  // With a journal: Drops and Seals being recorded (delta +1 when one is
-  // submitted, -1 when it is stored or fails); a Seal closes `rows`. The
-  // step is not taken off its partition meanwhile, so a stored record
-  // always finds the step it was decided on.
-  void AddDropInFlight(bool seal, const std::vector<int64_t>& rows, int32_t delta)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  bool sealing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) { return sealing_ > 0; }
-  bool drops_in_flight() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) {
-    return drops_in_flight_ > 0;
-  }
-  // An append's unused rows: closed when it commits, open again once they
-  // are dropped (or its record failed).
-  void SetUnused(const std::vector<int64_t>& rows, bool closed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // Some row of the step has had a key.
-  bool has_keys() const { return keyed_.load(std::memory_order_acquire); }
-  // ---- versions: the policy version a row was generated with, the oldest
-  // a stored write of it carried (kNoVersion: none). Set before the write's
-  // cells are ready, so a reader that saw a cell ready sees its version.
-  int64_t version(int64_t row) const { return versions_[row].load(std::memory_order_acquire); }
-  void LowerVersion(int64_t row, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // Some row of the step has a version.
-  bool has_versions() const { return versioned_.load(std::memory_order_acquire); }
-  // Bounds of the versions rows have had (with none: min_version() is
-  // INT64_MAX, max_version() kNoVersion). A row lowered since keeps max
-  // from shrinking; min is exact. Read after a row's ready bit, they cover
-  // its version.
-  int64_t min_version() const { return min_version_.load(std::memory_order_acquire); }
-  int64_t max_version() const { return max_version_.load(std::memory_order_acquire); }
   // Some column has a cell of the row (ready or staged).
   bool has_cell(int64_t row) const {
     for (const auto& column : columns_) {
@@ -360,16 +269,18 @@ class Partition final {
   // dropped, which can complete a group): raised (release) after the bits.
   void NoteAvailable() { availability_.fetch_add(1, std::memory_order_release); }
   uint64_t availability() const { return availability_.load(std::memory_order_acquire); }
-  // Serializes commits so a multi-cell Put is all-or-nothing.
-  tdock::Mutex& commit_mu() ABSL_LOCK_RETURNED(commit_mu_) { return commit_mu_; }
+  // Keys, versions, appends, reservations and closed rows (row_index.h);
+  // its lock is the step's commit lock, which Publish, Stage, MakeReady and
+  // Unstage need held.
+  RowIndex& row_index() const { return row_index_; }
   // Stores the cell and, on its first write, sets its ready bit and counts
-  // it for its group. REQUIRES: commit_mu() held.
+  // it for its group. REQUIRES: row_index().mu() held.
   void Publish(int c, int64_t row, const CellBlock* block);
   // Publish in two halves, for a dock with a journal: Stage stores the cell
   // (a later Put of it sees it written; consumers do not see it: its ready
   // bit is clear) and returns the previous block (nullptr: a first write);
   // MakeReady sets the ready bit once the cell is stored; Unstage undoes a
-  // Stage of `block` that never became ready. REQUIRES: commit_mu() held.
+  // Stage of `block` that never became ready. REQUIRES: row_index().mu() held.
   const CellBlock* Stage(int c, int64_t row, const CellBlock* block);
   void MakeReady(int c, int64_t row);
   void Unstage(int c, int64_t row, const CellBlock* block);
@@ -420,24 +331,7 @@ class Partition final {
   std::atomic<int64_t> unrecorded_handouts_{0};
   std::atomic<uint64_t> availability_{0};  // NoteAvailable
 
-  tdock::Mutex commit_mu_;
-  std::unique_ptr<std::atomic<const std::string*>[]> keys_;  // per row
-  std::vector<std::unique_ptr<std::string>> key_store_ ABSL_GUARDED_BY(commit_mu_);
-  std::atomic<bool> keyed_{false};
-  std::unique_ptr<std::atomic<int64_t>[]> versions_;  // per row
-  std::atomic<bool> versioned_{false};
-  std::atomic<int64_t> min_version_{std::numeric_limits<int64_t>::max()};
-  std::atomic<int64_t> max_version_{kNoVersion};
-  int64_t append_cursor_ ABSL_GUARDED_BY(commit_mu_) = 0;
-  std::vector<int32_t> pending_ ABSL_GUARDED_BY(commit_mu_);  // per row
-  bool pending_used_ ABSL_GUARDED_BY(commit_mu_) = false;
-  absl::flat_hash_map<int64_t, int32_t> closing_ ABSL_GUARDED_BY(commit_mu_);  // row -> Seals
-  absl::flat_hash_set<int64_t> unused_ ABSL_GUARDED_BY(commit_mu_);
-  absl::flat_hash_map<int64_t, uint64_t> reserved_ ABSL_GUARDED_BY(commit_mu_);  // row -> id
-  absl::flat_hash_set<int64_t> expiring_ ABSL_GUARDED_BY(commit_mu_);
-  absl::flat_hash_set<int64_t> expired_in_flight_ ABSL_GUARDED_BY(commit_mu_);
-  int32_t sealing_ ABSL_GUARDED_BY(commit_mu_) = 0;
-  int32_t drops_in_flight_ ABSL_GUARDED_BY(commit_mu_) = 0;
+  mutable RowIndex row_index_;
 };
 
 }  // namespace tdock::internal

@@ -31,7 +31,7 @@ uint64_t FreshBits(const Partition& part, const ConsumerPlan& plan, int64_t w,
 // Some unit of the partition may be stale: read after the ready bits it
 // covers every row they show.
 bool MayBeStale(const Partition& part, int64_t min_version) {
-  return min_version != kNoVersion && part.min_version() < min_version;
+  return min_version != kNoVersion && part.row_index().min_version() < min_version;
 }
 
 // Units of word w that are ready in every needed column (not yet masked by
@@ -198,12 +198,12 @@ std::vector<int64_t> ClaimOldestFirst(const Partition& part, ConsumerState& stat
 }  // namespace
 
 int64_t UnitVersion(const Partition& part, const ConsumerPlan& plan, int64_t unit) {
-  if (!plan.whole_groups) return part.version(unit);
+  if (!plan.whole_groups) return part.row_index().version(unit);
   int64_t oldest = kNoVersion;
   const int64_t first = unit * part.group_size();
   for (int64_t row = first; row < first + part.group_size(); ++row) {
     if (part.dropped(row)) continue;
-    const int64_t version = part.version(row);
+    const int64_t version = part.row_index().version(row);
     if (version != kNoVersion && (oldest == kNoVersion || version < oldest)) oldest = version;
   }
   return oldest;
@@ -227,7 +227,7 @@ std::vector<int64_t> Claim(const Partition& part, ConsumerState& state,
   if (need <= 0) return {};
   // One version in the step (or none): oldest first is the policy's order
   // (a step whose rows have one version or none keeps index order).
-  if (plan.oldest_first && part.min_version() < part.max_version()) {
+  if (plan.oldest_first && part.row_index().min_version() < part.row_index().max_version()) {
     return ClaimOldestFirst(part, state, plan, need, seed, min_version);
   }
   if (plan.policy == Policy::kRandom) {

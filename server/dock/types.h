@@ -53,6 +53,9 @@ struct PutInput {
   std::vector<int32_t> group_sizes;
   // Set by the dock when it assigns the rows: the rows it closes.
   std::vector<int64_t> unused;
+  // Set by the dock for a Put that asks for new rows: the claim that holds
+  // them from other Puts until it is committed or answered.
+  uint64_t append_claim = 0;
   // Non-zero: the reservation (Dock::Reserve) whose rows this Put writes:
   // with `rows` empty, all of them; else `rows` must be some of them. The
   // Put's step is the reservation's.

@@ -117,6 +117,94 @@ TEST(AppendTest, RefusedAppendTakesNothing) {
   EXPECT_EQ(next.assigned, (std::vector<int64_t>{0, 1})) << "group 0 is still free";
 }
 
+// Room for 3 chunks of 64 KB: the oldest step's, and one more step's; an
+// append of two 80 KB rows (LargeAppend) fits only while its step is the
+// oldest.
+DockSpec MemoryLimitedSpec() {
+  DockSpec spec = AppendSpec({Reader("actor", {"prompt"}, 4)});
+  spec.steps_in_flight = 2;
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 192 << 10;
+  return spec;
+}
+
+struct LargeAppend {
+  LargeAppend(int64_t step, absl::Duration wait)
+      : cells(testing::OwnedColumn::Of<int32_t>(
+            "prompt", DType::kInt32,
+            {std::vector<int32_t>(20000, 7), std::vector<int32_t>(20000, 8)})) {
+    in.step = step;
+    in.new_rows = 2;
+    in.wait = wait;
+    in.columns.push_back(cells.View());
+  }
+  LargeAppend(const LargeAppend&) = delete;  // `in` points into `cells`
+  testing::OwnedColumn cells;
+  PutInput in;
+};
+
+// An append waiting for memory keeps the rows it was assigned: another
+// append gets the next groups, a Put naming one of its rows is refused, and
+// once memory is back it writes its own rows.
+TEST(AppendTest, AnAppendWaitingForMemoryKeepsItsRows) {
+  std::promise<absl::StatusOr<PutResult>> answer;  // outlives the dock
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(MemoryLimitedSpec()));
+  ASSERT_OK(Append(*dock, 0, 2));  // the oldest step holds a chunk
+  LargeAppend large(1, absl::Hours(1));
+  dock->Put(large.in, [&](absl::StatusOr<PutResult> put) { answer.set_value(put); });
+  std::future<absl::StatusOr<PutResult>> answered = answer.get_future();
+  ASSERT_EQ(answered.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the large append waits for memory";
+
+  ASSERT_OK_AND_ASSIGN(PutResult next, Append(*dock, 1, 2));
+  EXPECT_EQ(next.assigned, (std::vector<int64_t>{2, 3})) << "group 0 is the waiting append's";
+  EXPECT_STATUS(testing::PutSync(*dock, 1, {0}, {Cells("prompt", {0})}),
+                absl::StatusCode::kFailedPrecondition,
+                "row 0 is assigned to an append that is not yet written");
+
+  ASSERT_OK(dock->ReleaseStep(0));  // step 1 is the oldest: past the limit
+  ASSERT_OK_AND_ASSIGN(PutResult put, answered.get());
+  EXPECT_EQ(put.assigned, (std::vector<int64_t>{0, 1}));
+  ASSERT_OK_AND_ASSIGN(RowListing rows, dock->ListRows(1));
+  int written = 0;
+  for (const RowState& row : rows.rows) written += row.written.empty() ? 0 : 1;
+  EXPECT_EQ(written, 4);
+}
+
+// An append answered without writing (its wait ran out) gives its rows
+// back, and the step it alone started is taken off its partition again.
+TEST(AppendTest, AnAppendThatGivesUpFreesItsRows) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(MemoryLimitedSpec()));
+  ASSERT_OK(Append(*dock, 0, 2));
+  LargeAppend large(1, absl::Milliseconds(20));
+  EXPECT_STATUS(testing::PutSync(*dock, large.in), absl::StatusCode::kResourceExhausted,
+                "memory limit");
+  EXPECT_EQ(dock->Stats().steps.size(), 1u) << "step 1 is not left started";
+  ASSERT_OK(testing::PutSync(*dock, 1, {0}, {Cells("prompt", {0})}));
+  ASSERT_OK_AND_ASSIGN(PutResult next, Append(*dock, 1, 2));
+  EXPECT_EQ(next.assigned, (std::vector<int64_t>{2, 3})) << "group 0 is written";
+}
+
+// A step that only a waiting append started keeps a Drop made on it when
+// the append gives up: the step stays started, the row dropped.
+TEST(AppendTest, AStepAWaitingAppendStartedKeepsADropWhenTheAppendGivesUp) {
+  auto clock = std::make_shared<ManualClock>();
+  auto timers = std::make_shared<TimerService>(clock);
+  std::promise<absl::Status> answer;  // outlives the dock
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(MemoryLimitedSpec(),
+                                               DockLimits{.timers = timers, .clock = clock}));
+  ASSERT_OK(Append(*dock, 0, 2));
+  LargeAppend large(1, absl::Seconds(10));
+  dock->Put(large.in, [&](absl::StatusOr<PutResult> put) { answer.set_value(put.status()); });
+  ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Drop(DropInput{1, {6}, {}, DropReason::kFailed}));
+  EXPECT_EQ(dropped, 1);
+  clock->Advance(absl::Seconds(11));  // the append's wait runs out
+  EXPECT_STATUS(answer.get_future().get(), absl::StatusCode::kResourceExhausted, "memory limit");
+  ASSERT_OK_AND_ASSIGN(RowListing rows, dock->ListRows(1));
+  ASSERT_EQ(rows.rows.size(), 8u);
+  EXPECT_EQ(rows.rows[6].dropped, DropReason::kFailed);
+}
+
 // Under ThreadSanitizer: producers append groups at once until the step is
 // full; every row is assigned to exactly one of them, and a reader, once the
 // step is full, takes every row.

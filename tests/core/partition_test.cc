@@ -49,7 +49,7 @@ class PartitionTest : public ::testing::Test {
   // Publishes `rows` of column c (all with the same block).
   static void Write(Partition& part, int c, const std::vector<int64_t>& rows) {
     static const CellBlock kBlock{nullptr, 0};
-    tdock::MutexLock commit(&part.commit_mu());
+    tdock::MutexLock commit(&part.row_index().mu());
     for (int64_t row : rows) part.Publish(c, row, &kBlock);
   }
   static std::vector<int64_t> Range(int64_t from, int64_t to) {
@@ -99,7 +99,7 @@ TEST_F(PartitionTest, PublishSetsReadyBitsAndCompletesAGroupOnItsLastRow) {
   auto part = Make(8, 4);
   const CellBlock a{nullptr, 1};
   const CellBlock b{nullptr, 2};
-  tdock::MutexLock commit(&part->commit_mu());
+  tdock::MutexLock commit(&part->row_index().mu());
   for (int64_t row : {4, 5, 6}) part->Publish(0, row, &a);
   EXPECT_TRUE(part->ready(0, 5));
   EXPECT_FALSE(part->ready(1, 5));  // columns are independent
@@ -117,7 +117,7 @@ TEST_F(PartitionTest, StagedCellsStayInvisibleUntilReadyAndUnstageTakesOnlyItsOw
   auto part = Make(8, 4);
   const CellBlock first{nullptr, 1};
   const CellBlock other{nullptr, 2};
-  tdock::MutexLock commit(&part->commit_mu());
+  tdock::MutexLock commit(&part->row_index().mu());
   EXPECT_EQ(part->Stage(0, 2, &first), nullptr);  // a first write
   EXPECT_EQ(part->cell(0, 2), &first);            // a later Put sees it written
   EXPECT_FALSE(part->ready(0, 2));                 // consumers do not

@@ -121,7 +121,14 @@ std::map<int64_t, std::string> RowsOf(Dock& dock, int64_t step) {
 // Two producers append groups of 1 or 2 rows, a writer names random rows,
 // a sealer seals each step part-way. Every acknowledged write's rows read
 // back, none dropped; after a restart every row is as it was.
+//
+// So that every kind of row is there however the threads are scheduled, a
+// step is sealed once 8 appends (one of a single row) are acknowledged in
+// it, each producer appends at most 24 groups to a step (and waits for its
+// seal), and the writer names rows below 384 only: groups 192 and up can
+// only be appended to, and 48 appends cannot reach all of them.
 TEST(GroupRestart, AppendsPutsAndSealsRacingDropNoAcknowledgedWrite) {
+  constexpr int kGroupsPerProducer = 24;
   DockSpec spec = AppendSpec();
   spec.max_rows_per_step = 512;
   Recording recording(spec);
@@ -132,32 +139,41 @@ TEST(GroupRestart, AppendsPutsAndSealsRacingDropNoAcknowledgedWrite) {
     tdock::MutexLock lock(&mu);
     for (int64_t row : rows) acked.emplace_back(step, row);
   };
+  std::atomic<int> appended[2] = {0, 0};
+  std::atomic<int> single[2] = {0, 0};       // appends of one row
+  std::atomic<int> producers_done[2] = {0, 0};
+  std::atomic<bool> sealed[2] = {false, false};
   auto produce = [&](uint32_t seed) {
     std::mt19937 rng(seed);
     for (int64_t step = 0; step < 2; ++step) {
-      for (;;) {
-        absl::StatusOr<PutResult> put =
-            AppendGroups(dock, step, {1 + static_cast<int32_t>(rng() % 2)});
+      for (int i = 0; i < kGroupsPerProducer; ++i) {
+        const int32_t size = 1 + static_cast<int32_t>(rng() % 2);
+        absl::StatusOr<PutResult> put = AppendGroups(dock, step, {size});
         if (!put.ok()) {
           EXPECT_TRUE(absl::IsResourceExhausted(put.status()) ||
                       absl::IsFailedPrecondition(put.status()))
               << put.status();
-          break;  // full or sealed
+          break;  // sealed
         }
         record(step, put->assigned);
+        if (size == 1) ++single[step];
+        ++appended[step];
       }
+      ++producers_done[step];
+      while (!sealed[step]) absl::SleepFor(absl::Milliseconds(1));
     }
   };
   auto write_rows = [&] {
     std::mt19937 rng(7);
     for (int i = 0; i < 2000; ++i) {
-      const int64_t step = rng() % 2, row = rng() % 512;
+      const int64_t step = rng() % 2, row = rng() % 384;
       absl::StatusOr<PutResult> put =
           testing::PutSync(dock, step, {row}, {ColumnOf("ids", 0, step, {row})});
       if (put.ok()) {
         record(step, {row});
       } else {
-        // Written, dropped, closed, sealed, or the step not started.
+        // Written, dropped, closed, assigned to an append, sealed, or the
+        // step not started.
         EXPECT_TRUE(absl::IsAlreadyExists(put.status()) ||
                     absl::IsFailedPrecondition(put.status()) ||
                     absl::IsResourceExhausted(put.status()))
@@ -167,10 +183,11 @@ TEST(GroupRestart, AppendsPutsAndSealsRacingDropNoAcknowledgedWrite) {
   };
   auto seal = [&] {
     for (int64_t step = 0; step < 2; ++step) {
-      for (int i = 0; i < 2000; ++i) {
-        absl::SleepFor(absl::Milliseconds(2));
-        if (dock.Seal(SealInput{step, {}}).ok()) break;
+      while (!(appended[step] >= 8 && single[step] >= 1) && producers_done[step] < 2) {
+        absl::SleepFor(absl::Milliseconds(1));
       }
+      EXPECT_OK(dock.Seal(SealInput{step, {}}).status());
+      sealed[step] = true;
     }
   };
   std::vector<std::thread> threads;

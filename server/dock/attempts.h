@@ -1,0 +1,81 @@
+// What one try of a dock call decided: the values DockImpl's stages (check,
+// decide in the state classes, record, apply, answer) hand each other.
+#ifndef TDOCK_SERVER_DOCK_ATTEMPTS_H_
+#define TDOCK_SERVER_DOCK_ATTEMPTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/spec.h"
+#include "server/dock/partition.h"
+#include "server/dock/round_dispatcher.h"
+#include "server/dock/types.h"
+
+namespace tdock::internal {
+
+// What a change answers: its status, and the consumer (or column) after it.
+struct ChangeAnswer {
+  absl::Status status;
+  ConsumerSpec consumer;
+  ColumnSpec column;
+};
+
+// A cell a committed Put wrote.
+struct WrittenCell {
+  int column = 0;
+  int64_t row = 0;
+  const CellBlock* block = nullptr;
+  // Staged (a first write): made ready once stored, unstaged if not.
+  // Else a rewrite, published once stored.
+  bool staged = false;
+};
+
+// A Put's try: answered (`done`), or parked (why in `park_reason`).
+struct PutAttempt {
+  std::optional<absl::StatusOr<PutResult>> done;  // unset: park
+  std::string park_reason;
+  bool memory_limited = false;  // parked for memory, not for a partition
+  bool raced = false;  // lost a race with a concurrent start of the step
+  std::vector<WrittenCell> cells;  // committed with a journal: to record
+};
+
+// Units a consumer with max_staleness claimed as stale: counted as done
+// for it; recorded (a hand-out with no lease), or with stale_drop dropped
+// for every consumer, once the locks are released.
+struct StaleTake {
+  int64_t step = 0;
+  int consumer = 0;
+  bool drop = false;
+  std::vector<int64_t> units;
+  std::vector<int64_t> rows;  // the units' rows not dropped
+};
+
+// A Get's try: answered (`done`), or parked; and what to do once the
+// locks are released.
+struct GetAttempt {
+  std::optional<absl::StatusOr<Batch>> done;  // unset: park
+  bool wake_consumer = false;  // a claim was undone: others may now serve
+  std::optional<int64_t> maybe_release;  // step that may be fully consumed
+  // BALANCED: a round this Get began to form, to plan and commit once
+  // the locks are released (AfterGet).
+  std::optional<RoundDraft> draft;
+  // Units passed over as stale, to record (AfterGet).
+  std::vector<StaleTake> stale;
+};
+
+// A reservation's try: granted (rows assigned and reserved, not yet
+// recorded) or refused; unset: wait (why in `reason`).
+struct ReserveAttempt {
+  std::optional<absl::StatusOr<Reservation>> done;
+  std::vector<int64_t> unused;  // declared groups' rest, closed
+  std::string reason;
+  bool raced = false;  // lost races with concurrent starts of its step
+};
+
+}  // namespace tdock::internal
+
+#endif  // TDOCK_SERVER_DOCK_ATTEMPTS_H_
