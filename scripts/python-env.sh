@@ -2,7 +2,7 @@
 # Creates (or brings up to date) the virtual environment the Python tests and
 # examples run in, and prints its python:
 #
-#   python=$(bash scripts/python-env.sh [VENV])      # default VENV: .venv
+#   python=$(bash scripts/python-env.sh [VENV])  # default VENV: .venv-test
 #
 # torch==2.13.0 first (so nothing that depends on torch pulls a CUDA build),
 # then scripts/python-requirements.txt, then without their dependencies
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/progress.sh
 
-venv="${1:-.venv}"
+venv="${1:-.venv-test}"
 torch_pin="torch==2.13.0"
 requirements=scripts/python-requirements.txt
 nodeps=scripts/python-requirements-nodeps.txt

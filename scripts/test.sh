@@ -10,8 +10,8 @@
 #
 #   bash scripts/test.sh
 #
-# Environment: BUILD_DIR (default build), PYTHON_VENV (default .venv: the
-# Python tests' environment, scripts/python-env.sh), TSAN_BUILD_DIR (default build-tsan),
+# Environment: BUILD_DIR (default build), PYTHON_VENV (default .venv-test:
+# the Python tests' environment, scripts/python-env.sh), TSAN_BUILD_DIR (default build-tsan),
 # FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (default 60), JOBS
 # (default 2), TDOCK_SKIP_TSAN=1 / TDOCK_SKIP_FUZZ=1 to skip those parts.
 set -euo pipefail
@@ -31,8 +31,9 @@ bash scripts/install-deps.sh prometheus docker-compose clang libclang-rt-14-dev 
 
 # The Python tests run in a virtual environment with pinned packages from
 # PyPI (torch, tensordict, grpcio, protobuf, numpy, pytest): PYTHON_VENV
-# (default .venv).
-python="$(bash scripts/python-env.sh "${PYTHON_VENV:-.venv}")"
+# (default .venv-test; never the .venv of the quick start's step 3, which it
+# would turn into this one).
+python="$(bash scripts/python-env.sh "${PYTHON_VENV:-.venv-test}")"
 
 echo "test: building everything (RelWithDebInfo) in $BUILD_DIR/"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
