@@ -389,7 +389,8 @@ void DockImpl::AfterDrop(int64_t step) {
 
 absl::Status DockImpl::RecoverDrop(const DockJournal::DropRecord& record) {
   tdock::MutexLock lock(&mu_);
-  if (ring_.Classify(mu_, record.step) != StepState::kLive) return absl::OkStatus();
+  const StepState state = ring_.Classify(mu_, record.step);
+  if (state != StepState::kLive && state != StepState::kFree) return absl::OkStatus();
   for (int64_t row : record.rows) {
     if (row < 0 || row >= rows_per_step_) {
       return absl::DataLossError(
@@ -398,6 +399,11 @@ absl::Status DockImpl::RecoverDrop(const DockJournal::DropRecord& record) {
   }
   if (DropReasonName(record.reason) == DropReasonName(DropReason::kUnspecified)) {
     return absl::DataLossError(absl::StrCat(Where(record.step), ": a drop record has no reason"));
+  }
+  if (state == StepState::kFree) {
+    // Dropped before any cell of the step was stored (its first append
+    // waited for memory): the step was started and kept for the drop.
+    ring_.Of(record.step).Activate(mu_, record.step, std::make_shared<StepArena>(pool_));
   }
   ApplyDropLocked(record);
   return absl::OkStatus();

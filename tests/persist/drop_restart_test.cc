@@ -537,5 +537,51 @@ TEST(DeleteRestart, ADeletionNotStoredLeavesTheDockAsItWas) {
   registry.Shutdown();
 }
 
+// A Drop on a step that holds no cell yet (an append that started it waits
+// for memory): at every crash point the step is either not started, or
+// started with the row dropped.
+TEST(DropRestart, ADropOnAStepWithoutCellsIsKeptAtEveryCrashPoint) {
+  DockSpec spec = CrashSpec();
+  spec.chunk_bytes = 64 << 10;
+  spec.memory_limit_bytes = 192 << 10;  // the oldest step's chunk and one more
+  std::promise<absl::Status> answered;  // outlives the dock
+  Recording recording(spec);
+  ASSERT_OK(testing::PutSync(*recording.dock, 0, {0}, {ColumnOf("ids", 0, 0, {0})}));
+  // Two rows of 80 KB for step 1: past the limit while step 0 is live.
+  const testing::OwnedColumn large = testing::OwnedColumn::Of<int32_t>(
+      "ids", DType::kInt32, {std::vector<int32_t>(20000, 1), std::vector<int32_t>(20000, 2)});
+  PutInput append;
+  append.step = 1;
+  append.new_rows = 2;
+  append.wait = absl::Hours(1);
+  append.columns.push_back(large.View());
+  recording.dock->Put(append, [&](absl::StatusOr<PutResult> put) {
+    answered.set_value(put.status());
+  });
+  const int64_t before = recording.store->writes();
+  ASSERT_OK_AND_ASSIGN(int64_t dropped,
+                       recording.dock->Drop(DropInput{1, {6}, {}, DropReason::kFailed}));
+  ASSERT_EQ(dropped, 1);
+  recording.Stop();  // answers the waiting append
+  EXPECT_STATUS(answered.get_future().get(), absl::StatusCode::kUnavailable, "");
+  ASSERT_GT(recording.store->writes(), before);
+  for (int64_t k = before; k <= recording.store->writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Restarted restarted(*recording.store, k);
+    absl::StatusOr<RowListing> listing = restarted.dock->ListRows(1);
+    if (k == before) {
+      EXPECT_EQ(listing.status().code(), absl::StatusCode::kFailedPrecondition)
+          << "nothing of step 1 was stored";
+      continue;
+    }
+    ASSERT_OK(listing.status());
+    ASSERT_EQ(listing->rows.size(), static_cast<size_t>(kRows));
+    for (const RowState& row : listing->rows) {
+      EXPECT_EQ(row.dropped, row.row == 6 ? DropReason::kFailed : DropReason::kUnspecified)
+          << "row " << row.row;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tdock::persist::crash
