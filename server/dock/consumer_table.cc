@@ -31,29 +31,18 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index) {
   plan.pad = c.pad;
   plan.lease = absl::Milliseconds(c.lease_ms);
   plan.optional = c.optional;
+  plan.joined = c.joined;
+  plan.removed = c.removed;
   plan.max_staleness = c.max_staleness;
   plan.stale_drop = c.stale == StalePolicy::kDrop;
   plan.oldest_first = c.oldest_first();
   return plan;
 }
 
-namespace {
-
-ConsumerLife LifeOf(const ConsumerSpec& consumer) {
-  ConsumerLife life;
-  life.optional = consumer.optional;
-  life.joined = consumer.joined;
-  life.removed = consumer.removed;
-  return life;
-}
-
-}  // namespace
-
 ConsumerTable::ConsumerTable(const tdock::Mutex* dock_mu, DockSpec spec)
     : dock_mu_(dock_mu), spec_(std::move(spec)) {
   for (size_t k = 0; k < spec_.consumers.size(); ++k) {
-    plans_.push_back(std::make_shared<const ConsumerPlan>(MakePlan(spec_, static_cast<int>(k))));
-    lives_.push_back(LifeOf(spec_.consumers[k]));
+    plans_.push_back(MakePlan(spec_, static_cast<int>(k)));
     staleness_.push_back(std::make_unique<StalenessCounters>());
     released_handed_total_.push_back(0);
   }
@@ -68,12 +57,10 @@ const ConsumerPlan& ConsumerTable::Add(const tdock::Mutex& dock_mu,
                                        const ConsumerSpec& consumer) {
   HeldExclusive(dock_mu);
   spec_.consumers.push_back(consumer);
-  plans_.push_back(std::make_shared<const ConsumerPlan>(
-      MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1)));
-  lives_.push_back(LifeOf(consumer));
+  plans_.push_back(MakePlan(spec_, static_cast<int>(spec_.consumers.size()) - 1));
   staleness_.push_back(std::make_unique<StalenessCounters>());
   released_handed_total_.push_back(0);
-  return *plans_.back();
+  return plans_.back();
 }
 
 void ConsumerTable::Replace(const tdock::Mutex& dock_mu, DockSpec next) {
@@ -131,8 +118,7 @@ DockSpec ConsumerTable::EndRecording(const tdock::Mutex& dock_mu) {
 
 void ConsumerTable::AddReleased(const tdock::Mutex& dock_mu, const Partition& part) {
   HeldExclusive(dock_mu);
-  for (const std::shared_ptr<const ConsumerPlan>& shared : plans_) {
-    const ConsumerPlan& plan = *shared;
+  for (const ConsumerPlan& plan : plans_) {
     // acquire: pairs with the claimers' increments (all done: the step is
     // fully taken, or released by the caller's decision).
     const ConsumerState& state = part.consumer(dock_mu, plan.index);

@@ -1,15 +1,13 @@
 // ConsumerTable: the dock's spec as it grows (consumers added, removed and
 // joining, columns added), one plan per consumer (ConsumerPlan: the resolved
-// spec, immutable and shared) and its life (ConsumerLife: optional, joined,
-// removed, joining), per
+// spec and the consumer's life: optional, joined, removed, joining), per
 // consumer the rows it was handed in released steps and the staleness of the
 // rows handed to it, and the spec changes asked for: a queue taken one at a
 // time, in the order asked, whose first change's new spec may be being
 // recorded.
 //
-// Invariants: plan(i) is consumer i of spec() (same index and name), never
-// changed once made, and life(i) is its life as the spec says once a change
-// is applied; consumers are only
+// Invariants: plan(i) is consumer i of spec() (same index and name, and its
+// life as the spec says once a change is applied); consumers are only
 // appended and a removed one keeps its index; the staleness counters and
 // the released totals have one entry per consumer. Only the worker that
 // Enqueue chose takes changes off the queue, until Next finds it empty. At
@@ -24,16 +22,13 @@
 
 #include <array>
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -46,56 +41,6 @@ namespace tdock::internal {
 
 // A consumer's resolved spec: the index, the column indexes, the policy.
 ConsumerPlan MakePlan(const DockSpec& spec, int index);
-
-// A consumer's life (ConsumerSpec's fields of those names): whether it takes
-// steps now. It changes with the spec; a plan never does.
-struct ConsumerLife {
-  bool optional = false;
-  bool joined = false;
-  bool removed = false;
-  // With a journal: the join of an optional consumer is being recorded, or
-  // why its record failed (the next Get tries again).
-  bool joining = false;
-  absl::Status join_failed;
-  bool holds_steps() const { return !removed && (!optional || joined); }
-  // Steps are not released from under it: it holds them, or its join is
-  // being recorded (its first Get may ask for them).
-  bool keeps_steps() const { return holds_steps() || joining; }
-};
-
-// The plans of a ConsumerTable, each read as a `const ConsumerPlan&`.
-class PlanRange {
- public:
-  using Plans = std::vector<std::shared_ptr<const ConsumerPlan>>;
-  class Iterator {
-   public:
-    using iterator_category = std::forward_iterator_tag;
-    using value_type = ConsumerPlan;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const ConsumerPlan*;
-    using reference = const ConsumerPlan&;
-    explicit Iterator(Plans::const_iterator it) : it_(it) {}
-    reference operator*() const { return **it_; }
-    pointer operator->() const { return it_->get(); }
-    Iterator& operator++() {
-      ++it_;
-      return *this;
-    }
-    Iterator operator++(int) { return Iterator(it_++); }
-    bool operator==(const Iterator& other) const { return it_ == other.it_; }
-    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
-
-   private:
-    Plans::const_iterator it_;
-  };
-  explicit PlanRange(const Plans& plans) : plans_(&plans) {}
-  Iterator begin() const { return Iterator(plans_->begin()); }
-  Iterator end() const { return Iterator(plans_->end()); }
-  size_t size() const { return plans_->size(); }
-
- private:
-  const Plans* plans_;
-};
 // The indexes of the columns named (-1 for a name the spec lacks).
 std::vector<int> ResolveColumns(const DockSpec& spec, const std::vector<std::string>& names);
 
@@ -134,26 +79,15 @@ class ConsumerTable final {
     HeldShared(dock_mu);
     return spec_;
   }
-  // Plans are immutable: one is made when its consumer is added, and a
-  // call that holds it (shared_plan) reads it without the lock.
-  PlanRange plans(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+  const std::vector<ConsumerPlan>& plans(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
-    return PlanRange(plans_);
+    return plans_;
   }
   const ConsumerPlan& plan(const tdock::Mutex& dock_mu, int index) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
-    return *plans_[index];
-  }
-  std::shared_ptr<const ConsumerPlan> shared_plan(const tdock::Mutex& dock_mu, int index) const
-      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
-    HeldShared(dock_mu);
     return plans_[index];
-  }
-  const ConsumerLife& life(const tdock::Mutex& dock_mu, int index) const
-      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
-    HeldShared(dock_mu);
-    return lives_[index];
   }
   // The consumer's index, -1 if the spec has none of that name.
   int IndexOf(const tdock::Mutex& dock_mu, absl::string_view name) const
@@ -164,12 +98,11 @@ class ConsumerTable final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // The spec becomes `next` (the same consumers, or columns added).
   void Replace(const tdock::Mutex& dock_mu, DockSpec next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
-  // The consumer's life, to change (removed, joined, joining, why a join
-  // failed).
-  ConsumerLife& mutable_life(const tdock::Mutex& dock_mu, int index)
+  // The consumer's life (removed, joined, joining, why a join failed).
+  ConsumerPlan& life(const tdock::Mutex& dock_mu, int index)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
     HeldExclusive(dock_mu);
-    return lives_[index];
+    return plans_[index];
   }
 
   // ---- the spec changes asked for
@@ -231,8 +164,7 @@ class ConsumerTable final {
 
   const tdock::Mutex* const dock_mu_;
   DockSpec spec_ ABSL_GUARDED_BY(dock_mu_);
-  std::vector<std::shared_ptr<const ConsumerPlan>> plans_ ABSL_GUARDED_BY(dock_mu_);
-  std::vector<ConsumerLife> lives_ ABSL_GUARDED_BY(dock_mu_);
+  std::vector<ConsumerPlan> plans_ ABSL_GUARDED_BY(dock_mu_);
   std::vector<std::unique_ptr<StalenessCounters>> staleness_ ABSL_GUARDED_BY(dock_mu_);
   std::vector<int64_t> released_handed_total_ ABSL_GUARDED_BY(dock_mu_);
   std::deque<SpecChange> changes_ ABSL_GUARDED_BY(dock_mu_);  // in the order asked

@@ -27,7 +27,7 @@ void DockImpl::RemoveConsumer(const std::string& consumer, ConsumerCallback done
 void DockImpl::RequestJoin(const ConsumerPlan& plan) {
   {
     tdock::MutexLock lock(&mu_);
-    ConsumerLife& now = consumers_.mutable_life(mu_, plan.index);
+    ConsumerPlan& now = consumers_.life(mu_, plan.index);
     if (!now.optional || now.joined || now.removed || now.joining) return;
     now.joining = true;
     now.join_failed = absl::OkStatus();
@@ -65,7 +65,7 @@ void DockImpl::NextChange() {
         answer.status = next.status();
       } else if (*next == consumers_.spec(mu_)) {
         answer = AnswerLocked(kind, index, absl::OkStatus());  // nothing to change
-        if (kind == SpecChange::Kind::kJoin) consumers_.mutable_life(mu_, index).joining = false;
+        if (kind == SpecChange::Kind::kJoin) consumers_.life(mu_, index).joining = false;
       } else if (journal_ != nullptr) {
         // Record first; the change takes effect once the record is stored.
         // Until then an added consumer takes no Get (no hand-out can name
@@ -112,8 +112,8 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
           ChangeName(change.kind), " not stored (", stored.message(), ")"));
       if (change.kind == SpecChange::Kind::kJoin) {
         // Its parked Gets fail with this; its next Get tries again.
-        consumers_.mutable_life(mu_, index).joining = false;
-        consumers_.mutable_life(mu_, index).join_failed = answer.status;
+        consumers_.life(mu_, index).joining = false;
+        consumers_.life(mu_, index).join_failed = answer.status;
       }
     }
   }
@@ -183,8 +183,8 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
     // The consumer whose Get asked, if it still has not joined (a consumer
     // of the same name added since is another one).
     *index = change.join_index;
-    const ConsumerLife& life = consumers_.life(mu_, *index);
-    if (life.optional && !life.removed) next.consumers[*index].joined = true;
+    const ConsumerPlan& plan = consumers_.plan(mu_, *index);
+    if (plan.optional && !plan.removed) next.consumers[*index].joined = true;
     return next;
   }
   const std::string& name = change.consumer.name;
@@ -209,12 +209,12 @@ void DockImpl::ApplyChangeLocked(SpecChange& change, int index, DockSpec next) {
       break;
     case SpecChange::Kind::kRemove:
       consumers_.Replace(mu_, std::move(next));
-      consumers_.mutable_life(mu_, index).removed = true;
+      consumers_.life(mu_, index).removed = true;
       break;
     case SpecChange::Kind::kJoin:
       consumers_.Replace(mu_, std::move(next));
-      consumers_.mutable_life(mu_, index).joined = true;
-      consumers_.mutable_life(mu_, index).joining = false;
+      consumers_.life(mu_, index).joined = true;
+      consumers_.life(mu_, index).joining = false;
       break;
     case SpecChange::Kind::kAddColumn:
       // Every partition first, then the table: a Put that finds the column
@@ -263,7 +263,7 @@ absl::Status DockImpl::UnknownConsumerLocked(absl::string_view name) const {
 }
 
 absl::Status DockImpl::ConsumerGoneLocked(const ConsumerPlan& plan) const {
-  const ConsumerLife& now = consumers_.life(mu_, plan.index);
+  const ConsumerPlan& now = consumers_.plan(mu_, plan.index);
   if (now.removed) {
     return absl::NotFoundError(
         absl::StrCat("dock '", name_, "': consumer '", plan.name, "' was removed"));

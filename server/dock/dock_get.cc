@@ -16,9 +16,7 @@ constexpr int kMaxClaimRounds = 64;
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const ConsumerPlan>> DockImpl::PlanFor(const GetInput& in,
-                                                                      int index,
-                                                                      bool* join) const {
+absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in, int index) const {
   tdock::ReaderMutexLock lock(&mu_);
   const int k = index >= 0 ? index : consumers_.IndexOf(mu_, in.consumer);
   if (k < 0) return UnknownConsumerLocked(in.consumer);
@@ -49,11 +47,7 @@ absl::StatusOr<std::shared_ptr<const ConsumerPlan>> DockImpl::PlanFor(const GetI
         who, " takes whole groups: count ", in.count,
         " is not a multiple of n_samples_per_prompt ", group_size_));
   }
-  if (join != nullptr) {
-    const ConsumerLife& life = consumers_.life(mu_, k);
-    *join = life.optional && !life.joined && !life.removed && !life.joining;
-  }
-  return consumers_.shared_plan(mu_, k);
+  return plan;
 }
 
 GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
@@ -71,7 +65,7 @@ GetAttempt DockImpl::TryGetLocked(const GetInput& in,
       return attempt;
     }
     // An optional consumer takes nothing before its join is recorded.
-    if (!consumers_.life(mu_, plan.index).holds_steps()) return GetAttempt{};
+    if (!consumers_.plan(mu_, plan.index).holds_steps()) return GetAttempt{};
   }
   if (in.step.has_value()) {
     switch (ring_.Classify(mu_, *in.step)) {
@@ -303,26 +297,24 @@ void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {
 }
 
 uint64_t DockImpl::Get(GetInput input, GetCallback done) {
-  bool join = false;
-  absl::StatusOr<std::shared_ptr<const ConsumerPlan>> planned = PlanFor(input, -1, &join);
-  if (!planned.ok()) {
-    std::move(done)(planned.status());
+  absl::StatusOr<ConsumerPlan> plan = PlanFor(input);
+  if (!plan.ok()) {
+    std::move(done)(plan.status());
     return 0;
   }
-  const ConsumerPlan& plan = **planned;  // held by `planned`
   // An optional consumer joins with its first Get (Sample too).
-  if (join) RequestJoin(plan);
+  if (plan->optional && !plan->joined) RequestJoin(*plan);
   if (journal_ != nullptr) {
-    done = JournalingGet(plan, input.rank, input.replica, std::move(done));
+    done = JournalingGet(*plan, input.rank, input.replica, std::move(done));
   }
-  GetAttempt attempt = TryGet(input, plan);
+  GetAttempt attempt = TryGet(input, *plan);
   bool formed = attempt.draft.has_value();
-  AfterGet(attempt, plan.index);
+  AfterGet(attempt, plan->index);
   while (formed && !attempt.done.has_value()) {
     // This Get formed a round: it asks again, for its share of it.
-    attempt = TryGet(input, plan);
+    attempt = TryGet(input, *plan);
     formed = attempt.draft.has_value();
-    AfterGet(attempt, plan.index);
+    AfterGet(attempt, plan->index);
   }
   if (attempt.done.has_value()) {
     std::move(done)(std::move(*attempt.done));
@@ -334,7 +326,7 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
     std::move(done)(std::move(empty));
     return 0;
   }
-  return ParkGet(std::move(input), plan, std::move(done));
+  return ParkGet(std::move(input), *plan, std::move(done));
 }
 
 }  // namespace tdock::internal

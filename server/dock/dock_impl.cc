@@ -137,12 +137,9 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     // retain_steps: a done step stays readable until ReleaseStep.
     // A step nobody holds (no consumer, or none that counts) stays until
     // ReleaseStep, as does every step with retain_steps.
-    bool kept = false;
-    for (size_t k = 0; k < consumers_.plans(mu_).size(); ++k) {
-      kept = kept || consumers_.life(mu_, static_cast<int>(k)).keeps_steps();
-    }
     if (consumers_.spec(mu_).retain_steps || ring_.Classify(mu_, step) != StepState::kLive ||
-        !kept) {
+        std::none_of(consumers_.plans(mu_).begin(), consumers_.plans(mu_).end(),
+                     [](const ConsumerPlan& plan) { return plan.holds_steps() || plan.joining; })) {
       return;
     }
     Partition& part = ring_.Of(step);
@@ -152,7 +149,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       // An optional consumer whose join is being recorded holds the steps
       // its first Get may ask for.
-      if (!consumers_.life(mu_, plan.index).keeps_steps()) continue;
+      if (!plan.holds_steps() && !plan.joining) continue;
       // acquire: pairs with the claimers' increments and the leases'
       // settlements.
       if (part.consumer(mu_, plan.index).consumed_rows.load(std::memory_order_acquire) <
@@ -290,9 +287,7 @@ DockStats DockImpl::Stats() const {
       stats.rows_returned_total.push_back(counts.rows_returned);
       stats.staleness.push_back(StalenessOf(plan.index));
     }
-    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-      removed.push_back(consumers_.life(mu_, plan.index).removed);
-    }
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) removed.push_back(plan.removed);
   }
   std::sort(stats.steps.begin(), stats.steps.end(),
             [](const StepStats& a, const StepStats& b) { return a.step < b.step; });

@@ -236,9 +236,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The plan of the consumer `in` names, or (`index` >= 0) of the consumer
   // at `index`: a parked Get's, whatever its name names now (a consumer
   // removed and added again under it is another one). Checks `in` against it.
-  // *join: the consumer is optional and has not asked to join yet.
-  absl::StatusOr<std::shared_ptr<const ConsumerPlan>> PlanFor(const GetInput& in, int index = -1,
-                                                             bool* join = nullptr) const;
+  absl::StatusOr<ConsumerPlan> PlanFor(const GetInput& in, int index = -1) const;
   GetAttempt TryGet(const GetInput& in, const ConsumerPlan& plan);
   GetAttempt TryGetLocked(const GetInput& in, const ConsumerPlan& plan)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

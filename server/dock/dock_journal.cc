@@ -138,7 +138,7 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
 
 GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
                                    GetCallback done) {
-  // The fields it needs, copied.
+  // The plan's fields are copied: AddConsumer may grow the plans meanwhile.
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
           replica, taker = TakerOf(plan, rank, replica), lease = plan.lease,
           done = std::move(done)](absl::StatusOr<Batch> got) mutable {

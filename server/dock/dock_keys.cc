@@ -321,7 +321,7 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
     }
     state.version = part.row_index().version(row);  // after the cells: a ready one's is set
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-      if (consumers_.life(mu_, plan.index).removed) continue;
+      if (plan.removed) continue;
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
       // A dropped row counts as done for the consumers that never took it:
       // it is listed as taken only by those that did before the drop, which

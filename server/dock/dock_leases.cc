@@ -290,7 +290,7 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
     {
       tdock::ReaderMutexLock lock(&mu_);
       const ConsumerPlan& plan = consumers_.plan(mu_, lease->consumer);
-      if (consumers_.life(mu_, plan.index).removed) gone = UnknownConsumerLocked(plan.name);
+      if (plan.removed) gone = UnknownConsumerLocked(plan.name);
     }
     if (!gone.ok()) {
       UnpinLease(id, lease->consumer, std::nullopt);

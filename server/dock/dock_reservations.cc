@@ -101,9 +101,7 @@ absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
 std::optional<int64_t> DockImpl::AdmissionBoundLocked(std::string* consumer) const {
   std::optional<int64_t> bound;
   for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-    if (!consumers_.life(mu_, plan.index).holds_steps() || !plan.max_staleness.has_value()) {
-      continue;
-    }
+    if (!plan.holds_steps() || !plan.max_staleness.has_value()) continue;
     if (!bound.has_value() || *plan.max_staleness < *bound) {
       bound = plan.max_staleness;
       *consumer = plan.name;

@@ -332,7 +332,7 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
     return absl::OkStatus();
   };
   for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-    if (consumers_.life(mu_, plan.index).removed || !plan.micro_batch.has_value()) continue;
+    if (plan.removed || !plan.micro_batch.has_value()) continue;
     TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
   }
   // A consumer being added checked the rows written so far; it must fit

@@ -74,8 +74,7 @@ absl::Status DockImpl::CheckResponseSizesLocked(const Partition& part,
   };
   std::vector<const ConsumerPlan*> plans;
   for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-    // A removed one takes no more rows.
-    if (!consumers_.life(mu_, plan.index).removed) plans.push_back(&plan);
+    if (!plan.removed) plans.push_back(&plan);  // a removed one takes no more rows
   }
   // A consumer being added checked the rows written so far; it must fit
   // the rows written while its record is stored as well.

@@ -148,14 +148,14 @@ void DockImpl::WakePuts() {
 void DockImpl::RetryGet(std::shared_ptr<Waiter> w) {
   // The consumer it parked for: if that one was removed, TryGet says so,
   // even when a consumer of the same name was added since.
-  absl::StatusOr<std::shared_ptr<const ConsumerPlan>> plan = PlanFor(w->get, w->consumer);
+  absl::StatusOr<ConsumerPlan> plan = PlanFor(w->get, w->consumer);
   GetAttempt attempt;
   if (!plan.ok()) attempt.done = plan.status();
   const Waiter::End end = waiters_.FinishRetry(w, [&] {
-    if (plan.ok()) attempt = TryGet(w->get, **plan);
+    if (plan.ok()) attempt = TryGet(w->get, *plan);
     return attempt.done.has_value();
   });
-  if (plan.ok()) AfterGet(attempt, (*plan)->index);
+  if (plan.ok()) AfterGet(attempt, plan->index);
   if (attempt.done.has_value()) {
     std::move(w->get_done)(std::move(*attempt.done));
   } else if (end != Waiter::End::kNone) {

@@ -44,8 +44,16 @@ struct ConsumerPlan {
   std::optional<int64_t> max_staleness;
   bool stale_drop = false;
   bool oldest_first = false;  // a step's oldest versions first
-  // It takes steps only once it joined (its life: ConsumerTable::life).
+  // The consumer's life (ConsumerSpec's fields of that name); the dock's
+  // ConsumerTable's plans follow it, copies do not.
   bool optional = false;
+  bool joined = false;
+  bool removed = false;
+  // With a journal: the join of an optional consumer is being recorded, or
+  // why its record failed (the next Get tries again).
+  bool joining = false;
+  absl::Status join_failed;
+  bool holds_steps() const { return !removed && (!optional || joined); }
 };
 
 // A BALANCED consumer's rounds are followed per (rank, replica): the index
