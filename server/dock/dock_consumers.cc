@@ -6,6 +6,8 @@
 // one gets nothing, an added column takes no Put), so the stored spec is
 // always one the dock has served.
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -66,7 +68,7 @@ void DockImpl::NextChange() {
       } else if (*next == consumers_.spec(mu_)) {
         answer = AnswerLocked(kind, index, absl::OkStatus());  // nothing to change
         if (kind == SpecChange::Kind::kJoin) consumers_.life(mu_, index).joining = false;
-      } else if (journal_ != nullptr) {
+      } else {
         // Record first; the change takes effect once the record is stored.
         // Until then an added consumer takes no Get (no hand-out can name
         // it), but Puts keep to its budget.
@@ -74,17 +76,25 @@ void DockImpl::NextChange() {
         to_record = *next;
         consumers_.StartRecording(mu_, *std::move(next),
                                   kind == SpecChange::Kind::kAdd ? index : -1);
-      } else {
-        ApplyChangeLocked(*first, index, *std::move(next));
-        answer = AnswerLocked(kind, index, absl::OkStatus());
       }
       if (!record) change = consumers_.Pop(mu_);
     }
     if (record) {
-      journal_->SpecChanged(to_record, KeepAlive([this, index](absl::Status stored) {
-        FinishChange(index, stored);
-      }));
-      return;
+      // Whichever comes second, this loop or the record's completion, goes
+      // on with the next change: a record completed at once continues the
+      // loop instead of nesting a call per queued change.
+      auto second = std::make_shared<std::atomic<bool>>(false);
+      commit_.Commit(
+          [&to_record](DockJournal& journal, DockJournal::Done stored) {
+            journal.SpecChanged(to_record, std::move(stored));
+          },
+          [this, index, second](absl::Status stored) {
+            FinishChange(index, stored);
+            // acq_rel: the change is finished before the next one starts.
+            if (second->exchange(true, std::memory_order_acq_rel)) NextChange();
+          });
+      if (!second->exchange(true, std::memory_order_acq_rel)) return;
+      continue;
     }
     if (answer.status.ok()) AfterChange(change.kind, index);
     Answer(change, std::move(answer));
@@ -121,7 +131,6 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
     AfterChange(change.kind, index);
   }
   Answer(change, std::move(answer));
-  NextChange();
 }
 
 void DockImpl::Answer(SpecChange& change, ChangeAnswer answer) {

@@ -104,8 +104,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::DropRowsLocked(const DropInput& i
   return rows;
 }
 
-absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& in,
-                                                              bool closing) {
+absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& in) {
   if (in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": step is negative"));
   }
@@ -137,7 +136,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
     }
     if (!any || !all) rows.push_back(row);
   }
-  if (closing) part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
+  part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
   return rows;
 }
 
@@ -146,7 +145,7 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
   {
     tdock::ReaderMutexLock lock(&mu_);
     rows = DropRowsLocked(input);
-    if (rows.ok() && journal_ != nullptr) {
+    if (rows.ok()) {
       Partition& part = ring_.Of(input.step);
       tdock::MutexLock commit(&part.row_index().mu());
       part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);  // until recorded
@@ -158,26 +157,10 @@ void DockImpl::Drop(DropInput input, RowsCallback done) {
 
 void DockImpl::Seal(SealInput input, RowsCallback done) {
   absl::StatusOr<std::vector<int64_t>> rows;
-  if (journal_ == nullptr) {
-    // Decided and applied in one hold: no Put commits in between.
-    absl::StatusOr<int64_t> dropped;
-    {
-      tdock::MutexLock lock(&mu_);
-      rows = SealRowsLocked(input, /*closing=*/false);
-      if (rows.ok()) {
-        dropped = ApplyDropLocked({input.step, *rows, DropReason::kSealed, /*seal=*/true});
-      } else {
-        dropped = rows.status();
-      }
-    }
-    std::move(done)(dropped);  // before the calls it wakes are served
-    if (dropped.ok()) AfterDrop(input.step);
-    return;
-  }
   {
     // The rows are closed to Puts until the record is stored (or fails).
     tdock::ReaderMutexLock lock(&mu_);
-    rows = SealRowsLocked(input, /*closing=*/true);
+    rows = SealRowsLocked(input);
   }
   RecordAndApplyDrop(std::move(rows), input.step, DropReason::kSealed, /*seal=*/true,
                      /*in_flight=*/true, std::move(done));
@@ -191,7 +174,6 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     return;
   }
   DockJournal::DropRecord record{step, *std::move(rows), reason, seal};
-  in_flight = in_flight && journal_ != nullptr;
   auto apply = [this, record, in_flight, done = std::move(done)](absl::Status stored) mutable {
     const std::string what = record.seal ? "seal" : "drop";
     if (!stored.ok()) {
@@ -228,11 +210,11 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     // record then failed: they end with it.
     if (record.seal) DropOrphans(record.step);
   };
-  if (journal_ == nullptr) {
-    apply(absl::OkStatus());
-    return;
-  }
-  journal_->Dropped(record, KeepAlive(std::move(apply)));
+  commit_.Commit(
+      [&record](DockJournal& journal, DockJournal::Done stored) {
+        journal.Dropped(record, std::move(stored));
+      },
+      std::move(apply));
 }
 
 void DockImpl::EndDropInFlightLocked(const DockJournal::DropRecord& record) {

@@ -235,7 +235,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     // step's last rows) must now learn that the step is over: near the end
     // of a step, let the consumer's parked Gets look again.
     if (rows_per_step_ - total < count * unit_rows) attempt.wake_consumer = true;
-    if (journal_ != nullptr) {
+    if (commit_.durable()) {
       // acq_rel: counted before the hand-out is visible to auto-release.
       part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     }
@@ -304,7 +304,7 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
   }
   // An optional consumer joins with its first Get (Sample too).
   if (plan->optional && !plan->joined) RequestJoin(*plan);
-  if (journal_ != nullptr) {
+  if (commit_.durable()) {
     done = JournalingGet(*plan, input.rank, input.replica, std::move(done));
   }
   GetAttempt attempt = TryGet(input, *plan);

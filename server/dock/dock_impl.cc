@@ -71,12 +71,6 @@ void DockImpl::Stop() {
   Shutdown();
 }
 
-DockJournal::Done DockImpl::KeepAlive(DockJournal::Done done) {
-  return [self = shared_from_this(), done = std::move(done)](absl::Status status) mutable {
-    std::move(done)(std::move(status));
-  };
-}
-
 DockSpec DockImpl::spec() const {
   tdock::ReaderMutexLock lock(&mu_);
   return consumers_.spec(mu_);
@@ -101,7 +95,6 @@ std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
 }
 
 void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
-  std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
     if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
@@ -109,29 +102,22 @@ void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
           absl::StrCat(Where(step), " is not live (not started or already released)")));
       return;
     }
-    if (journal_ == nullptr) {
-      arena = ReleasePartitionLocked(ring_.Of(step));
-    } else {
-      ring_.Of(step).set_releasing(mu_, true);  // released once recorded
-    }
+    ring_.Of(step).set_releasing(mu_, true);  // released once recorded
   }
-  if (journal_ == nullptr) {
-    std::move(done)(absl::OkStatus());
-    AfterRelease(std::move(arena));
-    return;
-  }
-  journal_->Released(step, KeepAlive([this, step, done = std::move(done)](
-                                         absl::Status stored) mutable {
-    if (!stored.ok()) {
-      stored = absl::UnavailableError(
-          absl::StrCat(Where(step), ": release not stored (", stored.message(), ")"));
-    }
-    FinishRelease(step, stored, std::move(done));
-  }));
+  commit_.Commit(
+      [step](DockJournal& journal, DockJournal::Done stored) {
+        journal.Released(step, std::move(stored));
+      },
+      [this, step, done = std::move(done)](absl::Status stored) mutable {
+        if (!stored.ok()) {
+          stored = absl::UnavailableError(
+              absl::StrCat(Where(step), ": release not stored (", stored.message(), ")"));
+        }
+        FinishRelease(step, stored, std::move(done));
+      });
 }
 
 void DockImpl::MaybeAutoRelease(int64_t step) {
-  std::shared_ptr<StepArena> arena;
   {
     tdock::MutexLock lock(&mu_);
     // retain_steps: a done step stays readable until ReleaseStep.
@@ -162,19 +148,13 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
         return;
       }
     }
-    if (journal_ == nullptr) {
-      arena = ReleasePartitionLocked(part);
-    } else {
-      part.set_releasing(mu_, true);  // released once recorded
-    }
+    part.set_releasing(mu_, true);  // released once recorded
   }
-  if (journal_ == nullptr) {
-    AfterRelease(std::move(arena));
-    return;
-  }
-  journal_->Released(step, KeepAlive([this, step](absl::Status status) {
-    FinishRelease(step, status);
-  }));
+  commit_.Commit(
+      [step](DockJournal& journal, DockJournal::Done stored) {
+        journal.Released(step, std::move(stored));
+      },
+      [this, step](absl::Status stored) { FinishRelease(step, stored); });
 }
 
 void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer) {

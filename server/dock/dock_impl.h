@@ -27,6 +27,7 @@
 #include "server/dock/arena.h"
 #include "server/dock/attempts.h"
 #include "server/dock/column_table.h"
+#include "server/dock/commit_pipeline.h"
 #include "server/dock/consumer_table.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/key_index.h"
@@ -110,7 +111,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void ChangeSpec(SpecChange change);
   // Checks and applies (or starts recording) changes until one is recorded.
   void NextChange();
-  // The record of the first change came back: apply it, or answer why not.
+  // The record of the first change came back: apply it, or answer why not
+  // (the caller goes on with the next).
   void FinishChange(int index, const absl::Status& stored);
   static absl::string_view ChangeName(SpecChange::Kind kind);
   // The spec after `change`, and the index of its consumer; or why it
@@ -147,7 +149,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ---- Journal (dock_journal.cc); journal_ is null without persistence.
+  // ---- Records (dock_journal.cc), through commit_.
   // Records the cells a Put wrote, then makes them ready (or, if the record
   // failed, undoes them) and answers.
   void JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> cells,
@@ -162,9 +164,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void MarkRoundRecorded(int64_t step, int consumer, int64_t round);
   void ReturnUnrecorded(int consumer, int32_t rank, int32_t replica, const Batch& batch);
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
-  // `done` holding a reference to the dock, for the journal: a record's
-  // callback never outlives the dock it calls into.
-  DockJournal::Done KeepAlive(DockJournal::Done done);
   // Wakes the consumers that need any of `columns`.
   void WakeConsumersOf(const std::vector<int>& columns);
 
@@ -321,14 +320,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The rows a drop (a seal) takes out: sorted, unique; or why it cannot.
   absl::StatusOr<std::vector<int64_t>> DropRowsLocked(const DropInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // `closing` (with a journal): the rows are closed to Puts until the
-  // seal's record is stored or fails (EndDropInFlightLocked).
-  absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in, bool closing)
+  // The rows are closed to Puts until the seal's record is stored or fails
+  // (EndDropInFlightLocked).
+  absl::StatusOr<std::vector<int64_t>> SealRowsLocked(const SealInput& in)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A Drop's or Seal's record (counted in flight) was stored or failed.
   void EndDropInFlightLocked(const DockJournal::DropRecord& record)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Records the drop of `rows` (with a journal), then applies it and answers
+  // Records the drop of `rows`, then applies it and answers
   // with the rows it dropped; answers `rows`' error if it has one.
   // `in_flight`: the caller counted the record in flight (Drop, Seal).
   void RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
@@ -353,10 +352,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   // seal_when (dock_seal.cc): seals `step` if the consumer it names has
   // enough complete groups, dropping the other groups as surplus; then runs
-  // `then` (once the seal is recorded and applied, with a journal).
+  // `then` (once the seal is recorded and applied).
   void MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then = {});
-  // The seal to make now, if any: applied already without a journal, else
-  // marked pending, to record.
+  // The seal to make now, if any, marked pending: sealed once recorded.
   std::optional<DockJournal::DropRecord> DecideSeal(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
   // Groups of the step complete for `plan`'s consumer (every row that is
   // not dropped ready in each column it needs), up to `enough`.
@@ -558,8 +556,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::unique_ptr<TimerService::Alarm> alarm_;
   std::unique_ptr<TimerService> own_timers_;  // without DockLimits::timers
   std::unique_ptr<LeaseTable> leases_;
-  // Set before serving, then constant.
-  std::shared_ptr<DockJournal> journal_;
+  // Every change's record before its effect (commit_pipeline.h); its
+  // journal is attached before serving.
+  CommitPipeline commit_;
 };
 
 }  // namespace tdock::internal

@@ -25,7 +25,7 @@ absl::Status NotStored(const std::string& where, const absl::Status& status) {
 }  // namespace
 
 void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
-  journal_ = std::move(journal);
+  commit_.Attach(std::move(journal), weak_from_this());
 }
 
 void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> staged,
@@ -86,10 +86,9 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
                                 ack.has_value() ? &*ack : nullptr,
                                 unused.has_value() ? &*unused : nullptr};
   std::vector<int64_t> rows = in.rows;
-  journal_->Put(record, KeepAlive([this, step, staged = std::move(staged), arena,
-                                   written = std::move(written), result, rows = std::move(rows),
-                                   unused = in.unused, versions = std::move(versions),
-                                   done = std::move(done)](absl::Status stored) mutable {
+  auto apply = [this, step, staged = std::move(staged), arena, written = std::move(written),
+                result, rows = std::move(rows), unused = in.unused,
+                versions = std::move(versions), done = std::move(done)](absl::Status stored) mutable {
     // The group's rows past its declared size close with the Put, before
     // its cells are ready (which completes the group).
     if (!unused.empty()) CloseUnusedRows(step, unused, stored.ok());
@@ -133,7 +132,12 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
       std::move(done)(result);
       WakeConsumersOf(written);
     });
-  }));
+  };
+  commit_.Commit(
+      [&record](DockJournal& journal, DockJournal::Done stored) {
+        journal.Put(record, std::move(stored));
+      },
+      std::move(apply));
 }
 
 GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
@@ -188,19 +192,25 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
       if (current >= 0) MaybeAutoRelease(current);
     };
     if (round < 0) {
-      journal_->HandedOut(handout, KeepAlive(std::move(answer)));
+      commit_.Commit(
+          [&handout](DockJournal& journal, DockJournal::Done stored) {
+            journal.HandedOut(handout, std::move(stored));
+          },
+          std::move(answer));
       return;
     }
     // The round goes with each delivery until one of them is stored, so no
     // delivery is stored before its round.
     std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
-    journal_->RoundDelivered(
-        step, consumer, round, taker, lease_id, formed.has_value() ? &*formed : nullptr,
-        KeepAlive([this, step, consumer, round,
-                   answer = std::move(answer)](absl::Status stored) mutable {
+    commit_.Commit(
+        [&](DockJournal& journal, DockJournal::Done stored) {
+          journal.RoundDelivered(step, consumer, round, taker, lease_id,
+                                 formed.has_value() ? &*formed : nullptr, std::move(stored));
+        },
+        [this, step, consumer, round, answer = std::move(answer)](absl::Status stored) mutable {
           if (stored.ok()) MarkRoundRecorded(step, consumer, round);
           std::move(answer)(std::move(stored));
-        }));
+        });
   };
 }
 
@@ -271,13 +281,17 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
 }
 
 void DockImpl::JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done) {
-  if (journal_ == nullptr || lease.id == 0) {
+  if (lease.id == 0) {  // rows handed out without a lease: nothing ends
     std::move(done)(absl::OkStatus());
     return;
   }
-  journal_->LeaseEnded(
-      {lease.step, lease.consumer, lease.id, lease.round, lease.rank, acked, lease.replicas},
-      KeepAlive(std::move(done)));
+  const DockJournal::LeaseEnd end{lease.step, lease.consumer, lease.id,    lease.round,
+                                  lease.rank, acked,          lease.replicas};
+  commit_.Commit(
+      [&end](DockJournal& journal, DockJournal::Done stored) {
+        journal.LeaseEnded(end, std::move(stored));
+      },
+      std::move(done));
 }
 
 // ---- recovery

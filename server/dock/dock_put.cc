@@ -198,7 +198,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
     attempt.park_reason = blocked.empty() ? Where(in.step) + " is changing" : blocked;
     // The step holding the partition may be done and its release record may
     // have failed: ask again (a no-op unless it is done and not releasing).
-    if (journal_ != nullptr && !blocked.empty()) {
+    if (!blocked.empty()) {
       int64_t holder = -1;
       {
         tdock::ReaderMutexLock lock(&mu_);
@@ -279,7 +279,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // The rows its groups leave unused take no Put until they are dropped.
   if (!in.unused.empty()) part.row_index().SetUnused(in.unused, /*closed=*/true);
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
-  if (journal_ != nullptr) {
+  if (commit_.durable()) {
     for (int64_t row : in.rows) part.row_index().AddPendingWrite(row, 1);  // until recorded
   } else {
     SetVersionsLocked(part, in);  // before any cell is ready
@@ -287,7 +287,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;
     for (size_t i = 0; i < in.rows.size(); ++i) {
-      if (journal_ == nullptr) {
+      if (!commit_.durable()) {
         part.Publish(column.column, in.rows[i], &column.blocks[i]);
         continue;
       }
@@ -302,7 +302,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   }
   // Its rows have cells now, and its unused rows are closed.
   if (in.append_claim != 0) part.row_index().ReleaseAppendClaim(in.append_claim);
-  if (journal_ == nullptr) part.NoteAvailable();
+  if (!commit_.durable()) part.NoteAvailable();
   return result;
 }
 
@@ -375,7 +375,7 @@ bool DockImpl::CanPutNow(const PutInput& in) const {
 
 void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback done) {
   absl::StatusOr<PutResult> result = *std::move(attempt.done);
-  if (result.ok() && journal_ != nullptr) {
+  if (result.ok() && commit_.durable()) {
     // Answers once the cells are stored.
     JournalPut(in, *result, std::move(attempt.cells), std::move(done));
     return;

@@ -41,7 +41,7 @@ void DockImpl::ExpireReservations(absl::Time now) {
       part.row_index().AddExpiredInFlight(in_flight);
       if (rows.empty()) continue;
       part.row_index().SetExpiring(rows, /*closed=*/true);  // no Put until the drop is recorded
-      if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
+      part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
     }
     const int64_t step = entry.step;
     RecordAndApplyDrop(

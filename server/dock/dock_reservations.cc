@@ -327,17 +327,15 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
     }
     std::move(done)(std::move(granted));
   };
-  if (journal_ == nullptr) {
-    apply(absl::OkStatus());
-    return;
-  }
-  DockJournal::ReservationRecord record{
-      step, granted.id, granted.rows, granted.version,
-      absl::ToUnixMillis(absl::Now() + (granted.deadline - limits_.clock->Now()))};
-  std::optional<DockJournal::DropRecord> closed;
-  if (!unused.empty()) closed = DockJournal::DropRecord{step, unused, DropReason::kUnused};
-  journal_->Reserved(record, closed.has_value() ? &*closed : nullptr,
-                     KeepAlive(std::move(apply)));
+  auto store = [&](DockJournal& journal, DockJournal::Done stored) {
+    const DockJournal::ReservationRecord record{
+        step, granted.id, granted.rows, granted.version,
+        absl::ToUnixMillis(absl::Now() + (granted.deadline - limits_.clock->Now()))};
+    std::optional<DockJournal::DropRecord> closed;
+    if (!unused.empty()) closed = DockJournal::DropRecord{step, unused, DropReason::kUnused};
+    journal.Reserved(record, closed.has_value() ? &*closed : nullptr, std::move(stored));
+  };
+  commit_.Commit(store, std::move(apply));
 }
 
 }  // namespace tdock::internal

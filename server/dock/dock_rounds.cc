@@ -245,7 +245,7 @@ GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
     took.insert(in.replica);
     batch.lease = plan.lease;
   }
-  if (journal_ != nullptr) {
+  if (commit_.durable()) {
     // An empty share's delivery is recorded too: a restarted server must
     // not give the rank that round again.
     // acq_rel: counted before the hand-out is visible to auto-release.

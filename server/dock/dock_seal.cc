@@ -71,11 +71,6 @@ void DockImpl::MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then) {
     if (then) std::move(then)();
     return;
   }
-  if (journal_ == nullptr) {  // applied already
-    if (then) std::move(then)();
-    AfterDrop(step);
-    return;
-  }
   // A failed record leaves the step unsealed: `then` runs all the same.
   RecordAndApplyDrop(record->rows, step, DropReason::kSurplus, /*seal=*/true,
                      /*in_flight=*/false, [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
@@ -102,11 +97,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
                                  DropReason::kSurplus, /*seal=*/true};
-  if (journal_ == nullptr) {
-    ApplyDropLocked(record);
-  } else {
-    part.set_seal_pending(mu_, true);  // sealed once recorded
-  }
+  part.set_seal_pending(mu_, true);  // sealed once recorded
   return record;
 }
 
@@ -145,10 +136,10 @@ std::vector<int64_t> DockImpl::OrphansLocked(Partition& part, DropReason reason)
   // Closed to Puts while the drop is recorded: a sealed step's as a Seal's
   // rows, an expired reservation's as its expiry's.
   if (reason == DropReason::kSealed) {
-    if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
+    part.row_index().AddDropInFlight(/*seal=*/true, rows, 1);
   } else {
     part.row_index().SetExpiring(rows, /*closed=*/true);
-    if (journal_ != nullptr) part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
+    part.row_index().AddDropInFlight(/*seal=*/false, {}, 1);
   }
   return rows;
 }

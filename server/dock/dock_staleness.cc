@@ -48,7 +48,10 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
   for (int64_t unit : take.units) part.AppendUnitRows(mu_, unit, plan.whole_groups, take.rows);
   const int64_t counted =
       static_cast<int64_t>(take.units.size()) * (plan.whole_groups ? group_size_ : 1);
-  if (journal_ != nullptr) {
+  // A record that can fail holds the step's end for the consumer, and its
+  // auto-release, until it is stored; one stored at once (no journal) holds
+  // neither, so that this Get's batch can end the step.
+  if (commit_.durable()) {
     // acq_rel: counted before the units are, so auto-release waits for the
     // record, and so does the consumer's end of the step.
     part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
@@ -100,7 +103,7 @@ StalenessStats DockImpl::StalenessOf(int consumer) const {
 
 void DockImpl::RecordStale(StaleTake take) {
   if (take.drop) {
-    if (journal_ != nullptr) {
+    {
       // Like a Drop: the step stays on its partition until the record is in
       // (a step released meanwhile ends the record's claim on it).
       tdock::ReaderMutexLock lock(&mu_);
@@ -118,14 +121,14 @@ void DockImpl::RecordStale(StaleTake take) {
                        });
     return;
   }
-  if (journal_ == nullptr) {  // counted when claimed: nothing to record
-    EndStaleTake(take, /*stored=*/true);
-    return;
-  }
-  DockJournal::HandOut record{take.step, take.consumer, take.units, /*lease_id=*/0};
-  journal_->HandedOut(record, KeepAlive([this, take = std::move(take)](absl::Status stored) {
+  // Counted done when claimed: recorded as handed out.
+  const DockJournal::HandOut record{take.step, take.consumer, take.units, /*lease_id=*/0};
+  auto store = [&record](DockJournal& journal, DockJournal::Done stored) {
+    journal.HandedOut(record, std::move(stored));
+  };
+  commit_.Commit(store, [this, take = std::move(take)](absl::Status stored) {
     EndStaleTake(take, stored.ok());
-  }));
+  });
 }
 
 void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
@@ -146,7 +149,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
         stale_retry_at_ns_.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);
         alarm_->RingAt(retry);
       }
-      if (journal_ != nullptr) {
+      if (commit_.durable()) {
         // release: the units' return (or their record) comes before a Get
         // that sees the count fall ends the step for the consumer.
         state.stale_unrecorded.fetch_sub(static_cast<int64_t>(take.units.size()),
@@ -161,7 +164,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
           .stale_rows.fetch_add(static_cast<int64_t>(take.rows.size()), std::memory_order_relaxed);
     }
   }
-  if (journal_ != nullptr) {
+  if (commit_.durable()) {
     // release: the units' return (or their record) happens before an
     // auto-release that sees the count drop.
     ring_.Of(take.step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);

@@ -87,11 +87,11 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
     if (bounded) WakeGets({});
     WakeReservations();  // those that generate with the newest version may go further
   };
-  if (journal_ == nullptr) {
-    apply(absl::OkStatus());
-    return;
-  }
-  journal_->VersionSet(version, KeepAlive(std::move(apply)));
+  commit_.Commit(
+      [version](DockJournal& journal, DockJournal::Done stored) {
+        journal.VersionSet(version, std::move(stored));
+      },
+      std::move(apply));
 }
 
 int64_t DockImpl::AdvanceVersion(int64_t version) {
