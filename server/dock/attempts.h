@@ -4,6 +4,7 @@
 #define TDOCK_SERVER_DOCK_ATTEMPTS_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/spec.h"
+#include "server/dock/arena.h"
+#include "server/dock/journal_hook.h"
 #include "server/dock/partition.h"
 #include "server/dock/round_dispatcher.h"
 #include "server/dock/types.h"
@@ -40,7 +43,26 @@ struct PutAttempt {
   std::string park_reason;
   bool memory_limited = false;  // parked for memory, not for a partition
   bool raced = false;  // lost a race with a concurrent start of the step
-  std::vector<WrittenCell> cells;  // committed with a journal: to record
+  // Committed: the cells it wrote, staged until recorded, and the arena
+  // that holds them.
+  std::vector<WrittenCell> cells;
+  std::shared_ptr<StepArena> arena;
+};
+
+// A committed Put between its staging and its answer: what its record
+// carries and what applying it needs (DockImpl::ApplyPut).
+struct StagedPut {
+  int64_t step = 0;
+  PutResult result;
+  std::vector<WrittenCell> cells;
+  // Holds the cells' bytes while they are recorded; the step is still the
+  // one they were written to while its partition's arena is this one.
+  std::shared_ptr<StepArena> arena;
+  std::vector<int> written;  // its columns
+  std::vector<int64_t> rows;
+  std::vector<int64_t> unused;  // the rows its appended groups leave unused
+  std::vector<DockJournal::Version> versions;
+  PutCallback done;
 };
 
 // Units a consumer with max_staleness claimed as stale: counted as done

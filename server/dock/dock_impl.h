@@ -150,10 +150,15 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ---- Records (dock_journal.cc), through commit_.
-  // Records the cells a Put wrote, then makes them ready (or, if the record
-  // failed, undoes them) and answers.
-  void JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> cells,
-                  PutCallback done);
+  // Records the cells a committed Put staged in `arena`, then applies it.
+  void RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
+                 std::vector<WrittenCell> cells, PutCallback done);
+  // Submits the Put's record (its cells, keys, versions, acknowledgement and
+  // unused rows), or fails it if its step was released meanwhile.
+  void StorePut(const PutInput& in, const StagedPut& put, DockJournal& journal,
+                DockJournal::Done stored);
+  // Makes the Put's cells ready and answers (`stored`), or undoes them.
+  void ApplyPut(StagedPut& put, const absl::Status& stored);
   // Wraps a Get's callback: records the hand-out, then answers (or returns
   // the rows and fails), then lets the step auto-release.
   GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
@@ -181,9 +186,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // ---- Versions (dock_versions.cc)
   // versions: none, one for all rows, or one per row; none negative.
   absl::Status ValidateVersions(const PutInput& in) const;
-  // The Put's rows take its versions (each keeps the oldest it has).
-  void SetVersionsLocked(Partition& part, const PutInput& in)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   void AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
                          Batch& batch) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The rows past an appended Put's declared group sizes, closed to Puts
@@ -203,9 +205,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepArena>& arena);
   // An append answered: gives back the rows its claim still holds.
   void EndAppend(int64_t step, uint64_t claim);
-  // With a journal, a first write of a cell is staged (written, not ready)
-  // and a rewrite stays invisible (the old cell is served) until recorded;
-  // `cells` receives every cell written.
+  // A first write of a cell is staged (written, not ready) and a rewrite
+  // stays invisible (the old cell is served) until recorded; `cells`
+  // receives every cell written.
   absl::StatusOr<PutResult> CommitPut(const PutInput& in,
                                       const std::shared_ptr<StepArena>& arena,
                                       const std::vector<StagedColumn>& staged,
@@ -225,8 +227,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::string MemoryReason(int64_t step) const;
   // No live step is older: the memory limit does not hold its Puts back.
   bool IsOldestLiveStep(int64_t step) const;
-  // Answers a Put whose attempt is done (with a journal: once its cells
-  // are recorded).
+  // Answers a Put whose attempt is done (committed: once its cells are
+  // recorded).
   void FinishPut(const PutInput& in, PutAttempt attempt, PutCallback done);
   // Put after its ack_lease (if any) is pinned.
   void WritePut(PutInput input, PutCallback done);

@@ -1,6 +1,5 @@
-// DockImpl with a journal (persistence on): what the dock records before it
-// acknowledges, how it undoes a request whose record failed, and the
-// recovery calls that rebuild its state from the records at start-up.
+// What the dock records before it acknowledges (through commit_, with or
+// without a journal), and how it undoes a request whose record failed.
 //
 // A Put stages its cells (written, not ready: consumers cannot take them,
 // a second Put of a cell sees it written), records them, and only then
@@ -8,6 +7,8 @@
 // BALANCED round once, then each rank's delivery) before it answers; if the
 // record fails, the rows go back to be handed out again and the Get fails
 // with the journal's error.
+#include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,45 +29,60 @@ void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
   commit_.Attach(std::move(journal), weak_from_this());
 }
 
-void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<WrittenCell> staged,
-                          PutCallback done) {
-  std::vector<DockJournal::Cell> cells;
-  std::shared_ptr<StepArena> arena;
-  std::vector<int> written;
-  std::vector<DockJournal::Key> keys;
-  bool freed = false;
+void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
+                         std::vector<WrittenCell> cells, PutCallback done) {
+  auto put = std::make_unique<StagedPut>();
+  put->step = in.step;
+  put->result = result;
+  put->cells = std::move(cells);
+  put->arena = std::move(arena);
+  for (const PackedColumn& column : in.columns) put->written.push_back(ColumnIndex(column.name));
+  put->rows = in.rows;
+  put->unused = in.unused;
+  if (!in.versions.empty()) {
+    put->versions.reserve(in.rows.size());
+    for (size_t i = 0; i < in.rows.size(); ++i) {
+      put->versions.push_back({in.rows[i], in.version_of(i)});
+    }
+  }
+  put->done = std::move(done);
+  const StagedPut* staged = put.get();  // the record reads it before Commit returns
+  commit_.Commit(
+      [this, &in, staged](DockJournal& journal, DockJournal::Done stored) {
+        StorePut(in, *staged, journal, std::move(stored));
+      },
+      [this, put = std::move(put)](absl::Status stored) { ApplyPut(*put, stored); });
+}
+
+void DockImpl::StorePut(const PutInput& in, const StagedPut& put, DockJournal& journal,
+                        DockJournal::Done stored) {
+  DockJournal::PutRecord record{put.step, {}, {}, put.versions, put.arena};
   {
     tdock::ReaderMutexLock lock(&mu_);
-    Partition& part = ring_.Of(in.step);
+    Partition& part = ring_.Of(put.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
-    freed = !part.live(mu_) || part.step(mu_) != in.step;
-    if (!freed) {
-      arena = part.arena(mu_);  // keeps the cells' bytes while they are recorded
-      for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
-      cells.reserve(staged.size());
-      for (const WrittenCell& cell : staged) {
-        cells.push_back({cell.column, cell.row,
-                         ByteSpan(cell.block->data,
-                                  cell.block->length * columns_[cell.column].item_bytes())});
-      }
-      // Every record of a keyed row carries its key, so that a key stays
-      // exactly as long as a stored write of its row does.
-      if (part.row_index().has_keys()) {
-        for (int64_t row : in.rows) {
-          if (const std::string* key = part.row_index().key(row)) keys.push_back({row, *key});
-        }
+    if (!part.live(mu_) || part.arena(mu_) != put.arena) {
+      // Released right after the commit: nothing is recorded, so nothing
+      // (an acknowledgement included) may count as done.
+      std::move(stored)(absl::FailedPreconditionError(
+          absl::StrCat(Where(put.step), " was released while the Put was in progress")));
+      return;
+    }
+    record.cells.reserve(put.cells.size());
+    for (const WrittenCell& cell : put.cells) {
+      record.cells.push_back({cell.column, cell.row,
+                              ByteSpan(cell.block->data,
+                                       cell.block->length * columns_[cell.column].item_bytes())});
+    }
+    // Every record of a keyed row carries its key, so that a key stays
+    // exactly as long as a stored write of its row does.
+    if (part.row_index().has_keys()) {
+      for (int64_t row : put.rows) {
+        if (const std::string* key = part.row_index().key(row)) record.keys.push_back({row, *key});
       }
     }
   }
-  if (freed) {
-    // Released right after the commit: nothing was recorded, so nothing (an
-    // acknowledgement included) may count as done. Answered without locks.
-    std::move(done)(absl::FailedPreconditionError(
-        absl::StrCat(Where(in.step), " was released while the Put was in progress")));
-    return;
-  }
-  const int64_t step = in.step;
   // A Put that acknowledges a lease records the acknowledgement with its cells.
   std::optional<DockJournal::LeaseEnd> ack;
   if (in.ack_lease != 0) {
@@ -76,68 +92,67 @@ void DockImpl::JournalPut(const PutInput& in, PutResult result, std::vector<Writ
     }
   }
   std::optional<DockJournal::DropRecord> unused;
-  if (!in.unused.empty()) unused = DockJournal::DropRecord{step, in.unused, DropReason::kUnused};
-  std::vector<DockJournal::Version> versions;
-  if (!in.versions.empty()) {
-    versions.reserve(in.rows.size());
-    for (size_t i = 0; i < in.rows.size(); ++i) versions.push_back({in.rows[i], in.version_of(i)});
+  if (!put.unused.empty()) {
+    unused = DockJournal::DropRecord{put.step, put.unused, DropReason::kUnused};
   }
-  DockJournal::PutRecord record{step, std::move(cells), std::move(keys), versions, arena,
-                                ack.has_value() ? &*ack : nullptr,
-                                unused.has_value() ? &*unused : nullptr};
-  std::vector<int64_t> rows = in.rows;
-  auto apply = [this, step, staged = std::move(staged), arena, written = std::move(written),
-                result, rows = std::move(rows), unused = in.unused,
-                versions = std::move(versions), done = std::move(done)](absl::Status stored) mutable {
-    // The group's rows past its declared size close with the Put, before
-    // its cells are ready (which completes the group).
-    if (!unused.empty()) CloseUnusedRows(step, unused, stored.ok());
-    {
-      tdock::ReaderMutexLock lock(&mu_);
-      if (ring_.Of(step).live(mu_) && ring_.Of(step).arena(mu_) == arena) {
-        Partition& part = ring_.Of(step);
-        tdock::MutexLock commit(&part.row_index().mu());
-        if (stored.ok()) {
-          for (const DockJournal::Version& v : versions) part.row_index().LowerVersion(v.row, v.version);
+  record.ack = ack.has_value() ? &*ack : nullptr;
+  record.unused = unused.has_value() ? &*unused : nullptr;
+  journal.Put(record, std::move(stored));
+}
+
+void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
+  const int64_t step = put.step;
+  // The group's rows past its declared size close with the Put, before
+  // its cells are ready (which completes the group).
+  if (!put.unused.empty()) CloseUnusedRows(step, put.unused, stored.ok());
+  bool released = true;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    Partition& part = ring_.Of(step);
+    if (part.live(mu_) && part.arena(mu_) == put.arena) {
+      released = false;
+      tdock::MutexLock commit(&part.row_index().mu());
+      if (stored.ok()) {
+        // Before any cell is ready.
+        for (const DockJournal::Version& v : put.versions) {
+          part.row_index().LowerVersion(v.row, v.version);
         }
-        // Records complete in the order they were submitted, so the last
-        // rewrite of a cell stored is the one left visible.
-        for (const WrittenCell& cell : staged) {
-          if (cell.staged) {
-            if (stored.ok()) {
-              part.MakeReady(cell.column, cell.row);
-            } else {
-              part.Unstage(cell.column, cell.row, cell.block);
-            }
-          } else if (stored.ok()) {
-            part.Publish(cell.column, cell.row, cell.block);
-          }
-        }
-        if (stored.ok()) part.NoteAvailable();
-        for (int64_t row : rows) part.row_index().AddPendingWrite(row, -1);
-        // Not stored: rows no other write keeps lose their keys.
-        if (!stored.ok()) UnsetKeysLocked(part, rows);
       }
+      // Records complete in the order they were submitted, so the last
+      // rewrite of a cell stored is the one left visible.
+      for (const WrittenCell& cell : put.cells) {
+        if (cell.staged) {
+          if (stored.ok()) {
+            part.MakeReady(cell.column, cell.row);
+          } else {
+            part.Unstage(cell.column, cell.row, cell.block);
+          }
+        } else if (stored.ok()) {
+          part.Publish(cell.column, cell.row, cell.block);
+        }
+      }
+      if (stored.ok()) part.NoteAvailable();
+      for (int64_t row : put.rows) part.row_index().AddPendingWrite(row, -1);
+      // Not stored: rows no other write keeps lose their keys.
+      if (!stored.ok()) UnsetKeysLocked(part, put.rows);
     }
-    if (!stored.ok()) {
-      std::move(done)(NotStored(absl::StrCat(Where(step), ": Put"), stored));
-      // A Seal that kept its rows (they were being written) left them to it.
-      DropOrphans(step);
-      return;
-    }
-    // Answered once the seal it causes (seal_when) is applied; before the
-    // Gets it wakes are served.
-    MaybeAutoSeal(step, [this, result, written = std::move(written),
-                         done = std::move(done)]() mutable {
-      std::move(done)(result);
-      WakeConsumersOf(written);
-    });
-  };
-  commit_.Commit(
-      [&record](DockJournal& journal, DockJournal::Done stored) {
-        journal.Put(record, std::move(stored));
-      },
-      std::move(apply));
+  }
+  if (!stored.ok()) {
+    std::move(put.done)(
+        released ? absl::FailedPreconditionError(
+                       absl::StrCat(Where(step), " was released while the Put was in progress"))
+                 : NotStored(absl::StrCat(Where(step), ": Put"), stored));
+    // A Seal that kept its rows (they were being written) left them to it.
+    DropOrphans(step);
+    return;
+  }
+  // Answered once the seal it causes (seal_when) is applied; before the
+  // Gets it wakes are served (`in` may be gone once it is answered).
+  MaybeAutoSeal(step, [this, result = put.result, written = std::move(put.written),
+                       done = std::move(put.done)]() mutable {
+    std::move(done)(result);
+    WakeConsumersOf(written);
+  });
 }
 
 GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,

@@ -300,7 +300,7 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
       return;
     }
   }
-  // The Put's record carries the acknowledgement (JournalPut).
+  // The Put's record carries the acknowledgement (StorePut).
   WritePut(std::move(input), [this, id, done = std::move(done)](
                                  absl::StatusOr<PutResult> result) mutable {
     if (!result.ok()) {

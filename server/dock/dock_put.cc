@@ -250,6 +250,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
     attempt.park_reason = std::string(committed.status().message());
     return attempt;
   }
+  if (committed.ok()) attempt.arena = *arena;
   attempt.done = std::move(committed);
   return attempt;
 }
@@ -279,22 +280,16 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   // The rows its groups leave unused take no Put until they are dropped.
   if (!in.unused.empty()) part.row_index().SetUnused(in.unused, /*closed=*/true);
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
-  if (commit_.durable()) {
-    for (int64_t row : in.rows) part.row_index().AddPendingWrite(row, 1);  // until recorded
-  } else {
-    SetVersionsLocked(part, in);  // before any cell is ready
-  }
+  for (int64_t row : in.rows) part.row_index().AddPendingWrite(row, 1);  // until recorded
+  cells->reserve(staged.size() * in.rows.size());
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;
     for (size_t i = 0; i < in.rows.size(); ++i) {
-      if (!commit_.durable()) {
-        part.Publish(column.column, in.rows[i], &column.blocks[i]);
-        continue;
-      }
-      // Ready once stored; a rewrite is not even seen until then (the cell
-      // it replaces is served meanwhile, and stays if the record fails). A
-      // first write, rewritable or not, is staged: a Seal, an append or
-      // another Put deciding meanwhile sees the row written.
+      // Ready once stored (its versions first); a rewrite is not even seen
+      // until then (the cell it replaces is served meanwhile, and stays if
+      // the record fails). A first write, rewritable or not, is staged: a
+      // Seal, an append or another Put deciding meanwhile sees the row
+      // written.
       const bool first = !rewritable || part.cell(column.column, in.rows[i]) == nullptr;
       if (first) part.Stage(column.column, in.rows[i], &column.blocks[i]);
       cells->push_back({column.column, in.rows[i], &column.blocks[i], first});
@@ -302,7 +297,6 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   }
   // Its rows have cells now, and its unused rows are closed.
   if (in.append_claim != 0) part.row_index().ReleaseAppendClaim(in.append_claim);
-  if (!commit_.durable()) part.NoteAvailable();
   return result;
 }
 
@@ -375,22 +369,12 @@ bool DockImpl::CanPutNow(const PutInput& in) const {
 
 void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback done) {
   absl::StatusOr<PutResult> result = *std::move(attempt.done);
-  if (result.ok() && commit_.durable()) {
-    // Answers once the cells are stored.
-    JournalPut(in, *result, std::move(attempt.cells), std::move(done));
+  if (!result.ok()) {
+    std::move(done)(std::move(result));
     return;
   }
-  std::vector<int> written;
-  if (result.ok()) {
-    for (const PackedColumn& column : in.columns) written.push_back(ColumnIndex(column.name));
-    if (!in.unused.empty()) CloseUnusedRows(in.step, in.unused, /*stored=*/true);
-  }
-  const int64_t step = in.step;
-  if (!written.empty()) MaybeAutoSeal(step);  // the Put is answered sealing
-  // The producer's answer first: it does not wait for the Gets it wakes
-  // (`in` may be gone once it is answered).
-  std::move(done)(std::move(result));
-  if (!written.empty()) WakeConsumersOf(written);
+  // Answers once the cells are stored.
+  RecordPut(in, *result, std::move(attempt.arena), std::move(attempt.cells), std::move(done));
 }
 
 void DockImpl::EndAppend(int64_t step, uint64_t claim) {

@@ -104,11 +104,6 @@ int64_t DockImpl::AdvanceVersion(int64_t version) {
   return std::max(now, version);
 }
 
-void DockImpl::SetVersionsLocked(Partition& part, const PutInput& in) {
-  if (in.versions.empty()) return;
-  for (size_t i = 0; i < in.rows.size(); ++i) part.row_index().LowerVersion(in.rows[i], in.version_of(i));
-}
-
 void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
                                  Batch& batch) const {
   if (!part.row_index().has_versions()) return;
