@@ -111,7 +111,7 @@ class ActorWorker:
     @tv.worker_method("actor", outputs=COLUMNS[1:], replica="tp_rank")  # tdock
     def update_actor(self, data: TensorDict) -> TensorDict:
         mask = data["response_mask"]
-        uids = np.array(data["uid"].tolist(), dtype=object)
+        uids = np.array(list(data["uid"]), dtype=object)
         data["advantages"], _ = core_algos.compute_grpo_outcome_advantage(
             outcome_rewards(data["score"], mask), mask, uids)
         # How verl's engines cut a batch that says use_dynamic_bsz=False

@@ -33,7 +33,7 @@ def put_step(dock, step, rows=8):
 
 
 def uids(items):
-    return sorted(u for td in items for u in td["uid"].tolist())
+    return sorted(u for td in items for u in td["uid"])
 
 
 def expected_uids(steps, rows=8):

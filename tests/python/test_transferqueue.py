@@ -438,7 +438,7 @@ def test_verl_agent_loop_fields_round_trip(tq):
     tq.kv_batch_put(keys=["a", "b", "c"], partition_id="train",
                     fields=tu.list_of_dict_to_tensordict(samples))
     got = tq.kv_batch_get(keys=["c", "a"], partition_id="train")
-    assert got["uid"].tolist() == ["u2", "u0"]
+    assert list(got["uid"]) == ["u2", "u0"]
     for pos, i in enumerate([2, 0]):
         for name in ["multi_modal_inputs", "extra_fields", "raw_prompt"]:
             assert _same(samples[i][name], got[name][pos]), name
@@ -479,7 +479,7 @@ def test_unstorable_values_are_refused_and_nothing_is_written(tq):
     assert tq.kv_list("train") == {"train": {"a": {"s": 0}, "b": {"s": 0}}}
     got = tq.kv_batch_get(keys=["a", "b"], partition_id="train")
     assert sorted(got.keys()) == ["extra", "score"]
-    assert got["score"].tolist() == [1.0, 2.0] and got["extra"].tolist() == ["x", "y"]
+    assert got["score"].tolist() == [1.0, 2.0] and list(got["extra"]) == ["x", "y"]
     columns = [c.name for c in tqm._s().dock("train", create=False).spec.columns]
     assert "added" not in columns
 
@@ -509,7 +509,7 @@ def test_a_crafted_pickle_cell_is_never_unpickled(tq, tmp_path):
     with pytest.raises(tdock.errors.DataLoss, match="field 'extra' key 'b'.*never unpickled"):
         tq.kv_batch_get(keys=["a", "b"], partition_id="train")
     assert not marker.exists()
-    assert tq.kv_batch_get(keys=["a"], partition_id="train")["extra"].tolist() == ["x"]
+    assert list(tq.kv_batch_get(keys=["a"], partition_id="train")["extra"]) == ["x"]
 
     header = b'{"__tdock_array__":{"kind":"torch","dtype":"float32","shape":[4],' \
              b'"offset":0,"nbytes":16}}'
@@ -625,7 +625,7 @@ def test_verl_replay_buffer_samples_over_tdock(tq):
     data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                            select_fields=["prompts", "responses", "uid"])
     assert data["prompts"].to_padded_tensor(padding=0).shape[0] == 4
-    assert [u for u in data["uid"].tolist()] == [k.split("_")[0] for k in batch.keys]
+    assert list(data["uid"]) == [k.split("_")[0] for k in batch.keys]
     assert metrics == {}
     tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)  # as the trainer does after
     assert set(tq.kv_list("train")["train"]) == {"p2"}

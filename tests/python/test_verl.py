@@ -113,7 +113,7 @@ def test_newer_workers_layout_unpads_in_verl(client, dock_name):
     assert ids.is_nested
     for i, row in enumerate(b.rows):
         assert ids[i].tolist() == prompts[row].tolist() + responses[row].tolist()
-    assert td["uid"].tolist() == [f"prompt-{r // N}" for r in b.rows]
+    assert list(td["uid"]) == [f"prompt-{r // N}" for r in b.rows]
 
 
 def test_balance_metrics_equal_verls(client, dock_name):
@@ -248,8 +248,8 @@ def test_data_proto_without_prompts_carries_keys_and_versions(client, dock_name)
     assert second.non_tensor_batch["tdock_key"].tolist() == ["c", ""]
     assert second.non_tensor_batch["tdock_version"].tolist() == [5, -1]
     td = tv.to_tensordict(b, prompt=None)
-    assert td["tdock_key"].tolist() == ["a", "b", "c", ""]
-    assert td["tdock_version"].tolist() == [3, 4, 5, -1]
+    assert list(td["tdock_key"]) == ["a", "b", "c", ""]
+    assert list(td["tdock_version"]) == [3, 4, 5, -1]
     dock.put(1, range(4), {"prompt_ids": responses})
     prompts_only = tv.to_data_proto(client.dock(dock_name).read(1, range(4), ["prompt_ids"]))
     assert prompts_only.batch["responses"].shape == (4, 0)

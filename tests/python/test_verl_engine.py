@@ -106,7 +106,7 @@ def test_verls_engines_cut_tdocks_plan(client, dock_name):
                 pads = mb["is_padding"]
                 assert (mb["response_mask"][pads].sum() == 0).item()
                 assert mb["attention_mask"][pads].sum(-1).tolist() == [1] * int(pads.sum())
-                uids = [u for u, p in zip(mb["uid"].tolist(), pads.tolist()) if p]
+                uids = [u for u, p in zip(mb["uid"], pads.tolist()) if p]
                 assert len(set(uids)) == len(uids) and all(u.startswith("tdock-pad-") for u in uids)
         proto = tv.to_data_proto(b, engine_plan=True)
         width = proto.batch["responses"].shape[1]

@@ -367,7 +367,9 @@ def _merge(tds: dict, parts: dict, n: int, fields: Iterable[str], specs: dict, T
     for f in fields:
         cells: list = [None] * n
         for step, idx in parts.items():
-            value = tds[step][f] if specs[f].dtype != dock_pb2.BYTES else tds[step][f].tolist()
+            # get(): the NonTensorStack itself; td[f] is a list that has no
+            # tolist() in tensordict 0.10 (verl's pin).
+            value = tds[step][f] if specs[f].dtype != dock_pb2.BYTES else tds[step].get(f).tolist()
             rows = value.unbind() if isinstance(value, torch.Tensor) else value
             for i, cell in zip(idx, rows):
                 cells[i] = cell
