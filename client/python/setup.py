@@ -50,17 +50,21 @@ def _generate(out):
 
 
 def _requirements():
-    """The runtime's requirements. Generated protobuf code runs on the
-    protobuf it was generated for and newer releases of the same or the next
-    major version, never on older ones: the floor is the protobuf installed
-    beside the generator (grpcio-tools' own, or the system's next to its
-    protoc)."""
+    """The runtime's requirements. Generated protobuf code never runs on a
+    protobuf older than the one it was generated for: the floor is the
+    protobuf installed beside the generator (grpcio-tools' own, or the
+    system's next to its protoc). protobuf promises newer runtimes only up to
+    the next major version (5 for pip's 4.25); the cap, below 8, is what
+    tests/versions/version_ranges.sh runs: the modules of grpcio-tools 1.62.3
+    (for 4.25) on protobuf 4.25.0 and on 7.36.2, the newest (ray[default]
+    2.60's Google API packages need 6.33.5 or newer). Allow a newer major
+    version once that test runs it."""
     try:
         generated_for = importlib.metadata.version("protobuf")
     except importlib.metadata.PackageNotFoundError:
         generated_for = "4.21"
     major, minor = generated_for.split(".")[:2]
-    return ["grpcio>=1.51", f"protobuf>={major}.{minor},<6", "numpy>=1.22"]
+    return ["grpcio>=1.51", f"protobuf>={major}.{minor},<8", "numpy>=1.22"]
 
 
 BINARIES = ("tdock-server", "tdockctl")
