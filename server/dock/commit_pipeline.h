@@ -51,9 +51,10 @@ class CommitPipeline final {
   }
 
   // True when records are stored before they apply; false when they apply
-  // at once. Only for what differs in cost, not in behaviour: a lease's
-  // clock, which starts when its hand-out is stored, and the bookkeeping a
-  // hand-out needs only while its record can still fail.
+  // at once. Read in one place only: a stale pass-over holds its step's end
+  // for its consumer while its record can still fail, and must not when
+  // there is none, so that the Get that passes over a step's last rows
+  // ends it (DockImpl::PassOverStaleLocked).
   bool durable() const { return journal_ != nullptr; }
 
   // `store(DockJournal&, DockJournal::Done)` submits the record; `apply`

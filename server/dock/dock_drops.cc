@@ -338,8 +338,8 @@ RoundShare DockImpl::LiveShareLocked(const Partition& part, const RoundShare& sh
 }
 
 std::vector<int64_t> DockImpl::UnitsOfRows(bool whole_groups,
-                                           const std::vector<int64_t>& rows) const {
-  if (!whole_groups) return rows;
+                                           absl::Span<const int64_t> rows) const {
+  if (!whole_groups) return std::vector<int64_t>(rows.begin(), rows.end());
   std::vector<int64_t> units;
   for (int64_t row : rows) units.push_back(row / group_size_);
   std::sort(units.begin(), units.end());

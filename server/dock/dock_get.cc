@@ -235,10 +235,8 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     // step's last rows) must now learn that the step is over: near the end
     // of a step, let the consumer's parked Gets look again.
     if (rows_per_step_ - total < count * unit_rows) attempt.wake_consumer = true;
-    if (commit_.durable()) {
-      // acq_rel: counted before the hand-out is visible to auto-release.
-      part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
-    }
+    // acq_rel: counted before the hand-out is visible to auto-release.
+    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
     attempt.done = std::move(batch);
     return attempt;
@@ -304,9 +302,7 @@ uint64_t DockImpl::Get(GetInput input, GetCallback done) {
   }
   // An optional consumer joins with its first Get (Sample too).
   if (plan->optional && !plan->joined) RequestJoin(*plan);
-  if (commit_.durable()) {
-    done = JournalingGet(*plan, input.rank, input.replica, std::move(done));
-  }
+  done = RecordingGet(*plan, input.rank, input.replica, std::move(done));
   GetAttempt attempt = TryGet(input, *plan);
   bool formed = attempt.draft.has_value();
   AfterGet(attempt, plan->index);

@@ -129,9 +129,14 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
       return;
     }
     Partition& part = ring_.Of(step);
-    // A hand-out not yet recorded may still fail and bring its rows back.
-    // acquire: pairs with the decrement once its record is stored.
-    if (part.unrecorded_handouts().load(std::memory_order_acquire) > 0) return;
+    // A hand-out not yet recorded may still fail and bring its rows back:
+    // the last of them to end asks again (EndHandOut). seq_cst: the mark is
+    // set before the count is read, and EndHandOut reads the mark after its
+    // decrement, so one of the two sees the other. No hand-out starts while
+    // mu_ is held exclusively, so a count of 0 stays 0 and the mark can go.
+    part.release_waits().store(true, std::memory_order_seq_cst);
+    if (part.unrecorded_handouts().load(std::memory_order_seq_cst) > 0) return;
+    part.release_waits().store(false, std::memory_order_relaxed);
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
       // An optional consumer whose join is being recorded holds the steps
       // its first Get may ask for.

@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
@@ -159,10 +160,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                 DockJournal::Done stored);
   // Makes the Put's cells ready and answers (`stored`), or undoes them.
   void ApplyPut(StagedPut& put, const absl::Status& stored);
-  // Wraps a Get's callback: records the hand-out, then answers (or returns
-  // the rows and fails), then lets the step auto-release.
-  GetCallback JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
-                            GetCallback done);
+  // Wraps a Get's callback: records the hand-out (a lease's clock starts
+  // once it is stored), then lets the step auto-release if that waited for
+  // it, then answers (or returns the rows and fails).
+  GetCallback RecordingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
+                           GetCallback done);
+  // A hand-out of a step held by `partition_step`'s partition is recorded
+  // (or failed): the last one to end runs the auto-release that waited.
+  void EndHandOut(int64_t partition_step);
   // The round's record, unless one of its deliveries stored it already.
   std::optional<DockJournal::RoundRecord> RoundToRecord(int64_t step, int consumer,
                                                         int64_t round);
@@ -376,7 +381,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   RoundShare LiveShareLocked(const Partition& part, const RoundShare& share) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The units (rows, or groups for whole-group consumers) of `rows`.
-  std::vector<int64_t> UnitsOfRows(bool whole_groups, const std::vector<int64_t>& rows) const;
+  std::vector<int64_t> UnitsOfRows(bool whole_groups, absl::Span<const int64_t> rows) const;
 
   // ---- Keys (dock_keys.cc)
   static constexpr size_t kMaxKeyBytes = 1024;

@@ -155,8 +155,8 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
   });
 }
 
-GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
-                                   GetCallback done) {
+GetCallback DockImpl::RecordingGet(const ConsumerPlan& plan, int32_t rank, int32_t replica,
+                                  GetCallback done) {
   // The plan's fields are copied: AddConsumer may grow the plans meanwhile.
   return [this, consumer = plan.index, name = plan.name, groups = plan.whole_groups, rank,
           replica, taker = TakerOf(plan, rank, replica), lease = plan.lease,
@@ -171,8 +171,10 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
     const int64_t step = batch.step;
     const int64_t round = batch.round;
     const uint64_t lease_id = batch.lease_id;
-    DockJournal::HandOut handout{step, consumer, {}, lease_id};
-    if (round < 0) handout.units = UnitsOfRows(groups, batch.rows);
+    // The rows stay where they are when the batch moves into `answer`
+    // (a moved vector keeps its buffer), which owns them until it runs,
+    // after the record is built.
+    const absl::Span<const int64_t> rows(batch.rows);
     auto answer = [this, consumer, name, rank, replica, lease, batch = std::move(batch),
                    done = std::move(done)](absl::Status stored) mutable {
       const int64_t step = batch.step;
@@ -186,39 +188,30 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
           leases_->Unpin(batch.lease_id, limits_.clock->Now() + lease);
         }
       }
-      // release: the rows' return (or their record) happens before an
-      // auto-release that sees the count drop.
-      ring_.Of(step).unrecorded_handouts().fetch_sub(1, std::memory_order_acq_rel);
+      // After the rows' return (or their record); before the answer, as the
+      // Get that ends a step answers once the step is released.
+      EndHandOut(step);
       if (stored.ok()) {
         std::move(done)(std::move(batch));
       } else {
         std::move(done)(
             NotStored(absl::StrCat(Where(step), " consumer '", name, "'"), stored));
       }
-      MaybeAutoRelease(step);
-      // The partition may hold a newer step by now (step was released
-      // explicitly); its auto-release may have waited for this count.
-      int64_t current = -1;
-      {
-        tdock::ReaderMutexLock lock(&mu_);
-        const Partition& part = ring_.Of(step);
-        if (part.live(mu_) && part.step(mu_) != step) current = part.step(mu_);
-      }
-      if (current >= 0) MaybeAutoRelease(current);
     };
     if (round < 0) {
       commit_.Commit(
-          [&handout](DockJournal& journal, DockJournal::Done stored) {
-            journal.HandedOut(handout, std::move(stored));
+          [&](DockJournal& journal, DockJournal::Done stored) {
+            journal.HandedOut({step, consumer, UnitsOfRows(groups, rows), lease_id},
+                              std::move(stored));
           },
           std::move(answer));
       return;
     }
-    // The round goes with each delivery until one of them is stored, so no
-    // delivery is stored before its round.
-    std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
     commit_.Commit(
         [&](DockJournal& journal, DockJournal::Done stored) {
+          // The round goes with each delivery until one of them is stored,
+          // so no delivery is stored before its round.
+          std::optional<DockJournal::RoundRecord> formed = RoundToRecord(step, consumer, round);
           journal.RoundDelivered(step, consumer, round, taker, lease_id,
                                  formed.has_value() ? &*formed : nullptr, std::move(stored));
         },
@@ -227,6 +220,24 @@ GetCallback DockImpl::JournalingGet(const ConsumerPlan& plan, int32_t rank, int3
           std::move(answer)(std::move(stored));
         });
   };
+}
+
+void DockImpl::EndHandOut(int64_t partition_step) {
+  Partition& part = ring_.Of(partition_step);
+  // seq_cst: pairs with MaybeAutoRelease, which marks release_waits before
+  // it reads the count: it sees this decrement, or this sees its mark.
+  // The rows' return (or their record) comes before.
+  if (part.unrecorded_handouts().fetch_sub(1, std::memory_order_seq_cst) != 1) return;
+  if (!part.release_waits().exchange(false, std::memory_order_seq_cst)) return;
+  MaybeAutoRelease(partition_step);
+  // The partition may hold a newer step by now (the step was released
+  // explicitly); its auto-release may have waited for this count.
+  int64_t current = -1;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (part.live(mu_) && part.step(mu_) != partition_step) current = part.step(mu_);
+  }
+  if (current >= 0) MaybeAutoRelease(current);
 }
 
 std::optional<DockJournal::RoundRecord> DockImpl::RoundToRecord(int64_t step, int consumer,

@@ -37,9 +37,9 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   lease.replicas = plan.replicas;
   lease.units = std::move(units);
   lease.rows = rows;
-  // With a journal the clock starts once the hand-out is stored
-  // (JournalingGet), so no expiry is recorded before the hand-out it ends.
-  lease.deadline = commit_.durable() ? absl::InfiniteFuture() : limits_.clock->Now() + plan.lease;
+  // The clock starts once the hand-out is stored (RecordingGet), so no
+  // expiry is recorded before the hand-out it ends.
+  lease.deadline = absl::InfiniteFuture();
   ConsumerState& state = part.consumer(mu_, plan.index);
   if (round >= 0) {
     // The rank asked for a round it holds a lease on: one lease per share.
@@ -48,7 +48,7 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   }
   // release: ordered before the caller's consumed_rows increment.
   state.in_flight_rows.fetch_add(lease.rows, std::memory_order_release);
-  return leases_->Add(std::move(lease), /*pinned=*/commit_.durable());
+  return leases_->Add(std::move(lease), /*pinned=*/true);
 }
 
 void DockImpl::SettleLeaseLocked(const Lease& lease) {

@@ -245,12 +245,10 @@ GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
     took.insert(in.replica);
     batch.lease = plan.lease;
   }
-  if (commit_.durable()) {
-    // An empty share's delivery is recorded too: a restarted server must
-    // not give the rank that round again.
-    // acq_rel: counted before the hand-out is visible to auto-release.
-    part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
-  }
+  // An empty share's delivery is recorded too: a restarted server must
+  // not give the rank that round again.
+  // acq_rel: counted before the hand-out is visible to auto-release.
+  part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
   if (in.replica == 0) {
     // relaxed: statistics only.
     state.handed_total.fetch_add(share.real_rows(), std::memory_order_relaxed);

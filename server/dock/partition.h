@@ -262,9 +262,13 @@ class Partition final {
     return false;
   }
 
-  // With a journal: hand-outs claimed in this partition whose record is not
-  // yet stored (whatever the step); auto-release waits for them.
+  // Hand-outs claimed in this partition whose record is not yet stored
+  // (whatever the step), and stale pass-overs while their record can fail;
+  // auto-release waits for them. `release_waits` is set by an auto-release
+  // that waited, so that the last of them to end asks again
+  // (DockImpl::EndHandOut).
   std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
+  std::atomic<bool>& release_waits() { return release_waits_; }
   // Units may have become available to claims (cells made ready, a row
   // dropped, which can complete a group): raised (release) after the bits.
   void NoteAvailable() { availability_.fetch_add(1, std::memory_order_release); }
@@ -329,6 +333,7 @@ class Partition final {
   std::unique_ptr<std::atomic<int32_t>[]> live_rows_;
 
   std::atomic<int64_t> unrecorded_handouts_{0};
+  std::atomic<bool> release_waits_{false};
   std::atomic<uint64_t> availability_{0};  // NoteAvailable
 
   mutable RowIndex row_index_;
