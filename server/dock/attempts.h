@@ -27,14 +27,17 @@ struct ChangeAnswer {
   ColumnSpec column;
 };
 
-// A cell a committed Put wrote.
-struct WrittenCell {
+// A column a committed Put wrote: `blocks[i]` is the cell of the Put's
+// i-th row. A first write of a cell is staged (the cell holds the block,
+// not ready): made ready once stored, unstaged if not. A rewrite is not (the
+// cell holds the block it replaces): published once stored.
+struct WrittenColumn {
   int column = 0;
-  int64_t row = 0;
-  const CellBlock* block = nullptr;
-  // Staged (a first write): made ready once stored, unstaged if not.
-  // Else a rewrite, published once stored.
-  bool staged = false;
+  const CellBlock* blocks = nullptr;  // in the step's arena
+  // A rewritable column's: per row, whether the Put staged the cell (a
+  // first write). Empty: every cell was a first write.
+  std::vector<bool> staged;
+  bool Staged(size_t i) const { return staged.empty() || staged[i]; }
 };
 
 // A Put's try: answered (`done`), or parked (why in `park_reason`).
@@ -43,9 +46,9 @@ struct PutAttempt {
   std::string park_reason;
   bool memory_limited = false;  // parked for memory, not for a partition
   bool raced = false;  // lost a race with a concurrent start of the step
-  // Committed: the cells it wrote, staged until recorded, and the arena
+  // Committed: the columns it wrote, staged until recorded, and the arena
   // that holds them.
-  std::vector<WrittenCell> cells;
+  std::vector<WrittenColumn> columns;
   std::shared_ptr<StepArena> arena;
 };
 
@@ -54,12 +57,12 @@ struct PutAttempt {
 struct StagedPut {
   int64_t step = 0;
   PutResult result;
-  std::vector<WrittenCell> cells;
+  std::vector<WrittenColumn> columns;
   // Holds the cells' bytes while they are recorded; the step is still the
   // one they were written to while its partition's arena is this one.
   std::shared_ptr<StepArena> arena;
   std::vector<int> written;  // its columns
-  std::vector<int64_t> rows;
+  std::vector<int64_t> rows;  // the row of each column's blocks[i]
   std::vector<int64_t> unused;  // the rows its appended groups leave unused
   std::vector<DockJournal::Version> versions;
   PutCallback done;

@@ -133,8 +133,8 @@ class Dock final {
   void AddColumn(ColumnSpec column, ColumnCallback done);
 
   // Frees the step's partition now, consumed or not. FAILED_PRECONDITION if the
-  // step is not live. With a journal the step takes no Put and hands out
-  // nothing from the call on, and is freed once its release is recorded (a
+  // step is not live. The step takes no Put and hands out nothing from the
+  // call on, and is freed once its release is recorded (with a journal, a
   // failed record makes it live again: UNAVAILABLE).
   void ReleaseStep(int64_t step, StatusCallback done);
   // Sets the dock's current policy version (the trainer's, after a weight

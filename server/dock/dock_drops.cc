@@ -25,7 +25,8 @@
 // A seal drops the rows unwritten when it is decided: it decides under the
 // partition's commit lock and, while its record is stored, those rows take
 // no Put (Partition::closing), so a write is never acknowledged and then
-// dropped as unwritten. Without a journal it decides and applies in one hold.
+// dropped as unwritten. Without a journal the record is stored at once, and
+// the same path applies it.
 //
 // An append that declares its groups' sizes closes the rest of each group
 // ("unused") with the Put's record, before its cells are ready.

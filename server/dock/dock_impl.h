@@ -153,11 +153,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // ---- Records (dock_journal.cc), through commit_.
   // Records the cells a committed Put staged in `arena`, then applies it.
   void RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
-                 std::vector<WrittenCell> cells, PutCallback done);
+                 std::vector<WrittenColumn> columns, PutCallback done);
   // Submits the Put's record (its cells, keys, versions, acknowledgement and
   // unused rows), or fails it if its step was released meanwhile.
   void StorePut(const PutInput& in, const StagedPut& put, DockJournal& journal,
                 DockJournal::Done stored);
+  // The record's cells and keys.
+  void BuildPutRecordLocked(Partition& part, const StagedPut& put,
+                            DockJournal::PutRecord& record) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Makes the Put's cells ready and answers (`stored`), or undoes them.
   void ApplyPut(StagedPut& put, const absl::Status& stored);
   // Wraps a Get's callback: records the hand-out (a lease's clock starts
@@ -211,12 +214,13 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // An append answered: gives back the rows its claim still holds.
   void EndAppend(int64_t step, uint64_t claim);
   // A first write of a cell is staged (written, not ready) and a rewrite
-  // stays invisible (the old cell is served) until recorded; `cells`
-  // receives every cell written.
+  // stays invisible (the old cell is served) until recorded; `columns`
+  // receives the columns written.
   absl::StatusOr<PutResult> CommitPut(const PutInput& in,
                                       const std::shared_ptr<StepArena>& arena,
                                       const std::vector<StagedColumn>& staged,
-                                      PutResult result, std::vector<WrittenCell>* cells);
+                                      PutResult result,
+                                      std::vector<WrittenColumn>* columns);
   int ColumnIndex(absl::string_view name) const;
   // Under the commit lock: no row of the Put is closed (a Seal or an append
   // being stored) or assigned to another append, and no row its groups

@@ -30,11 +30,11 @@ void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
 }
 
 void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
-                         std::vector<WrittenCell> cells, PutCallback done) {
+                         std::vector<WrittenColumn> columns, PutCallback done) {
   auto put = std::make_unique<StagedPut>();
   put->step = in.step;
   put->result = result;
-  put->cells = std::move(cells);
+  put->columns = std::move(columns);
   put->arena = std::move(arena);
   for (const PackedColumn& column : in.columns) put->written.push_back(ColumnIndex(column.name));
   put->rows = in.rows;
@@ -54,34 +54,44 @@ void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<S
       [this, put = std::move(put)](absl::Status stored) { ApplyPut(*put, stored); });
 }
 
+void DockImpl::BuildPutRecordLocked(Partition& part, const StagedPut& put,
+                                    DockJournal::PutRecord& record) const {
+  record.cells.reserve(put.columns.size() * put.rows.size());
+  for (const WrittenColumn& column : put.columns) {
+    const int64_t item_bytes = columns_[column.column].item_bytes();
+    for (size_t i = 0; i < put.rows.size(); ++i) {
+      const CellBlock& block = column.blocks[i];
+      record.cells.push_back(
+          {column.column, put.rows[i], ByteSpan(block.data, block.length * item_bytes)});
+    }
+  }
+  // Every record of a keyed row carries its key, so that a key stays
+  // exactly as long as a stored write of its row does.
+  if (part.row_index().has_keys()) {
+    for (int64_t row : put.rows) {
+      if (const std::string* key = part.row_index().key(row)) record.keys.push_back({row, *key});
+    }
+  }
+}
+
 void DockImpl::StorePut(const PutInput& in, const StagedPut& put, DockJournal& journal,
                         DockJournal::Done stored) {
   DockJournal::PutRecord record{put.step, {}, {}, put.versions, put.arena};
+  bool released = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
     Partition& part = ring_.Of(put.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
-    if (!part.live(mu_) || part.arena(mu_) != put.arena) {
-      // Released right after the commit: nothing is recorded, so nothing
-      // (an acknowledgement included) may count as done.
-      std::move(stored)(absl::FailedPreconditionError(
-          absl::StrCat(Where(put.step), " was released while the Put was in progress")));
-      return;
-    }
-    record.cells.reserve(put.cells.size());
-    for (const WrittenCell& cell : put.cells) {
-      record.cells.push_back({cell.column, cell.row,
-                              ByteSpan(cell.block->data,
-                                       cell.block->length * columns_[cell.column].item_bytes())});
-    }
-    // Every record of a keyed row carries its key, so that a key stays
-    // exactly as long as a stored write of its row does.
-    if (part.row_index().has_keys()) {
-      for (int64_t row : put.rows) {
-        if (const std::string* key = part.row_index().key(row)) record.keys.push_back({row, *key});
-      }
-    }
+    released = !part.live(mu_) || part.arena(mu_) != put.arena;
+    if (!released) BuildPutRecordLocked(part, put, record);
+  }
+  if (released) {
+    // Released right after the commit: nothing is recorded, so nothing (an
+    // acknowledgement included) may count as done. Answered without locks.
+    std::move(stored)(absl::FailedPreconditionError(
+        absl::StrCat(Where(put.step), " was released while the Put was in progress")));
+    return;
   }
   // A Put that acknowledges a lease records the acknowledgement with its cells.
   std::optional<DockJournal::LeaseEnd> ack;
@@ -120,15 +130,19 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
       }
       // Records complete in the order they were submitted, so the last
       // rewrite of a cell stored is the one left visible.
-      for (const WrittenCell& cell : put.cells) {
-        if (cell.staged) {
-          if (stored.ok()) {
-            part.MakeReady(cell.column, cell.row);
-          } else {
-            part.Unstage(cell.column, cell.row, cell.block);
+      for (const WrittenColumn& column : put.columns) {
+        for (size_t i = 0; i < put.rows.size(); ++i) {
+          const int64_t row = put.rows[i];
+          const CellBlock* block = &column.blocks[i];
+          if (column.Staged(i)) {
+            if (stored.ok()) {
+              part.MakeReady(column.column, row);
+            } else {
+              part.Unstage(column.column, row, block);
+            }
+          } else if (stored.ok()) {
+            part.Publish(column.column, row, block);
           }
-        } else if (stored.ok()) {
-          part.Publish(cell.column, cell.row, cell.block);
         }
       }
       if (stored.ok()) part.NoteAvailable();
@@ -189,7 +203,8 @@ GetCallback DockImpl::RecordingGet(const ConsumerPlan& plan, int32_t rank, int32
         }
       }
       // After the rows' return (or their record); before the answer, as the
-      // Get that ends a step answers once the step is released.
+      // Get that ends a step answers once the step's release is applied
+      // (with a journal: submitted).
       EndHandOut(step);
       if (stored.ok()) {
         std::move(done)(std::move(batch));

@@ -243,7 +243,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   for (size_t i = 0; i < in.columns.size(); ++i) {
     CopyColumn(in.columns[i], staged[i], regions);
   }
-  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result, &attempt.cells);
+  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result, &attempt.columns);
   if (absl::IsAborted(committed.status())) {
     // The step was started and undone by a concurrent Put: try again.
     attempt.raced = true;
@@ -259,7 +259,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
                                               const std::shared_ptr<StepArena>& arena,
                                               const std::vector<StagedColumn>& staged,
                                               PutResult result,
-                                              std::vector<WrittenCell>* cells) {
+                                              std::vector<WrittenColumn>* columns) {
   tdock::ReaderMutexLock lock(&mu_);
   Partition& part = ring_.Of(in.step);
   const StepState state = ring_.Classify(mu_, in.step);
@@ -281,9 +281,11 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   if (!in.unused.empty()) part.row_index().SetUnused(in.unused, /*closed=*/true);
   TDOCK_RETURN_IF_ERROR(SetKeysLocked(part, in));  // before any cell is ready
   for (int64_t row : in.rows) part.row_index().AddPendingWrite(row, 1);  // until recorded
-  cells->reserve(staged.size() * in.rows.size());
+  columns->reserve(staged.size());
   for (const StagedColumn& column : staged) {
     const bool rewritable = columns_[column.column].rewritable;
+    WrittenColumn written{column.column, column.blocks, {}};
+    if (rewritable) written.staged.resize(in.rows.size());
     for (size_t i = 0; i < in.rows.size(); ++i) {
       // Ready once stored (its versions first); a rewrite is not even seen
       // until then (the cell it replaces is served meanwhile, and stays if
@@ -292,8 +294,9 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
       // written.
       const bool first = !rewritable || part.cell(column.column, in.rows[i]) == nullptr;
       if (first) part.Stage(column.column, in.rows[i], &column.blocks[i]);
-      cells->push_back({column.column, in.rows[i], &column.blocks[i], first});
+      if (rewritable) written.staged[i] = first;
     }
+    columns->push_back(std::move(written));
   }
   // Its rows have cells now, and its unused rows are closed.
   if (in.append_claim != 0) part.row_index().ReleaseAppendClaim(in.append_claim);
@@ -374,7 +377,7 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
     return;
   }
   // Answers once the cells are stored.
-  RecordPut(in, *result, std::move(attempt.arena), std::move(attempt.cells), std::move(done));
+  RecordPut(in, *result, std::move(attempt.arena), std::move(attempt.columns), std::move(done));
 }
 
 void DockImpl::EndAppend(int64_t step, uint64_t claim) {

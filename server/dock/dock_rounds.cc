@@ -217,10 +217,9 @@ GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
   // formed) the last round there will be.
   // acquire: pairs with the drops' and rounds' increments.
   // Rows passed over as stale end it once their record is stored.
-  const bool last =
-      (round.last || (k + 1 == formed &&
-                      state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_)) &&
-      state.stale_unrecorded.load(std::memory_order_acquire) == 0;
+  const bool counted = state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_;
+  const bool last = (round.last || (k + 1 == formed && counted)) &&
+                    state.stale_unrecorded.load(std::memory_order_acquire) == 0;
   Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
   // A share's lease covers its own rows (not its repeats) that are left: a
   // replica's share keeps the rows dropped since its first replica took it.
@@ -258,7 +257,10 @@ GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
   batch.repeats = share.repeats;
   batch.balance = round.stats;
   batch.end_of_step = last;
-  if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
+  // The step may be done for the consumer after this delivery: its last
+  // round, or a round handed out again (its record failed) that was every
+  // taker's last one owed.
+  if (batch.end_of_step || (counted && book.AllDone())) attempt.maybe_release = part.step(mu_);
   attempt.done = std::move(batch);
   return attempt;
 }

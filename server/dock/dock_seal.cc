@@ -5,9 +5,9 @@
 // The decision is taken after every Put that made cells ready (the Put is
 // answered once the seal it caused is applied, so its producer sees the step
 // sealed) and every drop (a drop may complete groups), under the dock's
-// mutex held exclusively, so two decisions never race; with a journal the
-// step is marked seal_pending until the seal's record is stored (a failed
-// record clears it, and the next Put decides again).
+// mutex held exclusively, so two decisions never race; the step is marked
+// seal_pending until the seal's record is stored (a failed record clears
+// it, and the next Put decides again).
 #include <algorithm>
 #include <bit>
 #include <utility>

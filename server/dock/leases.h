@@ -68,8 +68,8 @@ class LeaseTable final {
   LeaseTable& operator=(const LeaseTable&) = delete;
 
   // Records a lease (its id is assigned) and returns the id. `pinned`: its
-  // clock does not run until Unpin gives it a deadline (with a journal, a
-  // lease runs from when its hand-out is stored).
+  // clock does not run until Unpin gives it a deadline (a lease runs from
+  // when its hand-out is recorded).
   uint64_t Add(Lease lease, bool pinned = false);
   // Recovery: records a lease in flight with the id it had; later ids are
   // higher. False (nothing recorded) if a lease of that id is there already

@@ -266,7 +266,7 @@ class Partition final {
   // (whatever the step), and stale pass-overs while their record can fail;
   // auto-release waits for them. `release_waits` is set by an auto-release
   // that waited, so that the last of them to end asks again
-  // (DockImpl::EndHandOut).
+  // (DockImpl::EndHandOut); a stale pass-over's end runs it in any case.
   std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
   std::atomic<bool>& release_waits() { return release_waits_; }
   // Units may have become available to claims (cells made ready, a row
@@ -280,7 +280,7 @@ class Partition final {
   // Stores the cell and, on its first write, sets its ready bit and counts
   // it for its group. REQUIRES: row_index().mu() held.
   void Publish(int c, int64_t row, const CellBlock* block);
-  // Publish in two halves, for a dock with a journal: Stage stores the cell
+  // Publish in two halves, for a Put being recorded: Stage stores the cell
   // (a later Put of it sees it written; consumers do not see it: its ready
   // bit is clear) and returns the previous block (nullptr: a first write);
   // MakeReady sets the ready bit once the cell is stored; Unstage undoes a

@@ -92,7 +92,7 @@ class RowIndex final {
   // False when the claim holds no row (given back already, or its step gone).
   bool ReleaseAppendClaim(uint64_t claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // ---- writes in flight, with a journal: writes of the row committed whose
+  // ---- writes in flight: writes of the row committed whose
   // record is not stored yet (a failed one clears the row's key only if
   // none is left).
   int32_t pending_writes(int64_t row) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -121,7 +121,7 @@ class RowIndex final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetExpiring(const std::vector<int64_t>& rows, bool closed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // With a journal: Drops and Seals being recorded (delta +1 when one is
+  // Drops and Seals being recorded (delta +1 when one is
   // submitted, -1 when it is stored or fails); a Seal closes `rows`. The
   // step is not taken off its partition meanwhile, so a stored record
   // always finds the step it was decided on.
