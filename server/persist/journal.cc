@@ -1,6 +1,9 @@
 #include "server/persist/journal.h"
 
+#include <algorithm>
+#include <atomic>
 #include <future>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -18,7 +21,10 @@ absl::Status Named(const absl::Status& status) {
 }  // namespace
 
 Journal::Journal(Store* store, Options options)
-    : store_(store), options_(options), thread_([this] { Run(); }) {}
+    : store_(store),
+      options_(options),
+      queue_pool_(options.queue_threads),
+      thread_([this] { Run(); }) {}
 
 Journal::~Journal() {
   {
@@ -29,12 +35,21 @@ Journal::~Journal() {
   thread_.join();
 }
 
-void Journal::Submit(StoreBatch batch, Done done) {
-  absl::AnyInvocable<void() &&> now = Enqueue(std::move(batch), std::move(done));
+void Journal::Submit(StoreBatch batch, Done done, std::shared_ptr<SerialQueue> queue) {
+  absl::AnyInvocable<void() &&> now = Enqueue(std::move(batch), std::move(done), std::move(queue));
   if (now) std::move(now)();
 }
 
-absl::AnyInvocable<void() &&> Journal::Enqueue(StoreBatch batch, Done done) {
+std::shared_ptr<SerialQueue> Journal::NewQueue() {
+  std::shared_ptr<SerialQueue> queue = SerialQueue::On(&queue_pool_);
+  tdock::MutexLock lock(&mu_);
+  std::erase_if(queues_, [](const std::weak_ptr<SerialQueue>& q) { return q.expired(); });
+  queues_.push_back(queue);
+  return queue;
+}
+
+absl::AnyInvocable<void() &&> Journal::Enqueue(StoreBatch batch, Done done,
+                                               std::shared_ptr<SerialQueue> queue) {
   const bool sync = options_.durability == Durability::kSync;
   bool now = !sync;  // async: acknowledged here, unless refused or held back
   absl::Status refused;
@@ -53,7 +68,10 @@ absl::AnyInvocable<void() &&> Journal::Enqueue(StoreBatch batch, Done done) {
         ++stats_.held;
       }
       queued_bytes_ += batch.bytes();
-      queue_.push_back({std::move(batch), now ? Done() : std::move(done), false});
+      // async: a held batch's `done` keeps the completion thread, which
+      // keeps the order of every batch's answer.
+      queue_.push_back({std::move(batch), now ? Done() : std::move(done),
+                        sync ? std::move(queue) : nullptr, false});
       cv_.SignalAll();
     }
   }
@@ -73,8 +91,41 @@ absl::Status Journal::RunWhenFlushed(absl::AnyInvocable<absl::Status() &&> task)
 
 void Journal::WhenFlushed(absl::AnyInvocable<absl::Status() &&> task, Done done) {
   tdock::MutexLock lock(&mu_);
-  queue_.push_back({StoreBatch(), std::move(done), true, std::move(task)});
+  queue_.push_back({StoreBatch(), std::move(done), nullptr, true, std::move(task)});
   cv_.SignalAll();
+}
+
+void Journal::AfterQueues(Done done, absl::Status status) {
+  std::vector<std::shared_ptr<SerialQueue>> queues;
+  {
+    tdock::MutexLock lock(&mu_);
+    for (const std::weak_ptr<SerialQueue>& weak : queues_) {
+      if (std::shared_ptr<SerialQueue> queue = weak.lock()) queues.push_back(std::move(queue));
+    }
+  }
+  if (queues.empty()) {
+    std::move(done)(std::move(status));
+    return;
+  }
+  // Each queue runs its earlier completions before this; the last queue to
+  // get here runs `done`.
+  struct Barrier {
+    std::atomic<size_t> left;
+    Done done;
+    absl::Status status;
+  };
+  auto barrier = std::make_shared<Barrier>();
+  barrier->left.store(queues.size(), std::memory_order_relaxed);
+  barrier->done = std::move(done);
+  barrier->status = std::move(status);
+  for (const std::shared_ptr<SerialQueue>& queue : queues) {
+    queue->Post([barrier] {
+      // acq_rel: every queue's earlier completions happen before `done`.
+      if (barrier->left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::move(barrier->done)(std::move(barrier->status));
+      }
+    });
+  }
 }
 
 Journal::Stats Journal::stats() const {
@@ -104,7 +155,7 @@ void Journal::Run() {
     }
     // Writes the batches merged so far as one group commit; runs their dones.
     StoreBatch merged;
-    std::vector<Done> dones;
+    std::vector<std::pair<Done, std::shared_ptr<SerialQueue>>> dones;
     auto write = [&] {
       if (merged.empty() && dones.empty()) return;
       const int64_t bytes = merged.bytes();
@@ -125,7 +176,13 @@ void Journal::Run() {
         // async: only held batches have a `done` here.
         const int64_t held = sync ? 0 : static_cast<int64_t>(dones.size());
         completions_.Post([this, dones = std::move(dones), status, held]() mutable {
-          for (Done& done : dones) std::move(done)(status);
+          for (auto& [done, queue] : dones) {
+            if (queue == nullptr) {
+              std::move(done)(status);
+            } else {
+              queue->Post([done = std::move(done), status]() mutable { std::move(done)(status); });
+            }
+          }
           if (held == 0) return;
           tdock::MutexLock lock(&mu_);
           held_ -= held;
@@ -147,13 +204,13 @@ void Journal::Run() {
         absl::Status status = sync ? absl::OkStatus() : sync_store();
         if (status.ok() && p.task) status = std::move(p.task)();
         // After the completions of the writes before it.
-        completions_.Post([done = std::move(p.done), status = std::move(status)]() mutable {
-          std::move(done)(std::move(status));
+        completions_.Post([this, done = std::move(p.done), status = std::move(status)]() mutable {
+          AfterQueues(std::move(done), std::move(status));
         });
         continue;
       }
       merged.Append(std::move(p.batch));
-      if (p.done) dones.push_back(std::move(p.done));
+      if (p.done) dones.emplace_back(std::move(p.done), std::move(p.queue));
     }
     write();
     // async: a sync is due every flush_interval, also while writes keep

@@ -116,7 +116,7 @@ void StoreDockJournal::Close(StoreBatch last, Done done) {
   {
     tdock::MutexLock lock(&mu_);
     closed_ = true;
-    now = journal_->Enqueue(std::move(last), std::move(done));
+    now = journal_->Enqueue(std::move(last), std::move(done), queue_);
   }
   if (now) std::move(now)();
 }
@@ -138,12 +138,12 @@ void StoreDockJournal::Submit(StoreBatch batch, Done done, const DropRecord* dro
     closed = closed_;
     if (!closed) {
       batch.Put(DropKey(dock_, drop->step, next_handout_++), EncodeDrop(*drop));
-      now = journal_->Enqueue(std::move(batch), std::move(done));
+      now = journal_->Enqueue(std::move(batch), std::move(done), queue_);
     }
   } else {
     tdock::ReaderMutexLock lock(&mu_);
     closed = closed_;
-    if (!closed) now = journal_->Enqueue(std::move(batch), std::move(done));
+    if (!closed) now = journal_->Enqueue(std::move(batch), std::move(done), queue_);
   }
   if (!closed) {
     if (now) std::move(now)();

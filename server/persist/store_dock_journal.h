@@ -1,7 +1,11 @@
 // One dock's DockJournal over the journal: each change the dock reports
 // becomes a StoreBatch of the records in records.h, submitted to the
-// journal, whose `done` the dock waits for before acknowledging. A deleted
-// dock's journal is closed (Close), so its late records go nowhere.
+// journal, whose `done` the dock waits for before acknowledging. With sync
+// durability the `done`s run on the dock's own queue (Journal::NewQueue), in
+// the order the records were written, so a busy dock's completions (the
+// Gets a Put wakes, the rounds they plan) never hold up another dock's
+// acknowledgements. A deleted dock's journal is closed (Close), so its late
+// records go nowhere.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef TDOCK_SERVER_PERSIST_STORE_DOCK_JOURNAL_H_
@@ -26,7 +30,10 @@ namespace tdock::persist {
 class StoreDockJournal final : public DockJournal {
  public:
   StoreDockJournal(Journal* journal, std::string dock, uint64_t next_handout)
-      : journal_(journal), dock_(std::move(dock)), next_handout_(next_handout) {}
+      : journal_(journal),
+        dock_(std::move(dock)),
+        queue_(journal->NewQueue()),
+        next_handout_(next_handout) {}
 
   void Put(const PutRecord& put, Done done) override;
   void HandedOut(const HandOut& h, Done done) override;
@@ -56,6 +63,7 @@ class StoreDockJournal final : public DockJournal {
 
   Journal* const journal_;
   const std::string dock_;
+  const std::shared_ptr<SerialQueue> queue_;  // where this dock's `done`s run
   std::atomic<uint64_t> next_handout_;
   // Shared by submissions, exclusive for Close: none is submitted after it.
   tdock::Mutex mu_;

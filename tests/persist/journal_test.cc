@@ -2,11 +2,15 @@
 // write, batches queued during a write are group-committed into the next
 // one, failures reach exactly the batches they hit, async acknowledges at
 // once and syncs in the background (holding acknowledgements back while too
-// much waits to be written), and nothing queued is lost at shutdown.
+// much waits to be written), nothing queued is lost at shutdown, and with
+// sync durability a batch's `done` runs on its submitter's queue: in write
+// order, apart from other submitters, and before a later Flush returns.
 // (Also run under ThreadSanitizer.)
 #include "server/persist/journal.h"
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -183,6 +188,50 @@ TEST(Journal, RunWhenFlushedRunsAfterEarlierWritesOnTheJournalThread) {
     EXPECT_TRUE(saw_a);
     EXPECT_NE(ran_on, std::this_thread::get_id());
   }
+}
+
+// Sync, with queues: each submitter's `done`s run on its own queue in the
+// order of the writes; one blocked in a `done` holds up neither the other
+// queue nor the journal; Flush returns only once every queue ran the
+// `done`s of the writes before it.
+TEST(Journal, SyncRunsEachQueuesDonesInOrderApartFromTheOthers) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kSync});
+  std::shared_ptr<SerialQueue> slow = journal.NewQueue();
+  std::shared_ptr<SerialQueue> fast = journal.NewQueue();
+  absl::Notification release;
+  std::atomic<bool> slow_second_ran{false};
+  journal.Submit(One("slow1"), [&](absl::Status s) {
+    EXPECT_OK(s);
+    release.WaitForNotification();  // the slow dock's Put wakes a long round plan
+  }, slow);
+  journal.Submit(One("slow2"), [&](absl::Status s) {
+    EXPECT_OK(s);
+    slow_second_ran = true;
+  }, slow);
+  std::vector<int> fast_order;  // touched by the fast queue's tasks only
+  std::promise<void> fast_done;
+  for (int i = 0; i < 3; ++i) {
+    journal.Submit(One(absl::StrCat("fast", i)), [&, i](absl::Status s) {
+      EXPECT_OK(s);
+      fast_order.push_back(i);
+      if (i == 2) fast_done.set_value();
+    }, fast);
+  }
+  std::future<void> fast_acked = fast_done.get_future();
+  ASSERT_EQ(fast_acked.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "a queue blocked in a done held up another queue's acknowledgements";
+  EXPECT_EQ(fast_order, (std::vector<int>{0, 1, 2}));
+  EXPECT_FALSE(slow_second_ran.load()) << "a queue's done overtook the one before it";
+  std::promise<absl::Status> flushed;
+  std::thread flusher([&] { flushed.set_value(journal.Flush()); });
+  std::future<absl::Status> flush = flushed.get_future();
+  EXPECT_EQ(flush.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
+      << "Flush returned before a queue ran the dones of the writes before it";
+  release.Notify();
+  EXPECT_OK(flush.get());
+  EXPECT_TRUE(slow_second_ran.load());
+  flusher.join();
 }
 
 // Async: the store is synced every flush_interval even when batches keep

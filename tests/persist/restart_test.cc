@@ -6,6 +6,7 @@
 // what the store holds.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/persist/recording_server.h"
@@ -170,6 +172,38 @@ TEST(Restart, ARecreatedDockGetsNoneOfTheOldOnesRecords) {
   EXPECT_EQ(step0.rows, rows);
   EXPECT_STATUS(restarted.dock->Read(1, {0}, {"ids"}), absl::StatusCode::kFailedPrecondition,
                 "");
+}
+
+// A dock's record completions run on that dock's own queue: a consumer of
+// one dock that keeps the callback of the Get a Put woke (run where the
+// Put's record completed) holds up no other dock's acknowledgements.
+TEST(Restart, ADockBusyInACompletionHoldsUpNoOtherDock) {
+  Recording recording;
+  DockSpec spec = CrashSpec();
+  spec.name = "other";
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> other, recording.registry.Create(spec));
+  absl::Notification woken;
+  absl::Notification release;
+  recording.dock->Get(testing::GetOf("reader", 1, absl::Seconds(60)),
+                      [&](absl::StatusOr<Batch> got) {
+                        EXPECT_OK(got.status());
+                        woken.Notify();
+                        release.WaitForNotification();
+                      });
+  const std::vector<int64_t> rows{0};
+  ASSERT_OK(testing::PutSync(*recording.dock, 0, rows, {ColumnOf("ids", 0, 0, rows)}));
+  ASSERT_TRUE(woken.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  std::promise<absl::Status> stored;
+  std::thread writer([&] {
+    stored.set_value(testing::PutSync(*other, 0, rows, {ColumnOf("ids", 0, 0, rows)}).status());
+  });
+  std::future<absl::Status> answered = stored.get_future();
+  const bool in_time = answered.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  release.Notify();
+  EXPECT_TRUE(in_time) << "dock 'other' waited for dock 'crash''s completion";
+  EXPECT_OK(answered.get());
+  writer.join();
+  recording.Stop();
 }
 
 // Concurrent AddConsumer calls on a journaled dock are recorded one at a
