@@ -24,7 +24,11 @@ void TaskPool::Post(Task task) {
     tdock::MutexLock lock(&mu_);
     if (!stop_ || running_ > 0) {
       tasks_.push_back(std::move(task));
-      if (idle_ == 0 && !stop_ && static_cast<int>(threads_.size()) < max_threads_) {
+      // A thread for each task no idle thread takes (an idle thread that
+      // was woken but has not yet taken its task still counts as idle, and
+      // takes one): a busy thread may be busy for long.
+      if (static_cast<int64_t>(tasks_.size()) > idle_ && !stop_ &&
+          static_cast<int>(threads_.size()) < max_threads_) {
         ++running_;
         threads_.emplace_back([this] { Run(); });
       }

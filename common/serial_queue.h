@@ -8,8 +8,9 @@
 //   queue->Post([] { ... });  // runs after every task posted to `queue` before
 //
 // Thread safety: Post may be called from any thread, also from a task. The
-// pool starts its threads as work comes, up to its size. A queue runs one
-// task at a time, in the order posted, on any one of the
+// pool starts a thread for a task that no idle thread will take, up to its
+// size: up to that many queues can be busy at once without holding up the
+// others. A queue runs one task at a time, in the order posted, on any one of the
 // pool's threads; a queue with tasks holds at most one thread, and gives it
 // back after a few tasks so that busy queues take turns with the others.
 // A queue keeps itself alive while it has tasks to run. ~TaskPool runs

@@ -24,8 +24,8 @@
 // Thread safety: Attach is called once, before the dock serves; Commit from
 // any thread, with no dock lock held (`apply` may run inside it and takes
 // the locks it needs). `apply` runs exactly once, on the calling thread or
-// on the journal's completion thread, while the pipeline's owner is kept
-// alive.
+// where the journal completes the record (the dock's queue, with sync
+// durability), while the pipeline's owner is kept alive.
 #ifndef TDOCK_SERVER_DOCK_COMMIT_PIPELINE_H_
 #define TDOCK_SERVER_DOCK_COMMIT_PIPELINE_H_
 

@@ -68,7 +68,8 @@ class Persistence final : public RegistryHooks {
   // An atomic copy of the store in `dir`, after everything acknowledged so
   // far is stored; a server started with --data_dir=dir serves it.
   absl::Status Checkpoint(const std::string& dir);
-  // The same, answering through `done` (on the journal's completion thread).
+  // The same, answering through `done` (on the journal's completion thread,
+  // or the last dock queue to run what was completed before it).
   void Checkpoint(const std::string& dir, StatusCallback done);
 
   Journal& journal() { return *journal_; }

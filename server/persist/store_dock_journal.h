@@ -3,8 +3,9 @@
 // journal, whose `done` the dock waits for before acknowledging. With sync
 // durability the `done`s run on the dock's own queue (Journal::NewQueue), in
 // the order the records were written, so a busy dock's completions (the
-// Gets a Put wakes, the rounds they plan) never hold up another dock's
-// acknowledgements. A deleted dock's journal is closed (Close), so its late
+// Gets a Put wakes, the rounds they plan) do not hold up another dock's
+// acknowledgements (while fewer docks than the journal's queue threads
+// are busy at once). A deleted dock's journal is closed (Close), so its late
 // records go nowhere.
 //
 // Thread safety: every method may be called from any thread.

@@ -53,21 +53,54 @@ TEST(SerialQueueTest, ATaskRunsAloneAndInTheOrderPosted) {
   }
 }
 
-TEST(SerialQueueTest, AQueueWhoseTaskBlocksHoldsUpNoOtherQueue) {
-  TaskPool pool(2);
+// Two queues on a pool of two threads, one of whose tasks blocks until
+// `release`; however a test ends, the blocked task goes on before the pool
+// goes (the pool waits for it).
+struct BlockingQueues {
+  ~BlockingQueues() {
+    if (!release.HasBeenNotified()) release.Notify();
+  }
+
+  absl::Notification release;  // outlives the pool
+  TaskPool pool{2};
   std::shared_ptr<SerialQueue> busy = SerialQueue::On(&pool);
   std::shared_ptr<SerialQueue> other = SerialQueue::On(&pool);
-  absl::Notification release;
+
+  void Block() {
+    busy->Post([this] { release.WaitForNotification(); });
+  }
+  // True once `other` ran a task posted now.
+  bool OtherRuns() {
+    absl::Notification ran;
+    other->Post([&ran] { ran.Notify(); });
+    return ran.WaitForNotificationWithTimeout(absl::Seconds(30));
+  }
+};
+
+TEST(SerialQueueTest, AQueueWhoseTaskBlocksHoldsUpNoOtherQueue) {
+  BlockingQueues queues;
+  queues.Block();
   absl::Notification blocked_ran_next;
-  busy->Post([&] { release.WaitForNotification(); });
-  busy->Post([&] { blocked_ran_next.Notify(); });
-  absl::Notification other_ran;
-  other->Post([&] { other_ran.Notify(); });
-  EXPECT_TRUE(other_ran.WaitForNotificationWithTimeout(absl::Seconds(30)))
-      << "a blocked queue held up another queue's task";
+  queues.busy->Post([&] { blocked_ran_next.Notify(); });
+  EXPECT_TRUE(queues.OtherRuns()) << "a blocked queue held up another queue's task";
   EXPECT_FALSE(blocked_ran_next.HasBeenNotified()) << "a queue's task overtook the one before it";
-  release.Notify();
+  queues.release.Notify();
   EXPECT_TRUE(blocked_ran_next.WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
+// The same with a pool whose one thread is idle when two queues get a task
+// each at once: the idle thread takes one, and the other gets a thread of
+// its own (the pool once counted the woken thread as free for both).
+TEST(SerialQueueTest, ABlockedQueueHoldsUpNoOtherWhenThePoolHadAnIdleThread) {
+  BlockingQueues queues;
+  absl::Notification warmed;
+  queues.busy->Post([&] { warmed.Notify(); });  // starts the pool's first thread
+  ASSERT_TRUE(warmed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // Lets that thread go idle (what the test is about; passing does not
+  // depend on it).
+  absl::SleepFor(absl::Milliseconds(50));
+  queues.Block();
+  EXPECT_TRUE(queues.OtherRuns()) << "a blocked queue held up another queue's task";
 }
 
 TEST(SerialQueueTest, TasksPostedByTasksRunBeforeThePoolIsGone) {

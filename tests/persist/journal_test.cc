@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -196,10 +197,14 @@ TEST(Journal, RunWhenFlushedRunsAfterEarlierWritesOnTheJournalThread) {
 // `done`s of the writes before it.
 TEST(Journal, SyncRunsEachQueuesDonesInOrderApartFromTheOthers) {
   FakeStore store;
+  absl::Notification release;  // outlives the journal, whose pool waits for it
   Journal journal(&store, {.durability = Durability::kSync});
+  // However the test ends, the blocked `done` goes on before the journal goes.
+  absl::Cleanup unblock = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   std::shared_ptr<SerialQueue> slow = journal.NewQueue();
   std::shared_ptr<SerialQueue> fast = journal.NewQueue();
-  absl::Notification release;
   std::atomic<bool> slow_second_ran{false};
   journal.Submit(One("slow1"), [&](absl::Status s) {
     EXPECT_OK(s);

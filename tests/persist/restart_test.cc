@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -178,12 +179,16 @@ TEST(Restart, ARecreatedDockGetsNoneOfTheOldOnesRecords) {
 // one dock that keeps the callback of the Get a Put woke (run where the
 // Put's record completed) holds up no other dock's acknowledgements.
 TEST(Restart, ADockBusyInACompletionHoldsUpNoOtherDock) {
+  absl::Notification woken;    // both outlive the server, which may still
+  absl::Notification release;  // run the Get's callback as it goes
   Recording recording;
+  // However the test ends, the blocked callback goes on before the server goes.
+  absl::Cleanup unblock = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
   DockSpec spec = CrashSpec();
   spec.name = "other";
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> other, recording.registry.Create(spec));
-  absl::Notification woken;
-  absl::Notification release;
   recording.dock->Get(testing::GetOf("reader", 1, absl::Seconds(60)),
                       [&](absl::StatusOr<Batch> got) {
                         EXPECT_OK(got.status());
