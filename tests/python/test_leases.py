@@ -274,6 +274,60 @@ def test_put_with_ack_false_leaves_acknowledging_to_the_caller(client, dock_name
     assert sorted(dock.get("trainer", wait=10).rows.tolist()) == [0, 1, 2, 3]
 
 
+def test_results_put_in_parts_without_ack_are_refused_at_the_last_part(server, client,
+                                                                       dock_name):
+    """A leased batch's results written in several Puts, none with ack=, is
+    the same forgotten acknowledgement as one Put of them: the Put that
+    would leave every row of the lease written is refused with
+    FailedPrecondition naming the lease, its rows, the rows earlier Puts
+    wrote, ack=batch and ack=False, and writes nothing, while the earlier
+    parts went in. Parts by index and by key count together, as do parts
+    written with ack=False, and a Put that failed counts for nothing. The
+    last part with ack=batch completes the lease, and parts all written
+    with ack=False and then dock.ack leave nothing in flight. The asyncio
+    client refuses alike."""
+    dock = client.create_dock(leased_spec(dock_name, lease_ms=600_000))
+    dock.put(0, range(8), {"prompt_ids": [np.array([r], np.int32) for r in range(8)]},
+             keys=[f"u{r}" for r in range(8)])
+    first = dock.get("rollout")
+    rows, keys = first.rows.tolist(), first.keys
+    last_part = (f"step 0: this Put writes the last unwritten rows of lease {first.lease} "
+                 f"of consumer 'rollout' \\(rows {', '.join(map(str, rows))}; earlier Puts "
+                 f"without its ack= wrote rows {rows[0]}, {rows[1]}, {rows[2]}\\).*"
+                 "Pass ack=batch.*or ack=False.*nothing was written")
+    with pytest.raises(tdock.errors.InvalidArgument, match="row 99"):  # this part fails
+        dock.put(0, [rows[2], 99], responses([0, 0]))
+    dock.put(0, rows[:1], responses(rows[:1]))
+    dock.put(0, None, responses([1]), keys=[keys[1]])  # by key
+    dock.put(0, rows[2:3], responses(rows[2:3]), ack=False)
+    for part, by_key in ((rows[3:], None), (None, keys[3:])):
+        with pytest.raises(tdock.errors.FailedPrecondition, match=last_part):
+            dock.put(0, part, responses([0]), keys=by_key)
+    assert dock.status().steps[0].ready["response_ids"] == 3  # the parts before the last
+    dock.put(0, rows[3:], responses(rows[3:]), ack=first)
+    assert dock.status().leases["rollout"].in_flight == 0
+
+    second = dock.get("rollout")
+    for r in second.rows.tolist():
+        dock.put(0, [r], responses([r]), ack=False)
+    assert dock.ack(second) == 4
+    assert dock.status().leases["rollout"].in_flight == 0
+
+    async def refused_by_asyncio():
+        async with tdock.aio.Client(server) as aclient:
+            adock = aclient.dock(dock_name)
+            await adock.put(1, range(4), {"prompt_ids": [np.array([r], np.int32)
+                                                         for r in range(4)]})
+            held = await adock.get("rollout", step=1)
+            await adock.put(1, held.rows[:2], responses(held.rows[:2]))
+            with pytest.raises(tdock.errors.FailedPrecondition,
+                               match=f"last unwritten rows of lease {held.lease} "):
+                await adock.put(1, held.rows[2:], responses(held.rows[2:]))
+            await adock.put(1, held.rows[2:], responses(held.rows[2:]), ack=held)
+    asyncio.run(refused_by_asyncio())
+    assert dock.status().leases["rollout"].in_flight == 0
+
+
 def test_forgotten_ack_is_named_when_its_rows_come_back(server, client, dock_name):
     """A worker writes a leased batch's results with ack=False and never
     acknowledges: the lease stays in flight, expires, and its rows come back

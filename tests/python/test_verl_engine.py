@@ -166,6 +166,41 @@ def test_worker_method_fetches_runs_and_writes_back(client, dock_name):
     assert plain["old_log_probs"].shape == (2, 3)
 
 
+class Trainer:
+    """A verl-style worker whose method only trains: it writes nothing."""
+
+    def __init__(self, rank, replica=0, fails=False):
+        self.rank, self.replica, self.fails = rank, replica, fails
+
+    @tv.worker_method("actor", replica="replica")
+    def update(self, data: TensorDict) -> TensorDict:
+        if self.fails:
+            raise RuntimeError("the update failed")
+        return TensorDict({}, batch_size=[len(data)])
+
+
+def test_worker_method_acknowledges_a_lease_it_writes_nothing_for(client, dock_name):
+    """A method of a leased consumer with no outputs to write (an update
+    that only trains) acknowledges its batch's lease when it returns, as a
+    method with outputs does with their write, so the lease does not expire
+    and hand its rows out to be trained on again. Replica 1 of a share
+    leaves that to replica 0 (they share the lease); a method that raises
+    acknowledges nothing, and its rows come back when the lease ends."""
+    dock = make_dock(client, dock_name, replicas=2, lease_ms=600_000)
+    ref = tv.BatchRef(dock, step=0)
+    Trainer(rank=0, replica=1).update(ref)
+    assert dock.status().leases["actor"].in_flight == 1
+    Trainer(rank=0).update(ref)
+    assert dock.status().leases["actor"].in_flight == 0
+    with pytest.raises(RuntimeError, match="the update failed"):
+        Trainer(rank=1, fails=True).update(ref)
+    (held,) = dock.leases("actor")
+    assert held.rank == 1
+    dock.nack_all("actor")
+    Trainer(rank=1).update(tv.BatchRef(dock, step=0, round=held.round))
+    assert dock.status().leases["actor"].in_flight == 0
+
+
 def test_worker_method_data_proto_rollout(client, dock_name):
     """layout="data_proto": a rollout method takes a batch of prompts only
     (responses of width 0) as a DataProto and returns verl's rollout output;

@@ -6,9 +6,7 @@ calls, blocking or as coroutines.
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -19,6 +17,7 @@ import numpy as np
 from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import errors, spec as spec_mod, wire
+from tdock._lease_log import _LeaseLog
 from tdock.status import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll,  # noqa: F401
                           PutAck, Reservation, RowState, StalenessStatus, StepStatus,
                           drop_counts)
@@ -29,9 +28,6 @@ _SERVICE = "/tdock.v1.Dock/"
 _POLL_SLICE = 30.0
 # Dock.iter asks again this often while the server is unreachable.
 _RETRY_PAUSE = 0.1
-# A Dock remembers this many leases it handed out and has not seen end
-# (_LeaseLog).
-_LEASE_LOG_SIZE = 1024
 
 
 @dataclass(frozen=True)
@@ -230,74 +226,6 @@ def _dock_of(client: Any, name: str) -> Any:
     return client.dock(name)
 
 
-@dataclass(frozen=True)
-class _Held:
-    """What a lease a Dock handed out covers."""
-    consumer: str
-    step: int
-    rows: np.ndarray
-    keys: frozenset | None  # the rows' keys when each row has one
-    # Its rows were handed out again to the same consumer: it expired or
-    # was nacked (kept to name it when its results turn up written).
-    ended: bool = False
-
-
-class _LeaseLog:
-    """The leases a Dock's Gets handed out that it has not seen end (Ack,
-    Nack, a Put's ack=), the latest _LEASE_LOG_SIZE of them: a Put without
-    ack= of every row of one of them is refused (its results, the ack
-    forgotten), and when a Put finds its cells written, the lease whose
-    results were put without ack= can be named. Shared by the threads that
-    share the Dock (a lock)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._open: dict[int, _Held] = {}  # by lease id, oldest first
-
-    def handed_out(self, b: batch_mod.Batch) -> None:
-        if b.lease is None:
-            return
-        keys = frozenset(b.keys) if b.keys is not None and all(b.keys) else None
-        rows = np.array(b.rows, dtype=np.int64)
-        with self._lock:
-            for lease, held in self._open.items():
-                if (held.consumer, held.step) == (b.consumer, b.step) and np.isin(
-                        rows, held.rows).any():
-                    self._open[lease] = dataclasses.replace(held, ended=True)
-            self._open[b.lease] = _Held(b.consumer, b.step, rows, keys)
-            if len(self._open) > _LEASE_LOG_SIZE:
-                del self._open[next(iter(self._open))]
-
-    def ended(self, batches: list[batch_mod.Batch]) -> None:
-        with self._lock:
-            for b in batches:
-                self._open.pop(b.lease, None)
-
-    def holder(self, step: int, rows: Any, other_than: int | None
-               ) -> tuple[int, str] | None:
-        """(lease, consumer) of the oldest open lease but `other_than` that
-        handed out any of `rows` of `step`; None if there is none."""
-        rows = np.asarray(rows, dtype=np.int64)
-        with self._lock:
-            for lease, held in self._open.items():
-                if lease != other_than and held.step == step and np.isin(rows, held.rows).any():
-                    return lease, held.consumer
-        return None
-
-    def covered(self, step: int, rows: np.ndarray, keys: list[str]
-                ) -> list[tuple[int, _Held]]:
-        """The open leases of `step` every row of which a Put names by index
-        (`rows`) or, writing by key, by key: a Put of their results."""
-        if not self._open:
-            return []
-        named = frozenset(keys)
-        with self._lock:
-            return [(lease, held) for lease, held in self._open.items()
-                    if held.step == step and not held.ended and len(held.rows) and (
-                        np.isin(held.rows, rows).all() if len(rows)
-                        else held.keys is not None and held.keys <= named)]
-
-
 class _DockCalls:
     """What tdock.Dock and tdock.aio.Dock share: the requests they send and
     how the answers are read. Subclasses run the calls."""
@@ -359,7 +287,7 @@ class _DockCalls:
             for name, value in columns.items()]
         leased = _leased(ack)
         if ack is None:
-            self._refuse_forgotten_ack(step, rows, keys)
+            self._leases.refuse_forgotten_ack(step, rows, keys)
         header = dock_pb2.PutRequest(dock=self.name, step=step, rows=rows.tolist(),
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
@@ -367,23 +295,15 @@ class _DockCalls:
                                      versions=versions, reservation=reservation)
         return wire.encode_put(header, wire_columns), leased
 
-    def _refuse_forgotten_ack(self, step: int, rows: np.ndarray, keys: list[str]) -> None:
-        """Refuses a Put without ack= of every row of a lease this Dock
-        handed out and has not seen end: its results, the acknowledgement
-        forgotten (the lease would expire and hand the rows out again with
-        their cells written). Nothing is sent."""
-        covered = self._leases.covered(step, rows, keys)
-        if not covered:
-            return
-        named = "; ".join(f"lease {lease} of consumer '{held.consumer}' (rows "
-                          f"{_row_list(held.rows)})" for lease, held in covered)
-        raise errors.FailedPrecondition(
-            f"put: step {step}: this Put writes every row of {named}, handed out by this "
-            "Dock and not acknowledged, and has no ack=: the lease would expire and its "
-            "rows be handed out again with their cells written. Pass ack=batch to "
-            "complete the lease with this write, or ack=False to write without "
-            "acknowledging and call dock.ack(batch) (or dock.nack) yourself; nothing "
-            "was written")
+    def _put_went_in(self, step: int, rows: Any, keys: Any,
+                     leased: list[batch_mod.Batch]) -> None:
+        """After a Put went in: the lease it acknowledged with the write has
+        ended, and the rows it wrote of other open leases count as written
+        (the parts of a batch's results written in several Puts)."""
+        self._leases.ended(leased[:1])
+        named = np.zeros(0, np.int64) if rows is None else np.asarray(
+            list(rows) if isinstance(rows, range) else rows, dtype=np.int64).reshape(-1)
+        self._leases.wrote(step, named, _keys(keys, "put"))
 
     def _written_before(self, e: errors.AlreadyExists, step: int, rows: Any,
                         leased: list[batch_mod.Batch]) -> errors.TdockError:
@@ -657,12 +577,6 @@ class _Drain:
 
 def _raw(payload: bytes) -> bytes:
     return payload
-
-
-def _row_list(rows: np.ndarray, shown: int = 8) -> str:
-    """Row indices for a message: all of them, or the first `shown` and a count."""
-    listed = ", ".join(str(r) for r in rows[:shown].tolist())
-    return listed if len(rows) <= shown else f"{listed}, ... ({len(rows)} rows)"
 
 
 def _leased(batches: Any) -> list[batch_mod.Batch]:

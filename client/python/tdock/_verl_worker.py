@@ -11,17 +11,20 @@ TransferQueue.
 
 A call with a BatchRef among its arguments Gets the rank's share from the
 BatchRef's dock (the round it names, or the next) and passes it in the
-BatchRef's place as verl's engines take it: a TensorDict (layout="tensordict") or a DataProto
-(layout="data_proto") in tdock.verl's layout, filled so that verl's engines
-cut tdock's micro-batch plan (tdock._verl_plan). The keys of `outputs` in
-what the method returns are written back to the batch's rows ("responses"
-and "prompts" to the columns they were made from; replica 0 alone writes, as verl collects from one model-parallel rank; a lease is
-acknowledged with the write). The call returns the method's output without
-the keys written (they are in the dock; only the rest travels back), its
-"metrics" (meta_info's for a DataProto, the TensorDict's non-tensor entry)
-joined by tdock.verl.balance_metrics', and "tdock": the step, round and
-rows of the batch and the columns written. A call without a BatchRef runs
-the method as it is.
+BatchRef's place as verl's engines take it: a TensorDict (layout="tensordict")
+or a DataProto (layout="data_proto") in tdock.verl's layout, filled so that
+verl's engines cut tdock's micro-batch plan (tdock._verl_plan). The keys of
+`outputs` in what the method returns are written back to the batch's rows
+("responses" and "prompts" to the columns they were made from; replica 0 alone
+writes, as verl collects from one model-parallel rank; a lease is acknowledged
+with the write, or by replica 0 when the method returns if it has nothing to
+write, so that its rows are not handed out again). A method that raises
+acknowledges nothing: its rows come back when the lease ends. The call returns
+the method's output without the keys written (they are in the dock; only the
+rest travels back), its "metrics" (meta_info's for a DataProto, the
+TensorDict's non-tensor entry) joined by tdock.verl.balance_metrics', and
+"tdock": the step, round and rows of the batch and the columns written. A call
+without a BatchRef runs the method as it is.
 """
 
 from __future__ import annotations
@@ -207,6 +210,8 @@ def worker_method(consumer: str, *, outputs: Iterable[str] | Mapping[str, str] =
             written = []
             if names and not peer:
                 written = _write(dock, batch, data, out, names, "responses")
+            elif batch.lease is not None and not peer:
+                dock.ack(batch)  # nothing to write: done with the batch
             return _returned(out, names, batch, written)
         return call
     return decorate

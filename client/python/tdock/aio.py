@@ -144,7 +144,7 @@ class Dock(_DockCalls):
                                           extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
-        self._leases.ended(leased[:1])
+        self._put_went_in(step, rows, keys, leased)
         await self.ack(leased[1:])
         return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 

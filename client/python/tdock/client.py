@@ -140,11 +140,13 @@ class Dock(_DockCalls):
         before anything is written and completed with the write (errors.
         FailedPrecondition if it is no longer in flight, nothing written);
         further ones are acknowledged after it. Batches without a lease
-        (consumers without lease_ms) need none. A Put without ack= of every
-        row of a lease this Dock handed out and has not seen end (its
-        results, the ack forgotten) is refused (errors.FailedPrecondition
-        naming the lease, nothing written); `ack=False` writes them without
-        acknowledging, for a caller that calls dock.ack(batch) itself.
+        (consumers without lease_ms) need none. A Put without ack= that
+        writes every row of a lease this Dock handed out and has not seen
+        end, or the last of its rows that this Dock's earlier Puts left
+        unwritten (its results, the ack forgotten), is refused (errors.
+        FailedPrecondition naming the lease, nothing written); `ack=False`
+        writes them without acknowledging, for a caller that calls
+        dock.ack(batch) itself.
         `keys`: one per row, the rows' keys (a uid; a row's key comes with its
         first write and is unique among the dock's live rows); with `rows`
         None, the rows are those that have these keys — or, for keys no live
@@ -182,7 +184,7 @@ class Dock(_DockCalls):
                                     extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
-        self._leases.ended(leased[:1])
+        self._put_went_in(step, rows, keys, leased)
         self.ack(leased[1:])
         return PutAck(resp.rows, resp.bytes, list(resp.assigned))
 
