@@ -72,6 +72,47 @@ def test_bad_drops_and_seals_change_nothing(client, dock_name):
     assert tdock.DROP_REASONS[:2] == ("filtered", "failed")
 
 
+def test_drop_takes_any_iterable_and_only_an_integer_step(server, client, dock_name):
+    """drop() takes its rows and groups as any iterable of integers: an
+    empty set or generator (a filter that kept nothing) drops nothing and
+    returns 0, and a set of rows drops them. A step that is not an integer
+    (1.5, "0", None, True) is refused by drop() and seal() in both clients,
+    naming the step and its type, where int() would have turned 1.5 into
+    step 1 and dropped or sealed it; nothing changes."""
+    dock = client.create_dock(grpo_spec(dock_name))
+    dock.put(0, range(4), {"prompt_ids": cells(range(4))})
+    dock.put(1, range(2), {"prompt_ids": cells(range(2))})
+    failed = []
+    assert dock.drop(0, rows=set()) == 0
+    assert dock.drop(0, rows=(r for r in failed), groups=iter(failed)) == 0
+    for step in (1.5, "1", None, True):
+        shown = f"{step!r} \\({type(step).__name__}\\)"
+        with pytest.raises(tdock.errors.InvalidArgument,
+                           match=f"drop: step must be an integer, got {shown}"):
+            dock.drop(step, rows=[0])
+        with pytest.raises(tdock.errors.InvalidArgument,
+                           match=f"seal: step must be an integer, got {shown}"):
+            dock.seal(step)
+    with pytest.raises(tdock.errors.InvalidArgument,
+                       match=r"drop: rows must be a list of integers, got \[0, 'a'\]"):
+        dock.drop(0, rows=(r for r in (0, "a")))
+    status = dock.status()
+    assert status.dropped == {} and not any(s.sealed for s in status.steps)
+    assert dock.drop(np.int64(0), rows={2, 3}) == 2
+
+    async def main():
+        async with tdock.aio.Client(server, timeout=30) as aclient:
+            adock = aclient.dock(dock_name)
+            assert await adock.drop(1, rows=set(), groups=(g for g in failed)) == 0
+            with pytest.raises(tdock.errors.InvalidArgument, match="drop: step must be"):
+                await adock.drop(1.5, rows=[0])
+            with pytest.raises(tdock.errors.InvalidArgument, match="seal: step must be"):
+                await adock.seal(1.5)
+    asyncio.run(main())
+    status = dock.status()
+    assert status.dropped == {"failed": 2} and not any(s.sealed for s in status.steps)
+
+
 def test_dropping_no_rows_drops_nothing(server, client, dock_name):
     """drop() with rows=[] (or an empty array, or groups=[]) returns 0 and
     changes nothing, in both clients; what is known without the server is

@@ -51,12 +51,28 @@ def _drop_reason(reason: str) -> int:
 
 
 def _indexes(values: Iterable[int] | None, what: str) -> list[int]:
+    """Row or group indices: a list, tuple, range, numpy array, set or any
+    other iterable of integers (taken once)."""
     if values is None:
         return []
+    if not isinstance(values, (list, tuple, range, np.ndarray, str, bytes)) \
+            and isinstance(values, Iterable):
+        values = list(values)  # a set, a generator: np.asarray would make one object
     out = np.asarray(values)
     if out.ndim != 1 or (out.size and not np.issubdtype(out.dtype, np.integer)):
         raise errors.InvalidArgument(f"{what} must be a list of integers, got {values!r}")
     return out.astype(np.int64).tolist()
+
+
+def _step_index(step: Any, what: str) -> int:
+    """A step named by a call that sends it as it is (no int() that would
+    turn 1.5 or "1" into a step)."""
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+        raise errors.InvalidArgument(
+            f"{what}: step must be an integer, got {step!r} ({type(step).__name__})")
+    if step < 0:
+        raise errors.InvalidArgument(f"{what}: step {step} is negative")
+    return int(step)
 
 
 def _read(path: str | None) -> bytes | None:
@@ -466,11 +482,9 @@ class _DockCalls:
                       reason: str) -> dock_pb2.DropRequest | None:
         """The DropRequest, or None when it names rows or groups and they are
         all empty: nothing to drop, 0 dropped, no need to ask the server."""
-        if int(step) < 0:
-            raise errors.InvalidArgument(f"drop: step {step} is negative")
-        req = dock_pb2.DropRequest(dock=self.name, step=int(step),
-                                   rows=_indexes(rows, "rows"),
-                                   groups=_indexes(groups, "groups"),
+        req = dock_pb2.DropRequest(dock=self.name, step=_step_index(step, "drop"),
+                                   rows=_indexes(rows, "drop: rows"),
+                                   groups=_indexes(groups, "drop: groups"),
                                    reason=_drop_reason(reason))
         if (rows is not None or groups is not None) and not req.rows and not req.groups:
             return None
@@ -479,7 +493,7 @@ class _DockCalls:
     def _seal_request(self, step: int, required: Iterable[str]) -> dock_pb2.SealRequest:
         if isinstance(required, str):
             required = [required]
-        return dock_pb2.SealRequest(dock=self.name, step=int(step),
+        return dock_pb2.SealRequest(dock=self.name, step=_step_index(step, "seal"),
                                     required_columns=list(required))
 
     def _add_column_request(self, name: str, settings: Mapping[str, Any]

@@ -331,8 +331,9 @@ class Dock(_DockCalls):
         fails naming the drop. `reason` is one of tdock.DROP_REASONS
         ("filtered", "failed", ...); status() counts drops by reason.
         Returns the rows this call dropped (a row dropped before is not
-        counted again); empty `rows` and `groups` drop nothing and return 0
-        without asking the server."""
+        counted again). `rows` and `groups`: any iterables of integers (a
+        list, an array, a set, a generator); empty ones drop nothing and
+        return 0 without asking the server."""
         req = self._drop_request(step, rows, groups, reason)
         if req is None:
             return 0
