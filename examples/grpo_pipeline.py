@@ -157,6 +157,9 @@ def run(args, address: str, spec: dict) -> tuple[Tally, Config, int, list[str]]:
         for p in procs.values():
             p.start()
         collect(procs, q, tally, dock, cfg, args.quiet)
+        if not args.quiet:  # exiting takes seconds too (each process unloads torch)
+            print(f"[{time.time() - cfg.t0:6.1f}s] every worker is done; waiting for the "
+                  f"{len(procs)} worker processes to exit", flush=True)
         for (role, rank), p in procs.items():
             p.join(30)
             if p.exitcode != 0:
