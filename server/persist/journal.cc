@@ -41,6 +41,8 @@ void Journal::Submit(StoreBatch batch, Done done, std::shared_ptr<SerialQueue> q
 }
 
 std::shared_ptr<SerialQueue> Journal::NewQueue() {
+  // Async: `done`s run where Enqueue says, never on a queue.
+  if (options_.durability != Durability::kSync) return nullptr;
   std::shared_ptr<SerialQueue> queue = SerialQueue::On(&queue_pool_);
   tdock::MutexLock lock(&mu_);
   std::erase_if(queues_, [](const std::weak_ptr<SerialQueue>& q) { return q.expired(); });

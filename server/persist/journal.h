@@ -71,7 +71,9 @@ class Journal final {
   // answered at once), or nothing.
   absl::AnyInvocable<void() &&> Enqueue(StoreBatch batch, Done done,
                                         std::shared_ptr<SerialQueue> queue = nullptr);
-  // A queue for the completions of one submitter's batches.
+  // A queue for the completions of one submitter's batches; null with
+  // async durability, which runs no `done` on a queue (so Flush waits for
+  // no queue).
   std::shared_ptr<SerialQueue> NewQueue();
   // Returns once everything submitted before the call is durable and the
   // `done` of every write before it has run (on its queue too); the error

@@ -64,7 +64,8 @@ class StoreDockJournal final : public DockJournal {
 
   Journal* const journal_;
   const std::string dock_;
-  const std::shared_ptr<SerialQueue> queue_;  // where this dock's `done`s run
+  // Where this dock's `done`s run (sync); null with async durability.
+  const std::shared_ptr<SerialQueue> queue_;
   std::atomic<uint64_t> next_handout_;
   // Shared by submissions, exclusive for Close: none is submitted after it.
   tdock::Mutex mu_;

@@ -239,6 +239,19 @@ TEST(Journal, SyncRunsEachQueuesDonesInOrderApartFromTheOthers) {
   flusher.join();
 }
 
+// Async: no `done` runs on a queue, so a dock gets none (and Flush posts
+// nothing to one); a submission without a queue is acknowledged and flushed.
+TEST(Journal, AsyncGivesNoQueue) {
+  FakeStore store;
+  Journal journal(&store, {.durability = Durability::kAsync});
+  std::shared_ptr<SerialQueue> queue = journal.NewQueue();
+  EXPECT_EQ(queue, nullptr);
+  std::promise<absl::Status> acked;
+  journal.Submit(One("a"), [&](absl::Status s) { acked.set_value(std::move(s)); }, queue);
+  EXPECT_OK(acked.get_future().get());
+  EXPECT_OK(journal.Flush());
+}
+
 // Async: the store is synced every flush_interval even when batches keep
 // arriving and the queue never runs empty (each write takes 2 ms, a batch
 // comes every 0.5 ms).
