@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/spec.h"
-#include "server/dock/arena.h"
+#include "server/dock/cell_store.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/partition.h"
 #include "server/dock/round_dispatcher.h"
@@ -33,7 +33,7 @@ struct ChangeAnswer {
 // cell holds the block it replaces): published once stored.
 struct WrittenColumn {
   int column = 0;
-  const CellBlock* blocks = nullptr;  // in the step's arena
+  const CellBlock* blocks = nullptr;  // in the step's cells
   // A rewritable column's: per row, whether the Put staged the cell (a
   // first write). Empty: every cell was a first write.
   std::vector<bool> staged;
@@ -46,10 +46,10 @@ struct PutAttempt {
   std::string park_reason;
   bool memory_limited = false;  // parked for memory, not for a partition
   bool raced = false;  // lost a race with a concurrent start of the step
-  // Committed: the columns it wrote, staged until recorded, and the arena
+  // Committed: the columns it wrote, staged until recorded, and the cells
   // that holds them.
   std::vector<WrittenColumn> columns;
-  std::shared_ptr<StepArena> arena;
+  std::shared_ptr<StepCells> cells;
 };
 
 // A committed Put between its staging and its answer: what its record
@@ -59,8 +59,8 @@ struct StagedPut {
   PutResult result;
   std::vector<WrittenColumn> columns;
   // Holds the cells' bytes while they are recorded; the step is still the
-  // one they were written to while its partition's arena is this one.
-  std::shared_ptr<StepArena> arena;
+  // one they were written to while its partition's cells are these.
+  std::shared_ptr<StepCells> cells;
   std::vector<int> written;  // its columns
   std::vector<int64_t> rows;  // the row of each column's blocks[i]
   std::vector<int64_t> unused;  // the rows its appended groups leave unused

@@ -11,8 +11,8 @@
 // rows available, the wait-bound timer, Cancel, or a release). Callbacks run
 // without any dock lock held, exactly once.
 //
-// Ownership: the Dock owns its partitions, arena pool and parked waiters.
-// Batches pin the arena of their step, so a batch stays valid after release.
+// Ownership: the Dock owns its partitions, cell store and parked waiters.
+// Batches pin the cells of their step, so a batch stays valid after release.
 // Destroying the Dock completes every parked call with UNAVAILABLE and stops
 // its timers; records still being stored complete afterwards (their
 // callbacks hold the dock's state, never a freed one).

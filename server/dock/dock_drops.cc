@@ -386,7 +386,7 @@ absl::Status DockImpl::RecoverDrop(const DockJournal::DropRecord& record) {
   if (state == StepState::kFree) {
     // Dropped before any cell of the step was stored (its first append
     // waited for memory): the step was started and kept for the drop.
-    ring_.Of(record.step).Activate(mu_, record.step, std::make_shared<StepArena>(pool_));
+    ring_.Of(record.step).Activate(mu_, record.step, store_->OpenStep());
   }
   ApplyDropLocked(record);
   return absl::OkStatus();

@@ -1,5 +1,5 @@
 // DockImpl's read path: pick the step, claim rows lock-free, and build a
-// batch of views into the step's arena.
+// batch of views into the step's cells.
 #include <algorithm>
 #include <iterator>
 #include <utility>
@@ -254,28 +254,13 @@ Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows
   batch.token_counts.reserve(rows.size());
   for (int64_t row : rows) batch.token_counts.push_back(TokenCountLocked(part, row));
   if (with_payload) {
-    batch.pin = part.arena(mu_);
+    const std::shared_ptr<StepCells>& cells = part.cells(mu_);
+    batch.pin = cells;
     for (int c : columns) {
-      const int64_t item = columns_[c].item_bytes();
       PackedColumn view;
       view.name = columns_[c].name;
       view.dtype = columns_[c].dtype;
-      view.offsets.reserve(rows.size() + 1);
-      view.offsets.push_back(0);
-      for (int64_t row : rows) {
-        const CellBlock* cell = part.cell(c, row);
-        view.offsets.push_back(view.offsets.back() + cell->length);
-        const int64_t len = cell->length * item;
-        if (len == 0) continue;
-        // Adjacent cells (written by one Put) merge into one segment.
-        if (!view.segments.empty() &&
-            view.segments.back().data() + view.segments.back().size() == cell->data) {
-          view.segments.back() =
-              ByteSpan(view.segments.back().data(), view.segments.back().size() + len);
-        } else {
-          view.segments.emplace_back(cell->data, len);
-        }
-      }
+      cells->Read(part.column(c).cells.get(), rows, columns_[c].item_bytes(), view);
       batch.columns.push_back(std::move(view));
     }
   }

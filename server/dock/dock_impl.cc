@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "server/dock/local_cell_store.h"
 
 namespace tdock::internal {
 namespace {
@@ -18,12 +19,6 @@ std::vector<ConsumerShape> ShapesOf(const DockSpec& spec) {
     shapes.push_back({c.whole_groups, c.dp_size * c.replicas});
   }
   return shapes;
-}
-
-std::shared_ptr<ChunkPool> PoolFor(const DockSpec& spec) {
-  auto pool = std::make_shared<ChunkPool>(spec.chunk_bytes, spec.memory_limit_bytes);
-  if (spec.preallocate_bytes > 0) pool->Preallocate(spec.preallocate_bytes);
-  return pool;
 }
 
 }  // namespace
@@ -51,7 +46,8 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
-      pool_(PoolFor(spec)),
+      store_(std::make_unique<LocalCellStore>(spec.chunk_bytes, spec.memory_limit_bytes,
+                                              spec.preallocate_bytes)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,
             static_cast<int>(columns_.size()), ShapesOf(spec), columns_.capacity()),
       consumers_(&mu_, std::move(spec)),
@@ -85,7 +81,7 @@ std::vector<int64_t> DockImpl::LiveSteps() const {
   return ring_.LiveSteps(mu_);
 }
 
-std::shared_ptr<StepArena> DockImpl::ReleasePartitionLocked(Partition& part) {
+std::shared_ptr<StepCells> DockImpl::ReleasePartitionLocked(Partition& part) {
   ring_.CountReleased(mu_, part, static_cast<int>(columns_.size()));
   consumers_.AddReleased(mu_, part);
   leases_->DropStep(part.step(mu_));
@@ -163,7 +159,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
 }
 
 void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer) {
-  std::shared_ptr<StepArena> arena;
+  std::shared_ptr<StepCells> cells;
   bool released = false;
   bool kept = false;
   {
@@ -171,7 +167,7 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
     Partition& part = ring_.Of(step);
     if (part.live(mu_) && part.step(mu_) == step && part.releasing(mu_)) {
       if (stored.ok()) {
-        arena = ReleasePartitionLocked(part);
+        cells = ReleasePartitionLocked(part);
         released = true;
       } else {
         // Not recorded: the step stays live; a Put waiting for its
@@ -182,7 +178,7 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
     }
   }
   if (answer) std::move(answer)(stored);  // before the calls it wakes are served
-  if (released) AfterRelease(std::move(arena));
+  if (released) AfterRelease(std::move(cells));
   // Gets that waited for the record (those naming the step, and those that
   // passed over it as released) are served from the live step. A Seal
   // applied while the release was recorded may have kept rows whose writes
@@ -193,11 +189,11 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
   }
 }
 
-void DockImpl::AfterRelease(std::shared_ptr<StepArena> arena) {
-  // Dropping the arena here (not under mu_) returns its chunks to the pool
+void DockImpl::AfterRelease(std::shared_ptr<StepCells> cells) {
+  // Dropping the cells here (not under mu_) returns its chunks to the pool
   // unless a batch still pins them; parked Puts retry now and on the timer
   // tick, which covers memory that comes back when such a batch goes away.
-  arena.reset();
+  cells.reset();
   WakePuts();
   WakeReservations();  // a step is free: admission may grant more
   WakeGets({});  // Gets for the released step must now fail
@@ -232,7 +228,7 @@ DockStats DockImpl::Stats() const {
                            std::numeric_limits<int64_t>::max(), MinVersionFor(plan)) *
             unit_rows);
       }
-      stats.arena_bytes_used += part->arena(mu_)->used_bytes();
+      stats.arena_bytes_used += part->cells(mu_)->used_bytes();
       stats.steps.push_back(std::move(step));
     }
     // Totals since creation: released steps plus the live ones.
@@ -286,8 +282,8 @@ DockStats DockImpl::Stats() const {
   stats.admission_waits_total = reservations.admission_waits;
   stats.admission_wait_seconds_total = reservations.admission_wait_seconds;
   OmitRemoved(removed, stats);
-  stats.arena_bytes_reserved = pool_->reserved_bytes();
-  stats.memory_limit_bytes = pool_->limit_bytes();
+  stats.arena_bytes_reserved = store_->reserved_bytes();
+  stats.memory_limit_bytes = store_->limit_bytes();
   return stats;
 }
 

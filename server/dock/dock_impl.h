@@ -25,8 +25,8 @@
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
-#include "server/dock/arena.h"
 #include "server/dock/attempts.h"
+#include "server/dock/cell_store.h"
 #include "server/dock/column_table.h"
 #include "server/dock/commit_pipeline.h"
 #include "server/dock/consumer_table.h"
@@ -151,8 +151,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AddConsumerLocked(const ConsumerSpec& consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ---- Records (dock_journal.cc), through commit_.
-  // Records the cells a committed Put staged in `arena`, then applies it.
-  void RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
+  // Records the cells a committed Put staged in `cells`, then applies it.
+  void RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepCells> cells,
                  std::vector<WrittenColumn> columns, PutCallback done);
   // Submits the Put's record (its cells, keys, versions, acknowledgement and
   // unused rows), or fails it if its step was released meanwhile.
@@ -203,21 +203,21 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // `in` gets its rows when it asks for new ones (AssignRows).
   PutAttempt TryPut(PutInput& in);
   PutAttempt TryPutOnce(PutInput& in);
-  // The live step's arena for a Put, starting the step if its partition is
+  // The live step's cells for a Put, starting the step if its partition is
   // free (*activated). nullptr with *blocked set: an older step holds the
   // partition. Checks the cells and budgets the Put would touch first.
-  absl::StatusOr<std::shared_ptr<StepArena>> ActivateForPut(const PutInput& in,
+  absl::StatusOr<std::shared_ptr<StepCells>> ActivateForPut(const PutInput& in,
                                                             std::string* blocked,
                                                             bool* activated);
   // Undoes an activation by a Put that then could not stage anything.
-  void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepArena>& arena);
+  void DeactivateIfUnused(int64_t step, const std::shared_ptr<StepCells>& cells);
   // An append answered: gives back the rows its claim still holds.
   void EndAppend(int64_t step, uint64_t claim);
   // A first write of a cell is staged (written, not ready) and a rewrite
   // stays invisible (the old cell is served) until recorded; `columns`
   // receives the columns written.
   absl::StatusOr<PutResult> CommitPut(const PutInput& in,
-                                      const std::shared_ptr<StepArena>& arena,
+                                      const std::shared_ptr<StepCells>& cells,
                                       const std::vector<StagedColumn>& staged,
                                       PutResult result,
                                       std::vector<WrittenColumn>* columns);
@@ -319,9 +319,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // and the calls the release wakes are served.
   void FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer = {});
   // Releases a live partition, adding its counts to the released totals.
-  std::shared_ptr<StepArena> ReleasePartitionLocked(Partition& part)
+  std::shared_ptr<StepCells> ReleasePartitionLocked(Partition& part)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AfterRelease(std::shared_ptr<StepArena> arena);
+  void AfterRelease(std::shared_ptr<StepCells> cells);
 
   // ---- Drops and seals (dock_drops.cc)
   // OK if rows of `step` can be dropped; else why not ("dropped from",
@@ -536,7 +536,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
   const std::vector<int> length_columns_;
   const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
-  const std::shared_ptr<ChunkPool> pool_;
+  const std::unique_ptr<CellStore> store_;  // the cells' bytes
   StepRing ring_;  // the partitions, one per step in flight
 
   mutable tdock::Mutex mu_;

@@ -29,13 +29,13 @@ void DockImpl::AttachJournal(std::shared_ptr<DockJournal> journal) {
   commit_.Attach(std::move(journal), weak_from_this());
 }
 
-void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepArena> arena,
+void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<StepCells> cells,
                          std::vector<WrittenColumn> columns, PutCallback done) {
   auto put = std::make_unique<StagedPut>();
   put->step = in.step;
   put->result = result;
   put->columns = std::move(columns);
-  put->arena = std::move(arena);
+  put->cells = std::move(cells);
   for (const PackedColumn& column : in.columns) put->written.push_back(ColumnIndex(column.name));
   put->rows = in.rows;
   put->unused = in.unused;
@@ -60,9 +60,8 @@ void DockImpl::BuildPutRecordLocked(Partition& part, const StagedPut& put,
   for (const WrittenColumn& column : put.columns) {
     const int64_t item_bytes = columns_[column.column].item_bytes();
     for (size_t i = 0; i < put.rows.size(); ++i) {
-      const CellBlock& block = column.blocks[i];
       record.cells.push_back(
-          {column.column, put.rows[i], ByteSpan(block.data, block.length * item_bytes)});
+          {column.column, put.rows[i], put.cells->Bytes(column.blocks[i], item_bytes)});
     }
   }
   // Every record of a keyed row carries its key, so that a key stays
@@ -76,14 +75,14 @@ void DockImpl::BuildPutRecordLocked(Partition& part, const StagedPut& put,
 
 void DockImpl::StorePut(const PutInput& in, const StagedPut& put, DockJournal& journal,
                         DockJournal::Done stored) {
-  DockJournal::PutRecord record{put.step, {}, {}, put.versions, put.arena};
+  DockJournal::PutRecord record{put.step, {}, {}, put.versions, put.cells};
   bool released = false;
   {
     tdock::ReaderMutexLock lock(&mu_);
     Partition& part = ring_.Of(put.step);
     // A step being released still holds its cells: they are recorded, as
     // the release may fail and leave the step live.
-    released = !part.live(mu_) || part.arena(mu_) != put.arena;
+    released = !part.live(mu_) || part.cells(mu_) != put.cells;
     if (!released) BuildPutRecordLocked(part, put, record);
   }
   if (released) {
@@ -119,7 +118,7 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
   {
     tdock::ReaderMutexLock lock(&mu_);
     Partition& part = ring_.Of(step);
-    if (part.live(mu_) && part.arena(mu_) == put.arena) {
+    if (part.live(mu_) && part.cells(mu_) == put.cells) {
       released = false;
       tdock::MutexLock commit(&part.row_index().mu());
       if (stored.ok()) {

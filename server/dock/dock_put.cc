@@ -1,5 +1,5 @@
 // DockImpl's write path: validate, find or start the step's partition,
-// reserve arena space, copy the payload once, then publish under the
+// store the payload in its cells (copied once), then publish under the
 // partition's commit lock so a Put is all-or-nothing.
 #include <algorithm>
 #include <array>
@@ -21,7 +21,7 @@ int64_t PayloadBytes(const PackedColumn& column, int64_t item_bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
+absl::StatusOr<std::shared_ptr<StepCells>> DockImpl::ActivateForPut(
     const PutInput& in, std::string* blocked, bool* activated) {
   const int64_t step = in.step;
   *activated = false;
@@ -31,7 +31,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
     switch (ring_.Classify(mu_, step)) {
       case StepState::kLive:
         TDOCK_RETURN_IF_ERROR(CheckUnwrittenLocked(part, in));
-        return part.arena(mu_);
+        return part.cells(mu_);
       case StepState::kFree:
         // No cells yet: only the rows' token budgets, and keys other steps'
         // rows have, can refuse the Put.
@@ -42,7 +42,7 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
         *blocked = absl::StrCat(Where(step), " waits for step ",
                                 ring_.BlockingStep(mu_, step),
                                 " to be released from partition ", part.index());
-        return std::shared_ptr<StepArena>();
+        return std::shared_ptr<StepCells>();
       case StepState::kReleased:
         return absl::FailedPreconditionError(
             absl::StrCat(Where(step), " is already released"));
@@ -51,21 +51,21 @@ absl::StatusOr<std::shared_ptr<StepArena>> DockImpl::ActivateForPut(
   tdock::MutexLock lock(&mu_);
   Partition& part = ring_.Of(step);
   if (ring_.Classify(mu_, step) == StepState::kFree) {
-    part.Activate(mu_, step, std::make_shared<StepArena>(pool_));
+    part.Activate(mu_, step, store_->OpenStep());
     *activated = true;
   }
   if (ring_.Classify(mu_, step) != StepState::kLive) {
-    return std::shared_ptr<StepArena>();  // raced with another change: retry
+    return std::shared_ptr<StepCells>();  // raced with another change: retry
   }
-  return part.arena(mu_);
+  return part.cells(mu_);
 }
 
 void DockImpl::DeactivateIfUnused(int64_t step,
-                                  const std::shared_ptr<StepArena>& arena) {
+                                  const std::shared_ptr<StepCells>& cells) {
   tdock::MutexLock lock(&mu_);
   Partition& part = ring_.Of(step);
-  if (ring_.Classify(mu_, step) != StepState::kLive || part.arena(mu_) != arena ||
-      arena->used_bytes() != 0 || part.sealed(mu_) || part.seal_pending(mu_)) {
+  if (ring_.Classify(mu_, step) != StepState::kLive || part.cells(mu_) != cells ||
+      cells->used_bytes() != 0 || part.sealed(mu_) || part.seal_pending(mu_)) {
     return;
   }
   tdock::MutexLock commit(&part.row_index().mu());
@@ -117,59 +117,11 @@ absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
   return absl::OkStatus();
 }
 
-// Where one column of one Put goes in the arena.
+// One column of one Put, and where its cells went.
 struct StagedColumn {
   int column = 0;
-  int64_t item_bytes = 0;
-  bool one_region = false;  // payload in one region (rows stay contiguous)
-  size_t first = 0;         // index of its first region in the batch
-  CellBlock* blocks = nullptr;
+  const CellBlock* blocks = nullptr;  // the cell of each of the Put's rows
 };
-
-namespace {
-
-// Region sizes of a Put: per column, the cell blocks, then the payload as
-// one region when it fits a chunk, else one region per row.
-std::vector<int64_t> PlanRegions(const PutInput& in, std::vector<StagedColumn>& staged,
-                                 int64_t chunk_bytes) {
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < in.columns.size(); ++i) {
-    const PackedColumn& column = in.columns[i];
-    StagedColumn& out = staged[i];
-    out.first = sizes.size();
-    sizes.push_back(column.rows() * static_cast<int64_t>(sizeof(CellBlock)));
-    const int64_t total = PayloadBytes(column, out.item_bytes);
-    out.one_region = total <= chunk_bytes;
-    if (out.one_region) {
-      sizes.push_back(total);
-      continue;
-    }
-    for (int64_t r = 0; r < column.rows(); ++r) {
-      sizes.push_back(column.length(r) * out.item_bytes);
-    }
-  }
-  return sizes;
-}
-
-// Copies a column's payload into its regions and fills its cell blocks.
-void CopyColumn(const PackedColumn& in, StagedColumn& out,
-                const std::vector<char*>& regions) {
-  out.blocks = reinterpret_cast<CellBlock*>(regions[out.first]);
-  const int64_t total = PayloadBytes(in, out.item_bytes);
-  if (out.one_region && total > 0) {
-    CopyFromSegments(in.segments, 0, total, regions[out.first + 1]);
-  }
-  for (int64_t r = 0; r < in.rows(); ++r) {
-    const int64_t begin = in.offsets[r] * out.item_bytes;
-    const int64_t len = in.length(r) * out.item_bytes;
-    char* dest = out.one_region ? regions[out.first + 1] + begin
-                                : regions[out.first + 1 + r];
-    if (!out.one_region && len > 0) CopyFromSegments(in.segments, begin, len, dest);
-    new (&out.blocks[r]) CellBlock{dest, in.length(r)};
-  }
-}
-
-}  // namespace
 
 PutAttempt DockImpl::TryPut(PutInput& in) {
   // A concurrent Put that started the step and then undid it (it could not
@@ -187,13 +139,13 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   PutAttempt attempt;
   std::string blocked;
   bool activated = false;
-  absl::StatusOr<std::shared_ptr<StepArena>> arena =
+  absl::StatusOr<std::shared_ptr<StepCells>> cells =
       ActivateForPut(in, &blocked, &activated);
-  if (!arena.ok()) {
-    attempt.done = arena.status();
+  if (!cells.ok()) {
+    attempt.done = cells.status();
     return attempt;
   }
-  if (*arena == nullptr) {
+  if (*cells == nullptr) {
     attempt.raced = blocked.empty();
     attempt.park_reason = blocked.empty() ? Where(in.step) + " is changing" : blocked;
     // The step holding the partition may be done and its release record may
@@ -212,7 +164,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   if (in.rows.empty()) {
     // New rows: assigned once the step is live, kept across retries.
     if (absl::Status assigned = AssignRows(in); !assigned.ok()) {
-      if (activated) DeactivateIfUnused(in.step, *arena);
+      if (activated) DeactivateIfUnused(in.step, *cells);
       if (absl::IsAborted(assigned)) {
         attempt.raced = true;  // the step was started and undone meanwhile
         attempt.park_reason = std::string(assigned.message());
@@ -223,40 +175,39 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
     }
   }
   std::vector<StagedColumn> staged(in.columns.size());
+  std::vector<int64_t> item_bytes(in.columns.size());
   PutResult result{static_cast<int64_t>(in.rows.size()), 0, {}};
   if (in.new_rows > 0) result.assigned = in.rows;
   for (size_t i = 0; i < in.columns.size(); ++i) {
     staged[i].column = ColumnIndex(in.columns[i].name);
-    staged[i].item_bytes = columns_[staged[i].column].item_bytes();
-    result.bytes += PayloadBytes(in.columns[i], staged[i].item_bytes);
+    item_bytes[i] = columns_[staged[i].column].item_bytes();
+    result.bytes += PayloadBytes(in.columns[i], item_bytes[i]);
   }
-  const std::vector<int64_t> sizes = PlanRegions(in, staged, pool_->chunk_bytes());
-  std::vector<char*> regions;
-  if (!(*arena)->AllocateBatch(sizes, regions, /*past_limit=*/IsOldestLiveStep(in.step))) {
-    if (activated) DeactivateIfUnused(in.step, *arena);
+  // The copy: outside every lock; `cells` keeps the bytes even if the step
+  // is released meanwhile.
+  std::vector<const CellBlock*> blocks;
+  if (!(*cells)->Write(in.columns, item_bytes, /*past_limit=*/IsOldestLiveStep(in.step),
+                       blocks)) {
+    if (activated) DeactivateIfUnused(in.step, *cells);
     attempt.park_reason = MemoryReason(in.step);
     attempt.memory_limited = true;
     return attempt;
   }
-  // The copy: outside every lock; `arena` pins the memory even if the step
-  // is released meanwhile.
-  for (size_t i = 0; i < in.columns.size(); ++i) {
-    CopyColumn(in.columns[i], staged[i], regions);
-  }
-  absl::StatusOr<PutResult> committed = CommitPut(in, *arena, staged, result, &attempt.columns);
+  for (size_t i = 0; i < in.columns.size(); ++i) staged[i].blocks = blocks[i];
+  absl::StatusOr<PutResult> committed = CommitPut(in, *cells, staged, result, &attempt.columns);
   if (absl::IsAborted(committed.status())) {
     // The step was started and undone by a concurrent Put: try again.
     attempt.raced = true;
     attempt.park_reason = std::string(committed.status().message());
     return attempt;
   }
-  if (committed.ok()) attempt.arena = *arena;
+  if (committed.ok()) attempt.cells = *cells;
   attempt.done = std::move(committed);
   return attempt;
 }
 
 absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
-                                              const std::shared_ptr<StepArena>& arena,
+                                              const std::shared_ptr<StepCells>& cells,
                                               const std::vector<StagedColumn>& staged,
                                               PutResult result,
                                               std::vector<WrittenColumn>* columns) {
@@ -265,7 +216,7 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
   const StepState state = ring_.Classify(mu_, in.step);
   // Our start of the step was undone by a concurrent Put (and maybe made
   // again): the caller tries again. A released step never becomes live.
-  if (state == StepState::kFree || (state == StepState::kLive && part.arena(mu_) != arena)) {
+  if (state == StepState::kFree || (state == StepState::kLive && part.cells(mu_) != cells)) {
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   if (state != StepState::kLive) {
@@ -360,8 +311,8 @@ bool DockImpl::IsOldestLiveStep(int64_t step) const {
 }
 
 std::string DockImpl::MemoryReason(int64_t step) const {
-  return absl::StrCat(Where(step), ": memory limit of ", pool_->limit_bytes(),
-                      " bytes reached (", pool_->reserved_bytes(), " bytes held)");
+  return absl::StrCat(Where(step), ": memory limit of ", store_->limit_bytes(),
+                      " bytes reached (", store_->reserved_bytes(), " bytes held)");
 }
 
 bool DockImpl::CanPutNow(const PutInput& in) const {
@@ -377,11 +328,11 @@ void DockImpl::FinishPut(const PutInput& in, PutAttempt attempt, PutCallback don
     return;
   }
   // Answers once the cells are stored.
-  RecordPut(in, *result, std::move(attempt.arena), std::move(attempt.columns), std::move(done));
+  RecordPut(in, *result, std::move(attempt.cells), std::move(attempt.columns), std::move(done));
 }
 
 void DockImpl::EndAppend(int64_t step, uint64_t claim) {
-  std::shared_ptr<StepArena> arena;
+  std::shared_ptr<StepCells> cells;
   {
     tdock::ReaderMutexLock lock(&mu_);
     Partition& part = ring_.Of(step);
@@ -391,9 +342,9 @@ void DockImpl::EndAppend(int64_t step, uint64_t claim) {
     // expired, cancelled, shut down): its rows are given back then, and the
     // step its claim alone kept started is taken off its partition.
     if (!part.row_index().ReleaseAppendClaim(claim)) return;
-    arena = part.arena(mu_);
+    cells = part.cells(mu_);
   }
-  DeactivateIfUnused(step, arena);
+  DeactivateIfUnused(step, cells);
 }
 
 void DockImpl::Put(PutInput input, PutCallback done) {

@@ -115,7 +115,7 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
     const StepState state = ring_.Classify(mu_, record.step);
     if (state == StepState::kReleased) return absl::OkStatus();
     if (state == StepState::kFree) {
-      part.Activate(mu_, record.step, std::make_shared<StepArena>(pool_));
+      part.Activate(mu_, record.step, store_->OpenStep());
     } else if (state != StepState::kLive) {
       return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
                                               " of a step whose partition holds another"));

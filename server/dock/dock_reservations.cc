@@ -163,17 +163,17 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
     rows.new_rows = in.row_count();
     std::string blocked;
     bool activated = false;
-    absl::StatusOr<std::shared_ptr<StepArena>> arena;
+    absl::StatusOr<std::shared_ptr<StepCells>> cells;
     absl::Status assigned = absl::AbortedError(Where(step) + " is changing");
     // A step started and undone by a concurrent Put meanwhile: try again.
     for (int race = 0; race < kMaxRaces && absl::IsAborted(assigned); ++race) {
-      arena = ActivateForPut(rows, &blocked, &activated);
-      if (!arena.ok() || *arena == nullptr) break;
+      cells = ActivateForPut(rows, &blocked, &activated);
+      if (!cells.ok() || *cells == nullptr) break;
       assigned = AssignRows(rows, id);
-      if (absl::IsAborted(assigned) && activated) DeactivateIfUnused(step, *arena);
+      if (absl::IsAborted(assigned) && activated) DeactivateIfUnused(step, *cells);
     }
-    if (!arena.ok()) continue;  // released (or being released) meanwhile
-    if (*arena == nullptr) {
+    if (!cells.ok()) continue;  // released (or being released) meanwhile
+    if (*cells == nullptr) {
       attempt.raced = blocked.empty();
       attempt.reason = attempt.raced ? Where(step) + " is changing" : blocked;
       return attempt;
@@ -189,7 +189,7 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
       attempt.done = std::move(granted);
       return attempt;
     }
-    if (activated) DeactivateIfUnused(step, *arena);
+    if (activated) DeactivateIfUnused(step, *cells);
     if (absl::IsAborted(assigned)) {
       attempt.raced = true;
       attempt.reason = std::string(assigned.message());

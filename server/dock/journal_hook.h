@@ -49,7 +49,7 @@ class DockJournal {
   // wrote, the keys and versions of its rows (empty: none), the lease it acknowledges
   // (null: none) and the rows its appended groups leave unused (closed past
   // their declared sizes; null: none). `pin` keeps the cells' bytes (the
-  // step's arena) alive.
+  // step's StepCells) alive.
   struct PutRecord {
     int64_t step = 0;
     std::vector<Cell> cells;

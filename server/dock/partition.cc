@@ -52,10 +52,10 @@ void Partition::AddColumn(const tdock::Mutex& dock_mu, std::unique_ptr<ColumnSta
 }
 
 void Partition::Activate(const tdock::Mutex& dock_mu, int64_t step,
-                         std::shared_ptr<StepArena> arena) {
+                         std::shared_ptr<StepCells> cells) {
   HeldExclusive(dock_mu);
   step_ = step;
-  arena_ = std::move(arena);
+  cells_ = std::move(cells);
 }
 
 void Partition::MarkReleased(const tdock::Mutex& dock_mu, int64_t step) {
@@ -66,10 +66,10 @@ void Partition::MarkReleased(const tdock::Mutex& dock_mu, int64_t step) {
 void Partition::Deactivate(const tdock::Mutex& dock_mu) {
   HeldExclusive(dock_mu);
   step_ = -1;
-  arena_ = nullptr;
+  cells_ = nullptr;
 }
 
-std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
+std::shared_ptr<StepCells> Partition::Release(const tdock::Mutex& dock_mu) {
   HeldExclusive(dock_mu);
   // relaxed stores: the caller holds the dock's mutex exclusively, and the
   // next user of this partition acquires that mutex.
@@ -113,7 +113,7 @@ std::shared_ptr<StepArena> Partition::Release(const tdock::Mutex& dock_mu) {
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
   releasing_ = false;
-  return std::exchange(arena_, nullptr);
+  return std::exchange(cells_, nullptr);
 }
 
 void Partition::Publish(int c, int64_t row, const CellBlock* block) {

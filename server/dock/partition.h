@@ -1,8 +1,8 @@
 // Partition: the memory of one step of a dock (step s lives in partition
 // s mod steps_in_flight).
 //
-// Per column: a cell table (an atomic pointer per row to the cell's block in
-// the step's arena), a ready bitmap over rows, a ready counter per group and a
+// Per column: a cell table (an atomic pointer per row to the cell's block,
+// held by the step's StepCells), a ready bitmap over rows, a ready counter per group and a
 // group-ready bitmap (set when every row of the group that is not dropped is
 // ready). Per consumer: a consumed bitmap over rows (over groups for
 // whole-group consumers) and a consumed-row counter. Per row: whether it is
@@ -12,7 +12,7 @@
 // so claims (shared) see a row's drop whole or not at all.
 //
 // Thread safety: the dock's mutex guards structure (the step held, the
-// arena, the consumer list); every structural accessor names it, so clang
+// step's cells, the consumer list); every structural accessor names it, so clang
 // checks the caller holds it. Structural changes (Activate, Release,
 // AddConsumer, ...) need it exclusively; everything else runs under its
 // shared side, concurrently: cells are published with Publish (serialized
@@ -43,19 +43,13 @@
 #include "common/drop.h"
 #include "common/logging.h"
 #include "common/mutex.h"
-#include "server/dock/arena.h"
 #include "server/dock/bitmap.h"
+#include "server/dock/cell_store.h"
 #include "server/dock/round_book.h"
 #include "server/dock/row_index.h"
 #include "server/dock/types.h"
 
 namespace tdock::internal {
-
-// A cell's payload location; lives in the step's arena.
-struct CellBlock {
-  const char* data = nullptr;
-  int64_t length = 0;  // items
-};
 
 struct ColumnState {
   ColumnState(int64_t rows, int64_t groups);
@@ -141,7 +135,7 @@ class Partition final {
   // to change, checked by clang's -Wthread-safety at every call.
   bool live(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
-    return arena_ != nullptr;
+    return cells_ != nullptr;
   }
   int64_t step(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
@@ -153,16 +147,16 @@ class Partition final {
     HeldShared(dock_mu);
     return last_released_;
   }
-  void Activate(const tdock::Mutex& dock_mu, int64_t step, std::shared_ptr<StepArena> arena)
+  void Activate(const tdock::Mutex& dock_mu, int64_t step, std::shared_ptr<StepCells> cells)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // Recovery: `step` of this partition was released before a restart.
   void MarkReleased(const tdock::Mutex& dock_mu, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // Undoes Activate of a step nothing was written to (last_released stays).
   void Deactivate(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
-  // Frees the step: clears all state and returns the arena (which the caller
-  // drops outside the dock's lock).
-  std::shared_ptr<StepArena> Release(const tdock::Mutex& dock_mu)
+  // Frees the step: clears all state and returns its cells (which the
+  // caller drops outside the dock's lock).
+  std::shared_ptr<StepCells> Release(const tdock::Mutex& dock_mu)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu);
   // With a journal: the step's release is being recorded. Meanwhile the step
   // counts as released (it takes no Put and hands out nothing) but still
@@ -228,10 +222,11 @@ class Partition final {
   // Every row of the unit is dropped.
   bool UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
-  const std::shared_ptr<StepArena>& arena(const tdock::Mutex& dock_mu) const
+  // The step's cells (null while the partition holds no step).
+  const std::shared_ptr<StepCells>& cells(const tdock::Mutex& dock_mu) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     HeldShared(dock_mu);
-    return arena_;
+    return cells_;
   }
   // Consumer k's state (its fields are atomic or under their own locks).
   ConsumerState& consumer(const tdock::Mutex& dock_mu, int k) const
@@ -322,7 +317,7 @@ class Partition final {
   int64_t step_ ABSL_GUARDED_BY(dock_mu_) = -1;
   int64_t last_released_ ABSL_GUARDED_BY(dock_mu_) = -1;
   bool releasing_ ABSL_GUARDED_BY(dock_mu_) = false;
-  std::shared_ptr<StepArena> arena_ ABSL_GUARDED_BY(dock_mu_);
+  std::shared_ptr<StepCells> cells_ ABSL_GUARDED_BY(dock_mu_);
   bool sealed_ ABSL_GUARDED_BY(dock_mu_) = false;
   bool seal_pending_ ABSL_GUARDED_BY(dock_mu_) = false;
   std::vector<DropReason> drop_reasons_ ABSL_GUARDED_BY(dock_mu_);  // per row

@@ -1,6 +1,6 @@
 // Request and result types of the dock core. They carry payload as spans into
 // memory owned elsewhere (the transport's request buffer on the way in, the
-// dock's arena on the way out), so the core copies payload exactly once.
+// step's cells on the way out), so the core copies payload exactly once.
 #ifndef TDOCK_SERVER_DOCK_TYPES_H_
 #define TDOCK_SERVER_DOCK_TYPES_H_
 
@@ -138,14 +138,14 @@ struct SealInput {
   std::vector<std::string> required_columns;
 };
 
-// One column of a batch: segments are views into the dock's arena, valid
+// One column of a batch: segments are views into the step's cells, valid
 // while Batch::pin is held; rows in batch order.
 using ColumnView = PackedColumn;
 
 // A batch handed out: its metadata (common/batch_meta.h) and its columns.
 struct Batch : BatchMeta {
   std::vector<ColumnView> columns;
-  // Keeps the step's arena alive while segments are referenced, even after
+  // Keeps the step's cells alive while segments are referenced, even after
   // the step is released. Copy it to extend the lifetime.
   std::shared_ptr<const void> pin;
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/dock/arena.h"
+#include "server/dock/local_cell_store.h"
 #include "server/dock/sampler.h"
 
 namespace tdock::internal {
@@ -35,8 +35,8 @@ class PartitionTest : public ::testing::Test {
     return std::make_unique<Partition>(&mu_, /*index=*/1, rows, group_size, kColumns,
                                        consumers);
   }
-  std::shared_ptr<StepArena> NewArena() {
-    return std::make_shared<StepArena>(std::make_shared<ChunkPool>(4096, 0));
+  std::shared_ptr<StepCells> NewCells() {
+    return LocalCellStore(4096, 0).OpenStep();
   }
   static ConsumerPlan PlanFor(std::vector<int> columns, Policy policy = Policy::kFifo,
                               bool whole_groups = false) {
@@ -70,20 +70,20 @@ TEST_F(PartitionTest, StructureFollowsActivateDeactivateAndRelease) {
   EXPECT_EQ(part->step(mu_), -1);
   EXPECT_EQ(part->last_released(mu_), -1);
 
-  std::shared_ptr<StepArena> arena = NewArena();
-  part->Activate(mu_, 3, arena);
+  std::shared_ptr<StepCells> cells = NewCells();
+  part->Activate(mu_, 3, cells);
   EXPECT_TRUE(part->live(mu_));
   EXPECT_EQ(part->step(mu_), 3);
-  EXPECT_EQ(part->arena(mu_), arena);
+  EXPECT_EQ(part->cells(mu_), cells);
 
   part->Deactivate(mu_);  // nothing was written: step 3 was never released
   EXPECT_FALSE(part->live(mu_));
   EXPECT_EQ(part->last_released(mu_), -1);
 
-  part->Activate(mu_, 3, arena);
+  part->Activate(mu_, 3, cells);
   part->set_releasing(mu_, true);
   EXPECT_TRUE(part->releasing(mu_));
-  EXPECT_EQ(part->Release(mu_), arena);
+  EXPECT_EQ(part->Release(mu_), cells);
   EXPECT_FALSE(part->live(mu_));
   EXPECT_FALSE(part->releasing(mu_));
   EXPECT_EQ(part->step(mu_), -1);
@@ -142,7 +142,7 @@ TEST_F(PartitionTest, ReleaseClearsCellsBitsCountsAndConsumerState) {
   Write(*part, 0, Range(0, 8));
   Write(*part, 1, Range(0, 4));
   tdock::MutexLock lock(&mu_);
-  part->Activate(mu_, 0, NewArena());
+  part->Activate(mu_, 0, NewCells());
   ConsumerState& rows = part->consumer(mu_, 0);
   ConsumerState& groups = part->consumer(mu_, 1);
   EXPECT_EQ(rows.consumed.bits(), 8);

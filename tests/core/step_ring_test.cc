@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/dock/arena.h"
+#include "server/dock/local_cell_store.h"
 
 namespace tdock::internal {
 namespace {
@@ -24,7 +24,7 @@ class StepRingTest : public ::testing::Test {
   void Activate(int64_t step) {
     tdock::MutexLock lock(&mu_);
     ring_.Of(step).Activate(mu_, step,
-                            std::make_shared<StepArena>(std::make_shared<ChunkPool>(4096, 0)));
+                            LocalCellStore(4096, 0).OpenStep());
   }
   State Classify(int64_t step) {
     tdock::ReaderMutexLock lock(&mu_);
