@@ -184,8 +184,8 @@ def test_worker_method_acknowledges_a_lease_it_writes_nothing_for(client, dock_n
     that only trains) acknowledges its batch's lease when it returns, as a
     method with outputs does with their write, so the lease does not expire
     and hand its rows out to be trained on again. Replica 1 of a share
-    leaves that to replica 0 (they share the lease); a method that raises
-    acknowledges nothing, and its rows come back when the lease ends."""
+    leaves that to replica 0 (they share the lease), when it returns and
+    when it raises."""
     dock = make_dock(client, dock_name, replicas=2, lease_ms=600_000)
     ref = tv.BatchRef(dock, step=0)
     Trainer(rank=0, replica=1).update(ref)
@@ -193,12 +193,73 @@ def test_worker_method_acknowledges_a_lease_it_writes_nothing_for(client, dock_n
     Trainer(rank=0).update(ref)
     assert dock.status().leases["actor"].in_flight == 0
     with pytest.raises(RuntimeError, match="the update failed"):
-        Trainer(rank=1, fails=True).update(ref)
+        Trainer(rank=1, replica=1, fails=True).update(ref)
     (held,) = dock.leases("actor")
     assert held.rank == 1
-    dock.nack_all("actor")
     Trainer(rank=1).update(tv.BatchRef(dock, step=0, round=held.round))
     assert dock.status().leases["actor"].in_flight == 0
+
+
+class Failing:
+    """A verl-style worker whose method fails: it runs `first`, then raises
+    `error`, or (with `error` None) returns an output with one row too
+    many, which the write refuses. It keeps the batch it was given."""
+
+    def __init__(self, rank, error, first=lambda: None):
+        self.rank, self.error, self.first, self.given = rank, error, first, None
+
+    @tv.worker_method("actor", outputs=["old_log_probs"])
+    def update(self, data: TensorDict) -> TensorDict:
+        self.given = data
+        self.first()
+        if self.error is not None:
+            raise self.error
+        return TensorDict({"old_log_probs": torch.zeros(len(data) + 1, 1)},
+                          batch_size=[len(data) + 1])
+
+
+def test_worker_method_hands_back_a_lease_when_the_method_raises(client, dock_name):
+    """A call whose method raises, or whose output the write refuses, nacks
+    its batch's lease before the exception reaches the caller (the very
+    object raised, with nothing added): the rank's next Get, waiting far
+    less than lease_ms, is handed the same share again (same round, same
+    rows) under a new lease, and nothing was written to the rows."""
+    dock = make_dock(client, dock_name, lease_ms=600_000)
+    ref = tv.BatchRef(dock, step=0)
+    error = RuntimeError("the update failed")
+    for worker, raised in ((Failing(1, error), RuntimeError),
+                           (Failing(1, None), tdock.errors.InvalidArgument)):
+        with pytest.raises(raised) as caught:
+            worker.update(ref)
+        if worker.error is not None:
+            assert caught.value is error and not getattr(error, "__notes__", None)
+        assert dock.leases("actor") == []
+        again = dock.get("actor", rank=1, step=0, wait=10)
+        assert not again.timed_out and again.round == 0 and again.lease is not None
+        assert torch.equal(tv.to_tensordict(again, engine_plan=True)["input_ids"],
+                           worker.given["input_ids"])
+        dock.nack(again)
+    assert not any("old_log_probs" in row.written for row in dock.list_rows(0))
+
+
+def test_worker_method_keeps_the_error_when_its_nack_fails(client, dock_name):
+    """When the lease of a call whose method raises has already ended (here
+    handed back by nack_all while the method ran), the nack fails; the
+    method's exception still reaches the caller, the nack's failure noted
+    on it (Python 3.11+) or warned."""
+    dock = make_dock(client, dock_name, lease_ms=600_000)
+    error = RuntimeError("the update failed")
+    worker = Failing(1, error, first=lambda: dock.nack_all("actor"))
+    if sys.version_info >= (3, 11):
+        with pytest.raises(RuntimeError) as caught:
+            worker.update(tv.BatchRef(dock, step=0))
+        (note,) = caught.value.__notes__
+    else:
+        with pytest.raises(RuntimeError) as caught, pytest.warns(UserWarning) as warned:
+            worker.update(tv.BatchRef(dock, step=0))
+        (note,) = [str(w.message) for w in warned]
+    assert caught.value is error
+    assert "could not hand back lease" in note and "FailedPrecondition" in note, note
 
 
 def test_worker_method_data_proto_rollout(client, dock_name):

@@ -18,19 +18,26 @@ verl's engines cut tdock's micro-batch plan (tdock._verl_plan). The keys of
 ("responses" and "prompts" to the columns they were made from; replica 0 alone
 writes, as verl collects from one model-parallel rank; a lease is acknowledged
 with the write, or by replica 0 when the method returns if it has nothing to
-write, so that its rows are not handed out again). A method that raises
-acknowledges nothing: its rows come back when the lease ends. The call returns
-the method's output without the keys written (they are in the dock; only the
-rest travels back), its "metrics" (meta_info's for a DataProto, the
-TensorDict's non-tensor entry) joined by tdock.verl.balance_metrics', and
-"tdock": the step, round and rows of the batch and the columns written. A call
-without a BatchRef runs the method as it is.
+write, so that its rows are not handed out again). When the call fails after
+its Get (the method, the batch's conversion or the write of its outputs
+raises), replica 0 nacks the lease before the exception, as raised, reaches the
+caller: the rows are handed out again at once, not when lease_ms ends (a
+balanced consumer's share to the same rank, under the same round, for every
+replica that took it; the rank's next Get, or one naming that round, takes it).
+If that nack fails (the lease had ended), the exception carries a note saying
+so (a warning before Python 3.11). The call returns the method's output without
+the keys written (they are in the dock; only the rest travels back), its
+"metrics" (meta_info's for a DataProto, the TensorDict's non-tensor entry)
+joined by tdock.verl.balance_metrics', and "tdock": the step, round and rows of
+the batch and the columns written. A call without a BatchRef runs the method as
+it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -165,6 +172,25 @@ def _write(dock: Any, batch: Any, data: Any, out: Any, outputs: Mapping[str, str
     return list(columns)
 
 
+def _hand_back(dock: Any, batch: Any, error: BaseException) -> None:
+    """Nacks the batch's lease after `error` ended its call, so that its rows
+    are handed out again now rather than when the lease expires. A failed
+    nack leaves `error` as it was, noted on it (Python 3.11+) or warned."""
+    if batch.lease is None:
+        return
+    try:
+        dock.nack(batch)
+    except Exception as failed:  # the lease may have ended (the write acknowledged it)
+        note = (f"tdock.verl.worker_method: could not hand back lease {batch.lease} "
+                f"(consumer '{batch.consumer}' rank {batch.rank}, step {batch.step}): "
+                f"{type(failed).__name__}: {failed}; a lease still in flight hands its rows "
+                f"back when it expires")
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        else:
+            warnings.warn(note, stacklevel=3)
+
+
 def worker_method(consumer: str, *, outputs: Iterable[str] | Mapping[str, str] = (),
                   layout: str = "tensordict", rank: str | Callable = "rank",
                   replica: str | Callable | None = None,
@@ -202,16 +228,22 @@ def worker_method(consumer: str, *, outputs: Iterable[str] | Mapping[str, str] =
                 raise errors.WaitTimeout(
                     f"tdock.verl.worker_method: no batch for consumer '{consumer}' "
                     f"(step {ref.step}) within {ref.wait} s")
-            data = to_layout(batch, prompt=prompt, response=response,
-                             pad_token_id=pad_token_id, columns=columns, engine_plan=True)
-            args = tuple(data if a is ref else a for a in args)
-            kwargs = {k: data if v is ref else v for k, v in kwargs.items()}
-            out = method(self, *args, **kwargs)
-            written = []
-            if names and not peer:
-                written = _write(dock, batch, data, out, names, "responses")
-            elif batch.lease is not None and not peer:
-                dock.ack(batch)  # nothing to write: done with the batch
+            try:
+                data = to_layout(batch, prompt=prompt, response=response,
+                                 pad_token_id=pad_token_id, columns=columns,
+                                 engine_plan=True)
+                args = tuple(data if a is ref else a for a in args)
+                kwargs = {k: data if v is ref else v for k, v in kwargs.items()}
+                out = method(self, *args, **kwargs)
+                written = []
+                if names and not peer:
+                    written = _write(dock, batch, data, out, names, "responses")
+                elif batch.lease is not None and not peer:
+                    dock.ack(batch)  # nothing to write: done with the batch
+            except BaseException as error:
+                if not peer:
+                    _hand_back(dock, batch, error)
+                raise
             return _returned(out, names, batch, written)
         return call
     return decorate
