@@ -53,6 +53,30 @@ def test_put_arguments_are_checked_before_sending(client, dock_name):
     assert dock.status().steps == []  # nothing was written
 
 
+def test_a_step_that_is_not_an_integer_is_refused_by_every_call(client, dock_name):
+    """put, get, read and release refuse a step that is not an integer
+    (1.5, "0", True; a negative one too) before sending, naming the call and
+    the step with its type, where protobuf raised a bare TypeError (or, for
+    True, took step 1); an integer of numpy's is a step. Nothing changes."""
+    dock = client.create_dock(grpo_spec(dock_name, prompts=1, n=2))
+    for step in (1.5, "0", True):
+        shown = f"{step!r} \\({type(step).__name__}\\)"
+        calls = {
+            "put": lambda: dock.put(step, [0, 1], {"prompt_ids": [[1], [2]]}),
+            "get": lambda: dock.get("reward", step=step, wait=0),
+            "read": lambda: dock.read(step, [0]),
+            "release": lambda: dock.release(step),
+        }
+        for name, call in calls.items():
+            with pytest.raises(tdock.errors.InvalidArgument,
+                               match=f"{name}: step must be an integer, got {shown}"):
+                call()
+    with pytest.raises(tdock.errors.InvalidArgument, match="put: step -1 is negative"):
+        dock.put(-1, [0, 1], {"prompt_ids": [[1], [2]]})
+    assert dock.status().steps == []  # nothing was written
+    assert dock.put(np.int64(0), [0, 1], {"prompt_ids": [[1], [2]]}).rows == 2
+
+
 def test_server_rejects_a_bad_put_and_keeps_state(client, dock_name):
     dock = client.create_dock(grpo_spec(dock_name, prompts=1, n=2))
     with pytest.raises(tdock.errors.InvalidArgument, match="row 5"):

@@ -347,6 +347,7 @@ class _DockCalls:
     @staticmethod
     def _reserved(step: int, rows: Any, reservation: Any) -> tuple[Any, int]:
         """A Put's rows and reservation id: a Reservation's rows by default."""
+        step = _step_index(step, "put")
         if reservation is None:
             return rows, 0
         if isinstance(reservation, Reservation):
@@ -386,7 +387,7 @@ class _DockCalls:
                                   count=count or 0, wait_ms=_millis(wait, "wait"),
                                   replica=replica)
         if step is not None:
-            req.has_step, req.step = True, step
+            req.has_step, req.step = True, _step_index(step, "get")
         if round is not None:
             req.round = round
         return req
@@ -401,7 +402,7 @@ class _DockCalls:
             return dock_pb2.ReadRequest(dock=self.name, keys=keys, columns=list(columns or []))
         if step is None or rows is None:
             raise errors.InvalidArgument("read: name a step and its rows, or keys")
-        return dock_pb2.ReadRequest(dock=self.name, step=step, rows=list(rows),
+        return dock_pb2.ReadRequest(dock=self.name, step=_step_index(step, "read"), rows=list(rows),
                                     columns=list(columns or []))
 
     def _list_rows(self, r: dock_pb2.ListRowsResponse) -> list[RowState]:
@@ -475,7 +476,7 @@ class _DockCalls:
                           r.admission_wait_seconds)
 
     def _release_request(self, step: int) -> dock_pb2.ReleaseStepRequest:
-        return dock_pb2.ReleaseStepRequest(dock=self.name, step=step)
+        return dock_pb2.ReleaseStepRequest(dock=self.name, step=_step_index(step, "release"))
 
     def _drop_request(self, step: int, rows: Iterable[int] | None,
                       groups: Iterable[int] | None,
