@@ -344,6 +344,21 @@ class _DockCalls:
             return e
         return errors.AlreadyExists(f"{e.message}; {hint}")
 
+    @classmethod
+    def _put_arguments(cls, step: int, rows: Any, keys: Any, group_sizes: Any, versions: Any,
+                       reservation: Any) -> tuple[Any, Any, Any, Any, int]:
+        """A Put's rows, keys, group sizes and versions with its iterables
+        taken once (the request may be built twice: a new column), and its
+        reservation id."""
+        rows, reserved = cls._reserved(step, rows, reservation)
+        if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
+            rows = list(rows)
+        keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
+        group_sizes = list(group_sizes) if group_sizes is not None else None
+        if versions is not None and not isinstance(versions, (int, np.integer)):
+            versions = list(versions)
+        return rows, keys, group_sizes, versions, reserved
+
     @staticmethod
     def _reserved(step: int, rows: Any, reservation: Any) -> tuple[Any, int]:
         """A Put's rows and reservation id: a Reservation's rows by default."""

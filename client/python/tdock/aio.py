@@ -20,7 +20,6 @@ from typing import Any, AsyncIterator, Iterable, Mapping
 
 import grpc
 import grpc.aio
-import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
@@ -122,14 +121,8 @@ class Dock(_DockCalls):
                   versions: int | Iterable[int] | None = None,
                   reservation: Any = None) -> PutAck:
         """As tdock.Dock.put."""
-        rows, reserved = self._reserved(step, rows, reservation)
-        if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
-            rows = list(rows)
-        keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
-        # Iterables taken once: the request may be built twice (a new column).
-        group_sizes = list(group_sizes) if group_sizes is not None else None
-        if versions is not None and not isinstance(versions, (int, np.integer)):
-            versions = list(versions)
+        rows, keys, group_sizes, versions, reserved = self._put_arguments(
+            step, rows, keys, group_sizes, versions, reservation)
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,

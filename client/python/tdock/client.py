@@ -26,7 +26,6 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
-import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import errors, wire
@@ -164,14 +163,8 @@ class Dock(_DockCalls):
         (`batch.versions`) and list_rows carry it.
         `reservation`: a Reservation (Dock.reserve) or its id whose rows this
         writes, at its step (with `rows` None, all of them)."""
-        rows, reserved = self._reserved(step, rows, reservation)
-        if rows is not None and not isinstance(rows, (range, list, tuple, np.ndarray)):
-            rows = list(rows)
-        keys = list(keys) if keys is not None and not isinstance(keys, str) else keys
-        # Iterables taken once: the request may be built twice (a new column).
-        group_sizes = list(group_sizes) if group_sizes is not None else None
-        if versions is not None and not isinstance(versions, (int, np.integer)):
-            versions = list(versions)
+        rows, keys, group_sizes, versions, reserved = self._put_arguments(
+            step, rows, keys, group_sizes, versions, reservation)
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved)
