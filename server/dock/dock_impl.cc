@@ -275,7 +275,7 @@ DockStats DockImpl::Stats() const {
   WaiterTable::Counts parked = waiters_.Count(stats.consumers.size());
   stats.waiters = std::move(parked.gets);
   stats.parked_puts = parked.puts;
-  stats.version = version_.load(std::memory_order_acquire);
+  stats.version = version_.current();
   const ReservationTable::Counts reservations = reservations_.counts();
   stats.reservations_live = reservations.live;
   stats.reservations_parked = parked.reserves;

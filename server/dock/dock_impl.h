@@ -34,7 +34,9 @@
 #include "server/dock/key_index.h"
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
+#include "server/dock/policy_version.h"
 #include "server/dock/reservation_table.h"
+#include "server/dock/retry_times.h"
 #include "server/dock/round_dispatcher.h"
 #include "server/dock/sampler.h"
 #include "server/dock/step_ring.h"
@@ -79,7 +81,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void SetVersion(int64_t version, StatusCallback done);
   // Returns an id for Cancel while it waits for admission (0 if answered).
   uint64_t Reserve(ReserveInput input, ReserveCallback done);
-  int64_t version() const { return version_.load(std::memory_order_acquire); }
+  int64_t version() const { return version_.current(); }
   // The dock's version becomes `version` if that is newer (recorded, or
   // recovered); returns the version now.
   int64_t AdvanceVersion(int64_t version);
@@ -530,8 +532,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   const std::string name_;
   const DockLimits limits_;
   const int64_t rows_per_step_;
-  // The current policy version (SetVersion): read without locks by Puts.
-  std::atomic<int64_t> version_{0};
+  PolicyVersion version_;  // SetVersion's; read without locks by Puts
   const int32_t group_size_;
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
   const std::vector<int> length_columns_;
@@ -543,15 +544,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   ConsumerTable consumers_;  // the spec, plans, changes; under mu_
   // Granted reservations (dock_reservations.cc).
   ReservationTable reservations_;
-  // A parked Reserve lost races with concurrent starts of its step: when the
-  // parked Reserves are tried again (unix ns of the dock's clock; 0: none due).
-  std::atomic<int64_t> reserve_retry_at_ns_{0};
-  // Dropping a sealed step's orphans was not stored: when it is tried again
-  // (for every sealed step; unix ns of the dock's clock; 0: none due).
-  std::atomic<int64_t> orphans_retry_at_ns_{0};
-  // After a stale pass-over's record failed: when parked Gets look again
-  // (unix ns of the dock's clock; 0: none due).
-  std::atomic<int64_t> stale_retry_at_ns_{0};
+  // When the alarm tries again (on the dock's clock): the parked Reserves
+  // after lost races with starts of their steps, the drop of sealed steps'
+  // orphans after its record failed, the parked Gets after a stale
+  // pass-over's record failed.
+  RetryTimes retries_;
 
   // Keys of live rows (dock_keys.cc); its lock is a leaf.
   KeyIndex keys_;

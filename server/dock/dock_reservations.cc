@@ -51,7 +51,7 @@ absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
   if (in.version.has_value() && *in.version < 0) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": version ", *in.version, " is negative"));
   }
-  const int64_t now = version_.load(std::memory_order_acquire);
+  const int64_t now = version_.current();
   if (in.version.has_value() && *in.version > now) {
     return absl::FailedPreconditionError(absl::StrCat(
         who, ": version ", *in.version, " is newer than the dock's version ", now,
@@ -137,7 +137,7 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
     tdock::ReaderMutexLock lock(&mu_);
     front = FrontStepLocked();
     bound = AdmissionBoundLocked(&bounded_by);
-    base = version_.load(std::memory_order_acquire);
+    base = version_.current();
     version = in.version.value_or(base);
   }
   for (int64_t step = front; step < front + ring_.steps_in_flight(); ++step) {
@@ -281,8 +281,7 @@ void DockImpl::WakeReservations() {
 
 void DockImpl::RetryReservesSoon() {
   const absl::Time at = limits_.clock->Now() + kReserveRetryInterval;
-  // relaxed: a hint; the Reserves it wakes re-check everything under locks.
-  reserve_retry_at_ns_.store(absl::ToUnixNanos(at), std::memory_order_relaxed);
+  retries_.Ask(RetryTimes::kReserves, at);
   alarm_->RingAt(at);
 }
 

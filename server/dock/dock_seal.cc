@@ -169,8 +169,7 @@ void DockImpl::DropOrphans(int64_t step) {
           }
           if (dropped.ok() || absl::IsFailedPrecondition(dropped.status())) return;
           const absl::Time at = limits_.clock->Now() + kOrphansRetryInterval;
-          // relaxed: a hint; the retry re-checks under locks.
-          orphans_retry_at_ns_.store(absl::ToUnixNanos(at), std::memory_order_relaxed);
+          retries_.Ask(RetryTimes::kOrphans, at);
           alarm_->RingAt(at);
         });
   }

@@ -25,7 +25,7 @@ namespace tdock::internal {
 
 int64_t DockImpl::MinVersionFor(const ConsumerPlan& plan) const {
   if (!plan.max_staleness.has_value()) return kNoVersion;
-  const int64_t oldest = version_.load(std::memory_order_acquire) - *plan.max_staleness;
+  const int64_t oldest = version_.current() - *plan.max_staleness;
   return oldest > 0 ? oldest : kNoVersion;  // versions are >= 0: none is under it
 }
 
@@ -68,7 +68,7 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
 void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
                                     const std::vector<int64_t>& rows) const {
   if (!part.row_index().has_versions()) return;
-  const int64_t now = version_.load(std::memory_order_acquire);
+  const int64_t now = version_.current();
   StalenessCounters& counters = consumers_.staleness(mu_, consumer);
   int64_t sum = 0, count = 0;
   for (int64_t row : rows) {
@@ -146,7 +146,7 @@ void DockImpl::EndStaleTake(const StaleTake& take, bool stored) {
         const absl::Time retry = limits_.clock->Now() + absl::Seconds(1);
         state.stale_retry_ns.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);
         // Then the consumer's parked Gets look again (OnAlarm).
-        stale_retry_at_ns_.store(absl::ToUnixNanos(retry), std::memory_order_relaxed);
+        retries_.Ask(RetryTimes::kStaleGets, retry);
         alarm_->RingAt(retry);
       }
       if (commit_.durable()) {

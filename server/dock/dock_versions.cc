@@ -23,7 +23,7 @@ absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
                                                    " versions for ", in.row_count(),
                                                    " rows; give one for all, or one per row"));
   }
-  const int64_t now = version_.load(std::memory_order_acquire);
+  const int64_t now = version_.current();
   for (size_t i = 0; i < in.versions.size(); ++i) {
     // Which row: by number when the Put names them, else by its place.
     const std::string of =
@@ -44,7 +44,7 @@ absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
 }
 
 void DockImpl::SetVersion(int64_t version, StatusCallback done) {
-  const int64_t now = version_.load(std::memory_order_acquire);
+  const int64_t now = version_.current();
   if (version < 0) {
     std::move(done)(absl::InvalidArgumentError(
         absl::StrCat("dock '", name_, "': version ", version, " is negative")));
@@ -94,15 +94,7 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
       std::move(apply));
 }
 
-int64_t DockImpl::AdvanceVersion(int64_t version) {
-  int64_t now = version_.load(std::memory_order_acquire);
-  // release: a Put that reads the new version sees what the trainer
-  // published before setting it.
-  while (now < version &&
-         !version_.compare_exchange_weak(now, version, std::memory_order_acq_rel)) {
-  }
-  return std::max(now, version);
-}
+int64_t DockImpl::AdvanceVersion(int64_t version) { return version_.Raise(version); }
 
 void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
                                  Batch& batch) const {

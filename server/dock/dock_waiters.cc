@@ -14,15 +14,6 @@ namespace {
 // comes back when the last batch pinning a released step goes away.
 constexpr absl::Duration kPutRetryInterval = absl::Milliseconds(50);
 
-// A retry asked for at `at` (unix ns of the dock's clock; 0: none) is due by
-// `now`: takes it (true) or leaves it.
-bool Due(std::atomic<int64_t>& at, absl::Time now) {
-  // relaxed: a hint; what it wakes re-checks everything under locks.
-  int64_t due = at.load(std::memory_order_relaxed);
-  return due != 0 && absl::ToUnixNanos(now) >= due &&
-         at.compare_exchange_strong(due, 0, std::memory_order_relaxed);
-}
-
 // A waiting call ended: `status`, or (OK: its wait passed) a `Result` that
 // says it timed out.
 template <typename Result, typename Done>
@@ -193,20 +184,15 @@ void DockImpl::OnAlarm() {
   ExpireLeases();
   const absl::Time now = limits_.clock->Now();
   WaiterTable::Expiry expiry = waiters_.Expire(now);
-  if (Due(stale_retry_at_ns_, now)) WakeGets({});  // passing over stale rows may be tried again
-  if (Due(reserve_retry_at_ns_, now)) WakeReservations();  // after lost races
-  if (Due(orphans_retry_at_ns_, now)) {
+  // Passing over stale rows may be tried again.
+  if (retries_.TakeDue(RetryTimes::kStaleGets, now)) WakeGets({});
+  if (retries_.TakeDue(RetryTimes::kReserves, now)) WakeReservations();  // after lost races
+  if (retries_.TakeDue(RetryTimes::kOrphans, now)) {
     for (int64_t step : LiveSteps()) DropOrphans(step);
   }
   ExpireReservations(now);
-  absl::Time next =
-      std::min({leases_->NextDeadline(), expiry.next, reservations_.NextDeadline()});
-  for (const std::atomic<int64_t>* retry :
-       {&stale_retry_at_ns_, &reserve_retry_at_ns_, &orphans_retry_at_ns_}) {
-    // relaxed: a hint, as above.
-    const int64_t at = retry->load(std::memory_order_relaxed);
-    if (at != 0) next = std::min(next, absl::FromUnixNanos(at));
-  }
+  absl::Time next = std::min({leases_->NextDeadline(), expiry.next,
+                               reservations_.NextDeadline(), retries_.Next()});
   if (expiry.puts_parked) next = std::min(next, now + kPutRetryInterval);
   if (next != absl::InfiniteFuture()) alarm_->RingAt(next);
   for (auto& w : expiry.expired) EndWaiter(std::move(w), Waiter::End::kExpired);
