@@ -497,6 +497,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Records a granted reservation (its rows take its version once stored)
   // and answers; a failed record frees its rows. `waited`: how long it was
   // parked (none: it was granted at once).
+  // A reservation stored (granted, or replayed in recovery): its rows'
+  // versions and its entry, under mu_ and the step's commit lock.
+  void ApplyReservationLocked(Partition& part, uint64_t id, ReservationTable::Entry entry)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void FinishReserve(ReserveAttempt attempt, ReserveCallback done,
                      std::optional<absl::Duration> waited = std::nullopt);
   // A Reserve that cannot be granted now waits in the waiter table; returns

@@ -120,20 +120,19 @@ absl::Status DockImpl::RecoverReservation(const DockJournal::ReservationRecord& 
       return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ", record.id,
                                               " of a step whose partition holds another"));
     }
-    tdock::MutexLock commit(&part.row_index().mu());
     for (int64_t row : record.rows) {
       if (row < 0 || row >= rows_per_step_) {
         return absl::DataLossError(absl::StrCat(Where(record.step), ": reservation ",
                                                 record.id, " names row ", row));
       }
-      part.row_index().LowerVersion(row, record.version);
     }
-    part.row_index().SetReserved(record.rows, record.id);
+    tdock::MutexLock commit(&part.row_index().mu());
+    part.row_index().SetReserved(record.rows, record.id);  // as AssignRows stages it
+    // Rung for by FinishRecovery, once the journal is attached.
+    const absl::Time deadline =
+        limits_.clock->Now() + (absl::FromUnixMillis(record.deadline_unix_ms) - absl::Now());
+    ApplyReservationLocked(part, record.id, {record.step, record.rows, record.version, deadline});
   }
-  // Rung for by FinishRecovery, once the journal is attached.
-  const absl::Time deadline =
-      limits_.clock->Now() + (absl::FromUnixMillis(record.deadline_unix_ms) - absl::Now());
-  reservations_.Add(record.id, {record.step, record.rows, record.version, deadline});
   return absl::OkStatus();
 }
 

@@ -285,6 +285,14 @@ void DockImpl::RetryReservesSoon() {
   alarm_->RingAt(at);
 }
 
+void DockImpl::ApplyReservationLocked(Partition& part, uint64_t id,
+                                      ReservationTable::Entry entry) {
+  for (int64_t row : entry.rows) part.row_index().LowerVersion(row, entry.version);
+  // Under mu_: a release of the step (which forgets its reservations) comes
+  // before or after, never between.
+  reservations_.Add(id, std::move(entry));
+}
+
 void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
                              std::optional<absl::Duration> waited) {
   if (!attempt.done->ok()) {
@@ -303,11 +311,8 @@ void DockImpl::FinishReserve(ReserveAttempt attempt, ReserveCallback done,
         Partition& part = ring_.Of(granted.step);
         tdock::MutexLock commit(&part.row_index().mu());
         if (stored.ok()) {
-          for (int64_t row : granted.rows) part.row_index().LowerVersion(row, granted.version);
-          // Under mu_: a release of the step (which forgets its
-          // reservations) comes before or after, never between.
-          reservations_.Add(granted.id,
-                            {granted.step, granted.rows, granted.version, granted.deadline});
+          ApplyReservationLocked(
+              part, granted.id, {granted.step, granted.rows, granted.version, granted.deadline});
         } else {
           // Free for appends and reservations again: the cursor goes back to
           // the first of its groups.
