@@ -500,7 +500,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A reservation stored (granted, or replayed in recovery): its rows'
   // versions and its entry, under mu_ and the step's commit lock.
   void ApplyReservationLocked(Partition& part, uint64_t id, ReservationTable::Entry entry)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
   void FinishReserve(ReserveAttempt attempt, ReserveCallback done,
                      std::optional<absl::Duration> waited = std::nullopt);
   // A Reserve that cannot be granted now waits in the waiter table; returns
