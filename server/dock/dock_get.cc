@@ -209,17 +209,9 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       }
     }
     if (part.row_index().has_versions()) CountStalenessLocked(part, plan.index, rows);
-    const uint64_t lease_id =
-        plan.lease > absl::ZeroDuration()
-            ? LeaseRowsLocked(part, plan, in.rank, std::move(claimed), -1,
-                              static_cast<int64_t>(rows.size()))
-            : 0;
-    // relaxed: statistics only.
-    state.handed_rows.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
-    state.handed_total.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
-    // acq_rel: exactly one claimer sees the total reach the step's rows.
-    const int64_t total =
-        state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel) + counted;
+    const auto [lease_id, total] = HandOutLocked(
+        part, plan, in.rank, std::move(claimed), static_cast<int64_t>(rows.size()),
+        plan.lease > absl::ZeroDuration() ? std::optional<uint64_t>(0) : std::nullopt);
     Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
                                   !in.metadata_only);
     if (lease_id != 0) {
@@ -242,6 +234,25 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     return attempt;
   }
   return attempt;
+}
+
+DockImpl::HandedOut DockImpl::HandOutLocked(Partition& part, const ConsumerPlan& plan,
+                                            int32_t rank, std::vector<int64_t> units,
+                                            int64_t rows, std::optional<uint64_t> lease) {
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  // A group's dropped rows stay out of `rows`; the unit still counts its
+  // full size (dock_drops.cc).
+  const int64_t counted = static_cast<int64_t>(units.size()) * (plan.whole_groups ? group_size_ : 1);
+  HandedOut out;
+  if (lease.has_value()) {
+    out.lease_id = LeaseRowsLocked(part, plan, rank, std::move(units), -1, rows, *lease);
+  }
+  // relaxed: statistics only.
+  state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
+  state.handed_total.fetch_add(rows, std::memory_order_relaxed);
+  // acq_rel: exactly one claimer sees the total reach the step's rows.
+  out.done_rows = state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel) + counted;
+  return out;
 }
 
 Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,

@@ -255,6 +255,20 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   GetAttempt ServeLocked(Partition& part, const GetInput& in,
                          const ConsumerPlan& plan, bool explicit_step)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A hand-out (not BALANCED) takes effect, serving and recovery alike: the
+  // `units` of `plan` claimed in `part` (their consumed bits set), `rows` of
+  // their rows handed out to `rank`, are counted, under a pinned lease when
+  // `lease` is set (0: a new id; recovery: the recorded one). Returns the
+  // lease's id (0: none) and the rows of the step now counted done for the
+  // consumer. The lease's clock starts once the record is stored
+  // (StartLeaseClock).
+  struct HandedOut {
+    uint64_t lease_id = 0;
+    int64_t done_rows = 0;
+  };
+  HandedOut HandOutLocked(Partition& part, const ConsumerPlan& plan, int32_t rank,
+                          std::vector<int64_t> units, int64_t rows,
+                          std::optional<uint64_t> lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ---- Balanced rounds and micro-batch plans (dock_rounds.cc)
   GetAttempt ServeRoundLocked(Partition& part, const GetInput& in,
                               const ConsumerPlan& plan, bool explicit_step)
@@ -270,6 +284,14 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Plans the draft's round with no lock held, then keeps it (or notes why
   // it failed) if its step is still held, and wakes the consumer's Gets.
   void FormAndCommitRound(const RoundDraft& draft) ABSL_LOCKS_EXCLUDED(mu_);
+  // A round takes effect on its consumer's counts, serving and recovery
+  // alike: `round` of `plan` in `part`, whose `units` units are claimed
+  // (their consumed bits set), counts its rows handed out and its units
+  // done, and `round.last` says whether the step's rows are all counted
+  // with it. REQUIRES: the consumer's RoundBook lock, where the caller keeps
+  // the round next.
+  void CountRoundLocked(Partition& part, const ConsumerPlan& plan, Round& round, int64_t units)
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Orders claimed rows micro-batch after micro-batch and fills the batch's
   // plan (consumers with a micro_batch plan that are not BALANCED).
   absl::Status PlanRowsLocked(const Partition& part, const ConsumerPlan& plan,
@@ -442,12 +464,20 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   // ---- Leases (dock_leases.cc)
   // Records the lease over `rows` rows being handed out (consumers with a
-  // lease) and returns its id: `units` are the claimed units (non-BALANCED),
-  // `round` the round (BALANCED; -1 otherwise). Raises the in-flight rows;
-  // the caller counts the rows consumed after this.
+  // lease), pinned until StartLeaseClock, and returns its id: `units` are
+  // the claimed units (non-BALANCED), `round` the round (BALANCED; -1
+  // otherwise). `recorded_id`: recovery's, the id the hand-out's record
+  // holds (0: a new one). Raises the in-flight rows (once per lease: a
+  // rank's replicas share theirs); the caller counts the rows consumed
+  // after this.
   uint64_t LeaseRowsLocked(Partition& part, const ConsumerPlan& plan, int32_t rank,
-                           std::vector<int64_t> units, int64_t round, int64_t rows)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+                           std::vector<int64_t> units, int64_t round, int64_t rows,
+                           uint64_t recorded_id = 0) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // A hand-out's lease runs from now: its record is stored (or, in
+  // recovery, was).
+  void StartLeaseClock(uint64_t id, absl::Duration lease) {
+    leases_->Unpin(id, limits_.clock->Now() + lease);
+  }
   // A BALANCED share's lease was acknowledged: replicas that take the share
   // later need none.
   void NoteAckedLocked(const Lease& lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);

@@ -198,7 +198,7 @@ GetCallback DockImpl::RecordingGet(const ConsumerPlan& plan, int32_t rank, int32
         if (batch.round >= 0) {
           UnpinLease(batch.lease_id, consumer, limits_.clock->Now() + lease);
         } else {
-          leases_->Unpin(batch.lease_id, limits_.clock->Now() + lease);
+          StartLeaseClock(batch.lease_id, lease);
         }
       }
       // After the rows' return (or their record); before the answer, as the

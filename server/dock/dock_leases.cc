@@ -28,8 +28,9 @@ constexpr absl::Duration kExpiryRetry = absl::Seconds(1);
 
 uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
                                    int32_t rank, std::vector<int64_t> units,
-                                   int64_t round, int64_t rows) {
+                                   int64_t round, int64_t rows, uint64_t recorded_id) {
   Lease lease;
+  lease.id = recorded_id;
   lease.consumer = plan.index;
   lease.rank = rank;
   lease.step = part.step(mu_);
@@ -41,6 +42,13 @@ uint64_t DockImpl::LeaseRowsLocked(Partition& part, const ConsumerPlan& plan,
   // expiry is recorded before the hand-out it ends.
   lease.deadline = absl::InfiniteFuture();
   ConsumerState& state = part.consumer(mu_, plan.index);
+  if (recorded_id != 0) {
+    // The replicas of a rank share their share's lease: counted once.
+    if (leases_->AddRecovered(std::move(lease), /*pinned=*/true)) {
+      state.in_flight_rows.fetch_add(rows, std::memory_order_release);
+    }
+    return recorded_id;
+  }
   if (round >= 0) {
     // The rank asked for a round it holds a lease on: one lease per share.
     std::optional<Lease> old = leases_->TakeShare(plan.index, part.step(mu_), round, rank);

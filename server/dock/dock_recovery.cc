@@ -35,34 +35,25 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   const ConsumerPlan& plan = consumers_.plan(mu_, handout.consumer);
   Partition& part = ring_.Of(handout.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
-  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-  int64_t rows = 0;
-  std::vector<int64_t> claimed;
   for (int64_t unit : handout.units) {
     if (unit < 0 || unit >= units) {
       return absl::DataLossError(absl::StrCat(Where(handout.step), " consumer '", plan.name,
                                               "': a hand-out names unit ", unit));
     }
-    if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
-      claimed.push_back(unit);
-      rows += unit_rows;
-    }
   }
-  if (handout.lease_id != 0 && plan.lease > absl::ZeroDuration()) {
-    Lease lease;
-    lease.id = handout.lease_id;
-    lease.consumer = plan.index;
-    lease.step = handout.step;
-    lease.units = std::move(claimed);
-    lease.rows = rows;
-    lease.deadline = limits_.clock->Now() + plan.lease;
-    state.in_flight_rows.fetch_add(rows, std::memory_order_acq_rel);
-    leases_->AddRecovered(std::move(lease));
+  // The claim the serving Get made, then the same effect (HandOutLocked)
+  // and, the record being stored, the lease's clock.
+  std::vector<int64_t> claimed;
+  for (int64_t unit : handout.units) {
+    if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) claimed.push_back(unit);
   }
-  state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel);
-  state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
-  state.handed_total.fetch_add(rows, std::memory_order_relaxed);
+  const int64_t rows = static_cast<int64_t>(claimed.size()) * (plan.whole_groups ? group_size_ : 1);
+  const bool leased = handout.lease_id != 0 && plan.lease > absl::ZeroDuration();
+  const HandedOut out =
+      HandOutLocked(part, plan, /*rank=*/0, std::move(claimed), rows,
+                    leased ? std::optional<uint64_t>(handout.lease_id) : std::nullopt);
+  if (out.lease_id != 0) StartLeaseClock(out.lease_id, plan.lease);
   return absl::OkStatus();
 }
 
@@ -84,16 +75,10 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
   // delivery's record failed, so no rank got its rows) stays a round with
   // no rows (RoundBook::Recover); whatever rows it held and that are not
   // dropped are claimed again by a round formed later.
-  const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   Round round;
   round.stats = record.stats;
-  // Not the record's `last`: that counted rows claimed by rounds before it,
-  // and one of those may be an unrecorded round whose rows are claimed
-  // again. A recovered round ends the step as any round does once the
-  // step's rows are counted (the last formed, when no row is left).
-  round.last = false;
   int64_t rows = 0;     // handed out in the shares
-  int64_t counted = 0;  // done: each unit at its full size, as the round's formation counted
+  int64_t claimed = 0;  // units claimed, as the round's formation claimed them
   for (size_t r = 0; r < record.shares.size(); ++r) {
     RoundShare share{record.shares[r], record.micro_batches[r]};
     if (!record.repeats.empty()) share.repeats = record.repeats[r];
@@ -115,14 +100,23 @@ absl::Status DockImpl::RecoverRound(const DockJournal::RoundRecord& record) {
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
       // A group's rows dropped before the round formed are in no share; the
       // group counts whole (CountDroppedLocked skips a claimed one).
-      if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) counted += unit_rows;
+      if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) ++claimed;
       ++rows;
     }
     round.ranks.push_back(std::move(share));
   }
+  CountRoundLocked(part, plan, round, claimed);
+  // Not `last` as counted here, nor the record's: either counts rows
+  // claimed by rounds before it, and one of those may be an unrecorded
+  // round whose rows are claimed again (or a drop replayed before it may
+  // count a later round's row). A recovered round ends the step as any
+  // round does once the step's rows are counted (the last formed, when no
+  // row is left).
+  round.last = false;
   state.book.Recover(record.round, std::move(round));
-  state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
-  state.handed_rows.fetch_add(rows, std::memory_order_relaxed);
+  // Serving counts a share in the hand-out total when it is delivered;
+  // the deliveries' records name no rows.
+  // relaxed: statistics only.
   state.handed_total.fetch_add(rows, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -152,20 +146,12 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
     book.Acked(round, rank);
     return absl::OkStatus();
   }
-  Lease lease;
-  lease.id = lease_id;
-  lease.consumer = consumer;
-  lease.rank = rank;
-  lease.replicas = plan.replicas;
-  lease.step = step;
-  lease.round = round;
-  lease.rows = book.round(round).ranks[rank].real_rows();
-  lease.deadline = limits_.clock->Now() + plan.lease;
+  // The lease the serving delivery made (LeaseRowsLocked) with its
+  // recorded id, and, the record being stored, its clock.
   book.LeaseTakers(round, rank).insert(taker % plan.replicas);
-  // The replicas of a rank share their share's lease: counted once.
-  if (leases_->AddRecovered(lease)) {
-    state.in_flight_rows.fetch_add(lease.rows, std::memory_order_acq_rel);
-  }
+  LeaseRowsLocked(ring_.Of(step), plan, rank, {}, round, book.round(round).ranks[rank].real_rows(),
+                  lease_id);
+  StartLeaseClock(lease_id, plan.lease);
   return absl::OkStatus();
 }
 

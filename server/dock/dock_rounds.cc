@@ -93,7 +93,6 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
                        std::vector<int64_t>(draft.units.begin() + formed.kept, draft.units.end()),
                        /*counted=*/false);
       }
-      int64_t handed = 0;
       for (const RoundShare& share : formed.round->ranks) {
         // Repeats (pad: repeat) are counted with the share they are from.
         if (share.repeats.empty()) {
@@ -101,17 +100,8 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
         } else {
           CountStalenessLocked(part, plan.index, share.RealRows());
         }
-        handed += share.real_rows();
       }
-      // relaxed: statistics only.
-      state.handed_rows.fetch_add(handed, std::memory_order_relaxed);
-      // Every unit counts its full size (dock_drops.cc).
-      const int64_t rows =
-          static_cast<int64_t>(formed.kept) * (plan.whole_groups ? group_size_ : 1);
-      // acq_rel: exactly one round sees the total reach the step's rows.
-      formed.round->last =
-          state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel) + rows ==
-          rows_per_step_;
+      CountRoundLocked(part, plan, *formed.round, static_cast<int64_t>(formed.kept));
       book.Keep(*std::move(formed.round));
     }
   }
@@ -119,6 +109,21 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
   std::vector<bool> wanted(static_cast<size_t>(draft.consumer) + 1, false);
   wanted[draft.consumer] = true;
   WakeGets(wanted);
+}
+
+void DockImpl::CountRoundLocked(Partition& part, const ConsumerPlan& plan, Round& round,
+                                int64_t units) {
+  ConsumerState& state = part.consumer(mu_, plan.index);
+  state.book.mu().AssertHeld();
+  int64_t handed = 0;
+  for (const RoundShare& share : round.ranks) handed += share.real_rows();
+  // relaxed: statistics only.
+  state.handed_rows.fetch_add(handed, std::memory_order_relaxed);
+  // Every unit counts its full size (dock_drops.cc).
+  const int64_t rows = units * (plan.whole_groups ? group_size_ : 1);
+  // acq_rel: exactly one round sees the total reach the step's rows.
+  round.last = state.consumed_rows.fetch_add(rows, std::memory_order_acq_rel) + rows ==
+               rows_per_step_;
 }
 
 GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,

@@ -34,12 +34,12 @@ uint64_t LeaseTable::Add(Lease lease, bool pinned) {
   return AddWithId(std::move(lease), pinned);
 }
 
-bool LeaseTable::AddRecovered(Lease lease) {
+bool LeaseTable::AddRecovered(Lease lease, bool pinned) {
   {
     tdock::MutexLock lock(&mu_);
     if (leases_.contains(lease.id)) return false;
   }
-  AddWithId(std::move(lease), false);
+  AddWithId(std::move(lease), pinned);
   return true;
 }
 

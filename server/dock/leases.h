@@ -73,8 +73,8 @@ class LeaseTable final {
   uint64_t Add(Lease lease, bool pinned = false);
   // Recovery: records a lease in flight with the id it had; later ids are
   // higher. False (nothing recorded) if a lease of that id is there already
-  // (the replicas of a rank share their share's lease).
-  bool AddRecovered(Lease lease);
+  // (the replicas of a rank share their share's lease). `pinned` as for Add.
+  bool AddRecovered(Lease lease, bool pinned = false);
   // Recovery: lease `id` was acknowledged before the restart; a retried Ack
   // is told so.
   void RecoverAcknowledged(uint64_t id);
