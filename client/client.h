@@ -14,7 +14,9 @@
 // Thread safety: a Client may be shared by threads; every call is independent.
 // Every call takes a deadline (options.timeout; a Put's, Get's or Sample's
 // deadline is its wait bound plus options.timeout) and returns the server's
-// status, code and message unchanged.
+// status, code and message unchanged; a call the dock refused for a reason a
+// caller acts on (a row dropped, a step sealed or released, a lease ended,
+// a limit) carries it: tdock::RefusalOf(status) (common/refusal.h).
 // Put sends column data without copying it into a protobuf message (the
 // payload goes out as slices borrowed from the caller); Get and Read copy the
 // received payload once, into one buffer owned by the returned batch in which
@@ -36,6 +38,7 @@
 #include "common/batch_meta.h"
 #include "common/row_state.h"
 #include "common/drop.h"
+#include "common/refusal.h"
 #include "common/dtype.h"
 #include "common/packed.h"
 #include "common/spec.h"

@@ -196,7 +196,7 @@ v1::GetRequest ToGetRequest(const ClientGet& get) {
 absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
   const bulk::Encoded encoded = EncodePut(put);
   if (encoded.size() > impl_->options.max_message_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return CapacityError(absl::StrCat(
         "put into dock '", put.dock, "' step ", put.step, ": message of ",
         encoded.size(), " bytes exceeds max_message_bytes ",
         impl_->options.max_message_bytes, "; split the rows over several puts"));

@@ -31,6 +31,7 @@
 #include "client/ctl_request.h"
 #include "client/ctl_values.h"
 #include "common/files.h"
+#include "common/refusal.h"
 #include "common/spec_yaml.h"
 #include "common/status.h"
 
@@ -66,9 +67,9 @@ absl::Status RunCreate(Client& client, const Request& request) {
     absl::StatusOr<DockSpec> result = client.CreateDock(spec);
     if (!result.ok()) {
       if (names.empty()) return result.status();
-      return absl::Status(result.status().code(),
-                          absl::StrCat(result.status().message(), " (created before it: ",
-                                       absl::StrJoin(names, ", "), ")"));
+      return WithMessage(result.status(),
+                         absl::StrCat(result.status().message(), " (created before it: ",
+                                      absl::StrJoin(names, ", "), ")"));
     }
     names.push_back(result->name);
     created.push_back(SpecToJson(*result));
@@ -290,7 +291,16 @@ int Main(int argc, char** argv) {
   const absl::Status status = Run(*request);
   if (!status.ok()) {
     std::cerr << "tdockctl: " << absl::StatusCodeToString(status.code()) << ": "
-              << status.message() << "\n";
+              << status.message();
+    // A refusal's reason, for scripts (the line's last words).
+    if (const RefusalInfo refusal = RefusalOf(status); refusal.why != Refusal::kNone) {
+      std::cerr << " (refused: " << RefusalName(refusal.why);
+      if (refusal.drop != DropReason::kUnspecified) {
+        std::cerr << ", drop reason " << DropReasonName(refusal.drop);
+      }
+      std::cerr << ")";
+    }
+    std::cerr << "\n";
     return kExitError;
   }
   return 0;

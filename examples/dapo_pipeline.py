@@ -156,13 +156,18 @@ class Run:
             await self.dock.put(step, None, {"response_ids": [self.plan.response(step, p, i)
                                                               for i in range(n)]}, keys=keys)
             self.log[step]["generated"] += 1
-        except (tdock.errors.FailedPrecondition, tdock.errors.NotFound) as e:
-            # Sealed (no new rows join it), dropped as surplus while generated
-            # (its keys are free, so the responses find no row), or released:
-            # the step is full.
-            if not any(w in str(e) for w in ("surplus", "released", "sealed", "no live row")):
+        except (tdock.errors.StepSealed, tdock.errors.StepReleased, tdock.errors.RowDropped):
+            # Sealed (no new rows join it), its rows dropped as surplus while
+            # generated, or released: the step is full.
+            self.sealed[step].set()
+        except tdock.errors.NotFound as e:
+            # Dropped as surplus before its responses came: its keys are free,
+            # so they find no row.
+            if "no live row" not in str(e):
                 self.fail(f"rollout {worker}: {e}")
             self.sealed[step].set()
+        except tdock.errors.FailedPrecondition as e:
+            self.fail(f"rollout {worker}: {e}")
 
     async def produce(self) -> None:
         queue: asyncio.Queue = asyncio.Queue(maxsize=self.args.rollout_workers)
@@ -197,7 +202,7 @@ class Run:
                                         {"advantages": [[a] for a in advantages(rewards)]})
                     self.log[step]["valid"] += 1
                 except tdock.errors.FailedPrecondition as e:
-                    if "surplus" not in str(e):  # sealed meanwhile: not needed
+                    if e.drop_reason != "surplus":  # sealed meanwhile: not needed
                         self.fail(f"reward step {step} prompt {p}: {e}")
 
     # ---- actor update

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/refusal.h"
 #include "gtest/gtest.h"
 
 namespace tdock::testing_internal {
@@ -40,6 +41,18 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& s) { return s.status(); }
     EXPECT_NE(std::string(tdock_st_.message()).find(substr),               \
               std::string::npos)                                           \
         << "message: " << tdock_st_.message() << " lacks: " << (substr);   \
+  } while (0)
+
+// Expects a status that carries `refusal` (common/refusal.h) and, for a
+// refused row that was dropped, the drop's reason `drop_reason`.
+#define EXPECT_REFUSED(expr, refusal, drop_reason)                              \
+  do {                                                                          \
+    const ::tdock::RefusalInfo tdock_refusal_ =                                 \
+        ::tdock::RefusalOf(::tdock::testing_internal::ToStatus(expr));           \
+    EXPECT_EQ(::tdock::RefusalName(tdock_refusal_.why),                          \
+              ::tdock::RefusalName(refusal));                                    \
+    EXPECT_EQ(::tdock::DropReasonName(tdock_refusal_.drop),                      \
+              ::tdock::DropReasonName(drop_reason));                             \
   } while (0)
 
 #endif  // TDOCK_TESTS_TEST_UTIL_H_

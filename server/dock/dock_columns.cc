@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -39,7 +40,7 @@ absl::StatusOr<DockSpec> DockImpl::CheckColumnLocked(const ColumnSpec& column) c
   // The column's own checks, and the bound on the cells of a dock.
   TDOCK_ASSIGN_OR_RETURN(next, NormalizeSpec(std::move(next)));
   if (columns_.size() >= columns_.capacity()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return CapacityError(absl::StrCat(
         "dock '", name_, "': column '", column.name, "': the dock has ", columns_.size(),
         " columns, the most it can hold",
         limits_.max_columns > 0 ? " (the server's --max_columns_per_dock)" : ""));

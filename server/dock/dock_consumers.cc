@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -315,7 +316,7 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
         "dock '", name_, "': consumer '", consumer.name, "' already exists"));
   }
   if (static_cast<int64_t>(consumers_.spec(mu_).consumers.size()) >= DockSpec::kMaxConsumers) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return CapacityError(absl::StrCat(
         "dock '", name_, "': consumer '", consumer.name, "': the dock has held ",
         consumers_.spec(mu_).consumers.size(), " consumers (removed ones count), the most it can"));
   }

@@ -35,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -56,8 +57,8 @@ absl::Status DockImpl::CheckDroppableLocked(int64_t step, absl::string_view what
     case StepState::kLive:
       return absl::OkStatus();
     case StepState::kReleased:
-      return absl::FailedPreconditionError(
-          absl::StrCat(Where(step), " is released: it cannot be ", what));
+      return Refuse(Refusal::kReleased, absl::FailedPreconditionError(absl::StrCat(
+                                            Where(step), " is released: it cannot be ", what)));
     default:
       return absl::FailedPreconditionError(
           absl::StrCat(Where(step), " has not started (nothing is written to it): it cannot be ",
@@ -197,8 +198,10 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
       // A step whose release is being recorded takes it: the record is
       // stored, and a release that fails leaves the step live.
       if (!ring_.Holds(mu_, record.step)) {
-        dropped = absl::FailedPreconditionError(absl::StrCat(
-            Where(record.step), " was released while the ", what, " was recorded"));
+        dropped = Refuse(Refusal::kReleased,
+                         absl::FailedPreconditionError(absl::StrCat(
+                             Where(record.step), " was released while the ", what,
+                             " was recorded")));
       } else {
         dropped = ApplyDropLocked(record);
       }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -179,7 +180,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       Unclaim(state, rest);
       attempt.wake_consumer = true;
       if (claimed.empty()) {  // only a row that predates the limit's check
-        attempt.done = absl::ResourceExhaustedError(absl::StrCat(
+        attempt.done = CapacityError(absl::StrCat(
             Where(part.step(mu_)), " consumer '", plan.name, "': ",
             plan.whole_groups ? "group " : "row ", rest.front(),
             " alone is larger than one response carries (", limits_.max_batch_bytes,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/local_cell_store.h"
 
@@ -90,12 +91,20 @@ std::shared_ptr<StepCells> DockImpl::ReleasePartitionLocked(Partition& part) {
   return part.Release(mu_);
 }
 
+absl::Status DockImpl::NotLiveLocked(int64_t step) const {
+  if (step >= 0 && ring_.Classify(mu_, step) == StepState::kReleased) {
+    return Refuse(Refusal::kReleased, absl::FailedPreconditionError(
+                                          absl::StrCat(Where(step), " is already released")));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(Where(step), " is not live (not started or already released)"));
+}
+
 void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
   {
     tdock::MutexLock lock(&mu_);
     if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
-      std::move(done)(absl::FailedPreconditionError(
-          absl::StrCat(Where(step), " is not live (not started or already released)")));
+      std::move(done)(NotLiveLocked(step));
       return;
     }
     ring_.Of(step).set_releasing(mu_, true);  // released once recorded
@@ -306,10 +315,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
     for (size_t c = 0; c < columns_.size(); ++c) columns.push_back(static_cast<int>(c));
   }
   tdock::ReaderMutexLock lock(&mu_);
-  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(step), " is not live (not started or already released)"));
-  }
+  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) return NotLiveLocked(step);
   const Partition& part = ring_.Of(step);
   for (int64_t row : rows) {
     if (row < 0 || row >= rows_per_step_) {
@@ -317,9 +323,10 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
           Where(step), ": row ", row, " is out of range [0, ", rows_per_step_, ")"));
     }
     if (part.dropped(row)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(step), ": row ", row, " was dropped (",
-          DropReasonName(part.drop_reason(mu_, row)), ")"));
+      return RefuseDropped(part.drop_reason(mu_, row),
+                           absl::FailedPreconditionError(absl::StrCat(
+                               Where(step), ": row ", row, " was dropped (",
+                               DropReasonName(part.drop_reason(mu_, row)), ")")));
     }
     for (int c : columns) {
       if (part.cell(c, row) == nullptr || !part.ready(c, row)) {

@@ -188,6 +188,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The steps the partitions hold now, ascending.
   std::vector<int64_t> LiveSteps() const ABSL_LOCKS_EXCLUDED(mu_);
   std::string Where(int64_t step) const;  // "dock 'x' step 3"
+  // FAILED_PRECONDITION for a call that needs `step` live; refused as
+  // released when it was.
+  absl::Status NotLiveLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Put (dock_put.cc)
   absl::Status ValidatePut(const PutInput& in) const;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -152,8 +153,9 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
   }
   if (!stored.ok()) {
     std::move(put.done)(
-        released ? absl::FailedPreconditionError(
-                       absl::StrCat(Where(step), " was released while the Put was in progress"))
+        released ? Refuse(Refusal::kReleased,
+                          absl::FailedPreconditionError(absl::StrCat(
+                              Where(step), " was released while the Put was in progress")))
                  : NotStored(absl::StrCat(Where(step), ": Put"), stored));
     // A Seal that kept its rows (they were being written) left them to it.
     DropOrphans(step);

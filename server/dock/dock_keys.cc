@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -98,12 +99,13 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
   Partition& part = ring_.Of(in.step);
   tdock::MutexLock commit(&part.row_index().mu());
   if (part.sealed(mu_)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(in.step), " is sealed: no new rows join it"));
+    return Refuse(Refusal::kSealed, absl::FailedPreconditionError(absl::StrCat(
+                                        Where(in.step), " is sealed: no new rows join it")));
   }
   if (part.seal_pending(mu_) || part.row_index().sealing()) {  // a Seal, or seal_when's
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(in.step), " is being sealed: no new rows join it"));
+    return Refuse(Refusal::kSealed,
+                  absl::FailedPreconditionError(
+                      absl::StrCat(Where(in.step), " is being sealed: no new rows join it")));
   }
   const int64_t n = group_size_;
   const bool declared = !in.group_sizes.empty();
@@ -122,7 +124,7 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
     if (free) groups.push_back(g);
   }
   if (static_cast<int64_t>(groups.size()) < need) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return CapacityError(absl::StrCat(
         Where(in.step), ": no room for ", in.new_rows, " new rows (", need,
         " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
         groups.size(), " free groups are left; write to a later step"));
@@ -301,10 +303,7 @@ void DockImpl::RebuildKeyIndex() {
 
 absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
   tdock::ReaderMutexLock lock(&mu_);
-  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(step), " is not live (not started or already released)"));
-  }
+  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) return NotLiveLocked(step);
   const Partition& part = ring_.Of(step);
   RowListing listing;
   listing.step = step;

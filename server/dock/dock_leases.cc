@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -184,10 +185,10 @@ void DockImpl::NackAll(const std::string& consumer, std::optional<int32_t> rank,
                  if (tally->failed.ok()) {
                    result = tally->result;
                  } else {
-                   result = absl::Status(
-                       tally->failed.code(),
-                       absl::StrCat(tally->result.leases, " of ", total,
-                                    " leases handed back; ", tally->failed.message()));
+                   result = WithMessage(
+                       tally->failed, absl::StrCat(tally->result.leases, " of ", total,
+                                                   " leases handed back; ",
+                                                   tally->failed.message()));
                  }
                }
                std::move(answer)(std::move(result));
@@ -287,9 +288,8 @@ void DockImpl::ExpireLeases() {
 void DockImpl::PutAndAck(PutInput input, PutCallback done) {
   const uint64_t id = input.ack_lease;
   if (absl::Status pinned = leases_->Pin(id); !pinned.ok()) {
-    std::move(done)(absl::Status(
-        pinned.code(), absl::StrCat(Where(input.step), ": ack_lease: ",
-                                    pinned.message(), "; nothing was written")));
+    std::move(done)(WithMessage(pinned, absl::StrCat(Where(input.step), ": ack_lease: ",
+                                                     pinned.message(), "; nothing was written")));
     return;
   }
   // A removed consumer's lease is acknowledged by nobody.

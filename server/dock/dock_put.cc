@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -44,8 +45,8 @@ absl::StatusOr<std::shared_ptr<StepCells>> DockImpl::ActivateForPut(
                                 " to be released from partition ", part.index());
         return std::shared_ptr<StepCells>();
       case StepState::kReleased:
-        return absl::FailedPreconditionError(
-            absl::StrCat(Where(step), " is already released"));
+        return Refuse(Refusal::kReleased, absl::FailedPreconditionError(
+                                              absl::StrCat(Where(step), " is already released")));
     }
   }
   tdock::MutexLock lock(&mu_);
@@ -92,14 +93,16 @@ absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
              part.drop_reason(mu_, group * group_size_ + size) != DropReason::kUnused) {
         ++size;
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), ": row ", row, " is past the size of its group ", group,
-          ", declared with ", size, " rows when it was appended: a group larger than declared; "
-          "nothing was written"));
+      return RefuseDropped(
+          reason,
+          absl::FailedPreconditionError(absl::StrCat(
+              Where(in.step), ": row ", row, " is past the size of its group ", group,
+              ", declared with ", size, " rows when it was appended: a group larger than "
+              "declared; nothing was written")));
     }
-    return absl::FailedPreconditionError(absl::StrCat(Where(in.step), ": row ", row,
-                                                      " was dropped (", DropReasonName(reason),
-                                                      "); nothing was written"));
+    return RefuseDropped(reason, absl::FailedPreconditionError(absl::StrCat(
+                                     Where(in.step), ": row ", row, " was dropped (",
+                                     DropReasonName(reason), "); nothing was written")));
   }
   TDOCK_RETURN_IF_ERROR(CheckKeysLocked(part, in));
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
@@ -220,8 +223,9 @@ absl::StatusOr<PutResult> DockImpl::CommitPut(const PutInput& in,
     return absl::AbortedError(absl::StrCat(Where(in.step), " is starting"));
   }
   if (state != StepState::kLive) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(Where(in.step), " was released while the Put was in progress"));
+    return Refuse(Refusal::kReleased,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      Where(in.step), " was released while the Put was in progress")));
   }
   tdock::MutexLock commit(&part.row_index().mu());
   // Re-check under the commit lock: a concurrent Put may have written the
@@ -258,18 +262,25 @@ absl::Status DockImpl::CheckOpenLocked(Partition& part, const PutInput& in) cons
   for (int64_t row : in.rows) {
     switch (part.row_index().closed(row)) {
       case RowIndex::Closed::kSealing:
-        return absl::FailedPreconditionError(absl::StrCat(
-            Where(in.step), " is being sealed: row ", row, ", not written when the seal was "
-            "decided, is dropped with it; nothing was written"));
+        return RefuseDropped(
+            DropReason::kSealed,
+            absl::FailedPreconditionError(absl::StrCat(
+                Where(in.step), " is being sealed: row ", row, ", not written when the seal "
+                "was decided, is dropped with it; nothing was written")));
       case RowIndex::Closed::kUnused:
-        return absl::FailedPreconditionError(absl::StrCat(
-            Where(in.step), ": row ", row, " is past the size declared for its group ",
-            row / group_size_, " by an append being stored: a group larger than declared; "
-            "nothing was written"));
+        return RefuseDropped(
+            DropReason::kUnused,
+            absl::FailedPreconditionError(absl::StrCat(
+                Where(in.step), ": row ", row, " is past the size declared for its group ",
+                row / group_size_, " by an append being stored: a group larger than "
+                "declared; nothing was written")));
       case RowIndex::Closed::kExpiring:
-        return absl::FailedPreconditionError(absl::StrCat(
-            Where(in.step), ": row ", row, " belongs to a reservation that expired before it "
-            "was written, and is being dropped (expired); nothing was written"));
+        return RefuseDropped(
+            DropReason::kExpired,
+            absl::FailedPreconditionError(absl::StrCat(
+                Where(in.step), ": row ", row, " belongs to a reservation that expired "
+                "before it was written, and is being dropped (expired); nothing was "
+                "written")));
       case RowIndex::Closed::kOpen:
         break;
     }
@@ -278,9 +289,11 @@ absl::Status DockImpl::CheckOpenLocked(Partition& part, const PutInput& in) cons
   for (int64_t row : in.unused) {
     if (part.row_index().closed(row) != RowIndex::Closed::kOpen) {
       // Past a group this Put declares, and closed by a Seal meanwhile.
-      return absl::FailedPreconditionError(absl::StrCat(
-          Where(in.step), ": row ", row, ", past the size this Put declares for its group ",
-          row / group_size_, ", was closed by a Seal meanwhile; nothing was written"));
+      return Refuse(Refusal::kSealed,
+                    absl::FailedPreconditionError(absl::StrCat(
+                        Where(in.step), ": row ", row,
+                        ", past the size this Put declares for its group ", row / group_size_,
+                        ", was closed by a Seal meanwhile; nothing was written")));
     }
   }
   return absl::OkStatus();
@@ -387,7 +400,7 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
     return;
   }
   if (input.wait <= absl::ZeroDuration()) {
-    std::move(done)(absl::ResourceExhaustedError(attempt.park_reason));
+    std::move(done)(CapacityError(attempt.park_reason));
     return;
   }
   ParkPut(std::move(input), std::move(attempt), std::move(done));

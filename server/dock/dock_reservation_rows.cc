@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/refusal.h"
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
@@ -69,10 +70,12 @@ void DockImpl::ExpireReservations(absl::Time now) {
 absl::Status DockImpl::RowsOfReservation(PutInput& in) const {
   const ReservationTable::Lookup found = reservations_.Find(in.reservation);
   if (found.kind == ReservationTable::Lookup::Kind::kExpired) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        Where(found.entry.step), ": reservation ", in.reservation, " expired at ",
-        absl::FormatTime(found.entry.deadline),
-        ": its rows not written by then were dropped (expired); nothing was written"));
+    return RefuseDropped(
+        DropReason::kExpired,
+        absl::FailedPreconditionError(absl::StrCat(
+            Where(found.entry.step), ": reservation ", in.reservation, " expired at ",
+            absl::FormatTime(found.entry.deadline),
+            ": its rows not written by then were dropped (expired); nothing was written")));
   }
   if (found.kind == ReservationTable::Lookup::Kind::kUnknown) {
     return absl::NotFoundError(absl::StrCat(

@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
 
@@ -84,10 +85,12 @@ absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
     std::string consumer;
     const std::optional<int64_t> bound = AdmissionBoundLocked(&consumer);
     if (bound.has_value() && now - *in.version > *bound) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          who, ": version ", *in.version, " is ", now - *in.version,
-          " versions behind the dock's ", now, ", past consumer '", consumer,
-          "' max_staleness ", *bound, ": no step can train it (generate with newer weights)"));
+      return Refuse(Refusal::kStale,
+                    absl::FailedPreconditionError(absl::StrCat(
+                        who, ": version ", *in.version, " is ", now - *in.version,
+                        " versions behind the dock's ", now, ", past consumer '", consumer,
+                        "' max_staleness ", *bound,
+                        ": no step can train it (generate with newer weights)")));
     }
   }
   if (in.deadline <= absl::ZeroDuration() || in.deadline > kMaxReservationDeadline) {
@@ -250,7 +253,7 @@ uint64_t DockImpl::ParkReserve(ReserveInput in, ReserveCallback done) {
       std::move(w->reserve_done)(ShuttingDown());
       return 0;
     case WaiterTable::Parking::kTooMany:
-      std::move(w->reserve_done)(absl::ResourceExhaustedError(absl::StrCat(
+      std::move(w->reserve_done)(CapacityError(absl::StrCat(
           "dock '", name_, "': ", limits_.max_parked_reserves,
           " Reserves are already waiting for admission, the server's limit "
           "(--max_parked_reserves_per_dock); retry later or wait longer per Reserve")));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
@@ -41,7 +42,7 @@ void DockImpl::EndWaiter(std::shared_ptr<Waiter> w, Waiter::End end) {
       status = ShuttingDown();
       break;
     case Waiter::End::kExpired:
-      if (w->kind == Waiter::Kind::kPut) status = absl::ResourceExhaustedError(w->put_reason);
+      if (w->kind == Waiter::Kind::kPut) status = CapacityError(w->put_reason);
       break;
     case Waiter::End::kNone:
       return;
@@ -83,7 +84,7 @@ uint64_t DockImpl::ParkGet(GetInput in, const ConsumerPlan& plan, GetCallback do
       attempt.done = ShuttingDown();
       break;
     case WaiterTable::Parking::kTooMany:
-      attempt.done = absl::ResourceExhaustedError(absl::StrCat(
+      attempt.done = CapacityError(absl::StrCat(
           "dock '", name_, "' consumer '", plan.name, "': ",
           limits_.max_parked_gets_per_consumer,
           " Gets are already waiting, the server's limit "

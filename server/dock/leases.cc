@@ -78,13 +78,14 @@ LeaseTable::FindLocked(uint64_t id) {
         absl::StrCat(who_, ": lease ", id, " was never handed out"));
   }
   auto ended = ended_.find(id);
-  return absl::FailedPreconditionError(absl::StrCat(
-      who_, ": lease ", id, " is not in flight: ",
-      ended != ended_.end() ? ended->second : "it ended long ago"));
+  return Refuse(ended != ended_.end() ? ended->second.refusal : Refusal::kLeaseEnded,
+                absl::FailedPreconditionError(absl::StrCat(
+                    who_, ": lease ", id, " is not in flight: ",
+                    ended != ended_.end() ? ended->second.why : "it ended long ago")));
 }
 
 Lease LeaseTable::EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
-                            std::string why) {
+                            std::string why, Refusal refusal) {
   Lease lease = std::move(it->second.lease);
   const bool pinned = it->second.pinned;
   leases_.erase(it);
@@ -102,12 +103,12 @@ Lease LeaseTable::EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
     if (share != shares_.end() && share->second == lease.id) shares_.erase(share);
   }
   --CountsLocked(lease.consumer).in_flight;
-  RememberEndLocked(lease.id, std::move(why));
+  RememberEndLocked(lease.id, {std::move(why), refusal});
   return lease;
 }
 
-void LeaseTable::RememberEndLocked(uint64_t id, std::string why) {
-  if (!ended_.emplace(id, std::move(why)).second) return;
+void LeaseTable::RememberEndLocked(uint64_t id, Ended ended) {
+  if (!ended_.emplace(id, std::move(ended)).second) return;
   ended_order_.push_back(id);
   if (ended_order_.size() > kRemembered) {
     ended_.erase(ended_order_.front());
@@ -117,7 +118,7 @@ void LeaseTable::RememberEndLocked(uint64_t id, std::string why) {
 
 void LeaseTable::RecoverAcknowledged(uint64_t id) {
   tdock::MutexLock lock(&mu_);
-  RememberEndLocked(id, "it was already acknowledged");
+  RememberEndLocked(id, {"it was already acknowledged"});
 }
 
 absl::Status LeaseTable::Pin(uint64_t id) {
@@ -160,7 +161,10 @@ absl::StatusOr<Lease> LeaseTable::PinFor(uint64_t id, int consumer,
   TDOCK_RETURN_IF_ERROR(Pin(id));
   tdock::MutexLock lock(&mu_);
   auto it = leases_.find(id);
-  if (it == leases_.end()) return absl::FailedPreconditionError(absl::StrCat(who_, ": lease ", id, " ended"));
+  if (it == leases_.end()) {
+    return Refuse(Refusal::kLeaseEnded,
+                  absl::FailedPreconditionError(absl::StrCat(who_, ": lease ", id, " ended")));
+  }
   return it->second.lease;
 }
 
@@ -181,8 +185,10 @@ Lease LeaseTable::TakePinned(uint64_t id, End end) {
       ++counts.expired;
       counts.rows_returned += it->second.lease.rows;
       return EndLocked(
-          it, absl::StrCat("it expired at ", absl::FormatTime(it->second.lease.deadline),
-                           " and its rows were handed back to be handed out again"));
+          it,
+          absl::StrCat("it expired at ", absl::FormatTime(it->second.lease.deadline),
+                       " and its rows were handed back to be handed out again"),
+          Refusal::kExpired);
     case End::kUnrecorded:
       counts.rows_returned += it->second.lease.rows;
       return EndLocked(it, "its hand-out could not be stored, so its rows were handed back");
@@ -240,7 +246,7 @@ void LeaseTable::NoteSuperseded(uint64_t old_id, uint64_t by) {
   tdock::MutexLock lock(&mu_);
   auto ended = ended_.find(old_id);
   if (ended != ended_.end()) {
-    absl::StrAppend(&ended->second, "; lease ", by, " replaced it");
+    absl::StrAppend(&ended->second.why, "; lease ", by, " replaced it");
   }
 }
 
@@ -251,7 +257,8 @@ void LeaseTable::DropStep(int64_t step) {
     if (entry.lease.step == step) ids.push_back(id);
   }
   for (uint64_t id : ids) {
-    EndLocked(leases_.find(id), absl::StrCat("its step ", step, " was released"));
+    EndLocked(leases_.find(id), absl::StrCat("its step ", step, " was released"),
+              Refusal::kReleased);
   }
 }
 

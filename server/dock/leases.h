@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
+#include "common/refusal.h"
 
 namespace tdock::internal {
 
@@ -135,10 +136,16 @@ class LeaseTable final {
   using ShareKey = std::tuple<int, int64_t, int64_t, int32_t>;
 
   uint64_t AddWithId(Lease lease, bool pinned);  // id 0: the next one
+  // Why a lease ended, for a late Ack: in words, and as the refusal it
+  // answers.
+  struct Ended {
+    std::string why;
+    Refusal refusal = Refusal::kLeaseEnded;
+  };
   // Removes `it` and remembers why it ended. REQUIRES: mu_ held.
-  Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it,
-                  std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RememberEndLocked(uint64_t id, std::string why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Lease EndLocked(absl::flat_hash_map<uint64_t, Entry>::iterator it, std::string why,
+                  Refusal refusal = Refusal::kLeaseEnded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberEndLocked(uint64_t id, Ended ended) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<absl::flat_hash_map<uint64_t, Entry>::iterator> FindLocked(
       uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LeaseCounts& CountsLocked(int consumer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -152,7 +159,7 @@ class LeaseTable final {
   std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(mu_);
   std::map<ShareKey, uint64_t> shares_ ABSL_GUARDED_BY(mu_);
   // Why recently ended leases ended, oldest first, at most kRemembered.
-  absl::flat_hash_map<uint64_t, std::string> ended_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Ended> ended_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> ended_order_ ABSL_GUARDED_BY(mu_);
   std::vector<LeaseCounts> counts_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 
 namespace tdock {
@@ -58,7 +59,7 @@ DockRegistry::Found DockRegistry::ExistingLocked(const DockSpec& spec, DockCallb
   }
   const int64_t held = static_cast<int64_t>(docks_.size() + creating_.size());
   if (limits_.max_docks > 0 && held >= limits_.max_docks) {
-    answer = absl::ResourceExhaustedError(absl::StrCat(
+    answer = CapacityError(absl::StrCat(
         "cannot create dock '", spec.name, "': the server holds ", held,
         " docks, its limit (--max_docks); delete one first"));
     return Found::kAnswer;

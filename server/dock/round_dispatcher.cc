@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/refusal.h"
 
 namespace tdock::internal {
 namespace {
@@ -80,7 +81,7 @@ FormedRound FormRound(const RoundDraft& draft) {
     const int64_t keep = std::min(n - 1, n * draft.max_batch_bytes / largest);
     if (keep < 1) {
       formed.kept = 0;
-      formed.round = absl::ResourceExhaustedError(absl::StrCat(
+      formed.round = CapacityError(absl::StrCat(
           draft.who, ": ", draft.whole_groups ? "group " : "row ", draft.units.front(),
           " alone is larger than one response carries (", draft.max_batch_bytes, " bytes)"));
       return formed;

@@ -90,8 +90,12 @@ TEST_F(ClientDropTest, DeclaredGroupSizesReachTheDock) {
   }
   ASSERT_OK_AND_ASSIGN(PutAck ack, client_->Put(put));
   EXPECT_EQ(ack.assigned, (std::vector<int64_t>{0, 2, 3}));
-  EXPECT_STATUS(PutColumn("response", {1}), absl::StatusCode::kFailedPrecondition,
+  // The refusal comes with its reason (a row dropped as unused), as the
+  // dock gave it.
+  const absl::Status past = PutColumn("response", {1});
+  EXPECT_STATUS(past, absl::StatusCode::kFailedPrecondition,
                 "row 1 is past the size of its group 0, declared with 1 rows");
+  EXPECT_REFUSED(past, Refusal::kDropped, DropReason::kUnused);
   ASSERT_OK_AND_ASSIGN(int64_t sealed, client_->Seal("dapo", 0));
   EXPECT_EQ(sealed, 2) << "group 2, never opened";
   ASSERT_OK_AND_ASSIGN(DockStatusInfo status, client_->GetDockStatus("dapo"));

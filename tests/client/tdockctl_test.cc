@@ -263,6 +263,8 @@ TEST_F(TdockctlTest, DropSealAndStatus) {
   EXPECT_NE(released.err.find("FAILED_PRECONDITION: dock 'ctl' step 0 is released"),
             std::string::npos)
       << released.err;
+  EXPECT_NE(released.err.find("(refused: released)\n"), std::string::npos)
+      << "the refusal ends the line: " << released.err;
 }
 
 // drop with an empty --rows (and --groups) drops nothing: 0 rows, exit 0,
@@ -409,6 +411,7 @@ TEST_F(TdockctlTest, AckAndNackLeases) {
                                         " is not in flight: it was already acknowledged")),
             std::string::npos)
       << again.err;
+  EXPECT_NE(again.err.find("(refused: lease_ended)\n"), std::string::npos) << again.err;
   const RunResult unknown = Run({"nack", "ctl", "worker", "999"});
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_NE(unknown.err.find("NOT_FOUND: dock 'ctl': lease 999 was never handed out"),

@@ -56,8 +56,10 @@ TEST(AppendTest, TheServerAssignsWholeGroupsUpToTheCapacity) {
   EXPECT_EQ(keyed.assigned, (std::vector<int64_t>{6, 7}));
   ASSERT_OK_AND_ASSIGN(Batch read, dock->ReadKeys({"b"}, {"prompt"}));
   EXPECT_EQ(read.rows, std::vector<int64_t>{7});
-  EXPECT_STATUS(Append(*dock, 0, 1), absl::StatusCode::kResourceExhausted,
+  const absl::StatusOr<PutResult> full = Append(*dock, 0, 1);
+  EXPECT_STATUS(full, absl::StatusCode::kResourceExhausted,
                 "no room for 1 new rows (1 groups): the step holds 8 rows");
+  EXPECT_REFUSED(full, Refusal::kCapacity, DropReason::kUnspecified);
   // Sealed: the open row is dropped and the actor's end of step comes.
   ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {}}));
   EXPECT_EQ(dropped, 1);

@@ -125,14 +125,16 @@ TEST(DropTest, PutAndReadOfADroppedRowNameTheDrop) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(DropSpec({Reader("reader", {"prompt"}, 8)})));
   ASSERT_OK(PutSync(*dock, 0, Iota(0, 4), {Cells("prompt", Iota(0, 4))}));
   ASSERT_OK(dock->Drop(DropOf(0, {3, 5}, DropReason::kFiltered)));
-  EXPECT_STATUS(PutSync(*dock, 0, {4, 5}, {Cells("prompt", {4, 5})}),
-                absl::StatusCode::kFailedPrecondition, "row 5 was dropped (filtered)");
+  const absl::Status dropped = PutSync(*dock, 0, {4, 5}, {Cells("prompt", {4, 5})}).status();
+  EXPECT_STATUS(dropped, absl::StatusCode::kFailedPrecondition, "row 5 was dropped (filtered)");
+  EXPECT_REFUSED(dropped, Refusal::kDropped, DropReason::kFiltered);
   EXPECT_STATUS(PutSync(*dock, 0, {3}, {Cells("response", {3})}),
                 absl::StatusCode::kFailedPrecondition, "row 3 was dropped (filtered)");
   EXPECT_EQ(dock->Stats().steps[0].ready_rows, (std::vector<int64_t>{4, 0}))
       << "the refused Puts wrote nothing (row 4 neither)";
-  EXPECT_STATUS(dock->Read(0, {3}, {"prompt"}), absl::StatusCode::kFailedPrecondition,
-                "row 3 was dropped (filtered)");
+  const absl::Status read = dock->Read(0, {3}, {"prompt"}).status();
+  EXPECT_STATUS(read, absl::StatusCode::kFailedPrecondition, "row 3 was dropped (filtered)");
+  EXPECT_REFUSED(read, Refusal::kDropped, DropReason::kFiltered);
   ASSERT_OK_AND_ASSIGN(int64_t again, dock->Drop(DropOf(0, {3, 5}, DropReason::kFailed)));
   EXPECT_EQ(again, 0);
   EXPECT_STATUS(dock->Read(0, {3}, {}), absl::StatusCode::kFailedPrecondition,

@@ -141,9 +141,11 @@ TEST(DockLease, AckSettlesRowsAndReleasesTheStep) {
   EXPECT_EQ(dock->Stats().steps.size(), 1u);
   EXPECT_EQ(*dock->Ack("reader", b.lease_id), 2);
   EXPECT_TRUE(dock->Stats().steps.empty());
-  EXPECT_STATUS(dock->Ack("reader", b.lease_id), absl::StatusCode::kFailedPrecondition,
+  const absl::StatusOr<int64_t> again = dock->Ack("reader", b.lease_id);
+  EXPECT_STATUS(again, absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("lease ", b.lease_id, " is not in flight: it was "
                                                    "already acknowledged"));
+  EXPECT_REFUSED(again, Refusal::kLeaseEnded, DropReason::kUnspecified);
 }
 
 // An Ack that comes after its lease expired is refused with
@@ -154,9 +156,10 @@ TEST(DockLease, LateAckOnExpiredLeaseIsRejected) {
   ASSERT_OK_AND_ASSIGN(Batch first, GetSync(*dock, GetOf("reader")));
   ASSERT_OK_AND_ASSIGN(Batch second, GetSync(*dock, GetOf("reader", 0, kLongWait)));
   ASSERT_EQ(second.rows.size(), 4u);
-  EXPECT_STATUS(dock->Ack("reader", first.lease_id),
-                absl::StatusCode::kFailedPrecondition,
+  const absl::StatusOr<int64_t> late = dock->Ack("reader", first.lease_id);
+  EXPECT_STATUS(late, absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("lease ", first.lease_id, " is not in flight: it expired"));
+  EXPECT_REFUSED(late, Refusal::kExpired, DropReason::kUnspecified);
   EXPECT_EQ(dock->Stats().leases_in_flight, std::vector<int64_t>{1});
   // The new lease may itself expire before this Ack (20 ms); either way the
   // rows are acknowledged at most once.
@@ -339,9 +342,10 @@ TEST(DockLease, PutWithAckLeaseSettlesTheLease) {
   EXPECT_EQ(stats.rows_in_flight[0], 0);
   ASSERT_OK_AND_ASSIGN(Batch rest, GetSync(*dock, GetOf("reader")));
   const std::vector<int64_t> rows = rest.rows;
-  EXPECT_STATUS(PutSync(*dock, 0, rows, {Scores(rows)}, absl::ZeroDuration(),
-                        batch.lease_id),
-                absl::StatusCode::kFailedPrecondition, "nothing was written");
+  const absl::Status twice =
+      PutSync(*dock, 0, rows, {Scores(rows)}, absl::ZeroDuration(), batch.lease_id).status();
+  EXPECT_STATUS(twice, absl::StatusCode::kFailedPrecondition, "nothing was written");
+  EXPECT_REFUSED(twice, Refusal::kLeaseEnded, DropReason::kUnspecified);
   EXPECT_EQ(dock->Stats().steps[0].ready_rows[1], 2);  // only the first Put's
   EXPECT_STATUS(PutSync(*dock, 0, rows, {Scores(rows)}, absl::ZeroDuration(), 12345),
                 absl::StatusCode::kNotFound, "lease 12345 was never handed out");

@@ -175,8 +175,10 @@ TEST(ReservationsTest, OnlyTheNewestVersionIsAdmittedUnderABoundOfZero) {
   ASSERT_OK(GetSync(*dock, train).status());
   ASSERT_OK(dock->SetVersion(1));
   // No step could train version 0 now.
-  EXPECT_STATUS(dock->Reserve(Rows(8, 0)), absl::StatusCode::kFailedPrecondition,
+  const absl::StatusOr<Reservation> stale = dock->Reserve(Rows(8, 0));
+  EXPECT_STATUS(stale, absl::StatusCode::kFailedPrecondition,
                 "version 0 is 1 versions behind the dock's 1");
+  EXPECT_REFUSED(stale, Refusal::kStale, DropReason::kUnspecified);
   ASSERT_OK_AND_ASSIGN(Reservation fresh, dock->Reserve(Rows(8, 1)));
   EXPECT_EQ(fresh.step, 1);
   ASSERT_OK_AND_ASSIGN(Reservation next, dock->Reserve(Rows(8, 1)));
@@ -215,8 +217,10 @@ TEST(ReservationsTest, ExpiredReservationsDoNotHoldTheStep) {
   testing::OwnedColumn response = Cells("response", {3});
   late.rows = {3};
   late.columns.push_back(response.View());
-  EXPECT_STATUS(testing::PutSync(*c.dock, std::move(late)), absl::StatusCode::kFailedPrecondition,
+  const absl::Status refused = testing::PutSync(*c.dock, std::move(late)).status();
+  EXPECT_STATUS(refused, absl::StatusCode::kFailedPrecondition,
                 absl::StrCat("reservation ", reserved.id, " expired at"));
+  EXPECT_REFUSED(refused, Refusal::kExpired, DropReason::kExpired);
   EXPECT_EQ(c.dock->Stats().reservations_live, 0);
 }
 

@@ -36,8 +36,9 @@ TEST(SealTest, SealDropsWhatCannotBeCompletedAndEndsTheStep) {
   ASSERT_EQ(stats.steps.size(), 1u);
   EXPECT_TRUE(stats.steps[0].sealed);
   EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kSealed)], 3);
-  EXPECT_STATUS(PutSync(*dock, 0, {6}, {Cells("response", {6})}),
-                absl::StatusCode::kFailedPrecondition, "row 6 was dropped (sealed)");
+  const absl::Status late = PutSync(*dock, 0, {6}, {Cells("response", {6})}).status();
+  EXPECT_STATUS(late, absl::StatusCode::kFailedPrecondition, "row 6 was dropped (sealed)");
+  EXPECT_REFUSED(late, Refusal::kSealed, DropReason::kSealed);
   ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer")));
   EXPECT_EQ(batch.rows, Iota(0, 5));
   EXPECT_TRUE(batch.end_of_step);
@@ -91,8 +92,9 @@ TEST(SealWhenTest, SealsAtTheTargetAndDropsTheSurplus) {
   EXPECT_TRUE(stats.steps[0].sealed);
   EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kSurplus)], 6);
   EXPECT_EQ(stats.steps[0].dropped_rows[static_cast<int>(DropReason::kFiltered)], 2);
-  EXPECT_STATUS(PutSync(*dock, 0, {6}, {Cells("adv", {6})}),
-                absl::StatusCode::kFailedPrecondition, "row 6 was dropped (surplus)");
+  const absl::Status surplus = PutSync(*dock, 0, {6}, {Cells("adv", {6})}).status();
+  EXPECT_STATUS(surplus, absl::StatusCode::kFailedPrecondition, "row 6 was dropped (surplus)");
+  EXPECT_REFUSED(surplus, Refusal::kDropped, DropReason::kSurplus);
   ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("trainer", 4)));
   EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 8, 9}));
   EXPECT_TRUE(batch.end_of_step);

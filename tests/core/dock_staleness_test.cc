@@ -98,8 +98,9 @@ TEST(StalenessTest, AWriteToARowDroppedAsStaleNamesTheReason) {
   PutPrompts(*dock, Iota(0, 8), {0, 1, 1, 1, 1, 1, 1, 1});
   ASSERT_OK_AND_ASSIGN(Batch actor, GetSync(*dock, StepGet("actor")));
   EXPECT_EQ(actor.rows, Iota(1, 8));
-  EXPECT_STATUS(testing::PutSync(*dock, 0, {0}, {Cells("response", {0})}),
-                absl::StatusCode::kFailedPrecondition, "row 0 was dropped (stale)");
+  const absl::Status stale = testing::PutSync(*dock, 0, {0}, {Cells("response", {0})}).status();
+  EXPECT_STATUS(stale, absl::StatusCode::kFailedPrecondition, "row 0 was dropped (stale)");
+  EXPECT_REFUSED(stale, Refusal::kStale, DropReason::kStale);
 }
 
 TEST(StalenessTest, AWaitingGetTakesNoRowThatBecameStaleMeanwhile) {

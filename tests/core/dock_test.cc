@@ -211,8 +211,9 @@ TEST(Dock, AutoReleaseWhenEveryConsumerIsDone) {
   ASSERT_OK_AND_ASSIGN(Batch over, GetSync(*dock, old));
   EXPECT_TRUE(over.rows.empty());
   EXPECT_TRUE(over.end_of_step);
-  EXPECT_STATUS(PutSync(*dock, 0, {0}, {Prompts({0})}),
-                absl::StatusCode::kFailedPrecondition, "already released");
+  const absl::Status released = PutSync(*dock, 0, {0}, {Prompts({0})}).status();
+  EXPECT_STATUS(released, absl::StatusCode::kFailedPrecondition, "already released");
+  EXPECT_REFUSED(released, Refusal::kReleased, DropReason::kUnspecified);
   ASSERT_OK(PutSync(*dock, 1, {0}, {Prompts({0})}));
 }
 

@@ -259,3 +259,19 @@ def test_leased_stream_results_need_no_ack(client, dock_name):
     status = dock.status()
     assert status.leases["trainer"].in_flight == 0
     assert status.steps == []  # every row acknowledged: the step is released
+
+
+def test_a_lease_acknowledged_already_is_not_said_to_be_handed_out_again(client, dock_name):
+    """The stream's acknowledgement of a batch whose lease ended warns with
+    the server's reason; only an expired lease's warning says its rows are
+    handed out again (an Ack retried after a restart finds its lease
+    acknowledged already: nothing comes back)."""
+    dock = client.create_dock(stream_spec(dock_name, rows=4, dispatch=2, lease_ms=60000))
+    put_rows(dock, 0, range(4))
+    batch = dock.get("trainer", step=0, wait=5)
+    assert dock.ack(batch) == 2
+    with pytest.warns(UserWarning) as warned:
+        tdock.torch._ack(dock, batch)  # pylint: disable=protected-access
+    (message,) = [str(w.message) for w in warned]
+    assert "already acknowledged" in message
+    assert "handed out again" not in message

@@ -259,7 +259,7 @@ def test_worker_method_keeps_the_error_when_its_nack_fails(client, dock_name):
             worker.update(tv.BatchRef(dock, step=0))
         (note,) = [str(w.message) for w in warned]
     assert caught.value is error
-    assert "could not hand back lease" in note and "FailedPrecondition" in note, note
+    assert "could not hand back lease" in note and "LeaseEnded: FAILED_PRECONDITION" in note, note
 
 
 def test_worker_method_data_proto_rollout(client, dock_name):

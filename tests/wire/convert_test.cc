@@ -1,6 +1,8 @@
 // Conversions between tdock.v1 messages and tdock's spec types and statuses.
 #include "proto/tdock/v1/convert.h"
 
+#include "absl/strings/cord.h"
+#include "common/refusal.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -282,6 +284,63 @@ TEST(Convert, StatusRoundTrip) {
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
   EXPECT_EQ(ToGrpcStatus(absl::NotFoundError("dock 'x'")).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+// A refusal travels in the status details as a google.rpc.Status holding a
+// tdock.v1.Refusal, and comes back attached to the status; a status without
+// one sends no details, and details that are not a refusal leave the status
+// as it is.
+TEST(Convert, RefusalsTravelInTheStatusDetails) {
+  const absl::Status sealed = RefuseDropped(
+      DropReason::kSealed, absl::FailedPreconditionError("step 0: row 6 was dropped (sealed)"));
+  const grpc::Status g = ToGrpcStatus(sealed);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(g.error_message(), "step 0: row 6 was dropped (sealed)");
+  v1::RpcStatus details;
+  ASSERT_TRUE(details.ParseFromString(g.error_details()));
+  EXPECT_EQ(details.code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+  EXPECT_EQ(details.message(), g.error_message());
+  ASSERT_EQ(details.details_size(), 1);
+  EXPECT_EQ(details.details(0).type_url(), "type.googleapis.com/tdock.v1.Refusal");
+  v1::Refusal refusal;
+  ASSERT_TRUE(refusal.ParseFromString(details.details(0).value()));
+  EXPECT_EQ(refusal.reason(), v1::REFUSAL_SEALED);
+  EXPECT_EQ(refusal.drop_reason(), v1::SEALED);
+
+  const absl::Status back = FromGrpcStatus(g);
+  EXPECT_EQ(back.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(back.message(), "step 0: row 6 was dropped (sealed)");
+  EXPECT_REFUSED(back, Refusal::kSealed, DropReason::kSealed);
+  EXPECT_REFUSED(FromGrpcStatus(ToGrpcStatus(CapacityError("full"))), Refusal::kCapacity,
+                 DropReason::kUnspecified);
+
+  EXPECT_TRUE(ToGrpcStatus(absl::FailedPreconditionError("plain")).error_details().empty());
+  const grpc::Status garbage(grpc::StatusCode::ABORTED, "odd", "\xff\x01not a status");
+  EXPECT_EQ(FromGrpcStatus(garbage).message(), "odd");
+  EXPECT_REFUSED(FromGrpcStatus(garbage), Refusal::kNone, DropReason::kUnspecified);
+  v1::RpcStatus other;
+  other.set_code(10);
+  other.add_details()->set_type_url("type.googleapis.com/google.rpc.RetryInfo");
+  EXPECT_REFUSED(FromGrpcStatus(grpc::Status(grpc::StatusCode::ABORTED, "x",
+                                             other.SerializeAsString())),
+                 Refusal::kNone, DropReason::kUnspecified);
+}
+
+// A refusal is a payload of the status: code and message stay as they are,
+// an OK status takes none, and a payload that does not read as one is none.
+TEST(Convert, ARefusalKeepsTheStatusAsItIs) {
+  const absl::Status refused = Refuse(Refusal::kReleased, absl::FailedPreconditionError("gone"));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.message(), "gone");
+  EXPECT_REFUSED(refused, Refusal::kReleased, DropReason::kUnspecified);
+  EXPECT_TRUE(Refuse(Refusal::kSealed, absl::OkStatus()).ok());
+  EXPECT_REFUSED(RefuseDropped(DropReason::kFiltered, absl::FailedPreconditionError("f")),
+                 Refusal::kDropped, DropReason::kFiltered);
+  EXPECT_REFUSED(RefuseDropped(DropReason::kExpired, absl::FailedPreconditionError("e")),
+                 Refusal::kExpired, DropReason::kExpired);
+  absl::Status odd = absl::AbortedError("odd");
+  odd.SetPayload("type.tdock.dev/tdock.Refusal", absl::Cord("\x63\x01"));
+  EXPECT_REFUSED(odd, Refusal::kNone, DropReason::kUnspecified);
 }
 
 }  // namespace

@@ -249,9 +249,10 @@ class Store:
             try:
                 batch = dock.read(step, [step_rows[i][1] for i in idx], list(fields))
             except errors.FailedPrecondition as e:
-                raise errors.FailedPrecondition(
-                    f"transferqueue: {e.message if hasattr(e, 'message') else e} "
-                    f"(keys {[names[i] for i in idx][:8]}): a field not written for every key") from None
+                raise type(e)(
+                    f"transferqueue: {e.message} (keys {[names[i] for i in idx][:8]}): "
+                    "a field not written for every key", e.code, reason=e.reason,
+                    drop_reason=e.drop_reason) from None
             tds[step] = _decode(batch, fields, specs)
         if len(tds) == 1:
             return next(iter(tds.values()))

@@ -126,9 +126,10 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
 def _ack(dock: Any, batch: Batch) -> None:
     """Acknowledges `batch`, waiting for a server that went away (up to the
-    client's reconnect_timeout). A lease that ended meanwhile (it expired
-    while the server was away or the loop body ran long) is a warning: its
-    rows are handed out again."""
+    client's reconnect_timeout). A lease that ended meanwhile is a warning:
+    one that expired (the server was away or the loop body ran long) has its
+    rows handed out again; the server's message says how any other ended
+    (an Ack retried after a restart finds it acknowledged already)."""
     if batch.lease is None:
         return
     since = time.monotonic()
@@ -141,6 +142,7 @@ def _ack(dock: Any, batch: Batch) -> None:
                 raise
             time.sleep(_RETRY_PAUSE)
         except errors.FailedPrecondition as e:
+            again = "; its rows are handed out again" if isinstance(e, errors.Expired) else ""
             warnings.warn(f"{dock!r} consumer '{batch.consumer}' rank {batch.rank}: "
-                          f"{e}; its rows are handed out again", stacklevel=3)
+                          f"{e}{again}", stacklevel=3)
             return

@@ -1,9 +1,11 @@
 #include "proto/tdock/v1/convert.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/refusal.h"
 #include "common/status.h"
 
 namespace tdock {
@@ -300,10 +302,30 @@ absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec) {
   return out;
 }
 
+namespace {
+
+constexpr absl::string_view kRefusalType = "type.googleapis.com/tdock.v1.Refusal";
+
+}  // namespace
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  const RefusalInfo refusal = RefusalOf(status);
+  if (refusal.why == Refusal::kNone) {
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                        std::string(status.message()));
+  }
+  v1::Refusal why;
+  why.set_reason(static_cast<v1::RefusalReason>(refusal.why));
+  why.set_drop_reason(ToProto(refusal.drop));
+  v1::RpcStatus details;
+  details.set_code(static_cast<int>(status.code()));
+  details.set_message(std::string(status.message()));
+  v1::StatusDetail* detail = details.add_details();
+  detail->set_type_url(std::string(kRefusalType));
+  detail->set_value(why.SerializeAsString());
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      std::string(status.message()), details.SerializeAsString());
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -312,8 +334,22 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   // gRPC codes 1..16 are absl's codes; anything else is not a valid code.
   if (code < 1 || code > 16)
     code = static_cast<int>(absl::StatusCode::kUnknown);
-  return absl::Status(static_cast<absl::StatusCode>(code),
-                      status.error_message());
+  absl::Status converted(static_cast<absl::StatusCode>(code), status.error_message());
+  // The dock's refusal, if the details carry one (details it cannot read
+  // leave the status as it is).
+  v1::RpcStatus details;
+  if (status.error_details().empty() || !details.ParseFromString(status.error_details())) {
+    return converted;
+  }
+  for (const v1::StatusDetail& detail : details.details()) {
+    v1::Refusal why;
+    if (detail.type_url() != kRefusalType || !why.ParseFromString(detail.value())) continue;
+    const int reason = static_cast<int>(why.reason());
+    if (reason <= 0 || reason >= kRefusals) continue;
+    return Refuse(static_cast<Refusal>(reason), std::move(converted),
+                  FromProto(why.drop_reason()));
+  }
+  return converted;
 }
 
 }  // namespace tdock

@@ -43,6 +43,9 @@ BatchMeta FromProto(const v1::SampleResponse& in);
 void ToProto(const BalanceStats& stats, v1::BalanceStats* out);
 BalanceStats FromProto(const v1::BalanceStats& in);
 
+// The same code and message; a refusal (common/refusal.h) travels in the
+// status details as an RpcStatus holding a v1.Refusal (dock.proto), and
+// comes back attached to the absl::Status.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
