@@ -261,6 +261,8 @@ absl::string_view ColumnTypeName(const ColumnSpec& column) {
       return "string";
     case ColumnEncoding::kJson:
       return "json";
+    case ColumnEncoding::kTensors:
+      return "tensors";
     case ColumnEncoding::kRaw:
       break;
   }
@@ -268,9 +270,11 @@ absl::string_view ColumnTypeName(const ColumnSpec& column) {
 }
 
 bool ParseColumnType(absl::string_view name, ColumnSpec* column) {
-  if (name == "string" || name == "json") {
+  if (name == "string" || name == "json" || name == "tensors") {
     column->dtype = DType::kBytes;
-    column->encoding = name == "string" ? ColumnEncoding::kUtf8 : ColumnEncoding::kJson;
+    column->encoding = name == "string" ? ColumnEncoding::kUtf8
+                       : name == "json" ? ColumnEncoding::kJson
+                                        : ColumnEncoding::kTensors;
     return true;
   }
   const std::optional<DType> dtype = ParseDType(name);

@@ -47,9 +47,9 @@ absl::string_view RoundPadName(RoundPad pad);          // "none", "repeat"
 absl::string_view RowOrderName(RowOrder order);        // "default", "oldest_version", "index"
 
 // What a BYTES column's cells hold: the server keeps bytes either way, clients
-// encode and decode. In YAML, `dtype: string` and `dtype: json` are bytes
-// columns with that encoding.
-enum class ColumnEncoding { kRaw = 0, kUtf8 = 1, kJson = 2 };
+// encode and decode. In YAML, `dtype: string`, `dtype: json` and `dtype:
+// tensors` are bytes columns with that encoding.
+enum class ColumnEncoding { kRaw = 0, kUtf8 = 1, kJson = 2, kTensors = 3 };
 
 struct ColumnSpec {
   std::string name;

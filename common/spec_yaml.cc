@@ -282,7 +282,7 @@ absl::Status ParseColumn(const YAML::Node& node, const std::string& path,
                         }
                         return YamlError(value, path,
                                          absl::StrCat("unknown dtype '", name, "' (one of ",
-                                                      DTypeNames(), ", string, json)"));
+                                                      DTypeNames(), ", string, json, tensors)"));
                       },
                       /*required=*/true},
                      {"inner_shape", Into(&column->inner_shape)},

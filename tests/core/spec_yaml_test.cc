@@ -136,9 +136,9 @@ retain_steps: true
   EXPECT_TRUE(s.retain_steps);
 }
 
-// `dtype: string` and `dtype: json` are bytes columns with that encoding;
-// YAML names them back the same way; an encoding on a column that is not
-// plain bytes is refused, naming the column.
+// `dtype: string`, `dtype: json` and `dtype: tensors` are bytes columns with
+// that encoding; YAML names them back the same way; an encoding on a column
+// that is not plain bytes is refused, naming the column.
 TEST(SpecYaml, StringAndJsonColumnsAreEncodedBytes) {
   const std::string text = R"(
 name: agent
@@ -147,10 +147,11 @@ columns:
   uid: {dtype: String}
   messages: {dtype: json}
   raw: {dtype: bytes}
+  multi_modal_inputs: {dtype: Tensors}
 )";
   ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
   const DockSpec& s = specs.at(0);
-  ASSERT_EQ(s.columns.size(), 3u);
+  ASSERT_EQ(s.columns.size(), 4u);
   EXPECT_EQ(s.columns[0].dtype, DType::kBytes);
   EXPECT_EQ(s.columns[0].encoding, ColumnEncoding::kUtf8);
   EXPECT_EQ(ColumnTypeName(s.columns[0]), "string");
@@ -159,6 +160,9 @@ columns:
   EXPECT_EQ(ColumnTypeName(s.columns[1]), "json");
   EXPECT_EQ(s.columns[2].encoding, ColumnEncoding::kRaw);
   EXPECT_EQ(ColumnTypeName(s.columns[2]), "bytes");
+  EXPECT_EQ(s.columns[3].dtype, DType::kBytes);
+  EXPECT_EQ(s.columns[3].encoding, ColumnEncoding::kTensors);
+  EXPECT_EQ(ColumnTypeName(s.columns[3]), "tensors");
 
   for (auto change : {+[](ColumnSpec& c) { c.dtype = DType::kInt32; },
                       +[](ColumnSpec& c) { c.inner_shape = {2}; }}) {
@@ -265,7 +269,7 @@ TEST(SpecYaml, ErrorsNameKeyAndLine) {
       {"name: a\ncolumns:\n  x: {dtype: int33}\n",
        "columns.x.dtype (line 3): unknown dtype 'int33' (one of int8, uint8"},
       {"name: a\ncolumns:\n  x: {dtype: text}\n",
-       "bool, bytes, string, json)"},
+       "bool, bytes, string, json, tensors)"},
       {"name: a\ncolumns:\n  x: {max_len: 3}\n",
        "columns.x (line 3): missing key 'dtype'"},
       {"name: a\ncolumns:\n  x: {dtype: int8, shape: [2]}\n",

@@ -73,3 +73,54 @@ def test_the_server_refuses_an_encoding_on_a_column_that_is_not_plain_bytes(clie
                        match="column 'uid' has the string encoding, which needs dtype bytes"):
         client.create_dock(bad)
     assert dock_name not in [d.name for d in client.list_docks()]
+
+
+def test_tensors_columns_hold_typed_values(client, dock_name):
+    """A `tensors` column's cell is one typed value: verl's multi_modal_inputs
+    (a dict of tensors), numpy arrays, nested lists and dicts, numbers,
+    strings, bytes and None round-trip with their dtypes and shapes, rows of
+    different shapes alike; through Batch.cells, Read and to_tensordict
+    (non-tensor data). A value the encoding does not hold (a set, an object)
+    is refused naming the column and row, nothing written; the stored bytes
+    are never a pickle."""
+    torch = pytest.importorskip("torch")
+    dock = client.create_dock({
+        "name": dock_name, "num_prompts": 3, "steps_in_flight": 1,
+        "columns": {"mm": {"dtype": "tensors"}, "ids": {"dtype": "int32"}},
+        "consumers": {"trainer": {"columns": ["mm", "ids"], "dispatch_size": 3},
+                      "audit": {"columns": ["ids"]}}})
+    assert [(c.dtype, c.encoding) for c in dock.spec.columns if c.name == "mm"] == \
+        [(dock_pb2.BYTES, dock_pb2.TENSORS)]
+    values = [
+        {"pixel_values": torch.arange(12, dtype=torch.bfloat16).reshape(3, 4),
+         "image_grid_thw": torch.tensor([[1, 2, 2]], dtype=torch.int64)},
+        [np.eye(2, dtype=np.float32), {"n": 3, "tag": "δ", "raw": b"\x00\x01"}, None],
+        {},
+    ]
+    for columns, message in [
+            ({"mm": [{1, 2}, {}, {}]}, "column 'mm' (tensors) row 0: a value of type set"),
+            ({"mm": [{}, {"x": object()}, {}]},
+             "column 'mm' (tensors) row 1 at ['x']: a value of type object")]:
+        with pytest.raises(tdock.errors.InvalidArgument, match=message.replace("(", r"\(")
+                           .replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
+            dock.put(0, range(3), {**columns, "ids": [[1], [2], [3]]})
+    assert dock.status().steps == []  # nothing written
+
+    dock.put(0, range(3), {"mm": values, "ids": [[1], [2], [3]]})
+    batch = dock.get("trainer", step=0)
+    order = batch.rows.tolist()
+    got = dict(zip(order, batch.cells("mm")))
+    assert got[0].keys() == values[0].keys()
+    for k in values[0]:
+        assert got[0][k].dtype == values[0][k].dtype
+        assert torch.equal(got[0][k], values[0][k])
+    eye, meta, none = got[1]
+    assert eye.dtype == np.float32 and (eye == np.eye(2)).all()
+    assert meta == {"n": 3, "tag": "δ", "raw": b"\x00\x01"} and none is None
+    assert got[2] == {}
+    assert not batch.row("mm", order.index(0)).tobytes().startswith(b"\x80")  # no pickle
+    assert torch.equal(dock.read(0, [0], ["mm"]).cells("mm")[0]["image_grid_thw"],
+                       values[0]["image_grid_thw"])
+    pytest.importorskip("tensordict")
+    td = batch.to_tensordict(["mm"])
+    assert td["mm"][order.index(2)] == {}

@@ -1,5 +1,6 @@
-"""The typed encoding of tdock.transferqueue's Python-value fields: one
-cell (a bytes item of the field's column) per key, never a pickle.
+"""The typed encoding of Python values in bytes cells, never a pickle: a
+`tensors` column's cells (tdock.Dock) and tdock.transferqueue's Python-value
+fields (a cell per key).
 
 A cell holds one Python value: None, bool, int, float, str, bytes, lists,
 tuples and dicts with str keys of these, torch tensors and numpy arrays (at
@@ -30,24 +31,30 @@ base type, numpy scalars as Python numbers, tensors on the CPU and detached.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import struct
+import sys
 from typing import Any
 
 import numpy as np
-import torch
 
 from tdock import errors
 
 MAGIC = b"TQC1"
 ARRAY = "__tdock_array__"
 _HEAD = struct.Struct("<4sI")
-_TORCH = {name: getattr(torch, name) for name in (
-    "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128",
-    "float8_e4m3fn", "float8_e5m2") if isinstance(getattr(torch, name, None), torch.dtype)}
-_TORCH_NAME = {dtype: name for name, dtype in _TORCH.items()}
+_TORCH_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64", "complex64",
+                 "complex128", "float8_e4m3fn", "float8_e5m2")
+
+
+@functools.lru_cache(maxsize=2)
+def _torch_dtypes(torch) -> dict:
+    """torch's dtypes a cell holds, by name (those this torch has)."""
+    return {name: getattr(torch, name) for name in _TORCH_DTYPES
+            if isinstance(getattr(torch, name, None), torch.dtype)}
 _NUMPY_KINDS = "biufcSUmM"  # fixed-size numbers, strings, dates: no objects, no records
 _ALLOWED = ("None, bool, int, float, str, bytes, lists, tuples and dicts with str keys of "
             "these, torch tensors and numpy arrays")
@@ -64,7 +71,7 @@ class _Refused(Exception):
 def encode(value: Any, field: str, key: str) -> bytes:
     """The cell of one key's value; errors.InvalidArgument names the field,
     the key and the first part of the value that is not storable."""
-    return encode_value(value, f"field '{field}' key '{key}'")
+    return encode_value(value, f"transferqueue: field '{field}' key '{key}'")
 
 
 def encode_value(value: Any, where: str) -> bytes:
@@ -77,12 +84,10 @@ def encode_value(value: Any, where: str) -> bytes:
     except _Refused as e:
         at = f" at {e.path}" if e.path else ""
         raise errors.InvalidArgument(
-            f"transferqueue: {where}{at}: {e.what}; a stored Python value may hold "
-            f"{_ALLOWED}") from None
+            f"{where}{at}: {e.what}; a stored Python value may hold {_ALLOWED}") from None
     except RecursionError:
         raise errors.InvalidArgument(
-            f"transferqueue: {where}: the value is nested too deeply or contains "
-            f"itself") from None
+            f"{where}: the value is nested too deeply or contains itself") from None
     return b"".join([_HEAD.pack(MAGIC, len(header)), header, *data])
 
 
@@ -113,14 +118,17 @@ def _tree(v: Any, data: list[bytes], end: list[int], path: str) -> Any:
                 raise _Refused(path, f"the dict key '{ARRAY}' is reserved")
             out[str(k)] = _tree(x, data, end, f"{path}[{k!r}]")
         return out
-    if isinstance(v, torch.Tensor) and not v.is_nested and v.layout == torch.strided \
-            and not v.is_quantized:
-        if v.dtype not in _TORCH_NAME:
+    # A value holds a tensor only where torch is imported already.
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(v, torch.Tensor) and not v.is_nested \
+            and v.layout == torch.strided and not v.is_quantized:
+        names = {dtype: name for name, dtype in _torch_dtypes(torch).items()}
+        if v.dtype not in names:
             raise _Refused(path, f"a tensor of dtype {v.dtype}")
         t = v.detach().cpu().resolve_conj().resolve_neg().contiguous()
         raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return _blob("torch", _TORCH_NAME[v.dtype], list(t.shape), raw, data, end)
-    if isinstance(v, torch.Tensor):
+        return _blob("torch", names[v.dtype], list(t.shape), raw, data, end)
+    if torch is not None and isinstance(v, torch.Tensor):
         raise _Refused(path, f"a {'nested' if v.is_nested else str(v.layout)} tensor "
                              f"(a cell holds strided tensors)")
     if type(v) is np.ndarray:
@@ -174,6 +182,18 @@ def parse(cell: bytes | memoryview) -> Any:
         raise Malformed(str(e)) from None
 
 
+def _torch_to_read(kind: Any, dtype: Any):
+    """torch, to read an array of `kind` "torch" (None for other kinds)."""
+    if kind != "torch":
+        return None
+    try:
+        import torch  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise errors.FailedPrecondition(
+            f"a cell holds a torch tensor (dtype {dtype}): install torch to read it") from None
+    return torch
+
+
 def _value(h: Any, data: memoryview) -> Any:
     if isinstance(h, list):
         return [_value(x, data) for x in h]
@@ -195,8 +215,10 @@ def _value(h: Any, data: memoryview) -> Any:
         for i, x in enumerate(items):  # item by item: numpy would broadcast nested lists
             out[i] = _value(x, data)
         return out.reshape(shape)
-    if kind == "torch" and dtype in _TORCH:
-        dt, itemsize = _TORCH[dtype], _TORCH[dtype].itemsize
+    torch = _torch_to_read(kind, dtype)
+    if kind == "torch" and isinstance(dtype, str) and dtype in _torch_dtypes(torch):
+        dt = _torch_dtypes(torch)[dtype]
+        itemsize = dt.itemsize
     elif kind == "numpy" and isinstance(dtype, str):
         dt = np.dtype(dtype)
         if dt.kind not in _NUMPY_KINDS or dt.fields is not None or dt.str != dtype:

@@ -48,7 +48,7 @@ def write(path: str, state: dict) -> None:
     names a metadata value the typed encoding does not hold; nothing is
     written then."""
     file = os.path.join(path, FILE)
-    body = _tq_cells.encode_value(state, f"save_checkpoint {file}")
+    body = _tq_cells.encode_value(state, f"transferqueue: save_checkpoint {file}")
     os.makedirs(path, exist_ok=True)
     tmp = f"{file}.tmp{os.getpid()}"
     try:

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tdock import dtypes, errors
+from tdock import _tq_cells, dtypes, errors
 from tdock.columns import padding_mask
 from tdock.v1 import dock_pb2
 
@@ -70,7 +70,8 @@ class Column:
     dtype: int          # wire enum (tdock.v1.dock_pb2.DType)
     values: np.ndarray  # (items, *inner_shape)
     offsets: np.ndarray  # int64, rows + 1, offsets[0] == 0
-    # dock_pb2.UTF8 or JSON: a bytes column whose cells are strings or JSON.
+    # dock_pb2.UTF8, JSON or TENSORS: a bytes column whose cells are strings,
+    # JSON or typed values (numbers, lists, dicts, arrays, tensors).
     encoding: int = dock_pb2.ENCODING_RAW
     # One item per row by its spec (max_len 1): a dense column.
     fixed: bool = False
@@ -81,11 +82,17 @@ class Column:
                       self.offsets[begin:end + 1] - lo, self.encoding, self.fixed)
 
     def cell(self, i: int):
-        """Row i's cell: a str (string column), the decoded value (json
-        column), or a view of its items."""
+        """Row i's cell: a str (string column), the decoded value (json or
+        tensors column), or a view of its items."""
         items = self.values[self.offsets[i]:self.offsets[i + 1]]
         if self.encoding == dock_pb2.ENCODING_RAW:
             return items
+        if self.encoding == dock_pb2.TENSORS:
+            try:
+                return _tq_cells.parse(items.tobytes())
+            except _tq_cells.Malformed as e:
+                raise errors.DataLoss(f"column '{self.name}' batch row {i}: the cell is not a "
+                                      f"tdock typed value: {e}") from None
         text = items.tobytes().decode("utf-8")
         return text if self.encoding == dock_pb2.UTF8 else json.loads(text)
 

@@ -29,7 +29,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from tdock import dtypes, errors
+from tdock import _tq_cells, dtypes, errors
 from tdock.v1 import dock_pb2
 from tdock.wire import PutColumn
 
@@ -265,8 +265,9 @@ def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
 
 
 def _encoded(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int) -> PutColumn:
-    """A string or json column's n values as UTF-8 cells."""
-    kind = "string" if spec.encoding == dock_pb2.UTF8 else "json"
+    """A string or json column's n values as UTF-8 cells; a tensors
+    column's in the typed encoding (_tq_cells)."""
+    kind = {dock_pb2.UTF8: "string", dock_pb2.JSON: "json"}.get(spec.encoding, "tensors")
     if not isinstance(value, (list, tuple)):
         raise errors.InvalidArgument(
             f"column '{name}' ({kind}): expected a list of {n} values, got "
@@ -277,6 +278,9 @@ def _encoded(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int) -> PutCol
     cells = []
     for i, v in enumerate(value):
         where = f"column '{name}' ({kind}) row {i}"
+        if spec.encoding == dock_pb2.TENSORS:
+            cells.append(_tq_cells.encode_value(v, where))
+            continue
         if spec.encoding == dock_pb2.UTF8:
             if not isinstance(v, str):
                 raise errors.InvalidArgument(

@@ -31,14 +31,14 @@ _BY_ENUM = {enum: (name, dt) for name, (enum, dt) in _DTYPES.items()}
 
 # Column types that are bytes on the server, encoded and decoded by clients:
 # name -> wire ColumnEncoding.
-ENCODINGS = {"string": dock_pb2.UTF8, "json": dock_pb2.JSON}
+ENCODINGS = {"string": dock_pb2.UTF8, "json": dock_pb2.JSON, "tensors": dock_pb2.TENSORS}
 
 NAMES = tuple(_DTYPES) + tuple(ENCODINGS)
 
 
 def parse(name: str, where: str) -> tuple[int, int]:
     """The wire dtype and ColumnEncoding of a column type name (a dtype,
-    "string" or "json"; case-insensitive)."""
+    "string", "json" or "tensors"; case-insensitive)."""
     lower = str(name).lower()
     if lower in ENCODINGS:
         return dock_pb2.BYTES, ENCODINGS[lower]
