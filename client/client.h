@@ -123,6 +123,11 @@ struct ClientPut {
   // Non-zero: the reservation (Client::Reserve) whose rows this Put writes,
   // at its step; with `rows` empty, all of them.
   uint64_t reservation = 0;
+  // Docks with add_columns_on_write: definitions of columns this Put
+  // writes that the dock may lack (each names one of `columns`); a column it
+  // lacks is added first, from its definition here or else its name and
+  // dtype.
+  std::vector<ColumnSpec> new_columns;
 };
 
 // Rows asked for before generating (Client::Reserve): `rows`, or groups of

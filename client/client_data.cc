@@ -120,6 +120,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.mutable_group_sizes()->Assign(put.group_sizes.begin(), put.group_sizes.end());
   header.mutable_versions()->Assign(put.versions.begin(), put.versions.end());
   header.set_reservation(put.reservation);
+  for (const ColumnSpec& column : put.new_columns) *header.add_new_columns() = ToProto(column);
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
   for (const ClientColumn& column : put.columns) {

@@ -199,6 +199,7 @@ Json SpecToJson(const DockSpec& spec) {
           {"memory_limit_bytes", spec.memory_limit_bytes},
           {"chunk_bytes", spec.chunk_bytes},
           {"retain_steps", spec.retain_steps},
+          {"add_columns_on_write", spec.add_columns_on_write},
           {"max_rows_per_step", spec.max_rows_per_step},
           {"seal_when", spec.seal_when.has_value()
                             ? Json{{"consumer", spec.seal_when->consumer},
@@ -353,6 +354,9 @@ std::string SpecToText(const DockSpec& spec) {
     absl::StrAppend(&text, "  removed consumers: ", absl::StrJoin(removed, ", "), "\n");
   }
   if (spec.retain_steps) absl::StrAppend(&text, "  retains steps until released\n");
+  if (spec.add_columns_on_write) {
+    absl::StrAppend(&text, "  adds the columns a Put writes that it lacks\n");
+  }
   if (spec.seal_when.has_value()) {
     absl::StrAppend(&text, "  seals a step once ", spec.seal_when->consumer, " has ",
                     spec.seal_when->groups, " complete groups\n");

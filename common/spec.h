@@ -170,6 +170,10 @@ struct DockSpec {
   // over-generate (DAPO): Puts that ask the server for new rows take them
   // group by group.
   int64_t max_rows_per_step = 0;
+  // A Put may write columns the dock lacks: each is added first, as by
+  // AddColumn (recorded before the Put), its definition from the Put
+  // (PutInput::new_columns, else the column's name and dtype).
+  bool add_columns_on_write = false;
 
   static constexpr int64_t kDefaultChunkBytes = int64_t{4} << 20;
   static constexpr int64_t kMaxRowsPerStep = int64_t{1} << 24;

@@ -386,6 +386,7 @@ absl::Status ParseDock(const YAML::Node& node, const std::string& path,
        {"memory_limit_bytes", Into(&spec->memory_limit_bytes)},
        {"chunk_bytes", Into(&spec->chunk_bytes)},
        {"retain_steps", Into(&spec->retain_steps)},
+       {"add_columns_on_write", Into(&spec->add_columns_on_write)},
        {"max_rows_per_step", Into(&spec->max_rows_per_step)},
        {"seal_when",
         [spec](const YAML::Node& value, const std::string& p) {

@@ -63,6 +63,9 @@ class Dock final {
   // (ALREADY_EXISTS), a row that has another key or none though written
   // (FAILED_PRECONDITION), no room for new rows (RESOURCE_EXHAUSTED), a
   // sealed step (FAILED_PRECONDITION). The result lists the rows assigned.
+  // A dock whose spec sets add_columns_on_write first adds the columns the
+  // Put writes that it lacks (PutInput::new_columns), each as AddColumn
+  // does; the Put is checked with them before the first is added.
   void Put(PutInput input, PutCallback done);
 
   // Claims and returns up to `count` rows for a consumer. Waits up to `wait`

@@ -1,11 +1,17 @@
-// DockImpl's columns added while it runs (AddColumn): checked, then, as a
-// change of the spec (dock_consumers.cc), recorded before each partition
-// gets the column's state and the column table publishes it.
+// DockImpl's columns added while it runs (AddColumn, or a Put writing a
+// column the dock lacks when its spec sets add_columns_on_write): checked,
+// then, as a change of the spec (dock_consumers.cc), recorded before each
+// partition gets the column's state and the column table publishes it. A
+// Put's columns are checked with the Put before the first is added; a Put
+// that fails after that (a capacity wait that ends, a record not stored)
+// leaves them added.
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
@@ -27,25 +33,119 @@ void DockImpl::AddColumn(ColumnSpec column, ColumnCallback done) {
   ChangeSpec(std::move(change));
 }
 
-absl::StatusOr<DockSpec> DockImpl::CheckColumnLocked(const ColumnSpec& column) const {
-  TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
-  TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, column));
-  if (consumers_.spec(mu_).ColumnIndex(column.name) >= 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("dock '", name_, "': column '", column.name, "' already exists"));
-  }
+absl::StatusOr<DockSpec> DockImpl::CheckColumnsLocked(
+    absl::Span<const ColumnSpec> columns) const {
   DockSpec next = consumers_.spec(mu_);
-  next.columns.push_back(column);
-  next.columns.back().added = true;
-  // The column's own checks, and the bound on the cells of a dock.
+  for (const ColumnSpec& column : columns) {
+    TDOCK_RETURN_IF_ERROR(ValidateName("column name", column.name));
+    TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, column));
+    if (next.ColumnIndex(column.name) >= 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("dock '", name_, "': column '", column.name, "' already exists"));
+    }
+    next.columns.push_back(column);
+    next.columns.back().added = true;
+  }
+  // The columns' own checks, and the bound on the cells of a dock.
   TDOCK_ASSIGN_OR_RETURN(next, NormalizeSpec(std::move(next)));
-  if (columns_.size() >= columns_.capacity()) {
+  if (columns_.size() + columns.size() > columns_.capacity()) {
     return CapacityError(absl::StrCat(
-        "dock '", name_, "': column '", column.name, "': the dock has ", columns_.size(),
-        " columns, the most it can hold",
+        "dock '", name_, "': column '", columns.back().name, "': the dock has ", columns_.size(),
+        " columns",
+        columns.size() == 1
+            ? ", the most it can hold"
+            : absl::StrCat(" and holds at most ", columns_.capacity(), "; ", columns.size(),
+                           " to add"),
         limits_.max_columns > 0 ? " (the server's --max_columns_per_dock)" : ""));
   }
   return next;
+}
+
+absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& in) const {
+  const std::string where = Where(in.step);
+  if (!in.new_columns.empty() && !add_columns_on_write_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the Put defines new_columns; the dock adds no columns on write (its spec does "
+        "not set add_columns_on_write)"));
+  }
+  const auto written = [&](const std::string& name) {
+    return std::find_if(in.columns.begin(), in.columns.end(),
+                        [&](const PackedColumn& c) { return c.name == name; });
+  };
+  for (size_t i = 0; i < in.new_columns.size(); ++i) {
+    const std::string& name = in.new_columns[i].name;
+    if (written(name) == in.columns.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": new_columns[", i, "] defines column '", name, "', which the Put does not write"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (in.new_columns[j].name == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": new_columns defines column '", name, "' twice"));
+      }
+    }
+    if (in.new_columns[i].dtype != written(name)->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": new_columns[", i, "] defines column '", name, "' as ",
+          DTypeName(in.new_columns[i].dtype), "; the Put writes it as ",
+          DTypeName(written(name)->dtype)));
+    }
+  }
+  std::vector<ColumnSpec> adding;
+  if (!add_columns_on_write_) return adding;
+  const absl::Span<const ColumnSpec> columns = columns_.view();
+  for (const PackedColumn& column : in.columns) {
+    const auto named = [&](const ColumnSpec& c) { return c.name == column.name; };
+    if (std::any_of(columns.begin(), columns.end(), named) ||
+        std::any_of(adding.begin(), adding.end(), named)) {
+      continue;
+    }
+    auto defined = std::find_if(in.new_columns.begin(), in.new_columns.end(), named);
+    if (defined != in.new_columns.end()) {
+      adding.push_back(*defined);
+    } else {
+      ColumnSpec plain;
+      plain.name = column.name;
+      plain.dtype = column.dtype;
+      adding.push_back(std::move(plain));
+    }
+  }
+  if (adding.empty()) return adding;
+  absl::StatusOr<DockSpec> checked;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    checked = CheckColumnsLocked(adding);
+  }
+  // Another Put added one of them meanwhile: the next look finds it.
+  if (absl::IsAlreadyExists(checked.status())) return ColumnsToAdd(in);
+  if (!checked.ok()) {
+    return WithMessage(checked.status(),
+                       absl::StrCat(where, ": adding the columns it writes: ",
+                                    checked.status().message(), "; nothing was written"));
+  }
+  return adding;
+}
+
+void DockImpl::AddColumnsThenPut(std::vector<ColumnSpec> adding, PutInput input,
+                                 PutCallback done) {
+  // In the order the Put names them.
+  ColumnSpec column = std::move(adding.front());
+  adding.erase(adding.begin());
+  AddColumn(std::move(column), [this, adding = std::move(adding), input = std::move(input),
+                                done = std::move(done)](absl::StatusOr<ColumnSpec> added) mutable {
+    // Added meanwhile by another Put: this one is checked against it.
+    if (!added.ok() && !absl::IsAlreadyExists(added.status())) {
+      std::move(done)(WithMessage(added.status(), absl::StrCat(Where(input.step), ": ",
+                                                               added.status().message(),
+                                                               "; nothing was written")));
+      return;
+    }
+    if (!adding.empty()) {
+      AddColumnsThenPut(std::move(adding), std::move(input), std::move(done));
+      return;
+    }
+    WritePut(std::move(input), std::move(done));
+  });
 }
 
 }  // namespace tdock::internal

@@ -177,7 +177,7 @@ absl::string_view DockImpl::ChangeName(SpecChange::Kind kind) {
 absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
                                                      int* index) const {
   if (change.kind == SpecChange::Kind::kAddColumn) {
-    TDOCK_ASSIGN_OR_RETURN(DockSpec next, CheckColumnLocked(change.column));
+    TDOCK_ASSIGN_OR_RETURN(DockSpec next, CheckColumnsLocked({change.column}));
     *index = static_cast<int>(next.columns.size()) - 1;
     return next;
   }

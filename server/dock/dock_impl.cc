@@ -47,6 +47,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
       length_columns_(ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
+      add_columns_on_write_(spec.add_columns_on_write),
       store_(std::make_unique<LocalCellStore>(spec.chunk_bytes, spec.memory_limit_bytes,
                                               spec.preallocate_bytes)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,

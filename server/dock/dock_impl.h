@@ -127,9 +127,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The consumer (column) `index` of the spec now, with `status`.
   ChangeAnswer AnswerLocked(SpecChange::Kind kind, int index, absl::Status status) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The spec with the column added, or why it cannot be.
-  absl::StatusOr<DockSpec> CheckColumnLocked(const ColumnSpec& column) const
+  // The spec with the columns added, or why they cannot be.
+  absl::StatusOr<DockSpec> CheckColumnsLocked(absl::Span<const ColumnSpec> columns) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // add_columns_on_write: the columns `in` writes that the dock lacks, as
+  // they would be added (from in.new_columns, else name and dtype); or why
+  // the Put's definitions are refused.
+  absl::StatusOr<std::vector<ColumnSpec>> ColumnsToAdd(const PutInput& in) const;
+  // Adds `adding` (one at a time, each recorded), then writes the Put; a
+  // column added meanwhile by another Put is taken as it is.
+  void AddColumnsThenPut(std::vector<ColumnSpec> adding, PutInput input, PutCallback done);
   // Wakes the consumer's parked Gets; a removal lets live steps release.
   void AfterChange(SpecChange::Kind kind, int index);
   // An optional consumer's first Get: joins it (with a journal, once the
@@ -193,7 +200,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status NotLiveLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Put (dock_put.cc)
-  absl::Status ValidatePut(const PutInput& in) const;
+  // `adding`: columns the Put adds first (ColumnsToAdd), checked with it.
+  absl::Status ValidatePut(const PutInput& in, absl::Span<const ColumnSpec> adding = {}) const;
   // group_sizes: only for assigned rows, each in [1, n], adding up to them.
   absl::Status ValidateGroupSizes(const PutInput& in) const;
   // ---- Versions (dock_versions.cc)
@@ -574,6 +582,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
   const std::vector<int> length_columns_;
   const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
+  const bool add_columns_on_write_;           // the spec's, fixed at creation
   const std::unique_ptr<CellStore> store_;  // the cells' bytes
   StepRing ring_;  // the partitions, one per step in flight
 

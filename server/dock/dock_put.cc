@@ -380,9 +380,18 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
     if (input.rows.empty()) input.new_rows = static_cast<int64_t>(input.keys.size());
   }
   absl::Status valid = input.reservation != 0 ? RowsOfReservation(input) : absl::OkStatus();
-  if (valid.ok()) valid = ValidatePut(input);
+  absl::StatusOr<std::vector<ColumnSpec>> adding = std::vector<ColumnSpec>();
+  if (valid.ok()) adding = ColumnsToAdd(input);
+  if (valid.ok()) valid = adding.status();
+  if (valid.ok()) valid = ValidatePut(input, *adding);
   if (!valid.ok()) {
     std::move(done)(valid);
+    return;
+  }
+  if (!adding->empty()) {
+    // Its columns first (each recorded), then this again: every check is
+    // made against the columns as they are then.
+    AddColumnsThenPut(*std::move(adding), std::move(input), std::move(done));
     return;
   }
   if (input.rows.empty()) {

@@ -11,7 +11,8 @@
 
 namespace tdock::internal {
 
-absl::Status DockImpl::ValidatePut(const PutInput& in) const {
+absl::Status DockImpl::ValidatePut(const PutInput& in,
+                                   absl::Span<const ColumnSpec> adding) const {
   const std::string where = Where(in.step);
   if (in.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": step is negative"));
@@ -40,22 +41,27 @@ absl::Status DockImpl::ValidatePut(const PutInput& in) const {
   if (in.columns.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": no columns"));
   }
-  // The columns there now (AddColumn may add more meanwhile).
+  // The columns there now (AddColumn may add more meanwhile), then those
+  // the Put adds.
   const absl::Span<const ColumnSpec> columns = columns_.view();
-  std::vector<bool> given(columns.size(), false);
+  std::vector<bool> given(columns.size() + adding.size(), false);
   for (const PackedColumn& column : in.columns) {
-    auto it = std::find_if(columns.begin(), columns.end(),
-                           [&](const ColumnSpec& c) { return c.name == column.name; });
-    if (it == columns.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": column '", column.name, "' is unknown"));
+    const auto named = [&](const ColumnSpec& c) { return c.name == column.name; };
+    size_t index = std::find_if(columns.begin(), columns.end(), named) - columns.begin();
+    if (index == columns.size()) {
+      index += std::find_if(adding.begin(), adding.end(), named) - adding.begin();
     }
-    const ColumnSpec& spec = *it;
-    if (given[it - columns.begin()]) {
+    if (index == given.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": column '", column.name, "' is unknown",
+          add_columns_on_write_ ? "" : " (the dock's spec does not set add_columns_on_write)"));
+    }
+    const ColumnSpec& spec = index < columns.size() ? columns[index] : adding[index - columns.size()];
+    if (given[index]) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": column '", column.name, "' appears twice"));
     }
-    given[it - columns.begin()] = true;
+    given[index] = true;
     if (column.dtype != spec.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": column '", column.name, "' has dtype ", DTypeName(spec.dtype),

@@ -64,6 +64,10 @@ struct PutInput {
   // the rows were generated with. A row's version is the oldest a stored
   // write of it carried.
   std::vector<int64_t> versions;
+  // Docks with add_columns_on_write: definitions of columns of `columns`
+  // the dock may lack. One it lacks is added before the Put (as by
+  // AddColumn), from its definition here or else its name and dtype.
+  std::vector<ColumnSpec> new_columns;
   int64_t version_of(size_t i) const { return versions.size() == 1 ? versions[0] : versions[i]; }
   // The rows the Put writes: `rows`, or as many as it asks the server for.
   int64_t row_count() const {

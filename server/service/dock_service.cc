@@ -180,6 +180,15 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
   input.versions.assign(header.versions().begin(), header.versions().end());
   input.reservation = header.reservation();
+  for (int i = 0; i < header.new_columns_size(); ++i) {
+    absl::StatusOr<ColumnSpec> column = FromProto(header.new_columns(i));
+    if (!column.ok()) {
+      return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                    "Put on dock '", header.dock(), "': new_columns[", i,
+                                    "]: ", column.status().message())));
+    }
+    input.new_columns.push_back(*std::move(column));
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.

@@ -207,6 +207,33 @@ TEST_F(ClientTest, SampleAndRead) {
   EXPECT_EQ(batch.rows.size(), 4u);
 }
 
+// A dock with add_columns_on_write takes a Put of a column it lacks, with
+// the definition the Put sends (new_columns) over the wire; a definition the
+// server cannot read is named, nothing added.
+TEST_F(ClientTest, PutAddsColumnsOnWrite) {
+  DockSpec spec = TestSpec("d");
+  spec.add_columns_on_write = true;
+  ASSERT_OK(client_->CreateDock(spec).status());
+  ClientPut put{.dock = "d", .step = 0, .rows = {0, 1}};
+  put.columns.push_back(
+      ClientColumn::FromRows<float>("pair", DType::kFloat32, {{1.f, 2.f}, {3.f, 4.f}}));
+  ColumnSpec pair = Column("pair", DType::kFloat32);
+  pair.max_len = 2;
+  put.new_columns = {pair};
+  ClientPut bad = put;
+  bad.new_columns[0].encoding = static_cast<ColumnEncoding>(99);
+  EXPECT_STATUS(client_->Put(bad), absl::StatusCode::kInvalidArgument,
+                "Put on dock 'd': new_columns[0]: ColumnSpec (pair).encoding: unknown");
+  ASSERT_OK_AND_ASSIGN(DockStatusInfo before, client_->GetDockStatus("d"));
+  EXPECT_EQ(before.spec.columns.size(), 4u);
+  ASSERT_OK(client_->Put(put).status());
+  ASSERT_OK_AND_ASSIGN(DockStatusInfo after, client_->GetDockStatus("d"));
+  ASSERT_EQ(after.spec.columns.size(), 5u);
+  EXPECT_EQ(after.spec.columns[4].max_len, 2);
+  ASSERT_OK_AND_ASSIGN(ClientBatch read, client_->Read("d", 0, {1}, {"pair"}));
+  EXPECT_EQ(read.Row<float>(*read.column("pair"), 0), (std::vector<float>{3.f, 4.f}));
+}
+
 // AddConsumer returns the consumer with defaults filled in; the new consumer
 // can read rows already written.
 TEST_F(ClientTest, AddConsumerThenGet) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
@@ -95,6 +96,124 @@ TEST(ColumnsTest, BadAdditionsChangeNothing) {
   negative.name = "other";
   EXPECT_STATUS(dock->AddColumn(negative), absl::StatusCode::kInvalidArgument, "is negative");
   EXPECT_EQ(dock->spec().columns.size(), 3u);
+}
+
+// A dock whose spec sets add_columns_on_write adds the columns a Put writes
+// that it lacks before the Put (as AddColumn does): from the Put's own
+// definition (new_columns), else from the column's name and dtype.
+PutInput PutOf(int64_t step, const std::vector<int64_t>& rows,
+               const std::vector<OwnedColumn>& columns, std::vector<ColumnSpec> adding = {}) {
+  PutInput in;
+  in.step = step;
+  in.rows = rows;
+  for (const OwnedColumn& c : columns) in.columns.push_back(c.View());
+  in.new_columns = std::move(adding);
+  return in;
+}
+
+DockSpec OnWrite(std::vector<ConsumerSpec> consumers) {
+  DockSpec spec = DropSpec(std::move(consumers));
+  spec.steps_in_flight = 2;
+  spec.add_columns_on_write = true;
+  return spec;
+}
+
+TEST(ColumnsTest, PutAddsTheColumnsItWritesOnWrite) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(OnWrite({Reader("actor", {"prompt"}, 8)})));
+  ASSERT_OK(PutSync(*dock, PutOf(0, Iota(0, 8),
+                                 {Cells("prompt", Iota(0, 8)), Scores("teacher", Iota(0, 8)),
+                                  Cells("mask", Iota(0, 8))},
+                                 {Float("teacher")})));
+  const DockSpec spec = dock->spec();
+  ASSERT_EQ(spec.columns.size(), 4u);
+  // Added in the order the Put names them, as AddColumn adds them.
+  EXPECT_EQ(spec.columns[2].name, "teacher");
+  EXPECT_EQ(spec.columns[2].inner_shape, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(spec.columns[2].added);
+  EXPECT_EQ(spec.columns[3].name, "mask");
+  EXPECT_EQ(spec.columns[3].dtype, DType::kInt32);
+  EXPECT_TRUE(spec.columns[3].inner_shape.empty()) << "no definition: name and dtype only";
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, {3}, {"teacher", "mask"}));
+  EXPECT_EQ(RowValues<float>(read.columns[0], 0), std::vector<float>{1.5f});
+  EXPECT_EQ(RowValues<int32_t>(read.columns[1], 0), (std::vector<int32_t>{3, 3, 3, 3}));
+  // A later Put of a column the dock has writes it as defined; a definition
+  // it sends for it is not used.
+  ColumnSpec other = Float("teacher");
+  other.inner_shape = {};
+  ASSERT_OK(PutSync(*dock, PutOf(1, {0}, {Scores("teacher", {0})}, {other})));
+  EXPECT_EQ(dock->spec().columns[2].inner_shape, (std::vector<int64_t>{1}));
+  ASSERT_OK(dock->AddConsumer(Reader("distill", {"prompt", "teacher"}, 8)));
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("distill")));
+  EXPECT_EQ(batch.rows, Iota(0, 8));
+}
+
+TEST(ColumnsTest, BadColumnsOnWriteChangeNothing) {
+  // A dock whose spec does not set add_columns_on_write adds nothing.
+  ASSERT_OK_AND_ASSIGN(auto fixed, Dock::Create(DropSpec({Reader("actor", {"prompt"}, 8)})));
+  EXPECT_STATUS(PutSync(*fixed, PutOf(0, {0}, {Scores("teacher", {0})})),
+                absl::StatusCode::kInvalidArgument,
+                "column 'teacher' is unknown (the dock's spec does not set add_columns_on_write)");
+  EXPECT_STATUS(PutSync(*fixed, PutOf(0, {0}, {Cells("prompt", {0})}, {Float("prompt")})),
+                absl::StatusCode::kInvalidArgument, "the dock adds no columns on write");
+  EXPECT_EQ(fixed->spec().columns.size(), 2u);
+
+  DockLimits limits;
+  limits.max_columns = 3;
+  ASSERT_OK_AND_ASSIGN(auto dock,
+                       Dock::Create(OnWrite({Reader("actor", {"prompt"}, 8)}), limits));
+  const DockSpec before = dock->spec();
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Cells("prompt", {0})}, {Float("teacher")})),
+                absl::StatusCode::kInvalidArgument,
+                "new_columns[0] defines column 'teacher', which the Put does not write");
+  EXPECT_STATUS(
+      PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})}, {Float("teacher"), Float("teacher")})),
+      absl::StatusCode::kInvalidArgument, "new_columns defines column 'teacher' twice");
+  ColumnSpec ints = Float("teacher");
+  ints.dtype = DType::kInt32;
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})}, {ints})),
+                absl::StatusCode::kInvalidArgument,
+                "defines column 'teacher' as int32; the Put writes it as float32");
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Scores("bad name!", {0})})),
+                absl::StatusCode::kInvalidArgument, "column name");
+  ColumnSpec state = Float("teacher");
+  state.added = true;
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})}, {state})),
+                absl::StatusCode::kInvalidArgument, "column 'teacher' sets added");
+  // The Put's own faults, found before any column is added: a row out of
+  // range, cells that do not fit the definition.
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {9}, {Scores("teacher", {9})})),
+                absl::StatusCode::kInvalidArgument, "row 9 is out of range");
+  ColumnSpec pairs = Float("teacher");
+  pairs.inner_shape = {2};
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})}, {pairs})),
+                absl::StatusCode::kInvalidArgument, "1 items of 8 bytes, but the data holds 4");
+  // Two to add, room for one: neither is added.
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0}), Scores("critic", {0})})),
+                absl::StatusCode::kResourceExhausted,
+                "the dock has 2 columns and holds at most 3; 2 to add");
+  EXPECT_EQ(dock->spec(), before);
+  EXPECT_TRUE(dock->Stats().steps.empty()) << "no step was started";
+  ASSERT_OK(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})})));
+  EXPECT_EQ(dock->spec().columns.size(), 3u);
+}
+
+// Under ThreadSanitizer: Puts from several producers write the same new
+// column at once; it is added once and every Put is stored.
+TEST(ColumnsConcurrency, PutsAddingTheSameColumnRace) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(OnWrite({Reader("reader", {"prompt"}, 8)})));
+  std::vector<std::thread> producers;
+  for (int64_t row = 0; row < 8; ++row) {
+    producers.emplace_back([&, row] {
+      ASSERT_OK(PutSync(*dock, PutOf(0, {row}, {Scores("teacher", {row})}, {Float("teacher")})));
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  EXPECT_EQ(dock->spec().columns.size(), 3u);
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, Iota(0, 8), {"teacher"}));
+  for (int64_t row = 0; row < 8; ++row) {
+    EXPECT_EQ(RowValues<float>(read.columns[0], row),
+              std::vector<float>{static_cast<float>(row) / 2});
+  }
 }
 
 // Under ThreadSanitizer: columns are added while a producer writes steps and

@@ -92,6 +92,7 @@ std::vector<SpecChange> EveryFieldChanged() {
       {"seal_when groups", [](DockSpec& s) { s.seal_when->groups = 3; }},
       {"seal_when unset", [](DockSpec& s) { s.seal_when.reset(); }},
       {"retain_steps", [](DockSpec& s) { s.retain_steps = true; }},
+      {"add_columns_on_write", [](DockSpec& s) { s.add_columns_on_write = true; }},
       {"columns (one more)",
        [](DockSpec& s) { s.columns.push_back({"extra", DType::kInt64, {}, 0, false}); }},
       {"column name", [](DockSpec& s) { s.columns[1].name = "reward"; }},

@@ -109,6 +109,7 @@ memory_limit_bytes: 8589934592
 chunk_bytes: 4194304
 seal_when: {consumer: critic, groups: 3}
 retain_steps: true
+add_columns_on_write: true
 )";
   ASSERT_OK_AND_ASSIGN(std::vector<DockSpec> specs, ParseSpecsYaml(text));
   const DockSpec& s = specs.at(0);
@@ -134,6 +135,7 @@ retain_steps: true
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
   EXPECT_EQ(s.seal_when, (SealWhen{"critic", 3}));
   EXPECT_TRUE(s.retain_steps);
+  EXPECT_TRUE(s.add_columns_on_write);
 }
 
 // `dtype: string`, `dtype: json` and `dtype: tensors` are bytes columns with

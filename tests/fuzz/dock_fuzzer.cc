@@ -28,7 +28,8 @@ constexpr int64_t kMaxFuzzCells = int64_t{1} << 16;
 constexpr int64_t kMaxFuzzBytes = int64_t{64} << 20;
 
 // The dock Put inputs go to: 4 prompts x 2 samples, two steps in flight, a
-// balanced consumer with micro-batches, a leased one and a whole-group one.
+// balanced consumer with micro-batches, a leased one and a whole-group one;
+// a Put may add columns (up to the dock's bound on them).
 Dock& TargetDock() {
   static Dock* dock = [] {
     absl::StatusOr<std::vector<DockSpec>> specs = ParseSpecsYaml(R"(
@@ -37,6 +38,7 @@ num_prompts: 4
 n_samples_per_prompt: 2
 steps_in_flight: 2
 length_columns: [ids]
+add_columns_on_write: true
 columns:
   ids:   {dtype: int32, max_len: 64}
   score: {dtype: float32}
@@ -65,6 +67,11 @@ void PutBytes(const uint8_t* data, size_t size) {
   input.rows.assign(message->header.rows().begin(), message->header.rows().end());
   input.columns = std::move(message->columns);
   input.ack_lease = message->header.ack_lease();
+  for (const v1::ColumnSpec& column : message->header.new_columns()) {
+    absl::StatusOr<ColumnSpec> spec = FromProto(column);
+    if (!spec.ok()) return;
+    input.new_columns.push_back(*std::move(spec));
+  }
   std::promise<void> put_done;
   dock.Put(std::move(input), [&](absl::StatusOr<PutResult>) { put_done.set_value(); });
   put_done.get_future().wait();

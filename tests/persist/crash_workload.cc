@@ -52,6 +52,7 @@ DockSpec CrashSpec() {
   ConsumerSpec bal{"bal", {"ids", "score"}, 1, 2, false, Policy::kBalanced, 0};
   bal.lease_ms = kLeaseMs;
   spec.consumers = {reader, scorer, groups, bal};
+  spec.add_columns_on_write = true;  // even incarnations add `extra` by a Put
   return spec;
 }
 
@@ -293,14 +294,22 @@ void CrashWorkload::WriteNote(Actor& a) {
 
 void CrashWorkload::AddExtra(Actor& a) {
   const int64_t issued = Writes();
-  a.extra_added = a.dock->AddColumn({"extra", DType::kInt32, {1}, 0, false}).ok();
+  const ColumnSpec extra{"extra", DType::kInt32, {1}, 0, false};
+  if (a.incarnation % 2 == 1) {
+    a.extra_added = a.dock->AddColumn(extra).ok();
+  } else {
+    // By a Put that writes it (the spec adds columns on write): the column
+    // is there once its record is stored, whether the Put's is or not.
+    WriteExtra(a, {extra});
+    a.extra_added = a.dock->spec().ColumnIndex("extra") >= 0;
+  }
   if (a.extra_added) {
     tdock::MutexLock lock(&mu_);
     histories_[a.incarnation].extra_added = {issued, Writes()};
   }
 }
 
-void CrashWorkload::WriteExtra(Actor& a) {
+void CrashWorkload::WriteExtra(Actor& a, std::vector<ColumnSpec> adding) {
   const DockStats stats = a.dock->Stats();
   if (stats.steps.empty()) return;
   const int64_t step =
@@ -313,9 +322,14 @@ void CrashWorkload::WriteExtra(Actor& a) {
     value = ++next_note_;
   }
   const int64_t issued = Writes();
-  if (PutSync(*a.dock, step, {row}, {ColumnOf("extra", a.incarnation, step, {row}, value)},
-              absl::ZeroDuration(), 0, KeysOf(a.incarnation, step, {row}))
-          .ok()) {
+  const OwnedColumn column = ColumnOf("extra", a.incarnation, step, {row}, value);
+  PutInput in;
+  in.step = step;
+  in.rows = {row};
+  in.columns = {column.View()};
+  in.keys = KeysOf(a.incarnation, step, {row});
+  in.new_columns = std::move(adding);
+  if (PutSync(*a.dock, std::move(in)).ok()) {
     a.extra[step].insert(row);
     AddPut(a.incarnation, {step, {row}, "extra", {issued, Writes()}, value});
   }

@@ -14,7 +14,8 @@
 // `reader` (FIFO), `groups` (whole groups) and `bal` (BALANCED over two
 // ranks, leased) read; `late` is added a third of the way in and may be
 // removed later. The producer adds the column `extra` a quarter of the way in
-// and writes it now and then. Steps are released early now
+// (by the first Put that writes it, or in odd incarnations by AddColumn) and
+// writes it now and then. Steps are released early now
 // and then, some journal writes fail, and the dock may be deleted and
 // created again under its name (a new incarnation, whose cells differ).
 //
@@ -81,7 +82,7 @@ struct History {
   std::map<std::string, std::set<uint64_t>> leases;  // every lease id handed out
   Event late_added;  // AddConsumer of `late`, if it succeeded
   Event late_removed;  // RemoveConsumer of `late` (acked kNever: it failed)
-  Event extra_added;   // AddColumn of `extra`, if it succeeded
+  Event extra_added;   // the addition of `extra`, if it was made
   int64_t deletes_failed = 0;  // DeleteDock calls whose record failed (it goes on)
 };
 
@@ -163,10 +164,11 @@ class CrashWorkload {
   void SealOldest(Actor& a);
   void AddLate(Actor& a);
   void RemoveLate(Actor& a);
-  // Adds the column `extra` (int32 [1], not rewritable) to the live dock;
-  // writes it into a row of a live step that lacks it.
+  // Adds the column `extra` (int32 [1], not rewritable) to the live dock:
+  // by a Put that writes it (`adding`) in even incarnations, by AddColumn
+  // in odd ones; writes it into a row of a live step that lacks it.
   void AddExtra(Actor& a);
-  void WriteExtra(Actor& a);
+  void WriteExtra(Actor& a, std::vector<ColumnSpec> adding = {});
   // Deletes the dock (if any) and creates it again.
   void Recreate(Actor& a);
   void Done(int incarnation, const std::string& consumer, int64_t step,

@@ -56,6 +56,7 @@ DockSpec SampleSpec() {
   spec.chunk_bytes = 1 << 22;
   spec.seal_when = SealWhen{"reward", 3};
   spec.retain_steps = true;
+  spec.add_columns_on_write = true;
   return spec;
 }
 

@@ -265,10 +265,13 @@ class _DockCalls:
                      keys: Iterable[str] | None = None, new_rows: int = 0,
                      group_sizes: Iterable[int] | None = None,
                      versions: int | Iterable[int] | None = None,
-                     reservation: int = 0
+                     reservation: int = 0, add_columns: bool = False
                      ) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
-        first with the write, the rest after it)."""
+        first with the write, the rest after it). A column `spec` lacks raises
+        _UnknownColumn, unless `add_columns` (with `spec` just fetched) and the
+        dock adds columns on write: then the Put defines it from its values
+        (columns.infer_column)."""
         keys = _keys(keys, "put")
         group_sizes = [int(k) for k in group_sizes] if group_sizes is not None else []
         if versions is None:
@@ -298,9 +301,13 @@ class _DockCalls:
         columns = columns_mod.from_mapping(columns)
         if not columns:
             raise errors.InvalidArgument("put: no columns given")
-        wire_columns = [
-            columns_mod.put_column(name, value, self._column_spec(spec, name), count)
-            for name, value in columns.items()]
+        wire_columns, new_columns = [], []
+        for name, value in columns.items():
+            column = self._column_spec(spec, name, add_columns)
+            if column is None:
+                column, value = columns_mod.infer_column(name, value, count)
+                new_columns.append(column)
+            wire_columns.append(columns_mod.put_column(name, value, column, count))
         leased = _leased(ack)
         if ack is None:
             self._leases.refuse_forgotten_ack(step, rows, keys)
@@ -308,7 +315,8 @@ class _DockCalls:
                                      wait_ms=_millis(wait, "wait"),
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
                                      new_rows=new_rows, group_sizes=group_sizes,
-                                     versions=versions, reservation=reservation)
+                                     versions=versions, reservation=reservation,
+                                     new_columns=new_columns)
         return wire.encode_put(header, wire_columns), leased
 
     def _put_went_in(self, step: int, rows: Any, keys: Any,
@@ -388,13 +396,19 @@ class _DockCalls:
         return Reservation(r.reservation, r.step, list(r.rows), r.version,
                            r.deadline_unix_ms / 1000.0, r.timed_out)
 
-    def _column_spec(self, spec: dock_pb2.DockSpec, name: str) -> dock_pb2.ColumnSpec:
+    def _column_spec(self, spec: dock_pb2.DockSpec, name: str,
+                     add_columns: bool = False) -> dock_pb2.ColumnSpec | None:
+        """The column of that name; None when the Put is to add it."""
         for col in spec.columns:
             if col.name == name:
                 return col
+        if add_columns and spec.add_columns_on_write:
+            return None
         raise _UnknownColumn(
             f"dock '{self.name}' has no column '{name}' (columns: "
-            f"{', '.join(c.name for c in spec.columns)})")
+            f"{', '.join(c.name for c in spec.columns)})"
+            + ("" if spec.add_columns_on_write
+               else "; its spec does not set add_columns_on_write"))
 
     def _get_request(self, consumer: str, rank: int, step: int | None,
                      count: int | None, wait: float, round: int | None, replica: int = 0):

@@ -131,7 +131,9 @@ class Dock(_DockCalls):
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes, versions, reserved)
+                                                group_sizes, versions, reserved,
+                                                add_columns=True)
+            self._spec = None  # and those the Put adds
         try:
             resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                           extra_timeout=wait, serialize=_raw)

@@ -299,6 +299,91 @@ def _encoded(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int) -> PutCol
     return _from_rows(name, spec, cells, ())
 
 
+def _is_tensor(value: Any) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "dtype")
+
+
+def _numeric_column(name: str, values: Any, skip: int, where: str) -> dock_pb2.ColumnSpec:
+    """A numeric column for `values`: their dtype, the axes past `skip` the
+    items' shape."""
+    if _is_tensor(values) and str(values.dtype) == "torch.bfloat16":
+        return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BFLOAT16,
+                                   inner_shape=list(values.shape[skip:]))
+    array = np.asarray(_numpy(values))
+    enum = dtypes.enum_of_numpy(array.dtype) if array.dtype.kind in "biuf" else None
+    if enum is None:
+        raise errors.InvalidArgument(
+            f"{where}: values of dtype {array.dtype} fit no column dtype (one of "
+            f"{', '.join(n for n in dtypes.NAMES if n != 'bytes')}); convert them, or "
+            "add the column first")
+    return dock_pb2.ColumnSpec(name=name, dtype=enum, inner_shape=list(array.shape[skip:]))
+
+
+def _row_arrays(rows: list) -> list:
+    """The rows as arrays of numbers if each is an array, a tensor or a
+    list of numbers with at least one axis, all (empty rows aside) of one
+    dtype and item shape; else []."""
+    arrays = []
+    for v in rows:
+        if isinstance(v, (list, tuple)):
+            try:
+                v = np.asarray(v)
+            except (ValueError, TypeError):
+                return []
+            if v.dtype.kind not in "biuf":
+                return []
+        elif not (isinstance(v, np.ndarray) or _is_tensor(v)):
+            return []
+        if len(v.shape) < 1:
+            return []
+        arrays.append(v)
+    kinds = {(str(a.dtype), tuple(a.shape[1:])) for a in arrays if a.shape[0] > 0}
+    return [a for a in arrays if a.shape[0] > 0][:1] if len(kinds) == 1 else []
+
+
+def infer_column(name: str, value: Any, n: int) -> tuple[dock_pb2.ColumnSpec, Any]:
+    """The column a dock with add_columns_on_write adds for a Put of n rows
+    of `value` in a column it lacks, and the value to write into it.
+
+    Numbers keep their dtype, the first axis being rows and the second a
+    row's items: an array or tensor of shape (n,) is one item per row, (n,
+    L, *inner) L items of shape inner per row; Packed values and nested
+    tensors are (items, *inner); a list of per-row arrays is (items,
+    *inner) each (a list of numbers included); a list of Python numbers
+    is one item per row. A list of str is a string column. Any other list of n values (dicts, lists,
+    tensors of mixed shapes, None, bytes) is a tensors column: one typed
+    value per cell."""
+    where = f"column '{name}'"
+    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, Padded):
+        value = Padded(*value)  # as put_column reads it
+    packed = value if isinstance(value, Packed) else _nested(value)
+    if packed is not None:
+        return _numeric_column(name, packed.values, 1, where), value
+    if isinstance(value, Padded):
+        return _numeric_column(name, value.array, 2, where), value
+    if isinstance(value, (list, tuple)):
+        rows = list(value)
+        if len(rows) != n:
+            raise errors.InvalidArgument(f"{where}: {len(rows)} rows of values for {n} rows")
+        if rows and all(isinstance(v, str) for v in rows):
+            return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BYTES,
+                                       encoding=dock_pb2.UTF8), rows
+        numbers = (bool, int, float, np.bool_, np.integer, np.floating)
+        if rows and all(isinstance(v, numbers) for v in rows):
+            array = np.asarray(rows)
+            return _numeric_column(name, array, 1, where), array
+        arrays = _row_arrays(rows)
+        if arrays:
+            return _numeric_column(name, arrays[0], 1, where), rows
+        return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BYTES,
+                                   encoding=dock_pb2.TENSORS), rows
+    if isinstance(value, np.ndarray) or _is_tensor(value):
+        return _numeric_column(name, value, min(len(value.shape), 2), where), value
+    raise errors.InvalidArgument(
+        f"{where}: a column is added from an array, a tensor, Packed, Padded or a list of "
+        f"{n} values, not {type(value).__name__}")
+
+
 def put_column(name: str, value: Any, spec: dock_pb2.ColumnSpec, n: int
                ) -> PutColumn:
     """The wire column for n rows of `value` (see the module comment)."""

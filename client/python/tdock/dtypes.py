@@ -53,6 +53,15 @@ def name_of(enum: int) -> str:
     return _BY_ENUM[enum][0] if enum in _BY_ENUM else "unspecified"
 
 
+def enum_of_numpy(dtype: np.dtype) -> int | None:
+    """The wire dtype whose cells are held in numpy's `dtype` (bfloat16 and
+    bytes are never inferred); None when no column dtype is."""
+    for name, (enum, held) in _DTYPES.items():
+        if name not in ("bfloat16", "bytes") and held == dtype:
+            return enum
+    return None
+
+
 def numpy_of(enum: int) -> np.dtype:
     """The numpy dtype cells of this wire dtype are held in."""
     if enum not in _BY_ENUM:

@@ -246,6 +246,7 @@ def dock_spec(node: Any, path: str = "") -> dock_pb2.DockSpec:
         "chunk_bytes": _setter(spec, "chunk_bytes", _int),
         "seal_when": lambda v, p: _seal_when(spec, v, p),
         "retain_steps": _setter(spec, "retain_steps", _bool),
+        "add_columns_on_write": _setter(spec, "add_columns_on_write", _bool),
         "max_rows_per_step": _setter(spec, "max_rows_per_step", _int),
     })
     return spec

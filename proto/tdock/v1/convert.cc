@@ -249,6 +249,7 @@ v1::DockSpec ToProto(const DockSpec& spec) {
   out.set_memory_limit_bytes(spec.memory_limit_bytes);
   out.set_chunk_bytes(spec.chunk_bytes);
   out.set_retain_steps(spec.retain_steps);
+  out.set_add_columns_on_write(spec.add_columns_on_write);
   out.set_max_rows_per_step(spec.max_rows_per_step);
   if (spec.seal_when.has_value()) {
     out.mutable_seal_when()->set_consumer(spec.seal_when->consumer);
@@ -295,6 +296,7 @@ absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec) {
   out.memory_limit_bytes = spec.memory_limit_bytes();
   out.chunk_bytes = spec.chunk_bytes();
   out.retain_steps = spec.retain_steps();
+  out.add_columns_on_write = spec.add_columns_on_write();
   out.max_rows_per_step = spec.max_rows_per_step();
   if (spec.has_seal_when()) {
     out.seal_when = SealWhen{spec.seal_when().consumer(), spec.seal_when().groups()};
