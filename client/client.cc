@@ -266,10 +266,12 @@ absl::StatusOr<ColumnSpec> Client::AddColumn(const std::string& dock,
   return FromProto(response.column());
 }
 
-absl::StatusOr<RowListing> Client::ListRows(const std::string& dock, int64_t step) {
+absl::StatusOr<RowListing> Client::ListRows(const std::string& dock, int64_t step,
+                                            const std::vector<std::string>& columns) {
   v1::ListRowsRequest request;
   request.set_dock(dock);
   request.set_step(step);
+  request.mutable_columns()->Assign(columns.begin(), columns.end());
   v1::ListRowsResponse response;
   grpc::ClientContext context;
   impl_->SetDeadline(&context);

@@ -328,8 +328,10 @@ class Client final {
                                        const std::vector<std::string>& keys,
                                        const std::vector<std::string>& columns);
   // A live step's rows without payload: key, group, columns written,
-  // consumers that have taken it, drop reason.
-  absl::StatusOr<RowListing> ListRows(const std::string& dock, int64_t step);
+  // consumers that have taken it, drop reason; and each row's written cells
+  // of `columns` (RowState::cells: small cells, such as per-row tags).
+  absl::StatusOr<RowListing> ListRows(const std::string& dock, int64_t step,
+                                      const std::vector<std::string>& columns = {});
   // An atomic copy of the server's store (--data_dir) in `dir` on the
   // server's machine (which must not exist yet).
   absl::Status Checkpoint(const std::string& dir);

@@ -1,10 +1,12 @@
 // What a listing of a live step's rows says of each row (Dock::ListRows,
-// the ListRows RPC, tdockctl rows): its key, group and state, without payload.
+// the ListRows RPC, tdockctl rows): its key, group and state, without payload
+// but for the cells of the columns the listing names.
 #ifndef TDOCK_COMMON_ROW_STATE_H_
 #define TDOCK_COMMON_ROW_STATE_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/drop.h"
@@ -19,6 +21,9 @@ struct RowState {
   std::vector<std::string> taken;    // consumers that have taken it
   DropReason dropped = DropReason::kUnspecified;  // kUnspecified: not dropped
   int64_t version = -1;  // the policy version it was generated with; -1: none
+  // The row's written cells of the columns the listing was asked for, in
+  // that order: (column, bytes).
+  std::vector<std::pair<std::string, std::string>> cells;
 
   bool operator==(const RowState&) const = default;
 };

@@ -111,7 +111,10 @@ absl::StatusOr<Batch> Dock::ReadKeys(const std::vector<std::string>& keys,
                                      const std::vector<std::string>& columns) {
   return impl_->ReadKeys(keys, columns);
 }
-absl::StatusOr<RowListing> Dock::ListRows(int64_t step) const { return impl_->ListRows(step); }
+absl::StatusOr<RowListing> Dock::ListRows(int64_t step,
+                                          absl::Span<const std::string> columns) const {
+  return impl_->ListRows(step, columns);
+}
 void Dock::RemoveConsumer(const std::string& consumer, ConsumerCallback done) {
   impl_->RemoveConsumer(consumer, std::move(done));
 }

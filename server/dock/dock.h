@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/spec.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/types.h"
@@ -110,9 +111,12 @@ class Dock final {
   absl::StatusOr<Batch> ReadKeys(const std::vector<std::string>& keys,
                                  const std::vector<std::string>& columns);
   // A live step's rows without payload: key, group, columns written,
-  // consumers that have taken it, drop reason. FAILED_PRECONDITION if the
-  // step is not live.
-  absl::StatusOr<RowListing> ListRows(int64_t step) const;
+  // consumers that have taken it, drop reason; and each row's written cells
+  // of `columns` (small cells: tags, scores). FAILED_PRECONDITION if the step
+  // is not live; INVALID_ARGUMENT for an unknown or repeated column;
+  // RESOURCE_EXHAUSTED if the cells hold more than one answer carries.
+  absl::StatusOr<RowListing> ListRows(int64_t step,
+                                      absl::Span<const std::string> columns = {}) const;
 
   // Adds a consumer; it sees every row of live steps as unconsumed. With a
   // journal, the consumer exists (takes Gets) only once the new spec is

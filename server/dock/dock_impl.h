@@ -73,7 +73,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The rows that have `keys` (all in one step), in that order.
   absl::StatusOr<Batch> ReadKeys(const std::vector<std::string>& keys,
                                  const std::vector<std::string>& columns);
-  absl::StatusOr<RowListing> ListRows(int64_t step) const;
+  absl::StatusOr<RowListing> ListRows(int64_t step, absl::Span<const std::string> columns) const;
   void AddConsumer(ConsumerSpec consumer, ConsumerCallback done);
   void RemoveConsumer(const std::string& consumer, ConsumerCallback done);
   void AddColumn(ColumnSpec column, ColumnCallback done);
@@ -472,6 +472,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The batch's keys, if a row of the step has one.
   void AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows, Batch& batch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ListRows: each row's written cells of `columns` (indices), in that order.
+  absl::Status AddCellsLocked(const Partition& part, absl::Span<const int> columns,
+                              RowListing& listing) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Leases (dock_leases.cc)
   // Records the lease over `rows` rows being handed out (consumers with a

@@ -301,7 +301,24 @@ void DockImpl::RebuildKeyIndex() {
   keys_.Reset(live);
 }
 
-absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
+absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step,
+                                              absl::Span<const std::string> columns) const {
+  std::vector<int> listed;  // indices of `columns`
+  const absl::Span<const ColumnSpec> known = columns_.view();
+  for (const std::string& name : columns) {
+    const auto it = std::find_if(known.begin(), known.end(),
+                                 [&](const ColumnSpec& c) { return c.name == name; });
+    if (it == known.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(step), ": ListRows of column '", name, "', which is unknown"));
+    }
+    const int index = static_cast<int>(it - known.begin());
+    if (std::find(listed.begin(), listed.end(), index) != listed.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(step), ": ListRows names column '", name, "' twice"));
+    }
+    listed.push_back(index);
+  }
   tdock::ReaderMutexLock lock(&mu_);
   if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) return NotLiveLocked(step);
   const Partition& part = ring_.Of(step);
@@ -331,7 +348,38 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step) const {
     }
     listing.rows.push_back(std::move(state));
   }
+  TDOCK_RETURN_IF_ERROR(AddCellsLocked(part, listed, listing));
   return listing;
+}
+
+absl::Status DockImpl::AddCellsLocked(const Partition& part, absl::Span<const int> columns,
+                                      RowListing& listing) const {
+  int64_t total = 0;
+  for (int c : columns) {
+    std::vector<int64_t> rows;
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      if (part.ready(c, row)) rows.push_back(row);
+    }
+    if (rows.empty()) continue;
+    const int64_t item_bytes = columns_[c].item_bytes();
+    PackedColumn view;
+    part.cells(mu_)->Read(part.column(c).cells.get(), rows, item_bytes, view);
+    total += view.data_bytes();
+    if (limits_.max_batch_bytes > 0 && total > limits_.max_batch_bytes) {
+      return CapacityError(absl::StrCat(
+          Where(listing.step), ": the cells ListRows was asked for hold more than ",
+          limits_.max_batch_bytes, " bytes, more than one answer carries (the server's "
+          "--max_message_mb); list fewer columns, or read them with Read"));
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::string bytes(static_cast<size_t>(view.length(static_cast<int64_t>(i)) * item_bytes),
+                        '\0');
+      CopyFromSegments(view.segments, view.offsets[i] * item_bytes,
+                       static_cast<int64_t>(bytes.size()), bytes.data());
+      listing.rows[rows[i]].cells.emplace_back(columns_[c].name, std::move(bytes));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tdock::internal

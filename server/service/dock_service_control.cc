@@ -216,7 +216,8 @@ grpc::ServerUnaryReactor* DockService::ListRows(grpc::CallbackServerContext* con
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(request->dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
-  absl::StatusOr<RowListing> listing = (*dock)->ListRows(request->step());
+  const std::vector<std::string> columns(request->columns().begin(), request->columns().end());
+  absl::StatusOr<RowListing> listing = (*dock)->ListRows(request->step(), columns);
   if (!listing.ok()) return FinishNow(context, listing.status());
   *response = ToProto(*listing);
   return FinishNow(context, absl::OkStatus());

@@ -232,6 +232,14 @@ TEST_F(ClientTest, PutAddsColumnsOnWrite) {
   EXPECT_EQ(after.spec.columns[4].max_len, 2);
   ASSERT_OK_AND_ASSIGN(ClientBatch read, client_->Read("d", 0, {1}, {"pair"}));
   EXPECT_EQ(read.Row<float>(*read.column("pair"), 0), (std::vector<float>{3.f, 4.f}));
+  // A listing carries the cells of the columns it names, over the wire too.
+  ASSERT_OK_AND_ASSIGN(RowListing listing, client_->ListRows("d", 0, {"pair"}));
+  const float cell[] = {3.f, 4.f};
+  ASSERT_EQ(listing.rows[1].cells.size(), 1u);
+  EXPECT_EQ(listing.rows[1].cells[0],
+            std::make_pair(std::string("pair"),
+                           std::string(reinterpret_cast<const char*>(cell), sizeof(cell))));
+  EXPECT_TRUE(listing.rows[2].cells.empty());
 }
 
 // AddConsumer returns the consumer with defaults filled in; the new consumer

@@ -1,12 +1,14 @@
 // Columns added at run time: a new field (reward extras, teacher log-probs)
 // joins a live dock with no cell written; Puts write it in live steps too and
 // consumers added later need it, while the consumers there before go on as
-// they were. Bad additions name what is wrong and change nothing.
+// they were. Bad additions name what is wrong and change nothing. A listing
+// of rows carries the cells of the columns it names (per-row tags).
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
 #include "tests/core/dock_test_util.h"
@@ -195,6 +197,61 @@ TEST(ColumnsTest, BadColumnsOnWriteChangeNothing) {
   EXPECT_TRUE(dock->Stats().steps.empty()) << "no step was started";
   ASSERT_OK(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})})));
   EXPECT_EQ(dock->spec().columns.size(), 3u);
+}
+
+OwnedColumn Tags(const std::vector<std::string>& tags) {
+  std::vector<std::vector<char>> rows;
+  for (const std::string& tag : tags) rows.emplace_back(tag.begin(), tag.end());
+  return OwnedColumn::Of<char>("tag", DType::kBytes, rows);
+}
+
+// ListRows carries, row by row, the written cells of the columns it names:
+// per-row tags (a rewritable json column) as they are now, scores; rows
+// without a cell carry none. A column unknown or named twice, or cells past
+// what one answer carries, are refused.
+TEST(ColumnsTest, ListRowsCarriesTheCellsOfTheColumnsItNames) {
+  DockSpec spec = DropSpec({Reader("actor", {"prompt"}, 8)});
+  ColumnSpec tag{"tag", DType::kBytes, {}, 0, /*rewritable=*/true};
+  tag.encoding = ColumnEncoding::kJson;
+  spec.columns.push_back(tag);
+  spec.columns.push_back(Float("score"));
+  DockLimits limits;
+  limits.max_batch_bytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec, limits));
+  ASSERT_OK(PutSync(*dock, 0, {0, 2}, {Tags({R"({"a":1})", R"({"b":2})"})}));
+  ASSERT_OK(PutSync(*dock, 0, {0}, {Tags({R"({"a":3})"})}));  // rewritten
+  ASSERT_OK(PutSync(*dock, 0, {2, 3}, {Scores("score", {2, 3})}));
+  const std::vector<std::string> columns = {"tag", "score"};
+  ASSERT_OK_AND_ASSIGN(RowListing listing, dock->ListRows(0, columns));
+  ASSERT_EQ(listing.rows.size(), 8u);
+  using Cells = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(listing.rows[0].cells, (Cells{{"tag", R"({"a":3})"}}));
+  EXPECT_TRUE(listing.rows[1].cells.empty());
+  const float one = 1.0f;
+  const float one_and_half = 1.5f;
+  EXPECT_EQ(listing.rows[2].cells,
+            (Cells{{"tag", R"({"b":2})"},
+                   {"score", std::string(reinterpret_cast<const char*>(&one), 4)}}));
+  EXPECT_EQ(listing.rows[3].cells,
+            (Cells{{"score", std::string(reinterpret_cast<const char*>(&one_and_half), 4)}}));
+  ASSERT_OK_AND_ASSIGN(RowListing plain, dock->ListRows(0));
+  EXPECT_TRUE(plain.rows[0].cells.empty()) << "no columns named, no cells";
+
+  const std::vector<std::string> unknown = {"tags"};
+  EXPECT_STATUS(dock->ListRows(0, unknown), absl::StatusCode::kInvalidArgument,
+                "ListRows of column 'tags', which is unknown");
+  const std::vector<std::string> twice = {"tag", "tag"};
+  EXPECT_STATUS(dock->ListRows(0, twice), absl::StatusCode::kInvalidArgument,
+                "ListRows names column 'tag' twice");
+
+  DockLimits small;
+  small.max_batch_bytes = 100'000;  // a Get's answer carries about 64 KiB more than its cells
+  spec.name = "small";
+  ASSERT_OK_AND_ASSIGN(auto tight, Dock::Create(spec, small));
+  const std::string long_tag = absl::StrCat(R"({"a":")", std::string(60'000, 'x'), R"("})");
+  ASSERT_OK(PutSync(*tight, 0, {0, 1}, {Tags({long_tag, long_tag})}));
+  EXPECT_STATUS(tight->ListRows(0, columns), absl::StatusCode::kResourceExhausted,
+                "more than one answer carries");
 }
 
 // Under ThreadSanitizer: Puts from several producers write the same new

@@ -16,7 +16,7 @@ import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import columns as columns_mod
-from tdock import errors, spec as spec_mod, wire
+from tdock import dtypes, errors, spec as spec_mod, wire
 from tdock._lease_log import _LeaseLog
 from tdock.status import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll,  # noqa: F401
                           PutAck, Reservation, RowState, StalenessStatus, StepStatus,
@@ -434,12 +434,30 @@ class _DockCalls:
         return dock_pb2.ReadRequest(dock=self.name, step=_step_index(step, "read"), rows=list(rows),
                                     columns=list(columns or []))
 
-    def _list_rows(self, r: dock_pb2.ListRowsResponse) -> list[RowState]:
+    def _list_rows_request(self, step: int, cells: Iterable[str] | None
+                           ) -> dock_pb2.ListRowsRequest:
+        if isinstance(cells, str):
+            raise errors.InvalidArgument(
+                f"list_rows: cells is a list of column names, got the str {cells!r}")
+        return dock_pb2.ListRowsRequest(dock=self.name, step=_step_index(step, "list_rows"),
+                                        columns=list(cells or ()))
+
+    def _list_rows(self, r: dock_pb2.ListRowsResponse,
+                   spec: dock_pb2.DockSpec | None = None) -> list[RowState]:
+        """The listing's rows; `spec`: the dock's, to decode the cells."""
+        by_name = {c.name: c for c in spec.columns} if spec is not None else {}
         return [RowState(row.row, row.key or None, row.group, list(row.written),
                          list(row.taken),
                          dock_pb2.DropReason.Name(row.dropped).lower() if row.dropped else None,
-                         row.version if row.version >= 0 else None)
+                         row.version if row.version >= 0 else None,
+                         {c.column: _cell_value(by_name[c.column], c.data, row.row)
+                          for c in row.cells})
                 for row in r.rows]
+
+    def _spec_knows(self, spec: dock_pb2.DockSpec, names: Iterable[str] | None) -> bool:
+        """Whether `spec` has every column named (else it is fetched again)."""
+        known = {c.name for c in spec.columns}
+        return all(n in known for n in (names or ()))
 
     def _forget_stale_spec(self, answer: Any) -> Any:
         """Drops the cached spec if the answer has a column it lacks (added
@@ -550,6 +568,19 @@ def _keys(keys: Iterable[str] | None, what: str) -> list[str]:
             raise errors.InvalidArgument(
                 f"{what}: keys must be strings, got {type(key).__name__}")
     return out
+
+
+def _cell_value(column: dock_pb2.ColumnSpec, data: bytes, row: int) -> Any:
+    """A listed cell's bytes decoded as Batch.cell decodes a batch's."""
+    values = np.frombuffer(data, dtype=dtypes.numpy_of(column.dtype))
+    if column.inner_shape:
+        values = values.reshape(-1, *column.inner_shape)
+    one = batch_mod.Column(column.name, column.dtype, values,
+                           np.array([0, len(values)], np.int64), column.encoding)
+    try:
+        return one.cell(0)
+    except errors.DataLoss as e:
+        raise errors.DataLoss(f"{e.message} (listed row {row})") from None
 
 
 class _UnknownColumn(errors.InvalidArgument):

@@ -207,23 +207,18 @@ class Store:
 
     # ---- reads ---------------------------------------------------------------
 
-    def listing(self, dock) -> list[tuple[int, Any]]:
-        """(step, live RowState) of the dock's keyed rows."""
+    def listing(self, dock, cells: Sequence[str] = ()) -> list[tuple[int, Any]]:
+        """(step, live RowState) of the dock's keyed rows, carrying their
+        cells of `cells`."""
         out = []
         for s in dock.status().steps:
-            out += [(s.step, r) for r in dock.list_rows(s.step)
+            out += [(s.step, r) for r in dock.list_rows(s.step, cells=cells)
                     if r.key is not None and r.dropped is None]
         return out
 
     def tags(self, dock) -> dict[str, dict]:
-        out = {}
-        by_step: dict[int, list] = {}
-        for step, r in self.listing(dock):
-            by_step.setdefault(step, []).append(r)
-        for step, rows in by_step.items():
-            batch = dock.read(step, [r.row for r in rows], [TAG])
-            out.update(zip(batch.keys or [r.key for r in rows], batch.cells(TAG)))
-        return out
+        """key -> tag of the dock's keyed rows, listed with them."""
+        return {r.key: r.cells.get(TAG, {}) for _, r in self.listing(dock, [TAG])}
 
     def get(self, dock, step_rows: Sequence[tuple[int, int]], fields: Sequence[str] | None,
             names: Sequence[str]) -> Any:

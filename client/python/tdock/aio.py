@@ -261,11 +261,14 @@ class Dock(_DockCalls):
                                        self._add_consumer_request(name, settings),
                                        dock_pb2.AddConsumerResponse)).consumer
 
-    async def list_rows(self, step: int) -> list[RowState]:
+    async def list_rows(self, step: int, cells: Iterable[str] | None = None
+                        ) -> list[RowState]:
         """As tdock.Dock.list_rows."""
-        return self._list_rows(await self.client.call(
-            "ListRows", dock_pb2.ListRowsRequest(dock=self.name, step=step),
-            dock_pb2.ListRowsResponse))
+        request = self._list_rows_request(step, cells)
+        if not self._spec_knows(await self.fetch_spec(), cells):
+            self._spec = None  # a column added since the spec was fetched?
+        answer = await self.client.call("ListRows", request, dock_pb2.ListRowsResponse)
+        return self._list_rows(answer, await self.fetch_spec() if cells else None)
 
     async def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
         """As tdock.Dock.add_column."""

@@ -348,12 +348,17 @@ class Dock(_DockCalls):
         return self.client.call("AddConsumer", self._add_consumer_request(name, settings),
                                 dock_pb2.AddConsumerResponse).consumer
 
-    def list_rows(self, step: int) -> list[RowState]:
+    def list_rows(self, step: int, cells: Iterable[str] | None = None) -> list[RowState]:
         """A live step's rows without payload: key, group, columns written,
-        consumers that have taken each, and the drop reason of dropped ones."""
-        return self._list_rows(self.client.call(
-            "ListRows", dock_pb2.ListRowsRequest(dock=self.name, step=step),
-            dock_pb2.ListRowsResponse))
+        consumers that have taken each, and the drop reason of dropped ones.
+        `cells`: columns whose written cells each RowState carries in `cells`
+        ({column: value}, decoded as Batch.cell decodes them), for small
+        cells such as per-row tags (a json column)."""
+        request = self._list_rows_request(step, cells)
+        if not self._spec_knows(self.spec, cells):
+            self._spec = None  # a column added since the spec was fetched?
+        return self._list_rows(self.client.call("ListRows", request, dock_pb2.ListRowsResponse),
+                               self.spec if cells else None)
 
     def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
         """Adds a column at run time (settings as under `columns:`, e.g.

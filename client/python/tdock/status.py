@@ -114,6 +114,9 @@ class RowState:
     taken: list[str]       # consumers that have taken it
     dropped: str | None    # the drop reason ("failed", ...), None if not dropped
     version: int | None = None  # the policy version it was generated with; None: none
+    # The row's written cells of the columns list_rows named (cells=...),
+    # decoded as Batch.cell decodes them: per-row tags, scores, uids.
+    cells: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

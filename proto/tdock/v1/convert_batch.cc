@@ -78,6 +78,11 @@ v1::ListRowsResponse ToProto(const RowListing& listing) {
     r.mutable_taken()->Assign(row.taken.begin(), row.taken.end());
     r.set_dropped(ToProto(row.dropped));
     r.set_version(row.version);
+    for (const auto& [column, data] : row.cells) {
+      v1::RowCell& cell = *r.add_cells();
+      cell.set_column(column);
+      cell.set_data(data);
+    }
   }
   return out;
 }
@@ -91,6 +96,9 @@ RowListing FromProto(const v1::ListRowsResponse& in) {
                             std::vector<std::string>(r.written().begin(), r.written().end()),
                             std::vector<std::string>(r.taken().begin(), r.taken().end()),
                             FromProto(r.dropped()), r.version()});
+    for (const v1::RowCell& cell : r.cells()) {
+      listing.rows.back().cells.emplace_back(cell.column(), cell.data());
+    }
   }
   return listing;
 }
