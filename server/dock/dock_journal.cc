@@ -217,7 +217,7 @@ GetCallback DockImpl::RecordingGet(const ConsumerPlan& plan, int32_t rank, int32
     if (round < 0) {
       commit_.Commit(
           [&](DockJournal& journal, DockJournal::Done stored) {
-            journal.HandedOut({step, consumer, UnitsOfRows(groups, rows), lease_id},
+            journal.HandedOut({step, consumer, UnitsOfRows(groups, rows), lease_id, rank},
                               std::move(stored));
           },
           std::move(answer));

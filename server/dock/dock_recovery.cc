@@ -33,6 +33,10 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
                                             handout.consumer, ", which does not exist"));
   }
   const ConsumerPlan& plan = consumers_.plan(mu_, handout.consumer);
+  if (handout.rank < 0 || handout.rank >= plan.dp_size) {
+    return absl::DataLossError(absl::StrCat(Where(handout.step), " consumer '", plan.name,
+                                            "': a hand-out names rank ", handout.rank));
+  }
   Partition& part = ring_.Of(handout.step);
   ConsumerState& state = part.consumer(mu_, plan.index);
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
@@ -51,7 +55,7 @@ absl::Status DockImpl::RecoverHandOut(const DockJournal::HandOut& handout) {
   const int64_t rows = static_cast<int64_t>(claimed.size()) * (plan.whole_groups ? group_size_ : 1);
   const bool leased = handout.lease_id != 0 && plan.lease > absl::ZeroDuration();
   const HandedOut out =
-      HandOutLocked(part, plan, /*rank=*/0, std::move(claimed), rows,
+      HandOutLocked(part, plan, handout.rank, std::move(claimed), rows,
                     leased ? std::optional<uint64_t>(handout.lease_id) : std::nullopt);
   if (out.lease_id != 0) StartLeaseClock(out.lease_id, plan.lease);
   return absl::OkStatus();

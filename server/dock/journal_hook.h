@@ -68,6 +68,7 @@ class DockJournal {
     int consumer = 0;
     std::vector<int64_t> units;
     uint64_t lease_id = 0;  // 0: no lease
+    int32_t rank = 0;       // the rank whose Get took them (its lease's)
   };
   virtual void HandedOut(const HandOut& handout, Done done) = 0;
 

@@ -171,6 +171,8 @@ std::string EncodeHandOut(const DockJournal::HandOut& h) {
   std::string value;
   PutBe(value, h.lease_id, 8);
   for (int64_t unit : h.units) PutBe(value, static_cast<uint64_t>(unit), 8);
+  // Rank 0 adds nothing: the value is as servers before the rank wrote it.
+  if (h.rank != 0) PutBe(value, static_cast<uint32_t>(h.rank), 4);
   return value;
 }
 

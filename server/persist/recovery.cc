@@ -196,9 +196,14 @@ class DockScan {
     if (!in.Read(consumer, 4) || !in.Read(id, 8) || !v.Read(h.lease_id, 8)) {
       return absl::DataLossError(absl::StrCat("a hand-out of step ", step, " does not decode"));
     }
+    // Units of 8 bytes, then (rank > 0) the rank in 4.
     int64_t unit = 0;
-    while (v.ReadI64(unit)) h.units.push_back(unit);
-    if (!v.done()) return absl::DataLossError("a hand-out's units do not decode");
+    while (v.rest().size() >= 8 && v.ReadI64(unit)) h.units.push_back(unit);
+    uint64_t rank = 0;
+    if (v.rest().size() == 4 && v.Read(rank, 4)) h.rank = static_cast<int32_t>(rank);
+    if (!v.done() || h.rank < 0) {
+      return absl::DataLossError("a hand-out's units and rank do not decode");
+    }
     // Hand-outs without a lease are numbered in the upper half of the ids.
     if (id >> 63) next_handout_ = std::max(next_handout_, (id & ~(uint64_t{1} << 63)) + 1);
     h.step = step;

@@ -119,6 +119,34 @@ TEST(Restart, NackAllIsRecordedLikeNacks) {
   EXPECT_EQ(again, taken);
 }
 
+// A hand-out is recorded with the rank whose Get took it: after a restart
+// its lease is listed with that rank, and NackAll of that rank (a worker's
+// replacement handing back what the dead worker held) finds it.
+TEST(Restart, ARecoveredLeaseKeepsItsRank) {
+  Recording recording;
+  Dock* dock = recording.dock.get();
+  ConsumerSpec workers{"workers", {"ids"}, 2, /*dp_size=*/2, false, Policy::kFifo, 0};
+  workers.lease_ms = 600000;
+  ASSERT_OK(dock->AddConsumer(workers));
+  WriteIds(*dock, 0);
+  GetInput get = testing::GetOf("workers");
+  get.rank = 1;
+  ASSERT_OK_AND_ASSIGN(Batch taken, GetSync(*dock, get));
+  ASSERT_EQ(taken.rows.size(), 2u);
+  recording.Stop();
+
+  Restarted restarted(*recording.store);
+  ASSERT_OK_AND_ASSIGN(std::vector<LeaseInfo> leases, restarted.dock->ListLeases("workers"));
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].lease_id, taken.lease_id);
+  EXPECT_EQ(leases[0].rank, 1);
+  ASSERT_OK_AND_ASSIGN(NackAllResult none, restarted.dock->NackAll("workers", 0));
+  EXPECT_EQ(none.leases, 0) << "rank 0 holds nothing";
+  ASSERT_OK_AND_ASSIGN(NackAllResult back, restarted.dock->NackAll("workers", 1));
+  EXPECT_EQ(back.leases, 1);
+  EXPECT_EQ(back.rows, 2);
+}
+
 // AddConsumer records the new spec before the consumer exists: when that
 // record fails the call fails and the consumer takes no Get, so no hand-out
 // names a consumer the store does not know and the server comes back; the
