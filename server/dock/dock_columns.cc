@@ -2,9 +2,10 @@
 // column the dock lacks when its spec sets add_columns_on_write): checked,
 // then, as a change of the spec (dock_consumers.cc), recorded before each
 // partition gets the column's state and the column table publishes it. A
-// Put's columns are checked with the Put before the first is added; a Put
-// that fails after that (a capacity wait that ends, a record not stored)
-// leaves them added.
+// Put's columns are checked with the Put, and the Put against its step and
+// rows as they are (PrecheckPut), before the first is added; a Put refused
+// after that (its step released or sealed meanwhile, a capacity wait that
+// ends, a record not stored) leaves them added.
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -67,6 +68,11 @@ absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& i
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the Put defines new_columns; the dock adds no columns on write (its spec does "
         "not set add_columns_on_write)"));
+  }
+  if (in.new_columns.size() > columns_.capacity()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the Put defines ", in.new_columns.size(), " new columns; a dock holds at most ",
+        columns_.capacity()));
   }
   const auto written = [&](const std::string& name) {
     return std::find_if(in.columns.begin(), in.columns.end(),
@@ -135,9 +141,9 @@ void DockImpl::AddColumnsThenPut(std::vector<ColumnSpec> adding, PutInput input,
                                 done = std::move(done)](absl::StatusOr<ColumnSpec> added) mutable {
     // Added meanwhile by another Put: this one is checked against it.
     if (!added.ok() && !absl::IsAlreadyExists(added.status())) {
-      std::move(done)(WithMessage(added.status(), absl::StrCat(Where(input.step), ": ",
-                                                               added.status().message(),
-                                                               "; nothing was written")));
+      std::move(done)(WithMessage(
+          added.status(), absl::StrCat(added.status().message(), "; the Put (step ", input.step,
+                                       ") wrote nothing")));
       return;
     }
     if (!adding.empty()) {

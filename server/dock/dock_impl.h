@@ -243,6 +243,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status CheckUnclaimedLocked(Partition& part, const PutInput& in,
                                     int64_t row) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(part.row_index().mu());
+  // A Put about to add columns: the refusals its step and rows would give
+  // now (released, sealed to new rows, rows dropped or written, keys, token
+  // budgets), so that a Put refused for them adds no column.
+  absl::Status PrecheckPut(const PutInput& in) const;
   absl::Status CheckUnwrittenLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool CanPutNow(const PutInput& in) const;
@@ -472,9 +476,18 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The batch's keys, if a row of the step has one.
   void AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows, Batch& batch) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // ListRows: each row's written cells of `columns` (indices), in that order.
-  absl::Status AddCellsLocked(const Partition& part, absl::Span<const int> columns,
-                              RowListing& listing) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ListRows: the cells of `columns` (indices) of the rows `listing` says
+  // have one, as views valid while the step's cells are; or, past what one
+  // answer carries, RESOURCE_EXHAUSTED.
+  struct ListedCells {
+    int column = 0;
+    std::vector<int64_t> rows;
+    PackedColumn view;  // the rows' cells, in order
+  };
+  absl::StatusOr<std::vector<ListedCells>> CellsToListLocked(const Partition& part,
+                                                             absl::Span<const int> columns,
+                                                             const RowListing& listing) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Leases (dock_leases.cc)
   // Records the lease over `rows` rows being handed out (consumers with a

@@ -8,7 +8,10 @@
 // row's cells are made ready, so a reader that saw a cell ready sees its
 // row's key.
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -319,67 +322,82 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step,
     }
     listed.push_back(index);
   }
-  tdock::ReaderMutexLock lock(&mu_);
-  if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) return NotLiveLocked(step);
-  const Partition& part = ring_.Of(step);
   RowListing listing;
-  listing.step = step;
-  listing.sealed = part.sealed(mu_);
-  listing.rows.reserve(static_cast<size_t>(rows_per_step_));
-  for (int64_t row = 0; row < rows_per_step_; ++row) {
-    RowState state;
-    state.row = row;
-    state.group = row / group_size_;
-    if (const std::string* key = part.row_index().key(row)) state.key = *key;
-    if (part.dropped(row)) state.dropped = part.drop_reason(mu_, row);
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
-    }
-    state.version = part.row_index().version(row);  // after the cells: a ready one's is set
-    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-      if (plan.removed) continue;
-      const int64_t unit = plan.whole_groups ? row / group_size_ : row;
-      // A dropped row counts as done for the consumers that never took it:
-      // it is listed as taken only by those that did before the drop, which
-      // the consumed bit cannot tell apart; so none.
-      if (!part.dropped(row) && part.consumer(mu_, plan.index).consumed.Test(unit)) {
-        state.taken.push_back(plan.name);
+  std::vector<ListedCells> cells;
+  std::shared_ptr<StepCells> pin;  // the cells' bytes, read after the lock
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    if (step < 0 || ring_.Classify(mu_, step) != StepState::kLive) return NotLiveLocked(step);
+    const Partition& part = ring_.Of(step);
+    listing.step = step;
+    listing.sealed = part.sealed(mu_);
+    listing.rows.reserve(static_cast<size_t>(rows_per_step_));
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      RowState state;
+      state.row = row;
+      state.group = row / group_size_;
+      if (const std::string* key = part.row_index().key(row)) state.key = *key;
+      if (part.dropped(row)) state.dropped = part.drop_reason(mu_, row);
+      for (size_t c = 0; c < columns_.size(); ++c) {
+        if (part.ready(static_cast<int>(c), row)) state.written.push_back(columns_[c].name);
       }
+      state.version = part.row_index().version(row);  // after the cells: a ready one's is set
+      for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
+        if (plan.removed) continue;
+        const int64_t unit = plan.whole_groups ? row / group_size_ : row;
+        // A dropped row counts as done for the consumers that never took it:
+        // it is listed as taken only by those that did before the drop,
+        // which the consumed bit cannot tell apart; so none.
+        if (!part.dropped(row) && part.consumer(mu_, plan.index).consumed.Test(unit)) {
+          state.taken.push_back(plan.name);
+        }
+      }
+      listing.rows.push_back(std::move(state));
     }
-    listing.rows.push_back(std::move(state));
+    TDOCK_ASSIGN_OR_RETURN(cells, CellsToListLocked(part, listed, listing));
+    pin = part.cells(mu_);
   }
-  TDOCK_RETURN_IF_ERROR(AddCellsLocked(part, listed, listing));
+  // Copied with no lock held.
+  for (const ListedCells& listed_cells : cells) {
+    const ColumnSpec& column = columns_[listed_cells.column];
+    const PackedColumn& view = listed_cells.view;
+    for (size_t i = 0; i < listed_cells.rows.size(); ++i) {
+      std::string bytes(
+          static_cast<size_t>(view.length(static_cast<int64_t>(i)) * column.item_bytes()), '\0');
+      CopyFromSegments(view.segments, view.offsets[i] * column.item_bytes(),
+                       static_cast<int64_t>(bytes.size()), bytes.data());
+      listing.rows[listed_cells.rows[i]].cells.emplace_back(column.name, std::move(bytes));
+    }
+  }
   return listing;
 }
 
-absl::Status DockImpl::AddCellsLocked(const Partition& part, absl::Span<const int> columns,
-                                      RowListing& listing) const {
+absl::StatusOr<std::vector<DockImpl::ListedCells>> DockImpl::CellsToListLocked(
+    const Partition& part, absl::Span<const int> columns, const RowListing& listing) const {
+  std::vector<ListedCells> out;
   int64_t total = 0;
   for (int c : columns) {
-    std::vector<int64_t> rows;
-    for (int64_t row = 0; row < rows_per_step_; ++row) {
-      if (part.ready(c, row)) rows.push_back(row);
+    ListedCells listed{c, {}, {}};
+    // The rows the listing says have one.
+    for (const RowState& row : listing.rows) {
+      if (std::find(row.written.begin(), row.written.end(), columns_[c].name) !=
+          row.written.end()) {
+        listed.rows.push_back(row.row);
+      }
     }
-    if (rows.empty()) continue;
-    const int64_t item_bytes = columns_[c].item_bytes();
-    PackedColumn view;
-    part.cells(mu_)->Read(part.column(c).cells.get(), rows, item_bytes, view);
-    total += view.data_bytes();
+    if (listed.rows.empty()) continue;
+    part.cells(mu_)->Read(part.column(c).cells.get(), listed.rows, columns_[c].item_bytes(),
+                          listed.view);
+    total += listed.view.data_bytes();
     if (limits_.max_batch_bytes > 0 && total > limits_.max_batch_bytes) {
       return CapacityError(absl::StrCat(
           Where(listing.step), ": the cells ListRows was asked for hold more than ",
           limits_.max_batch_bytes, " bytes, more than one answer carries (the server's "
           "--max_message_mb); list fewer columns, or read them with Read"));
     }
-    for (size_t i = 0; i < rows.size(); ++i) {
-      std::string bytes(static_cast<size_t>(view.length(static_cast<int64_t>(i)) * item_bytes),
-                        '\0');
-      CopyFromSegments(view.segments, view.offsets[i] * item_bytes,
-                       static_cast<int64_t>(bytes.size()), bytes.data());
-      listing.rows[rows[i]].cells.emplace_back(columns_[c].name, std::move(bytes));
-    }
+    out.push_back(std::move(listed));
   }
-  return absl::OkStatus();
+  return out;
 }
 
 }  // namespace tdock::internal

@@ -80,6 +80,34 @@ void DockImpl::DeactivateIfUnused(int64_t step,
   }
 }
 
+absl::Status DockImpl::PrecheckPut(const PutInput& in) const {
+  // Its columns the dock has: those it adds have no cell anywhere.
+  PutInput known = in;
+  known.columns.clear();
+  for (const PackedColumn& column : in.columns) {
+    if (ColumnIndex(column.name) >= 0) known.columns.push_back(column);
+  }
+  tdock::ReaderMutexLock lock(&mu_);
+  const Partition& part = ring_.Of(in.step);
+  switch (ring_.Classify(mu_, in.step)) {
+    case StepState::kLive:
+      if (in.rows.empty() && (part.sealed(mu_) || part.seal_pending(mu_))) {
+        return Refuse(Refusal::kSealed, absl::FailedPreconditionError(absl::StrCat(
+                                            Where(in.step), " is sealed: no new rows join it")));
+      }
+      return CheckUnwrittenLocked(part, known);
+    case StepState::kFree:
+      TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, known));
+      return CheckKeysLocked(part, known);
+    case StepState::kBlocked:
+      return absl::OkStatus();
+    case StepState::kReleased:
+      return Refuse(Refusal::kReleased, absl::FailedPreconditionError(absl::StrCat(
+                                            Where(in.step), " is already released")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
                                             const PutInput& in) const {
   for (int64_t row : in.rows) {
@@ -369,6 +397,9 @@ void DockImpl::Put(PutInput input, PutCallback done) {
 }
 
 void DockImpl::WritePut(PutInput input, PutCallback done) {
+  // The rows as the Put names them, before keys and reservations name them.
+  const std::vector<int64_t> named = input.rows;
+  const int64_t asked = input.new_rows;
   if (input.rows.empty() && !input.keys.empty() && input.new_rows == 0) {
     // Rows named by their keys, or new rows for new keys.
     absl::StatusOr<std::vector<int64_t>> rows = RowsOfKeys(input.step, input.keys);
@@ -384,13 +415,16 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
   if (valid.ok()) adding = ColumnsToAdd(input);
   if (valid.ok()) valid = adding.status();
   if (valid.ok()) valid = ValidatePut(input, *adding);
+  if (valid.ok() && !adding->empty()) valid = PrecheckPut(input);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
   }
   if (!adding->empty()) {
-    // Its columns first (each recorded), then this again: every check is
-    // made against the columns as they are then.
+    // Its columns first (each recorded), then this again from the start:
+    // every check, and its keys' rows, as they are then.
+    input.rows = named;
+    input.new_rows = asked;
     AddColumnsThenPut(*std::move(adding), std::move(input), std::move(done));
     return;
   }

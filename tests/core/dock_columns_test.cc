@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "gtest/gtest.h"
 #include "server/dock/dock.h"
 #include "tests/core/dock_test_util.h"
@@ -195,8 +196,51 @@ TEST(ColumnsTest, BadColumnsOnWriteChangeNothing) {
                 "the dock has 2 columns and holds at most 3; 2 to add");
   EXPECT_EQ(dock->spec(), before);
   EXPECT_TRUE(dock->Stats().steps.empty()) << "no step was started";
-  ASSERT_OK(PutSync(*dock, PutOf(0, {0}, {Scores("teacher", {0})})));
+  // Refused for its step or rows as they are: a cell written, a row
+  // dropped, a released step, new rows of a sealed step.
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 8), {Cells("prompt", Iota(0, 8))}));
+  EXPECT_STATUS(PutSync(*dock, PutOf(0, {1}, {Cells("prompt", {1}), Scores("teacher", {1})})),
+                absl::StatusCode::kAlreadyExists, "is already written");
+  ASSERT_OK(dock->Drop({0, {2}, {}, DropReason::kFiltered}).status());
+  EXPECT_REFUSED(PutSync(*dock, PutOf(0, {2}, {Scores("teacher", {2})})), Refusal::kDropped,
+                 DropReason::kFiltered);
+  ASSERT_OK(dock->ReleaseStep(0));
+  EXPECT_REFUSED(PutSync(*dock, PutOf(0, {3}, {Scores("teacher", {3})})), Refusal::kReleased,
+                 DropReason::kUnspecified);
+  ASSERT_OK(PutSync(*dock, 1, {0}, {Cells("prompt", {0})}));
+  ASSERT_OK(dock->Seal({1, {}}).status());
+  PutInput append = PutOf(1, {}, {Scores("teacher", {0, 1})});
+  append.new_rows = 2;
+  EXPECT_REFUSED(PutSync(*dock, std::move(append)), Refusal::kSealed, DropReason::kUnspecified);
+  EXPECT_EQ(dock->spec(), before);
+  ASSERT_OK(PutSync(*dock, PutOf(1, {0}, {Scores("teacher", {0})})));
   EXPECT_EQ(dock->spec().columns.size(), 3u);
+}
+
+// A Put that adds columns runs again from the start once they are added:
+// rows named by keys are looked up then (a key's row made meanwhile is
+// written into, not asked for again), appends and reservations alike.
+TEST(ColumnsTest, PutsAddingColumnsNameTheirRowsAsOthersDo) {
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(OnWrite({Reader("actor", {"prompt"}, 8)})));
+  PutInput keyed = PutOf(0, {}, {Cells("prompt", {0})});
+  keyed.keys = {"k0"};
+  ASSERT_OK_AND_ASSIGN(PutResult first, PutSync(*dock, std::move(keyed)));
+  ASSERT_EQ(first.assigned.size(), 1u);
+  PutInput again = PutOf(0, {}, {Scores("teacher", {0})});
+  again.keys = {"k0"};
+  ASSERT_OK(PutSync(*dock, std::move(again)));
+  ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, first.assigned, {"teacher"}));
+  EXPECT_EQ(read.keys, (std::vector<std::string>{"k0"}));
+
+  PutInput append = PutOf(0, {}, {Cells("prompt", {0, 1}), Scores("critic", {0, 1})});
+  append.new_rows = 2;
+  ASSERT_OK_AND_ASSIGN(PutResult appended, PutSync(*dock, std::move(append)));
+  EXPECT_EQ(appended.assigned.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(Reservation reserved, dock->Reserve({.rows = 2, .deadline = absl::Seconds(60)}));
+  PutInput in = PutOf(reserved.step, {}, {Cells("prompt", {0, 1}), Scores("judge", {0, 1})});
+  in.reservation = reserved.id;
+  ASSERT_OK(PutSync(*dock, std::move(in)));
+  EXPECT_EQ(dock->spec().columns.size(), 5u);
 }
 
 OwnedColumn Tags(const std::vector<std::string>& tags) {

@@ -63,6 +63,29 @@ def test_put_adds_columns_from_their_values(client, dock_name):
     assert dock.read(0, [3, 2], ["ids"]).lengths("ids").tolist() == [3, 0]
 
 
+def test_columns_inferred_from_rows_of_scalars_lists_and_tuples(client, dock_name):
+    """Per-row 0-d tensors are one item per row; lists of ints and floats
+    take float64; rows all empty keep their arrays' dtype; a 2-tuple of
+    values (n = 2) is two rows, not (array, lengths)."""
+    torch = pytest.importorskip("torch")
+    dock = client.create_dock(spec(dock_name))
+    dock.put(0, [0, 1], {
+        "score": [torch.tensor(0.5), torch.tensor(1.5)],
+        "mixed": [[1, 2], [0.5]],
+        "none": [np.zeros(0, np.float32), np.zeros(0, np.float32)],
+        "uid": ("a", "b"),
+    })
+    kinds = {c.name: (c.dtype, list(c.inner_shape), c.encoding) for c in dock.spec.columns}
+    assert kinds["score"] == (dock_pb2.FLOAT32, [], dock_pb2.ENCODING_RAW)
+    assert kinds["mixed"] == (dock_pb2.FLOAT64, [], dock_pb2.ENCODING_RAW)
+    assert kinds["none"] == (dock_pb2.FLOAT32, [], dock_pb2.ENCODING_RAW)
+    assert kinds["uid"] == (dock_pb2.BYTES, [], dock_pb2.UTF8)
+    read = dock.read(0, [0, 1], ["score", "mixed", "uid"])
+    assert read.row("score", 1).tolist() == [1.5]
+    assert read.row("mixed", 0).tolist() == [1.0, 2.0]
+    assert read.cells("uid") == ["a", "b"]
+
+
 def test_another_client_writes_a_column_added_since(client, server, dock_name):
     """A Dock whose spec was fetched before another process added a column
     on write writes it as it was added."""

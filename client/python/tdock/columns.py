@@ -304,28 +304,36 @@ def _is_tensor(value: Any) -> bool:
 
 
 def _numeric_column(name: str, values: Any, skip: int, where: str) -> dock_pb2.ColumnSpec:
-    """A numeric column for `values`: their dtype, the axes past `skip` the
-    items' shape."""
-    if _is_tensor(values) and str(values.dtype) == "torch.bfloat16":
-        return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BFLOAT16,
-                                   inner_shape=list(values.shape[skip:]))
-    array = np.asarray(_numpy(values))
-    enum = dtypes.enum_of_numpy(array.dtype) if array.dtype.kind in "biuf" else None
+    """A numeric column for `values` (an array or a tensor, read where it
+    is): their dtype, the axes past `skip` the items' shape."""
+    shape = list(values.shape[skip:])
+    if _is_tensor(values):
+        if str(values.dtype) == "torch.bfloat16":
+            return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BFLOAT16, inner_shape=shape)
+        try:
+            dtype = np.dtype(str(values.dtype).removeprefix("torch."))
+        except TypeError:
+            dtype = None
+    else:
+        dtype = np.asarray(values).dtype
+    enum = dtypes.enum_of_numpy(dtype) if dtype is not None and dtype.kind in "biuf" else None
     if enum is None:
         raise errors.InvalidArgument(
-            f"{where}: values of dtype {array.dtype} fit no column dtype (one of "
+            f"{where}: values of dtype {values.dtype} fit no column dtype (one of "
             f"{', '.join(n for n in dtypes.NAMES if n != 'bytes')}); convert them, or "
             "add the column first")
-    return dock_pb2.ColumnSpec(name=name, dtype=enum, inner_shape=list(array.shape[skip:]))
+    return dock_pb2.ColumnSpec(name=name, dtype=enum, inner_shape=shape)
 
 
 def _row_arrays(rows: list) -> list:
-    """The rows as arrays of numbers if each is an array, a tensor or a
-    list of numbers with at least one axis, all (empty rows aside) of one
-    dtype and item shape; else []."""
-    arrays = []
+    """The rows as arrays of numbers when each is an array, a tensor or a
+    list of numbers with at least one axis, of one item shape, and of one
+    dtype (lists of numbers take the dtype that holds them all; empty rows
+    count only when every row is empty); else []."""
+    arrays, from_lists = [], []
     for v in rows:
-        if isinstance(v, (list, tuple)):
+        listed = isinstance(v, (list, tuple))
+        if listed:
             try:
                 v = np.asarray(v)
             except (ValueError, TypeError):
@@ -337,8 +345,30 @@ def _row_arrays(rows: list) -> list:
         if len(v.shape) < 1:
             return []
         arrays.append(v)
-    kinds = {(str(a.dtype), tuple(a.shape[1:])) for a in arrays if a.shape[0] > 0}
-    return [a for a in arrays if a.shape[0] > 0][:1] if len(kinds) == 1 else []
+        from_lists.append(listed)
+    counted = [i for i, a in enumerate(arrays) if a.shape[0] > 0] or range(len(arrays))
+    if len({tuple(arrays[i].shape[1:]) for i in counted}) != 1:
+        return []
+    if all(from_lists[i] for i in counted):
+        dtype = np.result_type(*(arrays[i].dtype for i in counted))
+        return [arrays[i].astype(dtype) for i in counted][:1]
+    if len({str(arrays[i].dtype) for i in counted}) != 1 or any(from_lists[i] for i in counted):
+        return []
+    return [arrays[counted[0]]]
+
+
+def _scalars(rows: list) -> Any:
+    """The rows as one array (numpy) or tensor (torch) of shape (n,) when
+    each is a number or a 0-d array or tensor; else None."""
+    numbers = (bool, int, float, np.bool_, np.integer, np.floating)
+    if not rows or not all(isinstance(v, numbers) or
+                           ((isinstance(v, np.ndarray) or _is_tensor(v)) and len(v.shape) == 0)
+                           for v in rows):
+        return None
+    if any(_is_tensor(v) for v in rows):
+        import torch
+        return torch.stack([torch.as_tensor(v) for v in rows])
+    return np.asarray([np.asarray(v) for v in rows])
 
 
 def infer_column(name: str, value: Any, n: int) -> tuple[dock_pb2.ColumnSpec, Any]:
@@ -349,13 +379,15 @@ def infer_column(name: str, value: Any, n: int) -> tuple[dock_pb2.ColumnSpec, An
     row's items: an array or tensor of shape (n,) is one item per row, (n,
     L, *inner) L items of shape inner per row; Packed values and nested
     tensors are (items, *inner); a list of per-row arrays is (items,
-    *inner) each (a list of numbers included); a list of Python numbers
-    is one item per row. A list of str is a string column. Any other list of n values (dicts, lists,
-    tensors of mixed shapes, None, bytes) is a tensors column: one typed
-    value per cell."""
+    *inner) each (lists of numbers included, in the dtype that holds them
+    all); a list of numbers, or of 0-d arrays or tensors, is one item per
+    row. A list of str is a string column. Any other list of n values
+    (dicts, lists, tensors of mixed shapes, None, bytes) is a tensors
+    column: one typed value per cell."""
     where = f"column '{name}'"
-    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, Padded):
-        value = Padded(*value)  # as put_column reads it
+    if isinstance(value, tuple) and len(value) == 2 and not isinstance(value, Padded) and \
+            (isinstance(value[0], np.ndarray) or _is_tensor(value[0])) and len(value[0].shape) >= 2:
+        value = Padded(*value)  # (array, lengths), as put_column reads it
     packed = value if isinstance(value, Packed) else _nested(value)
     if packed is not None:
         return _numeric_column(name, packed.values, 1, where), value
@@ -368,10 +400,9 @@ def infer_column(name: str, value: Any, n: int) -> tuple[dock_pb2.ColumnSpec, An
         if rows and all(isinstance(v, str) for v in rows):
             return dock_pb2.ColumnSpec(name=name, dtype=dock_pb2.BYTES,
                                        encoding=dock_pb2.UTF8), rows
-        numbers = (bool, int, float, np.bool_, np.integer, np.floating)
-        if rows and all(isinstance(v, numbers) for v in rows):
-            array = np.asarray(rows)
-            return _numeric_column(name, array, 1, where), array
+        scalars = _scalars(rows)
+        if scalars is not None:
+            return _numeric_column(name, scalars, 1, where), scalars
         arrays = _row_arrays(rows)
         if arrays:
             return _numeric_column(name, arrays[0], 1, where), rows
