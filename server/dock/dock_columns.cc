@@ -63,6 +63,8 @@ absl::StatusOr<DockSpec> DockImpl::CheckColumnsLocked(
 }
 
 absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& in) const {
+  std::vector<ColumnSpec> adding;
+  if (in.new_columns.empty() && !add_columns_on_write_) return adding;
   const std::string where = Where(in.step);
   if (!in.new_columns.empty() && !add_columns_on_write_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -97,7 +99,6 @@ absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& i
           DTypeName(written(name)->dtype)));
     }
   }
-  std::vector<ColumnSpec> adding;
   if (!add_columns_on_write_) return adding;
   const absl::Span<const ColumnSpec> columns = columns_.view();
   for (const PackedColumn& column : in.columns) {

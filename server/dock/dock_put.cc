@@ -397,8 +397,8 @@ void DockImpl::Put(PutInput input, PutCallback done) {
 }
 
 void DockImpl::WritePut(PutInput input, PutCallback done) {
-  // The rows as the Put names them, before keys and reservations name them.
-  const std::vector<int64_t> named = input.rows;
+  // Whether the Put names its rows (keys and reservations name them else).
+  const bool rows_named = !input.rows.empty();
   const int64_t asked = input.new_rows;
   if (input.rows.empty() && !input.keys.empty() && input.new_rows == 0) {
     // Rows named by their keys, or new rows for new keys.
@@ -423,7 +423,7 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
   if (!adding->empty()) {
     // Its columns first (each recorded), then this again from the start:
     // every check, and its keys' rows, as they are then.
-    input.rows = named;
+    if (!rows_named) input.rows.clear();
     input.new_rows = asked;
     AddColumnsThenPut(*std::move(adding), std::move(input), std::move(done));
     return;
