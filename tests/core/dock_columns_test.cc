@@ -104,6 +104,8 @@ TEST(ColumnsTest, BadAdditionsChangeNothing) {
 // A dock whose spec sets add_columns_on_write adds the columns a Put writes
 // that it lacks before the Put (as AddColumn does): from the Put's own
 // definition (new_columns), else from the column's name and dtype.
+//
+// The Put views `columns`: they must outlive it.
 PutInput PutOf(int64_t step, const std::vector<int64_t>& rows,
                const std::vector<OwnedColumn>& columns, std::vector<ColumnSpec> adding = {}) {
   PutInput in;
@@ -209,7 +211,8 @@ TEST(ColumnsTest, BadColumnsOnWriteChangeNothing) {
                  DropReason::kUnspecified);
   ASSERT_OK(PutSync(*dock, 1, {0}, {Cells("prompt", {0})}));
   ASSERT_OK(dock->Seal({1, {}}).status());
-  PutInput append = PutOf(1, {}, {Scores("teacher", {0, 1})});
+  const std::vector<OwnedColumn> teacher = {Scores("teacher", {0, 1})};
+  PutInput append = PutOf(1, {}, teacher);
   append.new_rows = 2;
   EXPECT_REFUSED(PutSync(*dock, std::move(append)), Refusal::kSealed, DropReason::kUnspecified);
   EXPECT_EQ(dock->spec(), before);
@@ -222,22 +225,26 @@ TEST(ColumnsTest, BadColumnsOnWriteChangeNothing) {
 // written into, not asked for again), appends and reservations alike.
 TEST(ColumnsTest, PutsAddingColumnsNameTheirRowsAsOthersDo) {
   ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(OnWrite({Reader("actor", {"prompt"}, 8)})));
-  PutInput keyed = PutOf(0, {}, {Cells("prompt", {0})});
+  const std::vector<OwnedColumn> prompt = {Cells("prompt", {0})};
+  PutInput keyed = PutOf(0, {}, prompt);
   keyed.keys = {"k0"};
   ASSERT_OK_AND_ASSIGN(PutResult first, PutSync(*dock, std::move(keyed)));
   ASSERT_EQ(first.assigned.size(), 1u);
-  PutInput again = PutOf(0, {}, {Scores("teacher", {0})});
+  const std::vector<OwnedColumn> teacher = {Scores("teacher", {0})};
+  PutInput again = PutOf(0, {}, teacher);
   again.keys = {"k0"};
   ASSERT_OK(PutSync(*dock, std::move(again)));
   ASSERT_OK_AND_ASSIGN(Batch read, dock->Read(0, first.assigned, {"teacher"}));
   EXPECT_EQ(read.keys, (std::vector<std::string>{"k0"}));
 
-  PutInput append = PutOf(0, {}, {Cells("prompt", {0, 1}), Scores("critic", {0, 1})});
+  const std::vector<OwnedColumn> critic = {Cells("prompt", {0, 1}), Scores("critic", {0, 1})};
+  PutInput append = PutOf(0, {}, critic);
   append.new_rows = 2;
   ASSERT_OK_AND_ASSIGN(PutResult appended, PutSync(*dock, std::move(append)));
   EXPECT_EQ(appended.assigned.size(), 2u);
   ASSERT_OK_AND_ASSIGN(Reservation reserved, dock->Reserve({.rows = 2, .deadline = absl::Seconds(60)}));
-  PutInput in = PutOf(reserved.step, {}, {Cells("prompt", {0, 1}), Scores("judge", {0, 1})});
+  const std::vector<OwnedColumn> judge = {Cells("prompt", {0, 1}), Scores("judge", {0, 1})};
+  PutInput in = PutOf(reserved.step, {}, judge);
   in.reservation = reserved.id;
   ASSERT_OK(PutSync(*dock, std::move(in)));
   EXPECT_EQ(dock->spec().columns.size(), 5u);
