@@ -1,5 +1,6 @@
 #include "common/refusal.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -8,7 +9,8 @@
 namespace tdock {
 namespace {
 
-// The payload: two bytes, the refusal's value and the drop reason's.
+// The payload: two bytes, the refusal's value and the drop reason's; then,
+// for a refusal of new rows, the free groups in 8 (big-endian).
 constexpr absl::string_view kPayloadUrl = "type.tdock.dev/tdock.Refusal";
 
 }  // namespace
@@ -27,11 +29,16 @@ absl::string_view RefusalName(Refusal why) {
   return "none";
 }
 
-absl::Status Refuse(Refusal why, absl::Status status, DropReason drop) {
+absl::Status Refuse(Refusal why, absl::Status status, DropReason drop, int64_t free_groups) {
   if (status.ok() || why == Refusal::kNone) return status;
   std::string payload;
   payload.push_back(static_cast<char>(why));
   payload.push_back(static_cast<char>(drop));
+  if (free_groups >= 0) {
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      payload.push_back(static_cast<char>((static_cast<uint64_t>(free_groups) >> shift) & 0xff));
+    }
+  }
   status.SetPayload(kPayloadUrl, absl::Cord(std::move(payload)));
   return status;
 }
@@ -51,6 +58,11 @@ absl::Status CapacityError(absl::string_view message) {
   return Refuse(Refusal::kCapacity, absl::ResourceExhaustedError(message));
 }
 
+absl::Status NoRoomError(absl::string_view message, int64_t free_groups) {
+  return Refuse(Refusal::kCapacity, absl::ResourceExhaustedError(message),
+                DropReason::kUnspecified, free_groups);
+}
+
 absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
   absl::Status out(status.code(), message);
   status.ForEachPayload([&out](absl::string_view url, const absl::Cord& payload) {
@@ -61,12 +73,17 @@ absl::Status WithMessage(const absl::Status& status, absl::string_view message) 
 
 RefusalInfo RefusalOf(const absl::Status& status) {
   const auto payload = status.GetPayload(kPayloadUrl);
-  if (!payload.has_value() || payload->size() != 2) return {};
+  if (!payload.has_value() || (payload->size() != 2 && payload->size() != 10)) return {};
   const std::string bytes(*payload);
   const auto why = static_cast<uint8_t>(bytes[0]);
   const auto drop = static_cast<uint8_t>(bytes[1]);
   if (why >= kRefusals || drop >= kDropReasons) return {};
-  return {static_cast<Refusal>(why), static_cast<DropReason>(drop)};
+  uint64_t free_groups = 0;
+  for (size_t i = 2; i < bytes.size(); ++i) {
+    free_groups = (free_groups << 8) | static_cast<uint8_t>(bytes[i]);
+  }
+  return {static_cast<Refusal>(why), static_cast<DropReason>(drop),
+          bytes.size() == 10 ? static_cast<int64_t>(free_groups) : -1};
 }
 
 }  // namespace tdock

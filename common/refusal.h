@@ -36,16 +36,22 @@ absl::string_view RefusalName(Refusal why);
 struct RefusalInfo {
   Refusal why = Refusal::kNone;
   DropReason drop = DropReason::kUnspecified;
+  // kCapacity of new rows (an append past max_rows_per_step): the groups of
+  // the step still free, so a writer can take them and put the rest in a
+  // later step; -1 otherwise.
+  int64_t free_groups = -1;
 };
 
 // `status` (not OK) with `why` attached; code and message unchanged.
 absl::Status Refuse(Refusal why, absl::Status status,
-                    DropReason drop = DropReason::kUnspecified);
+                    DropReason drop = DropReason::kUnspecified, int64_t free_groups = -1);
 // `status` for a row dropped for `reason`: refused as kSealed, kExpired or
 // kStale for those reasons, as kDropped for the others; the reason goes too.
 absl::Status RefuseDropped(DropReason reason, absl::Status status);
 // RESOURCE_EXHAUSTED with `message`, refused as kCapacity.
 absl::Status CapacityError(absl::string_view message);
+// CapacityError for new rows a step has no room for, with its free groups.
+absl::Status NoRoomError(absl::string_view message, int64_t free_groups);
 // `status` with `message` in place of its own: code and payloads (its
 // refusal) kept.
 absl::Status WithMessage(const absl::Status& status, absl::string_view message);

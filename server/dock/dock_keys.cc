@@ -127,10 +127,11 @@ absl::Status DockImpl::AssignRows(PutInput& in, uint64_t reserve) {
     if (free) groups.push_back(g);
   }
   if (static_cast<int64_t>(groups.size()) < need) {
-    return CapacityError(absl::StrCat(
-        Where(in.step), ": no room for ", in.new_rows, " new rows (", need,
-        " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
-        groups.size(), " free groups are left; write to a later step"));
+    return NoRoomError(
+        absl::StrCat(Where(in.step), ": no room for ", in.new_rows, " new rows (", need,
+                     " groups): the step holds ", rows_per_step_, " rows (max_rows_per_step) and ",
+                     groups.size(), " free groups are left; write to a later step"),
+        static_cast<int64_t>(groups.size()));
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     const int64_t first = groups[i] * n;

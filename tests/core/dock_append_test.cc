@@ -60,6 +60,7 @@ TEST(AppendTest, TheServerAssignsWholeGroupsUpToTheCapacity) {
   EXPECT_STATUS(full, absl::StatusCode::kResourceExhausted,
                 "no room for 1 new rows (1 groups): the step holds 8 rows");
   EXPECT_REFUSED(full, Refusal::kCapacity, DropReason::kUnspecified);
+  EXPECT_EQ(RefusalOf(full.status()).free_groups, 0) << "the step's 4 groups are taken";
   // Sealed: the open row is dropped and the actor's end of step comes.
   ASSERT_OK_AND_ASSIGN(int64_t dropped, dock->Seal(SealInput{0, {}}));
   EXPECT_EQ(dropped, 1);

@@ -66,6 +66,7 @@ def test_each_refusal_raises_the_class_of_its_reason(client, dock_name):
         dock.put(1, None, {"prompt_ids": [[1]] * 2}, new_rows=2)
     assert isinstance(full.value, tdock.errors.ResourceExhausted)
     assert full.value.reason == "capacity"
+    assert full.value.free_groups == 0  # the groups the step has left for new rows
 
     # None of the refusals wrote anything.
     steps = {s.step: s for s in dock.status().steps}

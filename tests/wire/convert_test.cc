@@ -314,6 +314,11 @@ TEST(Convert, RefusalsTravelInTheStatusDetails) {
   EXPECT_REFUSED(back, Refusal::kSealed, DropReason::kSealed);
   EXPECT_REFUSED(FromGrpcStatus(ToGrpcStatus(CapacityError("full"))), Refusal::kCapacity,
                  DropReason::kUnspecified);
+  EXPECT_EQ(RefusalOf(FromGrpcStatus(ToGrpcStatus(CapacityError("full")))).free_groups, -1);
+  // New rows a step has no room for: its free groups go along.
+  const absl::Status no_room = FromGrpcStatus(ToGrpcStatus(NoRoomError("no room", 3)));
+  EXPECT_REFUSED(no_room, Refusal::kCapacity, DropReason::kUnspecified);
+  EXPECT_EQ(RefusalOf(no_room).free_groups, 3);
 
   EXPECT_TRUE(ToGrpcStatus(absl::FailedPreconditionError("plain")).error_details().empty());
   const grpc::Status garbage(grpc::StatusCode::ABORTED, "odd", "\xff\x01not a status");

@@ -40,7 +40,6 @@ from tdock.v1 import dock_pb2
 
 TAG = "__tq_tag__"
 _MISSING = re.compile(r"no live row has key '(.*)'")
-_FREE = re.compile(r"no room for \d+ new rows .* (\d+) free groups are left")
 _TORCH_DTYPES = {torch.int8: "int8", torch.uint8: "uint8", torch.int16: "int16",
                  torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
                  torch.bfloat16: "bfloat16", torch.float32: "float32",
@@ -159,12 +158,12 @@ class Store:
             try:
                 ack = dock.put(step, None, _take(columns, take, [columns[TAG][i] for i in take]),
                                keys=[keys[i] for i in take])
-            except (errors.ResourceExhausted, errors.InvalidArgument) as e:
-                free = _FREE.search(str(e))
-                if free is None:
+            except errors.CapacityExceeded as e:
+                if e.free_groups is None:
                     raise
-                cap = int(free.group(1)) or dock.spec.max_rows_per_step
-                step += 0 if int(free.group(1)) else 1
+                # Whole groups of one row each: as many rows as groups left.
+                cap = e.free_groups or dock.spec.max_rows_per_step
+                step += 0 if e.free_groups else 1
                 continue
             found.update({keys[i]: (step, r, None) for i, r in zip(take, ack.assigned)})
             done += len(take)

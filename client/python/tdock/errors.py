@@ -20,7 +20,8 @@ from the message): :class:`RowDropped`, :class:`StepSealed`, :class:`Expired`,
 FAILED_PRECONDITION) and :class:`CapacityExceeded` (RESOURCE_EXHAUSTED).
 ``e.reason`` is the reason's name (``None`` when the dock gave none) and
 ``e.drop_reason`` the drop reason of a row refused because it was dropped
-(``"sealed"``, ``"filtered"``, ...).
+(``"sealed"``, ``"filtered"``, ...), and ``e.free_groups``, for new rows a step
+has no room for (:class:`CapacityExceeded`), the groups still free in it.
 
     try:
         dock.put(step, rows, columns)
@@ -41,7 +42,8 @@ class TdockError(Exception):
     reason: str | None = None
 
     def __init__(self, message: str, code: grpc.StatusCode | None = None,
-                 reason: str | None = None, drop_reason: str | None = None):
+                 reason: str | None = None, drop_reason: str | None = None,
+                 free_groups: int | None = None):
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -50,6 +52,8 @@ class TdockError(Exception):
             self.reason = reason
         #: For a row refused because it was dropped: why it was dropped.
         self.drop_reason = drop_reason
+        #: For new rows a step has no room for: the groups still free in it.
+        self.free_groups = free_groups
 
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}"
@@ -182,16 +186,16 @@ _DETAILS_KEY = "grpc-status-details-bin"
 _REFUSAL_TYPE = "type.googleapis.com/tdock.v1.Refusal"
 
 
-def _refusal(error) -> tuple[type | None, str | None]:
+def _refusal(error) -> tuple[type | None, str | None, int | None]:
     """The refusal the status details of a failed call carry, if any:
-    (its class, the drop reason's name)."""
+    (its class, the drop reason's name, the free groups)."""
     from tdock.v1 import dock_pb2  # pylint: disable=import-outside-toplevel
     try:
         # An error that never reached the server has no trailers.
         trailers = error.trailing_metadata() or ()
         raw = next((value for key, value in trailers if key == _DETAILS_KEY), None)
         if not isinstance(raw, bytes):
-            return None, None
+            return None, None, None
         status = dock_pb2.RpcStatus.FromString(raw)
         for detail in status.details:
             if detail.type_url != _REFUSAL_TYPE:
@@ -200,10 +204,11 @@ def _refusal(error) -> tuple[type | None, str | None]:
             if 0 < refusal.reason < len(_REFUSALS):
                 drop = (_DROP_REASONS[refusal.drop_reason]
                         if 0 < refusal.drop_reason < len(_DROP_REASONS) else None)
-                return _REFUSALS[refusal.reason], drop
+                free = refusal.free_groups if refusal.HasField("free_groups") else None
+                return _REFUSALS[refusal.reason], drop, free
     except Exception:  # pylint: disable=broad-except
         pass  # details that do not read as a refusal leave the error as it is
-    return None, None
+    return None, None, None
 
 
 def from_rpc_error(error: grpc.RpcError) -> TdockError:
@@ -213,10 +218,10 @@ def from_rpc_error(error: grpc.RpcError) -> TdockError:
     details = error.details() if hasattr(error, "details") else None
     message = details or str(error)
     cls = _BY_CODE.get(code, Unknown)
-    refused, drop = _refusal(error)
+    refused, drop, free = _refusal(error)
     if refused is None:
         return cls(message, code)
     if issubclass(refused, cls):
-        return refused(message, code, drop_reason=drop)
+        return refused(message, code, drop_reason=drop, free_groups=free)
     # A reason with another code than its class's: the code's class says so.
-    return cls(message, code, reason=refused.reason, drop_reason=drop)
+    return cls(message, code, reason=refused.reason, drop_reason=drop, free_groups=free)

@@ -320,6 +320,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   v1::Refusal why;
   why.set_reason(static_cast<v1::RefusalReason>(refusal.why));
   why.set_drop_reason(ToProto(refusal.drop));
+  if (refusal.free_groups >= 0) why.set_free_groups(refusal.free_groups);
   v1::RpcStatus details;
   details.set_code(static_cast<int>(status.code()));
   details.set_message(std::string(status.message()));
@@ -349,7 +350,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
     const int reason = static_cast<int>(why.reason());
     if (reason <= 0 || reason >= kRefusals) continue;
     return Refuse(static_cast<Refusal>(reason), std::move(converted),
-                  FromProto(why.drop_reason()));
+                  FromProto(why.drop_reason()),
+                  why.has_free_groups() && why.free_groups() >= 0 ? why.free_groups() : -1);
   }
   return converted;
 }
