@@ -343,7 +343,7 @@ absl::StatusOr<int64_t> Client::Drop(const std::string& dock, int64_t step,
     // asking the server; the step and reason are still checked.
     if (step < 0) return absl::InvalidArgumentError(absl::StrCat("drop: step ", step, " is negative"));
     if (DropReasonName(reason) == DropReasonName(DropReason::kUnspecified) ||
-        reason == DropReason::kUnused) {
+        ServerOwnDropReason(reason)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "drop: reason '", DropReasonName(reason),
           "' is not one of filtered, failed, stale, sealed, expired, surplus, other"));

@@ -203,7 +203,8 @@ Json SpecToJson(const DockSpec& spec) {
           {"max_rows_per_step", spec.max_rows_per_step},
           {"seal_when", spec.seal_when.has_value()
                             ? Json{{"consumer", spec.seal_when->consumer},
-                                   {"groups", spec.seal_when->groups}}
+                                   {"groups", spec.seal_when->groups},
+                                   {"carry", spec.seal_when->carry}}
                             : Json()}};
 }
 
@@ -359,7 +360,10 @@ std::string SpecToText(const DockSpec& spec) {
   }
   if (spec.seal_when.has_value()) {
     absl::StrAppend(&text, "  seals a step once ", spec.seal_when->consumer, " has ",
-                    spec.seal_when->groups, " complete groups\n");
+                    spec.seal_when->groups, " complete groups",
+                    spec.seal_when->carry ? ", carrying the other complete groups into the next"
+                                            " step\n"
+                                          : "\n");
   }
   return text;
 }

@@ -174,8 +174,8 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   }
   if (args.command == "drop") {
     const std::string reason = args.Get("reason", "");
-    // "unused" is the server's own reason (rows past a group's declared size).
-    if (!ParseDropReason(reason, &request.reason) || request.reason == DropReason::kUnused) {
+    // "unused" and "carried" are the server's own reasons.
+    if (!ParseDropReason(reason, &request.reason) || ServerOwnDropReason(request.reason)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--reason '", reason,
           "' is not one of filtered, failed, stale, sealed, expired, surplus, other"));

@@ -12,6 +12,7 @@ absl::string_view DropReasonName(DropReason reason) {
     case DropReason::kSurplus: return "surplus";
     case DropReason::kOther: return "other";
     case DropReason::kUnused: return "unused";
+    case DropReason::kCarried: return "carried";
     case DropReason::kUnspecified: break;
   }
   return "unspecified";
@@ -21,7 +22,7 @@ const std::array<DropReason, kDropReasons - 1>& AllDropReasons() {
   static constexpr std::array<DropReason, kDropReasons - 1> kAll = {
       DropReason::kFiltered, DropReason::kFailed,  DropReason::kStale, DropReason::kSealed,
       DropReason::kExpired,  DropReason::kSurplus, DropReason::kOther,
-      DropReason::kUnused};
+      DropReason::kUnused,   DropReason::kCarried};
   return kAll;
 }
 

@@ -22,14 +22,19 @@ enum class DropReason : uint8_t {
   kOther = 7,        // any other reason the caller gives
   kUnused = 8,       // beyond its group's size, declared when the group was appended (the
                      // server's own reason: a Drop cannot give it)
+  kCarried = 9,      // carried into the next step by seal_when.carry (the server's own)
 };
-inline constexpr int kDropReasons = 9;  // values 0..8; counts are indexed by value
+inline constexpr int kDropReasons = 10;  // values 0..9; counts are indexed by value
 
 // "filtered", "failed", ... ("unspecified" for kUnspecified).
 absl::string_view DropReasonName(DropReason reason);
 // The reason a name (lower case) stands for; false if it names none (or
 // "unspecified").
 bool ParseDropReason(absl::string_view name, DropReason* reason);
+// The reasons only the server gives (unused, carried): a Drop cannot.
+inline bool ServerOwnDropReason(DropReason reason) {
+  return reason == DropReason::kUnused || reason == DropReason::kCarried;
+}
 // The valid reasons, in value order.
 const std::array<DropReason, kDropReasons - 1>& AllDropReasons();
 

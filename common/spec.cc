@@ -430,6 +430,12 @@ absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
                                              " must be in [1, num_prompts = ",
                                              spec.num_groups(), "]"));
     }
+    if (when.carry && spec.steps_in_flight < 2) {
+      return Invalid(spec.name, absl::StrCat("seal_when.carry needs steps_in_flight >= 2 (it is ",
+                                             spec.steps_in_flight,
+                                             "): the next step must start while the sealed "
+                                             "one holds the groups it carries"));
+    }
   }
   return spec;
 }

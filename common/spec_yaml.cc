@@ -360,7 +360,8 @@ absl::Status ParseSealWhen(const YAML::Node& node, const std::string& path,
   SealWhen& when = spec->seal_when.emplace();
   return ReadFields(node, path,
                     {{"consumer", Into(&when.consumer), /*required=*/true},
-                     {"groups", Into(&when.groups), /*required=*/true}});
+                     {"groups", Into(&when.groups), /*required=*/true},
+                     {"carry", Into(&when.carry)}});
 }
 
 absl::Status ParseDock(const YAML::Node& node, const std::string& path,

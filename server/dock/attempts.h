@@ -65,6 +65,10 @@ struct StagedPut {
   std::vector<int64_t> rows;  // the row of each column's blocks[i]
   std::vector<int64_t> unused;  // the rows its appended groups leave unused
   std::vector<DockJournal::Version> versions;
+  // A carry (PutInput::carried_from): its source step, and per consumer the
+  // units of this step done for it.
+  int64_t carried_from = -1;
+  std::vector<ConsumerUnits> carried_done;
   PutCallback done;
 };
 

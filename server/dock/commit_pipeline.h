@@ -48,7 +48,11 @@ class CommitPipeline final {
   void Attach(std::shared_ptr<DockJournal> journal, std::weak_ptr<const void> owner) {
     journal_ = std::move(journal);
     owner_ = std::move(owner);
+    serving_ = true;
   }
+  // Attached: the dock serves. Before, recovery replays what was recorded,
+  // and a change the dock would decide by itself (seal_when) waits for it.
+  bool serving() const { return serving_; }
 
   // True when records are stored before they apply; false when they apply
   // at once. Read in one place only: a stale pass-over holds its step's end
@@ -76,6 +80,7 @@ class CommitPipeline final {
 
  private:
   // Set by Attach before the dock serves, then constant.
+  bool serving_ = false;
   std::shared_ptr<DockJournal> journal_;
   std::weak_ptr<const void> owner_;
 };

@@ -65,6 +65,16 @@ absl::Status DockRecovery::Reserved(const DockJournal::ReservationRecord& record
   return impl_->RecoverReservation(record);
 }
 
+absl::Status DockRecovery::CarriedDone(int64_t step, int consumer,
+                                       const std::vector<int64_t>& units) {
+  return impl_->RecoverCarriedDone(step, consumer, units);
+}
+
+absl::Status DockRecovery::Carry(int64_t step, std::vector<int64_t> rows,
+                                 std::vector<ConsumerUnits> taken) {
+  return impl_->RecoverCarry(step, std::move(rows), std::move(taken));
+}
+
 absl::Status DockRecovery::Dropped(const DockJournal::DropRecord& record) {
   return impl_->RecoverDrop(record);
 }

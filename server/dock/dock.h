@@ -255,6 +255,12 @@ class DockRecovery final {
   absl::Status Version(int64_t step, int64_t row, int64_t version);
   // A reservation: after the cells, before versions and drops.
   absl::Status Reserved(const DockJournal::ReservationRecord& record);
+  // Units of rows carried into `step` count as done for `consumer`: after
+  // the step's cells, before hand-outs.
+  absl::Status CarriedDone(int64_t step, int consumer, const std::vector<int64_t>& units);
+  // Rows `step` still owes the next step (seal_when.carry), with the units
+  // of them each consumer took: after drops.
+  absl::Status Carry(int64_t step, std::vector<int64_t> rows, std::vector<ConsumerUnits> taken);
   // The dock; with a journal, the releases of steps found done are recorded.
   std::unique_ptr<Dock> Finish(std::shared_ptr<DockJournal> journal) &&;
 

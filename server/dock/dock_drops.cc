@@ -45,7 +45,7 @@ namespace {
 std::string ReasonList() {
   std::vector<std::string> names;
   for (DropReason r : AllDropReasons()) {
-    if (r != DropReason::kUnused) names.emplace_back(DropReasonName(r));
+    if (!ServerOwnDropReason(r)) names.emplace_back(DropReasonName(r));
   }
   return absl::StrJoin(names, ", ");
 }
@@ -75,10 +75,11 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::DropRowsLocked(const DropInput& i
     return absl::InvalidArgumentError(absl::StrCat(
         Where(in.step), ": a drop needs a reason (", ReasonList(), ")"));
   }
-  if (in.reason == DropReason::kUnused) {
+  if (ServerOwnDropReason(in.reason)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Where(in.step), ": reason 'unused' is the server's own (the rows past a group's declared "
-        "size); give one of ", ReasonList()));
+        Where(in.step), ": reason '", DropReasonName(in.reason),
+        "' is the server's own (rows past a group's declared size, or carried into the next "
+        "step); give one of ", ReasonList()));
   }
   if (in.rows.empty() && in.groups.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": the drop names no rows or groups"));
@@ -175,7 +176,12 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     std::move(done)(rows.status());
     return;
   }
-  DockJournal::DropRecord record{step, *std::move(rows), reason, seal};
+  RecordAndApplyDrop(DockJournal::DropRecord{step, *std::move(rows), reason, seal}, in_flight,
+                     std::move(done));
+}
+
+void DockImpl::RecordAndApplyDrop(DockJournal::DropRecord record, bool in_flight,
+                                  RowsCallback done) {
   auto apply = [this, record, in_flight, done = std::move(done)](absl::Status stored) mutable {
     const std::string what = record.seal ? "seal" : "drop";
     if (!stored.ok()) {
@@ -213,6 +219,7 @@ void DockImpl::RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int
     // Rows the seal kept because a write of them was being recorded, whose
     // record then failed: they end with it.
     if (record.seal) DropOrphans(record.step);
+    if (!record.carry.empty()) CarryForward(record.step);
   };
   commit_.Commit(
       [&record](DockJournal& journal, DockJournal::Done stored) {
@@ -240,6 +247,11 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
   }
   ForgetKeysOfRowsLocked(part, record.rows);  // a dropped row's key is free
   if (dropped > 0) EndDroppedLeasesLocked(part);
+  if (!record.carry.empty()) {
+    // Owed to the next step from now on (CarryForward).
+    dropped += ApplyDropLocked({record.step, record.carry, DropReason::kCarried});
+    part.carry(mu_) = {record.carry, record.carry_taken, /*carrying=*/false};
+  }
   return dropped;
 }
 

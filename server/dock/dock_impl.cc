@@ -135,6 +135,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
       return;
     }
     Partition& part = ring_.Of(step);
+    // Rows it carries are owed to the next step until they are written there.
+    if (part.carry_pending(mu_)) return;
     // A hand-out not yet recorded may still fail and bring its rows back:
     // the last of them to end asks again (EndHandOut). seq_cst: the mark is
     // set before the count is read, and EndHandOut reads the mark after its

@@ -2,7 +2,7 @@
 // contract): orchestration over the state classes. Split over dock_impl.cc
 // (creation, status, release), dock_put.cc, dock_get.cc, dock_rounds.cc,
 // dock_leases.cc, dock_waiters.cc, dock_consumers.cc, dock_columns.cc,
-// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_sizes.cc, dock_validate.cc
+// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_carry.cc, dock_sizes.cc, dock_validate.cc
 // (a Put's checks), dock_reservations.cc, dock_reservation_rows.cc,
 // dock_journal.cc and dock_recovery.cc. The classes it works over, what each
 // owns, the lock order and how a wake-up is never lost: docs/architecture.md.
@@ -103,6 +103,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::Status RecoverKey(int64_t step, int64_t row, const std::string& key);
   absl::Status RecoverVersion(int64_t step, int64_t row, int64_t version);
   absl::Status RecoverReservation(const DockJournal::ReservationRecord& record);
+  // Step `step` owes `rows` (dropped as carried) to the next step.
+  absl::Status RecoverCarry(int64_t step, std::vector<int64_t> rows,
+                            std::vector<ConsumerUnits> taken);
+  // Units of rows carried into `step` are done for `consumer`.
+  absl::Status RecoverCarriedDone(int64_t step, int consumer, const std::vector<int64_t>& units);
   void FinishRecovery();
 
  private:
@@ -382,6 +387,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // `in_flight`: the caller counted the record in flight (Drop, Seal).
   void RecordAndApplyDrop(absl::StatusOr<std::vector<int64_t>> rows, int64_t step,
                           DropReason reason, bool seal, bool in_flight, RowsCallback done);
+  void RecordAndApplyDrop(DockJournal::DropRecord record, bool in_flight, RowsCallback done);
   int64_t ApplyDropLocked(const DockJournal::DropRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The consumer's accounting of a row just dropped.
@@ -414,6 +420,21 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // `groups` complete ones (those the consumer took first, then by index).
   std::vector<int64_t> SurplusRowsLocked(const Partition& part, const ConsumerPlan& plan,
                                          int64_t groups) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // ---- Carry (dock_carry.cc): seal_when.carry
+  // Moves the groups of `surplus` that carry (complete for `sealer`, and
+  // nothing a consumer took of them can still come back to it here) out of
+  // it, and returns their rows; `taken` gets what each consumer took of them.
+  std::vector<int64_t> CarryRowsLocked(Partition& part, const ConsumerPlan& sealer,
+                                       std::vector<int64_t>& surplus,
+                                       std::vector<ConsumerUnits>& taken) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the rows `step` owes the next step there (a Put that may wait for
+  // its partition); a no-op unless some are owed and none is being written.
+  void CarryForward(int64_t step);
+  void EndCarry(int64_t step, const absl::Status& status);
+  // The units count as done for the consumer in `part` (not handed out).
+  void CountCarriedDoneLocked(Partition& part, const ConsumerPlan& plan,
+                              const std::vector<int64_t>& units) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Gives claimed units back to be handed out again; `counted`: they were
   // counted in consumed_rows (a lease's), else claimed only (a round being
   // formed). Units dropped meanwhile stay claimed and count as done.

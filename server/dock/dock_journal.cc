@@ -46,6 +46,20 @@ void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<S
       put->versions.push_back({in.rows[i], in.version_of(i)});
     }
   }
+  put->carried_from = in.carried_from;
+  for (const auto& taken : in.carried_taken) {
+    ConsumerUnits units{taken.first, {}};
+    bool whole_groups = false;
+    {
+      tdock::ReaderMutexLock lock(&mu_);
+      whole_groups = consumers_.plan(mu_, units.consumer).whole_groups;
+    }
+    for (size_t i : taken.second) {
+      const int64_t unit = whole_groups ? in.rows[i] / group_size_ : in.rows[i];
+      if (units.units.empty() || units.units.back() != unit) units.units.push_back(unit);
+    }
+    put->carried_done.push_back(std::move(units));
+  }
   put->done = std::move(done);
   const StagedPut* staged = put.get();  // the record reads it before Commit returns
   commit_.Commit(
@@ -107,6 +121,8 @@ void DockImpl::StorePut(const PutInput& in, const StagedPut& put, DockJournal& j
   }
   record.ack = ack.has_value() ? &*ack : nullptr;
   record.unused = unused.has_value() ? &*unused : nullptr;
+  record.carried_from = put.carried_from;
+  record.carried_done = put.carried_done;
   journal.Put(record, std::move(stored));
 }
 
@@ -126,6 +142,9 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
         // Before any cell is ready.
         for (const DockJournal::Version& v : put.versions) {
           part.row_index().LowerVersion(v.row, v.version);
+        }
+        for (const ConsumerUnits& units : put.carried_done) {
+          CountCarriedDoneLocked(part, consumers_.plan(mu_, units.consumer), units.units);
         }
       }
       // Records complete in the order they were submitted, so the last

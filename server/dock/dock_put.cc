@@ -217,7 +217,10 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   // The copy: outside every lock; `cells` keeps the bytes even if the step
   // is released meanwhile.
   std::vector<const CellBlock*> blocks;
-  if (!(*cells)->Write(in.columns, item_bytes, /*past_limit=*/IsOldestLiveStep(in.step),
+  // The oldest step's Puts, and a carry (it lets the step before go), are
+  // not held back by the memory limit.
+  if (!(*cells)->Write(in.columns, item_bytes,
+                       /*past_limit=*/in.carried_from >= 0 || IsOldestLiveStep(in.step),
                        blocks)) {
     if (activated) DeactivateIfUnused(in.step, *cells);
     attempt.park_reason = MemoryReason(in.step);

@@ -162,9 +162,13 @@ absl::Status DockImpl::RecoverDelivery(int64_t step, int consumer, int64_t round
 void DockImpl::FinishRecovery() {
   RebuildKeyIndex();
   const std::vector<int64_t> live = LiveSteps();
+  // seal_when decides on what recovery wrote (a seal not recorded before).
+  for (int64_t step : live) MaybeAutoSeal(step);
   // A write a Seal kept whose record never made it (a crash between the
   // two) left its row in a sealed step with nothing: it ends now.
   for (int64_t step : live) DropOrphans(step);
+  // Rows a seal carried that the next step has not stored.
+  for (int64_t step : live) CarryForward(step);
   for (int64_t step : live) MaybeAutoRelease(step);
   // Recovered reservations expire from now on, with the journal attached.
   const absl::Time next = reservations_.NextDeadline();

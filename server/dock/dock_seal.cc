@@ -1,6 +1,7 @@
 // DockImpl's seal_when (DockSpec::seal_when): the dock seals a step by
 // itself once the consumer it names has enough complete groups, and drops
-// the other groups as surplus.
+// the other groups as surplus (or, with carry, carries the complete ones
+// into the next step: dock_carry.cc).
 //
 // The decision is taken after every Put that made cells ready (the Put is
 // answered once the seal it caused is applied, so its producer sees the step
@@ -66,20 +67,22 @@ std::vector<int64_t> DockImpl::SurplusRowsLocked(const Partition& part, const Co
 }
 
 void DockImpl::MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then) {
-  const std::optional<DockJournal::DropRecord> record = DecideSeal(step);
+  std::optional<DockJournal::DropRecord> record = DecideSeal(step);
   if (!record.has_value()) {
     if (then) std::move(then)();
     return;
   }
   // A failed record leaves the step unsealed: `then` runs all the same.
-  RecordAndApplyDrop(record->rows, step, DropReason::kSurplus, /*seal=*/true,
-                     /*in_flight=*/false, [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
+  RecordAndApplyDrop(*std::move(record), /*in_flight=*/false,
+                     [then = std::move(then)](absl::StatusOr<int64_t>) mutable {
                        if (then) std::move(then)();
                      });
 }
 
 std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
-  if (!seal_when_.has_value()) return std::nullopt;
+  // Recovery replays the seals that were recorded; FinishRecovery decides
+  // again, recording what it decides.
+  if (!seal_when_.has_value() || !commit_.serving()) return std::nullopt;
   {
     tdock::ReaderMutexLock lock(&mu_);
     if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
@@ -97,6 +100,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
                                  DropReason::kSurplus, /*seal=*/true};
+  if (seal_when_->carry) record.carry = CarryRowsLocked(part, plan, record.rows, record.carry_taken);
   part.set_seal_pending(mu_, true);  // sealed once recorded
   return record;
 }

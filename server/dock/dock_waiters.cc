@@ -189,7 +189,10 @@ void DockImpl::OnAlarm() {
   if (retries_.TakeDue(RetryTimes::kStaleGets, now)) WakeGets({});
   if (retries_.TakeDue(RetryTimes::kReserves, now)) WakeReservations();  // after lost races
   if (retries_.TakeDue(RetryTimes::kOrphans, now)) {
-    for (int64_t step : LiveSteps()) DropOrphans(step);
+    for (int64_t step : LiveSteps()) {
+      DropOrphans(step);
+      CarryForward(step);
+    }
   }
   ExpireReservations(now);
   absl::Time next = std::min({leases_->NextDeadline(), expiry.next,

@@ -45,11 +45,14 @@ class DockJournal {
   };
   struct LeaseEnd;
   struct DropRecord;
+
   // A Put's record, stored in one write (all of it or nothing): the cells it
   // wrote, the keys and versions of its rows (empty: none), the lease it acknowledges
   // (null: none) and the rows its appended groups leave unused (closed past
   // their declared sizes; null: none). `pin` keeps the cells' bytes (the
-  // step's StepCells) alive.
+  // step's StepCells) alive. A Put that carries rows of step `carried_from`
+  // (>= 0) into this one ends that step's pending carry (DropRecord::carry)
+  // in the same write, with the units its consumers had taken.
   struct PutRecord {
     int64_t step = 0;
     std::vector<Cell> cells;
@@ -58,6 +61,10 @@ class DockJournal {
     std::shared_ptr<const void> pin;
     const LeaseEnd* ack = nullptr;
     const DropRecord* unused = nullptr;
+    int64_t carried_from = -1;
+    // Per consumer, the units of the carried rows it had taken in step
+    // `carried_from`: done for it in this step.
+    std::vector<ConsumerUnits> carried_done;
   };
   virtual void Put(const PutRecord& put, Done done) = 0;
 
@@ -110,12 +117,16 @@ class DockJournal {
   virtual void LeaseEnded(const LeaseEnd& end, Done done) = 0;
 
   // Rows taken out of a step (Drop), or a step sealed with the rows that
-  // dropped (Seal).
+  // dropped (Seal). A seal (seal_when.carry) may also drop `carry` as
+  // carried, stored with it as the step's pending carry until a Put
+  // (PutRecord::carried_from) writes them into the next step.
   struct DropRecord {
     int64_t step = 0;
     std::vector<int64_t> rows;  // ascending, unique
     DropReason reason = DropReason::kUnspecified;
     bool seal = false;
+    std::vector<int64_t> carry;  // ascending, unique; none of `rows`
+    std::vector<ConsumerUnits> carry_taken;  // per consumer, the units of `carry` it took
   };
   virtual void Dropped(const DropRecord& drop, Done done) = 0;
 

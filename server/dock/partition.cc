@@ -110,6 +110,7 @@ std::shared_ptr<StepCells> Partition::Release(const tdock::Mutex& dock_mu) {
   }
   sealed_ = false;
   seal_pending_ = false;
+  carry_ = {};
   last_released_ = std::max(last_released_, step_);
   step_ = -1;
   releasing_ = false;

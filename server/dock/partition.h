@@ -215,6 +215,22 @@ class Partition final {
     HeldExclusive(dock_mu);
     seal_pending_ = pending;
   }
+  // seal_when.carry: the rows of the step (dropped as carried) still to be
+  // written into the next step; the step is not released while any are.
+  // `carrying`: that write is in progress.
+  struct Carry {
+    std::vector<int64_t> rows;  // ascending
+    std::vector<ConsumerUnits> taken;  // per consumer, the units of `rows` it took here
+    bool carrying = false;
+  };
+  Carry& carry(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {
+    HeldExclusive(dock_mu);
+    return carry_;
+  }
+  bool carry_pending(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
+    HeldShared(dock_mu);
+    return !carry_.rows.empty();
+  }
   // Appends the rows of a unit (a row, or a group for whole-group consumers)
   // that are not dropped, ascending.
   void AppendUnitRows(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups,
@@ -320,6 +336,7 @@ class Partition final {
   std::shared_ptr<StepCells> cells_ ABSL_GUARDED_BY(dock_mu_);
   bool sealed_ ABSL_GUARDED_BY(dock_mu_) = false;
   bool seal_pending_ ABSL_GUARDED_BY(dock_mu_) = false;
+  Carry carry_ ABSL_GUARDED_BY(dock_mu_);
   std::vector<DropReason> drop_reasons_ ABSL_GUARDED_BY(dock_mu_);  // per row
   std::array<int64_t, kDropReasons> drops_ ABSL_GUARDED_BY(dock_mu_){};
   AtomicBitmap dropped_;  // per row; set under the dock's mutex held exclusively

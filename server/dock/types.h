@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -23,6 +24,12 @@
 #include "common/timer_service.h"
 
 namespace tdock {
+
+// Units of one consumer (rows, or groups for whole-group consumers).
+struct ConsumerUnits {
+  int consumer = 0;
+  std::vector<int64_t> units;
+};
 
 // One column of a Put: segments point into the caller's request buffer,
 // which must stay valid until the Put's callback runs.
@@ -68,6 +75,11 @@ struct PutInput {
   // the dock may lack. One it lacks is added before the Put (as by
   // AddColumn), from its definition here or else its name and dtype.
   std::vector<ColumnSpec> new_columns;
+  // Set by the dock for the Put that carries rows of step `carried_from`
+  // into this one (seal_when.carry), never by a caller: per consumer index,
+  // the positions of the Put's rows it had taken there, done for it here.
+  int64_t carried_from = -1;
+  std::vector<std::pair<int, std::vector<size_t>>> carried_taken;
   int64_t version_of(size_t i) const { return versions.size() == 1 ? versions[0] : versions[i]; }
   // The rows the Put writes: `rows`, or as many as it asks the server for.
   int64_t row_count() const {

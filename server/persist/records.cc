@@ -130,6 +130,74 @@ std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id) {
   return key;
 }
 
+std::string CarryKey(absl::string_view dock, int64_t step) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('C');
+  return key;
+}
+
+std::string CarriedDoneKey(absl::string_view dock, int64_t step, int64_t from, int consumer) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('o');
+  PutBe(key, static_cast<uint64_t>(from), 8);
+  PutBe(key, static_cast<uint32_t>(consumer), 4);
+  return key;
+}
+
+namespace {
+
+void PutNumbers(std::string& out, const std::vector<int64_t>& numbers) {
+  PutBe(out, numbers.size(), 8);
+  for (int64_t n : numbers) PutBe(out, static_cast<uint64_t>(n), 8);
+}
+
+bool ReadNumbers(Reader& in, std::vector<int64_t>& out) {
+  uint64_t count = 0;
+  if (!in.Read(count, 8) || count > in.rest().size() / 8) return false;
+  out.resize(count);
+  for (int64_t& n : out) in.ReadI64(n);
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeCarry(const std::vector<int64_t>& rows, const std::vector<ConsumerUnits>& taken) {
+  std::string value;
+  PutNumbers(value, rows);
+  for (const ConsumerUnits& t : taken) {
+    PutBe(value, static_cast<uint32_t>(t.consumer), 4);
+    PutNumbers(value, t.units);
+  }
+  return value;
+}
+
+bool DecodeCarry(absl::string_view value, std::vector<int64_t>& rows,
+                 std::vector<ConsumerUnits>& taken) {
+  Reader in(value);
+  if (!ReadNumbers(in, rows)) return false;
+  while (!in.done()) {
+    uint64_t consumer = 0;
+    ConsumerUnits t;
+    if (!in.Read(consumer, 4) || !ReadNumbers(in, t.units)) return false;
+    t.consumer = static_cast<int>(consumer);
+    taken.push_back(std::move(t));
+  }
+  return true;
+}
+
+std::string EncodeNumbers(const std::vector<int64_t>& numbers) {
+  std::string value;
+  for (int64_t n : numbers) PutBe(value, static_cast<uint64_t>(n), 8);
+  return value;
+}
+
+bool DecodeNumbers(absl::string_view value, std::vector<int64_t>& out) {
+  Reader in(value);
+  int64_t n = 0;
+  while (in.ReadI64(n)) out.push_back(n);
+  return in.done();
+}
+
 std::string EncodeReservation(const DockJournal::ReservationRecord& r) {
   std::string value;
   PutBe(value, static_cast<uint64_t>(r.version), 8);
@@ -150,8 +218,7 @@ std::string EncodeDrop(const DockJournal::DropRecord& d) {
   std::string value;
   value.push_back(static_cast<char>(d.reason));
   value.push_back(d.seal ? 1 : 0);
-  for (int64_t row : d.rows) PutBe(value, static_cast<uint64_t>(row), 8);
-  return value;
+  return value + EncodeNumbers(d.rows);
 }
 
 bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d) {
@@ -162,9 +229,7 @@ bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d) {
   }
   d.reason = static_cast<DropReason>(reason);
   d.seal = seal != 0;
-  int64_t row = 0;
-  while (in.ReadI64(row)) d.rows.push_back(row);
-  return in.done();
+  return DecodeNumbers(in.rest(), d.rows);
 }
 
 std::string EncodeHandOut(const DockJournal::HandOut& h) {

@@ -20,6 +20,13 @@
 //                                               <version:8> <deadline unix ms:8> <row:8>...
 //   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
 //                                               <reason:1> <seal:1> then <row:8>...
+//   D <dock> \0 <step:8> C                      rows (dropped as carried) still to be
+//                                               written into step + 1, and the units
+//                                               of them each consumer took (EncodeCarry);
+//                                               deleted by the Put that writes them
+//   D <dock> \0 <step:8> o <from:8> <consumer:4>   units of rows carried from step
+//                                               `from` that count as done for the
+//                                               consumer: <unit:8>...
 //   V <dock> \0 <version:8>                     the dock's version (empty; the
 //                                               highest counts)
 //   T <dock> \0 <step:8>                        the step was released
@@ -111,6 +118,18 @@ std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int6
 std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease);
 std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq);
 std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id);
+std::string CarryKey(absl::string_view dock, int64_t step);
+std::string CarriedDoneKey(absl::string_view dock, int64_t step, int64_t from, int consumer);
+// A pending carry's value: <rows:8> <row:8>..., then per consumer that took
+// some: <consumer:4> <units:8> <unit:8>.... DecodeCarry fills both; false
+// if the value does not decode.
+std::string EncodeCarry(const std::vector<int64_t>& rows, const std::vector<ConsumerUnits>& taken);
+bool DecodeCarry(absl::string_view value, std::vector<int64_t>& rows,
+                 std::vector<ConsumerUnits>& taken);
+// A list of numbers (rows, units): 8 bytes each. DecodeNumbers appends to
+// `out`; false if the value is not whole numbers.
+std::string EncodeNumbers(const std::vector<int64_t>& numbers);
+bool DecodeNumbers(absl::string_view value, std::vector<int64_t>& out);
 
 // A hand-out's value: its lease, then its units.
 std::string EncodeHandOut(const DockJournal::HandOut& h);

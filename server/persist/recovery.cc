@@ -112,6 +112,8 @@ class DockScan {
       case 'k': return Ack(step, in);
       case 'x': return Drop(step, in, value);
       case 'R': return Reservation(step, in, value);
+      case 'C': return Carry(step, in, value);
+      case 'o': return CarriedDone(step, in, value);
       default:
         return absl::DataLossError(absl::StrCat("unknown record kind '", std::string(1, kind),
                                                 "' in step ", step));
@@ -131,6 +133,9 @@ class DockScan {
     for (const auto& [step, row, version] : versions_) {
       TDOCK_RETURN_IF_ERROR(dock_.Version(step, row, version));
     }
+    for (const auto& [step, done] : carried_done_) {
+      TDOCK_RETURN_IF_ERROR(dock_.CarriedDone(step, done.consumer, done.units));
+    }
     for (const DockJournal::RoundRecord& r : rounds_) {
       TDOCK_RETURN_IF_ERROR(dock_.Round(r));
       ++stats_.handouts;
@@ -149,6 +154,9 @@ class DockScan {
     }
     for (const auto& [step, lease] : acked_) dock_.Acknowledged(lease);
     for (const DockJournal::DropRecord& d : drops_) TDOCK_RETURN_IF_ERROR(dock_.Dropped(d));
+    for (DockJournal::DropRecord& c : carries_) {
+      TDOCK_RETURN_IF_ERROR(dock_.Carry(c.step, std::move(c.carry), std::move(c.carry_taken)));
+    }
     return absl::OkStatus();
   }
 
@@ -258,6 +266,29 @@ class DockScan {
     return absl::OkStatus();
   }
 
+  absl::Status Carry(int64_t step, Reader& in, absl::string_view value) {
+    DockJournal::DropRecord c;
+    if (!in.done() || !records::DecodeCarry(value, c.carry, c.carry_taken)) {
+      return absl::DataLossError(absl::StrCat("the rows step ", step, " carries do not decode"));
+    }
+    c.step = step;
+    carries_.push_back(std::move(c));
+    return absl::OkStatus();
+  }
+
+  absl::Status CarriedDone(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t from = 0, consumer = 0;
+    ConsumerUnits done;
+    if (!in.Read(from, 8) || !in.Read(consumer, 4) || !in.done() ||
+        !records::DecodeNumbers(value, done.units)) {
+      return absl::DataLossError(absl::StrCat("rows carried into step ", step,
+                                              " do not decode"));
+    }
+    done.consumer = static_cast<int>(consumer);
+    carried_done_.emplace_back(step, std::move(done));
+    return absl::OkStatus();
+  }
+
   absl::Status Ack(int64_t step, Reader& in) {
     uint64_t lease = 0;
     if (!in.Read(lease, 8)) return absl::DataLossError("an acknowledgement does not decode");
@@ -280,6 +311,8 @@ class DockScan {
   std::vector<DeliveryRecord> deliveries_;
   std::vector<DockJournal::DropRecord> drops_;
   std::vector<DockJournal::ReservationRecord> reservations_;
+  std::vector<DockJournal::DropRecord> carries_;  // carry and carry_taken
+  std::vector<std::pair<int64_t, ConsumerUnits>> carried_done_;  // by step
   std::vector<std::tuple<int64_t, int64_t, std::string>> keys_;  // step, row, key
   std::vector<std::tuple<int64_t, int64_t, int64_t>> versions_;  // step, row, version
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)

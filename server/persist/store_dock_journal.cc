@@ -11,6 +11,8 @@ namespace tdock::persist {
 namespace {
 
 using records::AckKey;
+using records::CarriedDoneKey;
+using records::CarryKey;
 using records::CellKey;
 using records::DeliveryKey;
 using records::DockPrefix;
@@ -19,6 +21,7 @@ using records::DockVersionPrefix;
 using records::DropKey;
 using records::EncodeDrop;
 using records::EncodeHandOut;
+using records::EncodeNumbers;
 using records::EncodeReservation;
 using records::EncodeRound;
 using records::HandOutKey;
@@ -46,6 +49,14 @@ void StoreDockJournal::Put(const PutRecord& put, Done done) {
     batch.PutBorrowed(CellKey(dock_, put.step, cell.column, cell.row),
                       absl::string_view(cell.bytes.data(), cell.bytes.size()), put.pin,
                       DockPrefix(dock_).size());
+  }
+  if (put.carried_from >= 0) {
+    // The rows are in this step once this is stored, and no longer owed.
+    for (const ConsumerUnits& d : put.carried_done) {
+      batch.Put(CarriedDoneKey(dock_, put.step, put.carried_from, d.consumer),
+                EncodeNumbers(d.units));
+    }
+    batch.Delete(CarryKey(dock_, put.carried_from));
   }
   Submit(std::move(batch), std::move(done), put.unused);
 }
@@ -86,7 +97,12 @@ void StoreDockJournal::LeaseEnded(const LeaseEnd& end, Done done) {
 }
 
 void StoreDockJournal::Dropped(const DropRecord& drop, Done done) {
-  Submit(StoreBatch(), std::move(done), &drop);
+  StoreBatch batch;
+  // A seal that carries rows: owed to the next step until a Put writes them.
+  if (!drop.carry.empty()) {
+    batch.Put(CarryKey(dock_, drop.step), records::EncodeCarry(drop.carry, drop.carry_taken));
+  }
+  Submit(std::move(batch), std::move(done), &drop);
 }
 
 void StoreDockJournal::Released(int64_t step, Done done) {
@@ -138,6 +154,10 @@ void StoreDockJournal::Submit(StoreBatch batch, Done done, const DropRecord* dro
     closed = closed_;
     if (!closed) {
       batch.Put(DropKey(dock_, drop->step, next_handout_++), EncodeDrop(*drop));
+      if (!drop->carry.empty()) {
+        batch.Put(DropKey(dock_, drop->step, next_handout_++),
+                  EncodeDrop({drop->step, drop->carry, DropReason::kCarried}));
+      }
       now = journal_->Enqueue(std::move(batch), std::move(done), queue_);
     }
   } else {

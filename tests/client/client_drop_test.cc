@@ -114,8 +114,10 @@ TEST_F(ClientDropTest, ErrorsArriveWithTheServersCodeAndMessage) {
                 absl::StatusCode::kNotFound, "nosuchdock");
   EXPECT_STATUS(client_->Drop("dapo", 0, {0}, {}, DropReason::kUnspecified),
                 absl::StatusCode::kInvalidArgument, "a drop needs a reason");
-  EXPECT_STATUS(client_->Drop("dapo", 0, {0}, {}, static_cast<DropReason>(9)),
+  EXPECT_STATUS(client_->Drop("dapo", 0, {0}, {}, static_cast<DropReason>(kDropReasons)),
                 absl::StatusCode::kInvalidArgument, "a drop needs a reason");
+  EXPECT_STATUS(client_->Drop("dapo", 0, {0}, {}, DropReason::kCarried),
+                absl::StatusCode::kInvalidArgument, "reason 'carried' is the server's own");
   EXPECT_STATUS(client_->Drop("dapo", 0, {}, {3}, DropReason::kFailed),
                 absl::StatusCode::kInvalidArgument, "group 3 is out of range [0, 3)");
   EXPECT_STATUS(client_->Seal("dapo", 0, {"reward"}), absl::StatusCode::kInvalidArgument,

@@ -86,6 +86,65 @@ TEST(SealRestart, TheSealAndItsSurplusAreWholeAtEveryCrashPoint) {
   EXPECT_GT(sealed, 0);
 }
 
+// seal_when.carry: step 0 has 3 groups complete for "groups" (rows 0-5
+// scored) and seals at 2, carrying group 2 (rows 4 and 5, which "reader"
+// took) into step 1. At every crash point the carried rows are in exactly
+// one place after recovery: not sealed, nothing dropped and step 1 empty; or
+// sealed, rows 4 and 5 dropped as carried and, once recovery has written
+// what was owed, in step 1 as its rows 0 and 1, once, with their cells, done
+// for "reader" there and whole for "groups".
+TEST(SealRestart, ACarryIsWrittenOnceAtEveryCrashPoint) {
+  DockSpec spec = CrashSpec();
+  spec.seal_when = SealWhen{"groups", 2, /*carry=*/true};
+  Recording recording(spec);
+  RecordingStore* store = recording.store;
+  WriteIds(*recording.dock, 0);
+  ASSERT_OK_AND_ASSIGN(Batch read, testing::GetSync(*recording.dock, testing::GetOf("reader", 8)));
+  ASSERT_EQ(read.rows.size(), 8u);
+  const int64_t before_seal = store->writes();
+  WriteScores(*recording.dock, {0, 1, 2, 3, 4, 5});
+  ASSERT_TRUE(Await([&] { return recording.dock->Stats().steps.size() == 2; }));
+  recording.Stop();
+  const int64_t writes = store->writes();
+  ASSERT_GE(writes, before_seal + 3) << "the scores, the seal and the carry are separate writes";
+  int carried = 0;
+  for (int64_t k = before_seal; k <= writes; ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Restarted restarted(*store, k);
+    Dock& dock = *restarted.dock;
+    DockStats stats = dock.Stats();
+    ASSERT_FALSE(stats.steps.empty());
+    const StepStats& step0 = stats.steps[0];
+    ASSERT_EQ(step0.step, 0);
+    if (!step0.sealed) {
+      EXPECT_EQ(stats.steps.size(), 1u);
+      EXPECT_EQ(step0.dropped_rows[static_cast<int>(DropReason::kCarried)], 0);
+      continue;
+    }
+    ++carried;
+    EXPECT_EQ(step0.dropped_rows[static_cast<int>(DropReason::kCarried)], 2);
+    EXPECT_EQ(step0.dropped_rows[static_cast<int>(DropReason::kSurplus)], 2);
+    ASSERT_TRUE(Await([&] { return dock.Stats().steps.size() == 2; })) << "the carry is owed";
+    ASSERT_OK_AND_ASSIGN(RowListing listing, dock.ListRows(1));
+    int written = 0;
+    for (const RowState& row : listing.rows) written += row.written.empty() ? 0 : 1;
+    EXPECT_EQ(written, 2) << "the carried rows, once";
+    ASSERT_OK_AND_ASSIGN(Batch moved, dock.Read(1, {0, 1}, {"ids", "score"}));
+    EXPECT_EQ(testing::RowValues<int32_t>(moved.columns[0], 0), IdsOf(0, 0, 4));
+    EXPECT_EQ(testing::RowValues<int32_t>(moved.columns[0], 1), IdsOf(0, 0, 5));
+    EXPECT_EQ(testing::RowValues<float>(moved.columns[1], 1), std::vector<float>{ScoreOf(0, 0, 5)});
+    GetInput reader = testing::GetOf("reader", 8);
+    reader.step = 1;
+    ASSERT_OK_AND_ASSIGN(Batch none, testing::GetSync(dock, reader));
+    EXPECT_TRUE(none.rows.empty()) << "reader took the carried rows in step 0";
+    GetInput groups = testing::GetOf("groups", 2);
+    groups.step = 1;
+    ASSERT_OK_AND_ASSIGN(Batch group, testing::GetSync(dock, groups));
+    EXPECT_EQ(group.rows, (std::vector<int64_t>{0, 1}));
+  }
+  EXPECT_GT(carried, 0);
+}
+
 TEST(SealRestart, ASealWhoseRecordFailedIsDecidedAgain) {
   Recording recording(SealingSpec());
   Dock* dock = recording.dock.get();

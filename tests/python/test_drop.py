@@ -191,3 +191,43 @@ def test_seal_when_keeps_the_first_complete_groups(client, dock_name):
     with pytest.raises(tdock.errors.InvalidArgument, match="seal_when.groups 9 must be in"):
         client.create_dock({**spec, "name": dock_name + "x",
                             "seal_when": {"consumer": "trainer", "groups": 9}})
+
+
+def test_seal_when_carry_moves_complete_surplus_groups_on(client, dock_name):
+    """seal_when with carry: three groups are complete at once for a target
+    of two; the third is carried into step 1 (with its keys and versions)
+    instead of dropped, and counts there; the reward consumer, which scored
+    it in step 0, does not get it again."""
+    spec = grpo_spec(dock_name, prompts=4, columns={
+        "prompt_ids": {"dtype": "int32"}, "response_ids": {"dtype": "int32"},
+        "advantages": {"dtype": "float32"}}, consumers={
+        "reward": {"columns": ["prompt_ids", "response_ids"], "dispatch_size": 8},
+        "trainer": {"columns": ["response_ids", "advantages"], "whole_groups": True,
+                    "dispatch_size": 4}})
+    spec["seal_when"] = {"consumer": "trainer", "groups": 2, "carry": True}
+    dock = client.create_dock(spec)
+    assert dock.spec.seal_when.carry
+    dock.set_version(1)
+    keys = [f"uid{r}" for r in range(8)]
+    dock.put(0, None, {"prompt_ids": cells(range(8)), "response_ids": cells(range(8))},
+             keys=keys, versions=1)
+    assert dock.get("reward").rows.tolist() == list(range(8))
+    dock.put(0, [0, 1, 2, 3, 4, 5], {"advantages": [np.ones(3, np.float32)] * 6})
+    status = dock.status()
+    assert status.steps[0].sealed
+    assert status.steps[0].dropped == {"surplus": 2, "carried": 2}
+    assert [s.step for s in status.steps] == [0, 1]
+    carried = [r for r in dock.list_rows(1) if r.written]
+    assert [(r.row, r.key) for r in carried] == [(0, "uid4"), (1, "uid5")]
+    with pytest.raises(tdock.errors.RowDropped) as e:
+        dock.read(0, [4], ["prompt_ids"])
+    assert e.value.drop_reason == "carried"
+    assert dock.get("reward", step=1, wait=0).rows.tolist() == []
+    got = [b.rows.tolist() for b in dock.iter("trainer", step=0)]
+    assert got == [[0, 1, 2, 3]]
+    batch = dock.get("trainer", step=1, count=2)
+    assert batch.rows.tolist() == [0, 1] and list(batch.keys) == ["uid4", "uid5"]
+    assert batch.versions.tolist() == [1, 1]
+    assert [s.step for s in dock.status().steps] == [1]  # step 0 went once its carry was in
+    with pytest.raises(tdock.errors.InvalidArgument, match="carry needs steps_in_flight >= 2"):
+        client.create_dock({**spec, "name": dock_name + "x", "steps_in_flight": 1})

@@ -54,7 +54,7 @@ DockSpec SampleSpec() {
   spec.preallocate_bytes = 1 << 20;
   spec.memory_limit_bytes = int64_t{1} << 33;
   spec.chunk_bytes = 1 << 22;
-  spec.seal_when = SealWhen{"reward", 3};
+  spec.seal_when = SealWhen{"reward", 3, /*carry=*/true};
   spec.retain_steps = true;
   spec.add_columns_on_write = true;
   return spec;
@@ -76,6 +76,7 @@ TEST(Convert, DockSpecRoundTrip) {
   EXPECT_EQ(proto.consumers(0).cost().a(), 24576);
   EXPECT_FALSE(proto.consumers(1).has_micro_batch());
   EXPECT_EQ(proto.seal_when().consumer(), "reward");
+  EXPECT_TRUE(proto.seal_when().carry());
   ASSERT_OK_AND_ASSIGN(DockSpec back, FromProto(proto));
   EXPECT_EQ(back, spec);  // every field
 }

@@ -168,6 +168,7 @@ def _seal_when(spec: dock_pb2.DockSpec, node: Any, path: str) -> None:
     _fields(node, path, {
         "consumer": _setter(when, "consumer", _str),
         "groups": _setter(when, "groups", _int),
+        "carry": _setter(when, "carry", _bool),
     }, required=("consumer", "groups"))
 
 

@@ -254,6 +254,7 @@ v1::DockSpec ToProto(const DockSpec& spec) {
   if (spec.seal_when.has_value()) {
     out.mutable_seal_when()->set_consumer(spec.seal_when->consumer);
     out.mutable_seal_when()->set_groups(spec.seal_when->groups);
+    out.mutable_seal_when()->set_carry(spec.seal_when->carry);
   }
   return out;
 }
@@ -299,7 +300,8 @@ absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec) {
   out.add_columns_on_write = spec.add_columns_on_write();
   out.max_rows_per_step = spec.max_rows_per_step();
   if (spec.has_seal_when()) {
-    out.seal_when = SealWhen{spec.seal_when().consumer(), spec.seal_when().groups()};
+    out.seal_when = SealWhen{spec.seal_when().consumer(), spec.seal_when().groups(),
+                             spec.seal_when().carry()};
   }
   return out;
 }
