@@ -204,7 +204,8 @@ Json SpecToJson(const DockSpec& spec) {
           {"seal_when", spec.seal_when.has_value()
                             ? Json{{"consumer", spec.seal_when->consumer},
                                    {"groups", spec.seal_when->groups},
-                                   {"carry", spec.seal_when->carry}}
+                                   {"carry", spec.seal_when->carry},
+                                   {"carry_columns", spec.seal_when->carry_columns}}
                             : Json()}};
 }
 

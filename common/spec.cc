@@ -430,6 +430,15 @@ absl::StatusOr<DockSpec> NormalizeSpec(DockSpec spec) {
                                              " must be in [1, num_prompts = ",
                                              spec.num_groups(), "]"));
     }
+    for (const std::string& column : when.carry_columns) {
+      if (spec.ColumnIndex(column) < 0) {
+        return Invalid(spec.name, absl::StrCat("seal_when.carry_columns names column '", column,
+                                               "', which the dock does not have"));
+      }
+    }
+    if (!when.carry_columns.empty() && !when.carry) {
+      return Invalid(spec.name, "seal_when.carry_columns is set but carry is not");
+    }
     if (when.carry && spec.steps_in_flight < 2) {
       return Invalid(spec.name, absl::StrCat("seal_when.carry needs steps_in_flight >= 2 (it is ",
                                              spec.steps_in_flight,

@@ -137,13 +137,15 @@ struct ConsumerSpec {
 // groups (every row of the group that is not dropped ready in each column
 // the consumer needs), counting groups it has taken: those groups stay, every
 // other group of the step is dropped as surplus (DAPO: train on the first B
-// groups that passed the filter). With `carry`, the other complete groups
-// are carried into the next step instead (dropped as carried here, written
-// there with their keys, versions and what each consumer has taken of them).
+// groups that passed the filter). With `carry`, the other groups whose rows
+// all have `carry_columns` (none named: the columns `consumer` needs) are
+// carried into the next step instead (dropped as carried here, written there
+// with their keys, versions and what each consumer has taken of them).
 struct SealWhen {
   std::string consumer;
   int64_t groups = 0;
   bool carry = false;
+  std::vector<std::string> carry_columns;
 
   bool operator==(const SealWhen&) const = default;
 };

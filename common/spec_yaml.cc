@@ -361,7 +361,8 @@ absl::Status ParseSealWhen(const YAML::Node& node, const std::string& path,
   return ReadFields(node, path,
                     {{"consumer", Into(&when.consumer), /*required=*/true},
                      {"groups", Into(&when.groups), /*required=*/true},
-                     {"carry", Into(&when.carry)}});
+                     {"carry", Into(&when.carry)},
+                     {"carry_columns", Into(&when.carry_columns)}});
 }
 
 absl::Status ParseDock(const YAML::Node& node, const std::string& path,

@@ -5,6 +5,7 @@ the filtered ones, seal each step at B valid groups, train on exactly those.
     PYTHONPATH=build/python .venv/bin/python examples/dapo_pipeline.py
     ... --steps 3 --groups 8 --n 4 --time_scale 0 --quiet    # a second or two
     ... --server HOST:PORT                                    # a running server
+    ... --carry             # valid groups past a step's target go to the next step
 
 It starts tdock-server on a free loopback port (unless --server is given) and
 creates a dock of --groups prompts x --n samples per step with room for
@@ -25,14 +26,19 @@ role on tdock.aio:
                  groups that passed the filter, so the dock seals the step
                  at the B-th such group and drops every other group as
                  `surplus`: rollouts still running find their Put refused
-                 and move to the next step.
+                 and move to the next step. With --carry (`seal_when.carry`)
+                 the valid groups past the target are carried into the next
+                 step instead of thrown away, and count toward its target.
 
 Every value is a deterministic function of (--seed, step, prompt, sample).
 Checked at the end (exit status 1 otherwise): every row trained on belongs to
 a group that did not fail and whose rewards vary, with the advantages
-recomputed here; each step trained on exactly B whole groups; no failed
-group reached the reward role; no Get waited past --wait seconds (a step
-never waits for a dropped or never-written row); every step was released.
+recomputed here; each step trained on exactly B whole groups (with --carry:
+at least as many as its own valid groups, up to B, and no group twice); no
+failed group reached the reward role; no Get waited past --wait seconds (a
+step never waits for a dropped or never-written row); every step was
+released (with --carry, but the one after the last, which holds what the
+last carried).
 """
 
 from __future__ import annotations
@@ -100,13 +106,19 @@ def dock_spec(args) -> dict:
                     "rewards": {"dtype": "float32", "max_len": 1},
                     "advantages": {"dtype": "float32", "max_len": 1}},
         "consumers": {
+            # A lease: with --carry, a group the reward role is scoring stays
+            # in its step (only groups nobody is working on are carried).
             "reward": {"columns": ["prompt_ids", "response_ids", "uid"], "whole_groups": True,
-                       "dispatch_size": args.n},
+                       "dispatch_size": args.n, "lease_ms": 600_000},
             "actor_update": {"columns": ["prompt_ids", "response_ids", "uid", "advantages"],
                              "whole_groups": True, "policy": "balanced", "dp_size": args.dp,
                              "dispatch_size": args.groups * args.n // args.dp,
                              "micro_batch": {"max_tokens": 4096}}},
-        "seal_when": {"consumer": "actor_update", "groups": args.groups},
+        # With --carry, finished rollouts past the target (scored or not) go
+        # on to the next step.
+        "seal_when": {"consumer": "actor_update", "groups": args.groups, "carry": args.carry,
+                      "carry_columns": ["prompt_ids", "response_ids", "uid"] if args.carry
+                      else []},
     }
 
 
@@ -188,21 +200,27 @@ class Run:
         for step in range(self.args.steps):
             async for batch in self.dock.iter("reward", step=step, wait=self.args.wait):
                 g = int(batch.rows[0]) // self.args.n
-                p = int(batch.cell("uid", 0).split("p")[1])
-                self.reward_saw.add((step, p))
-                rewards = self.plan.rewards(step, p)
+                # The step the group was generated for (an earlier one if it
+                # was carried), and its prompt.
+                t, p = (int(x) for x in batch.cell("uid", 0)[1:].split("p"))
+                self.reward_saw.add((t, p))
+                rewards = self.plan.rewards(t, p)
+                filtered = rewards.std() == 0
                 await self.sleep(0.01)
                 try:
-                    await self.dock.put(step, batch.rows, {"rewards": [[r] for r in rewards]})
-                    if rewards.std() == 0:
+                    await self.dock.put(step, batch.rows, {"rewards": [[r] for r in rewards]},
+                                        ack=batch if filtered else False)
+                    if filtered:
                         await self.dock.drop(step, groups=[g], reason="filtered")
                         self.log[step]["filtered"] += 1
                         continue
                     await self.dock.put(step, batch.rows,
-                                        {"advantages": [[a] for a in advantages(rewards)]})
+                                        {"advantages": [[a] for a in advantages(rewards)]},
+                                        ack=batch)
                     self.log[step]["valid"] += 1
                 except tdock.errors.FailedPrecondition as e:
-                    if e.drop_reason != "surplus":  # sealed meanwhile: not needed
+                    # Sealed meanwhile: not needed (its lease ended with it).
+                    if e.drop_reason != "surplus" and not isinstance(e, tdock.errors.LeaseEnded):
                         self.fail(f"reward step {step} prompt {p}: {e}")
 
     # ---- actor update
@@ -217,24 +235,32 @@ class Run:
 
     def check(self, status) -> None:
         n = self.args.n
+        seen = set()  # (step generated for, prompt) trained on
         for step in range(self.args.steps):
-            groups = defaultdict(list)  # prompt -> [(row, sample, advantage)]
+            groups = defaultdict(list)  # (step generated for, prompt) -> [(row, sample, adv)]
             for row, key, uid, adv in self.trained[step]:
-                p, i = (int(x) for x in key.split("p")[1].split("i"))
-                groups[p].append((row, i, adv))
-                if uid != f"s{step}p{p}":
+                origin, rest = key[1:].split("p")
+                t = int(origin)
+                p, i = (int(x) for x in rest.split("i"))
+                groups[t, p].append((row, i, adv))
+                if uid != f"s{t}p{p}" or t > step or (t != step and not self.args.carry):
                     self.fail(f"step {step} row {row}: uid {uid!r}, key {key!r}")
             # B groups, or every valid one when fewer passed: the step then
-            # ends once every group is written or dropped.
-            want = min(self.args.groups,
-                       sum(self.plan.valid(step, p) for p in range(self.capacity)))
-            if len(groups) != want:
+            # ends once every group is written or dropped. Carried groups
+            # from the step before may add to its own.
+            own = sum(self.plan.valid(step, p) for p in range(self.capacity))
+            want = min(self.args.groups, own)
+            if len(groups) != want and not (self.args.carry and
+                                            want <= len(groups) <= self.args.groups):
                 self.fail(f"step {step}: trained on {len(groups)} groups, not {want}")
-            for p, rows in groups.items():
-                rewards = self.plan.rewards(step, p)
-                if not self.plan.valid(step, p):
-                    self.fail(f"step {step}: trained on prompt {p}, which "
-                              f"{'failed' if self.plan.failed(step, p) else 'was filtered'}")
+            for (t, p), rows in groups.items():
+                if (t, p) in seen:
+                    self.fail(f"step {step}: prompt {p} of step {t} trained on twice")
+                seen.add((t, p))
+                rewards = self.plan.rewards(t, p)
+                if not self.plan.valid(t, p):
+                    self.fail(f"step {step}: trained on prompt {p} of step {t}, which "
+                              f"{'failed' if self.plan.failed(t, p) else 'was filtered'}")
                     continue
                 g = rows[0][0] // n
                 if sorted((r, i) for r, i, _ in rows) != [(g * n + i, i) for i in range(n)]:
@@ -243,11 +269,16 @@ class Run:
                 for row, i, adv in rows:
                     if abs(adv - want[i]) > 1e-5:
                         self.fail(f"step {step} row {row}: advantage {adv}")
+            self.log[step]["trained"] = len(groups)
+            self.log[step]["carried in"] = sum(t != step for t, _ in groups)
             for p in range(self.capacity):
                 if self.plan.failed(step, p) and (step, p) in self.reward_saw:
                     self.fail(f"step {step}: failed prompt {p} reached the reward role")
-        if status.steps:
-            self.fail(f"steps left live: {[s.step for s in status.steps]}")
+        # With --carry the step after the last holds what the last carried.
+        left = [s.step for s in status.steps
+                if not (self.args.carry and s.step == self.args.steps)]
+        if left:
+            self.fail(f"steps left live: {left}")
 
     async def main(self) -> float:
         start = time.monotonic()
@@ -261,12 +292,11 @@ class Run:
 
 def report(run: Run, status, seconds: float) -> None:
     print(f"{'step':>4} {'generated':>9} {'failed':>6} {'filtered':>8} {'valid':>5} "
-          f"{'trained':>7}")
+          f"{'trained':>7} {'carried in':>10}")
     for step in range(run.args.steps):
         log = run.log[step]
-        trained = len({uid for _, _, uid, _ in run.trained[step]})
         print(f"{step:>4} {log['generated']:>9} {log['failed']:>6} {log['filtered']:>8} "
-              f"{log['valid']:>5} {trained:>7}")
+              f"{log['valid']:>5} {log['trained']:>7} {log['carried in']:>10}")
     print(f"rows dropped by reason: {status.dropped}; {seconds:.2f} s")
 
 
@@ -310,6 +340,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--dock", default=f"dapo-{os.getpid()}")
     ap.add_argument("--keep_dock", action="store_true")
     ap.add_argument("--quiet", action="store_true", help="no table, just the verdict")
+    ap.add_argument("--carry", action="store_true",
+                    help="seal_when.carry: valid groups past a step's target go to the next step")
     args = ap.parse_args(argv)
     if args.groups * args.n % args.dp:
         ap.error("--groups x --n must divide by --dp")

@@ -40,9 +40,16 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
   std::vector<const ConsumerState*> states;
   std::vector<std::set<int64_t>> open_units(plans.size());
   std::vector<bool> unsettled(plans.size(), false);
+  // A hand-out whose record is in flight may fail and give its units back:
+  // while there is one, no unit taken counts as settled.
+  const bool handouts_in_flight = part.unrecorded_handouts().load(std::memory_order_acquire) > 0;
   for (const ConsumerPlan& plan : plans) {
     ConsumerState& state = part.consumer(mu_, plan.index);
     states.push_back(&state);
+    if (handouts_in_flight) {
+      unsettled[plan.index] = true;
+      continue;
+    }
     if (plan.policy == Policy::kBalanced) {
       tdock::MutexLock rounds(&state.book.mu());
       unsettled[plan.index] = state.book.forming() || !state.book.AllDone() ||
@@ -53,9 +60,15 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
       }
     }
   }
+  // The columns a group must have: carry_columns, or the sealer's.
+  std::vector<int> needed = sealer.columns;
+  if (!seal_when_->carry_columns.empty()) {
+    needed.clear();
+    for (const std::string& name : seal_when_->carry_columns) needed.push_back(ColumnIndex(name));
+  }
   auto carriable = [&](int64_t g) {
     if (part.live_rows(g) == 0) return false;
-    for (int c : sealer.columns) {
+    for (int c : needed) {
       if (!part.column(c).group_ready.Test(g)) return false;
     }
     for (const ConsumerPlan& plan : plans) {
@@ -111,6 +124,56 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
   return carry;
 }
 
+void DockImpl::HoldCarryLocked(Partition& part, const DockJournal::DropRecord& record) {
+  Partition::Carry carry{record.carry, record.carry_taken, {}, /*recorded=*/false,
+                         /*carrying=*/false};
+  for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
+    ConsumerState& state = part.consumer(mu_, plan.index);
+    ConsumerUnits units{plan.index, {}};
+    for (int64_t row : record.carry) {
+      const int64_t unit = plan.whole_groups ? row / group_size_ : row;
+      if (!units.units.empty() && units.units.back() == unit) continue;
+      // Taken units are set already: only the others are claimed here.
+      if (state.consumed.Claim(unit >> 6, uint64_t{1} << (unit & 63)) != 0) {
+        units.units.push_back(unit);
+      }
+    }
+    if (!units.units.empty()) carry.claimed.push_back(std::move(units));
+  }
+  part.carry(mu_) = std::move(carry);
+}
+
+int64_t DockImpl::ApplyCarryLocked(Partition& part, const DockJournal::DropRecord& record) {
+  Partition::Carry& carry = part.carry(mu_);
+  // A row a Drop recorded before the seal took out is not carried.
+  std::vector<int64_t> rows;
+  for (int64_t row : record.carry) {
+    if (!part.dropped(row)) rows.push_back(row);
+  }
+  const int64_t dropped = ApplyDropLocked({record.step, rows, DropReason::kCarried});
+  // The units claimed for the consumers that had not taken them are done
+  // here (the drop counted none of them: they were claimed).
+  for (const ConsumerUnits& units : carry.claimed) {
+    const ConsumerPlan& plan = consumers_.plan(mu_, units.consumer);
+    // acq_rel: as the claimers' increments.
+    part.consumer(mu_, plan.index)
+        .consumed_rows.fetch_add(
+            static_cast<int64_t>(units.units.size()) * (plan.whole_groups ? group_size_ : 1),
+            std::memory_order_acq_rel);
+  }
+  carry.rows = std::move(rows);
+  carry.claimed.clear();
+  carry.recorded = true;
+  return dropped;
+}
+
+void DockImpl::DropCarryLocked(Partition& part) {
+  for (const ConsumerUnits& units : part.carry(mu_).claimed) {
+    GiveBackLocked(part, consumers_.plan(mu_, units.consumer), units.units, /*counted=*/false);
+  }
+  part.carry(mu_) = {};
+}
+
 void DockImpl::CarryForward(int64_t step) {
   PutInput in;
   std::shared_ptr<const void> pin;  // the cells the Put's columns view
@@ -119,7 +182,7 @@ void DockImpl::CarryForward(int64_t step) {
     if (!ring_.Holds(mu_, step)) return;
     Partition& part = ring_.Of(step);
     Partition::Carry& carry = part.carry(mu_);
-    if (carry.rows.empty() || carry.carrying) return;
+    if (carry.rows.empty() || !carry.recorded || carry.carrying) return;
     carry.carrying = true;
     // The columns every carried row has.
     std::vector<int> columns;
@@ -172,19 +235,49 @@ void DockImpl::CarryForward(int64_t step) {
 }
 
 void DockImpl::EndCarry(int64_t step, const absl::Status& status) {
-  // Not stored (the journal failed, or the dock is stopping): owed still.
-  const bool again = absl::IsUnavailable(status);
+  if (waiters_.shutting_down()) return;  // owed still: a restart writes it
+  bool again = false;
   {
     tdock::MutexLock lock(&mu_);
     if (!ring_.Holds(mu_, step)) return;
-    Partition::Carry& carry = ring_.Of(step).carry(mu_);
-    carry.carrying = false;
-    if (!again) carry = {};
+    // Owed still: the write was not stored (the journal failed), or the next
+    // step was being sealed (if that seal is not stored, it takes new rows).
+    again = absl::IsUnavailable(status) ||
+            (absl::IsFailedPrecondition(status) && ring_.Holds(mu_, step + 1) &&
+             !ring_.Of(step + 1).sealed(mu_));
+    ring_.Of(step).carry(mu_).carrying = false;
+    if (status.ok()) ring_.Of(step).carry(mu_) = {};
   }
-  if (!again) {
+  if (status.ok()) {
     MaybeAutoRelease(step);
+    MaybeAutoRelease(step + 1);  // its consumers may have had every row done
     return;
   }
+  if (again) {
+    CarryAgainSoon();
+    return;
+  }
+  // Refused for good: the debt ends, recorded, so that a restart does not
+  // write what the next step refused.
+  commit_.Commit(
+      [step](DockJournal& journal, DockJournal::Done stored) {
+        journal.CarryEnded(step, std::move(stored));
+      },
+      [this, step](absl::Status stored) {
+        if (!stored.ok()) {
+          CarryAgainSoon();  // tried again, refused again, recorded then
+          return;
+        }
+        {
+          tdock::MutexLock lock(&mu_);
+          if (!ring_.Holds(mu_, step)) return;
+          ring_.Of(step).carry(mu_) = {};
+        }
+        MaybeAutoRelease(step);
+      });
+}
+
+void DockImpl::CarryAgainSoon() {
   const absl::Time at = limits_.clock->Now() + kCarryRetryInterval;
   retries_.Ask(RetryTimes::kOrphans, at);
   alarm_->RingAt(at);
@@ -209,18 +302,26 @@ absl::Status DockImpl::RecoverCarry(int64_t step, std::vector<int64_t> rows,
   if (ring_.Classify(mu_, step) != StepState::kLive) return absl::OkStatus();
   Partition& part = ring_.Of(step);
   for (int64_t row : rows) {
-    if (row < 0 || row >= rows_per_step_ || part.drop_reason(mu_, row) != DropReason::kCarried) {
-      return absl::DataLossError(absl::StrCat(
-          Where(step), ": the rows to carry name row ", row, ", which was not dropped as carried"));
+    if (row < 0 || row >= rows_per_step_) {
+      return absl::DataLossError(
+          absl::StrCat(Where(step), ": the rows to carry name row ", row));
     }
   }
+  // As the seal's apply did: a row a Drop recorded before it took out is
+  // not carried.
+  std::vector<int64_t> carried;
+  for (int64_t row : rows) {
+    if (part.drop_reason(mu_, row) == DropReason::kCarried) carried.push_back(row);
+  }
+  rows = std::move(carried);
   for (const ConsumerUnits& units : taken) {
     if (units.consumer < 0 || units.consumer >= static_cast<int>(consumers_.plans(mu_).size())) {
       return absl::DataLossError(absl::StrCat(Where(step), ": the rows to carry name consumer #",
                                               units.consumer, ", which does not exist"));
     }
   }
-  part.carry(mu_) = {std::move(rows), std::move(taken), /*carrying=*/false};
+  part.carry(mu_) = {std::move(rows), std::move(taken), {}, /*recorded=*/true,
+                     /*carrying=*/false};
   return absl::OkStatus();
 }
 

@@ -190,10 +190,15 @@ void DockImpl::RecordAndApplyDrop(DockJournal::DropRecord record, bool in_flight
         EndDropInFlightLocked(record);  // a Seal's rows take Puts again
       }
       if (record.seal && record.reason == DropReason::kSurplus) {
-        // seal_when's record failed: the next Put decides again.
+        // seal_when's record failed: the next Put decides again; what it
+        // would have carried stays.
         tdock::MutexLock lock(&mu_);
-        if (ring_.Holds(mu_, record.step)) ring_.Of(record.step).set_seal_pending(mu_, false);
+        if (ring_.Holds(mu_, record.step)) {
+          ring_.Of(record.step).set_seal_pending(mu_, false);
+          if (!record.carry.empty()) DropCarryLocked(ring_.Of(record.step));
+        }
       }
+      if (!record.carry.empty()) WakeGets({});  // its rows may be taken again
       std::move(done)(absl::UnavailableError(absl::StrCat(
           Where(record.step), ": ", what, " not stored (", stored.message(), ")")));
       return;
@@ -247,11 +252,8 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
   }
   ForgetKeysOfRowsLocked(part, record.rows);  // a dropped row's key is free
   if (dropped > 0) EndDroppedLeasesLocked(part);
-  if (!record.carry.empty()) {
-    // Owed to the next step from now on (CarryForward).
-    dropped += ApplyDropLocked({record.step, record.carry, DropReason::kCarried});
-    part.carry(mu_) = {record.carry, record.carry_taken, /*carrying=*/false};
-  }
+  // Owed to the next step from now on (CarryForward).
+  if (!record.carry.empty()) dropped += ApplyCarryLocked(part, record);
   return dropped;
 }
 

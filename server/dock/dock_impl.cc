@@ -108,6 +108,14 @@ void DockImpl::ReleaseStep(int64_t step, StatusCallback done) {
       std::move(done)(NotLiveLocked(step));
       return;
     }
+    if (ring_.Of(step).carry_pending(mu_)) {
+      // Released now, a crash before the carry is written would lose it.
+      std::move(done)(absl::FailedPreconditionError(absl::StrCat(
+          Where(step), " owes the groups its seal carried to step ", step + 1,
+          ": it can be released once they are written there (when step ", step + 1,
+          " can start)")));
+      return;
+    }
     ring_.Of(step).set_releasing(mu_, true);  // released once recorded
   }
   commit_.Commit(

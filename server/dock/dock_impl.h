@@ -432,6 +432,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // its partition); a no-op unless some are owed and none is being written.
   void CarryForward(int64_t step);
   void EndCarry(int64_t step, const absl::Status& status);
+  void CarryAgainSoon();  // from the alarm
+  // The seal's decision to carry `record.carry`: held on the partition (the
+  // units the consumers had not taken claimed for them) until its record is
+  // stored (ApplyCarryLocked: dropped as carried, those units done) or
+  // fails (DropCarryLocked: the units given back).
+  void HoldCarryLocked(Partition& part, const DockJournal::DropRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t ApplyCarryLocked(Partition& part, const DockJournal::DropRecord& record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropCarryLocked(Partition& part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The units count as done for the consumer in `part` (not handed out).
   void CountCarriedDoneLocked(Partition& part, const ConsumerPlan& plan,
                               const std::vector<int64_t>& units) ABSL_SHARED_LOCKS_REQUIRED(mu_);

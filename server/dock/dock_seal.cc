@@ -100,7 +100,10 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
                                  DropReason::kSurplus, /*seal=*/true};
-  if (seal_when_->carry) record.carry = CarryRowsLocked(part, plan, record.rows, record.carry_taken);
+  if (seal_when_->carry) {
+    record.carry = CarryRowsLocked(part, plan, record.rows, record.carry_taken);
+    if (!record.carry.empty()) HoldCarryLocked(part, record);
+  }
   part.set_seal_pending(mu_, true);  // sealed once recorded
   return record;
 }

@@ -191,7 +191,7 @@ void DockImpl::OnAlarm() {
   if (retries_.TakeDue(RetryTimes::kOrphans, now)) {
     for (int64_t step : LiveSteps()) {
       DropOrphans(step);
-      CarryForward(step);
+      CarryForward(step);  // one the next step refused while it was being sealed, say
     }
   }
   ExpireReservations(now);

@@ -145,6 +145,9 @@ class DockJournal {
 
   // The step's records can go: it was released.
   virtual void Released(int64_t step, Done done) = 0;
+  // The step owes nothing to the next any more (DropRecord::carry): the
+  // next step refused the rows for good.
+  virtual void CarryEnded(int64_t step, Done done) = 0;
   // The dock's policy version was set (recovery takes the highest stored).
   virtual void VersionSet(int64_t version, Done done) = 0;
   // The dock's spec changed (AddConsumer).

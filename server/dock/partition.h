@@ -217,10 +217,15 @@ class Partition final {
   }
   // seal_when.carry: the rows of the step (dropped as carried) still to be
   // written into the next step; the step is not released while any are.
-  // `carrying`: that write is in progress.
+  // From the seal's decision until its record is stored (`recorded`), the
+  // units of them the consumers had not taken are claimed for them
+  // (`claimed`), so that no Get takes a row being carried. `carrying`: the
+  // write is in progress.
   struct Carry {
     std::vector<int64_t> rows;  // ascending
     std::vector<ConsumerUnits> taken;  // per consumer, the units of `rows` it took here
+    std::vector<ConsumerUnits> claimed;
+    bool recorded = false;
     bool carrying = false;
   };
   Carry& carry(const tdock::Mutex& dock_mu) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dock_mu) {

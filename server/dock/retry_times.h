@@ -1,6 +1,7 @@
 // RetryTimes: when the dock's alarm tries again, per kind, what failed or
 // lost a race at a time (a stale pass-over's record, a Reserve's race with a
-// start of its step, the drop of a sealed step's orphans).
+// start of its step, the drop of a sealed step's orphans and a carry into
+// the next step: kOrphans, for both).
 //
 // Invariants: a kind's time is unset or the time asked last (a later ask
 // replaces it); TakeDue clears a due time at most once, so one alarm pass

@@ -113,6 +113,12 @@ void StoreDockJournal::Released(int64_t step, Done done) {
   Submit(std::move(batch), std::move(done));
 }
 
+void StoreDockJournal::CarryEnded(int64_t step, Done done) {
+  StoreBatch batch;
+  batch.Delete(CarryKey(dock_, step));
+  Submit(std::move(batch), std::move(done));
+}
+
 void StoreDockJournal::VersionSet(int64_t version, Done done) {
   StoreBatch batch;
   // Lower versions go; a lower one stored later keeps this one.

@@ -45,6 +45,7 @@ class StoreDockJournal final : public DockJournal {
   void Reserved(const ReservationRecord& reservation, const DropRecord* unused,
                 Done done) override;
   void Released(int64_t step, Done done) override;
+  void CarryEnded(int64_t step, Done done) override;
   void SpecChanged(const DockSpec& spec, Done done) override;
   void VersionSet(int64_t version, Done done) override;
 

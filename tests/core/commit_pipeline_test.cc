@@ -34,6 +34,7 @@ class HeldJournal final : public DockJournal {
     released.push_back(step);
     pending.push_back(std::move(done));
   }
+  void CarryEnded(int64_t, Done done) override { pending.push_back(std::move(done)); }
   void VersionSet(int64_t, Done done) override { pending.push_back(std::move(done)); }
   void SpecChanged(const DockSpec&, Done done) override { pending.push_back(std::move(done)); }
 };

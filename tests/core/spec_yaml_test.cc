@@ -107,7 +107,7 @@ consumers:
 preallocate_bytes: 1048576
 memory_limit_bytes: 8589934592
 chunk_bytes: 4194304
-seal_when: {consumer: critic, groups: 3, carry: true}
+seal_when: {consumer: critic, groups: 3, carry: true, carry_columns: [a_ids]}
 retain_steps: true
 add_columns_on_write: true
 )";
@@ -133,7 +133,7 @@ add_columns_on_write: true
   EXPECT_EQ(s.preallocate_bytes, 1 << 20);
   EXPECT_EQ(s.memory_limit_bytes, int64_t{8} << 30);
   EXPECT_EQ(s.chunk_bytes, 4 << 20);
-  EXPECT_EQ(s.seal_when, (SealWhen{"critic", 3, /*carry=*/true}));
+  EXPECT_EQ(s.seal_when, (SealWhen{"critic", 3, /*carry=*/true, {"a_ids"}}));
   EXPECT_TRUE(s.retain_steps);
   EXPECT_TRUE(s.add_columns_on_write);
 }

@@ -54,7 +54,7 @@ DockSpec SampleSpec() {
   spec.preallocate_bytes = 1 << 20;
   spec.memory_limit_bytes = int64_t{1} << 33;
   spec.chunk_bytes = 1 << 22;
-  spec.seal_when = SealWhen{"reward", 3, /*carry=*/true};
+  spec.seal_when = SealWhen{"reward", 3, /*carry=*/true, {"prompt_ids"}};
   spec.retain_steps = true;
   spec.add_columns_on_write = true;
   return spec;

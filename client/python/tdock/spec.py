@@ -169,6 +169,7 @@ def _seal_when(spec: dock_pb2.DockSpec, node: Any, path: str) -> None:
         "consumer": _setter(when, "consumer", _str),
         "groups": _setter(when, "groups", _int),
         "carry": _setter(when, "carry", _bool),
+        "carry_columns": _setter(when, "carry_columns", lambda v, p: _list(v, p, _str)),
     }, required=("consumer", "groups"))
 
 

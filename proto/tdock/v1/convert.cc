@@ -255,6 +255,9 @@ v1::DockSpec ToProto(const DockSpec& spec) {
     out.mutable_seal_when()->set_consumer(spec.seal_when->consumer);
     out.mutable_seal_when()->set_groups(spec.seal_when->groups);
     out.mutable_seal_when()->set_carry(spec.seal_when->carry);
+    for (const std::string& column : spec.seal_when->carry_columns) {
+      out.mutable_seal_when()->add_carry_columns(column);
+    }
   }
   return out;
 }
@@ -301,7 +304,9 @@ absl::StatusOr<DockSpec> FromProto(const v1::DockSpec& spec) {
   out.max_rows_per_step = spec.max_rows_per_step();
   if (spec.has_seal_when()) {
     out.seal_when = SealWhen{spec.seal_when().consumer(), spec.seal_when().groups(),
-                             spec.seal_when().carry()};
+                             spec.seal_when().carry(),
+                             {spec.seal_when().carry_columns().begin(),
+                              spec.seal_when().carry_columns().end()}};
   }
   return out;
 }
