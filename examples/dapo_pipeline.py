@@ -168,9 +168,11 @@ class Run:
             await self.dock.put(step, None, {"response_ids": [self.plan.response(step, p, i)
                                                               for i in range(n)]}, keys=keys)
             self.log[step]["generated"] += 1
-        except (tdock.errors.StepSealed, tdock.errors.StepReleased, tdock.errors.RowDropped):
-            # Sealed (no new rows join it), its rows dropped as surplus while
-            # generated, or released: the step is full.
+        except (tdock.errors.StepSealed, tdock.errors.StepReleased, tdock.errors.RowDropped,
+                tdock.errors.CapacityExceeded):
+            # Sealed (no new rows join it), its rows dropped as surplus (or
+            # carried) while generated, released, or (with --carry) its room
+            # taken by groups carried into it: the step is full.
             self.sealed[step].set()
         except tdock.errors.NotFound as e:
             # Dropped as surplus before its responses came: its keys are free,

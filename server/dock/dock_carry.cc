@@ -83,20 +83,25 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
     }
     return true;
   };
-  // One Put carries them: every row with a key or none, a version or none.
-  // A shape: bit 0 a key, bit 1 a version; -1 none seen yet.
-  int shape = -1;
+  // One Put carries them, so every carried row has the same shape: a key or
+  // none, a version or none, and the same columns written (no cell is left
+  // behind, so a consumer that took a group finds its results with it).
+  // Empty: none seen yet.
+  std::vector<char> shape;
   auto same_shape = [&](int64_t g) {
-    int group = -1;
+    std::vector<char> group;
     for (int64_t row = g * group_size_; row < (g + 1) * group_size_; ++row) {
       if (part.dropped(row)) continue;
-      const int of = (part.row_index().key(row) != nullptr ? 1 : 0) |
-                     (part.row_index().version(row) != kNoVersion ? 2 : 0);
-      if (group >= 0 && group != of) return false;
-      group = of;
+      std::vector<char> of = {part.row_index().key(row) != nullptr,
+                              part.row_index().version(row) != kNoVersion};
+      for (size_t c = 0; c < columns_.size(); ++c) {
+        of.push_back(part.ready(static_cast<int>(c), row));
+      }
+      if (!group.empty() && group != of) return false;
+      group = std::move(of);
     }
-    if (shape >= 0 && shape != group) return false;
-    shape = group;
+    if (!shape.empty() && shape != group) return false;
+    shape = std::move(group);
     return true;
   };
   std::vector<int64_t> carry, rest;
@@ -241,11 +246,12 @@ void DockImpl::EndCarry(int64_t step, const absl::Status& status) {
     tdock::MutexLock lock(&mu_);
     if (!ring_.Holds(mu_, step)) return;
     // Owed still: the write was not stored (the journal failed), or the next
-    // step was being sealed (if that seal is not stored, it takes new rows).
+    // step is being sealed (if that seal is not stored, it takes new rows).
     again = absl::IsUnavailable(status) ||
-            (absl::IsFailedPrecondition(status) && ring_.Holds(mu_, step + 1) &&
-             !ring_.Of(step + 1).sealed(mu_));
-    ring_.Of(step).carry(mu_).carrying = false;
+            (absl::IsFailedPrecondition(status) && BeingSealedLocked(step + 1));
+    // Refused for good, it stays `carrying` until the end is recorded, so
+    // that the alarm does not write it meanwhile.
+    if (status.ok() || again) ring_.Of(step).carry(mu_).carrying = false;
     if (status.ok()) ring_.Of(step).carry(mu_) = {};
   }
   if (status.ok()) {
@@ -264,17 +270,32 @@ void DockImpl::EndCarry(int64_t step, const absl::Status& status) {
         journal.CarryEnded(step, std::move(stored));
       },
       [this, step](absl::Status stored) {
-        if (!stored.ok()) {
-          CarryAgainSoon();  // tried again, refused again, recorded then
-          return;
-        }
         {
           tdock::MutexLock lock(&mu_);
           if (!ring_.Holds(mu_, step)) return;
-          ring_.Of(step).carry(mu_) = {};
+          Partition::Carry& carry = ring_.Of(step).carry(mu_);
+          // Not stored: tried again, refused again, recorded then.
+          if (stored.ok()) {
+            carry = {};
+          } else {
+            carry.carrying = false;
+          }
         }
-        MaybeAutoRelease(step);
+        if (stored.ok()) {
+          MaybeAutoRelease(step);
+        } else {
+          CarryAgainSoon();
+        }
       });
+}
+
+bool DockImpl::BeingSealedLocked(int64_t step) {
+  if (!ring_.Holds(mu_, step)) return false;
+  Partition& part = ring_.Of(step);
+  if (part.sealed(mu_)) return false;
+  if (part.seal_pending(mu_)) return true;
+  tdock::MutexLock commit(&part.row_index().mu());
+  return part.row_index().sealing();
 }
 
 void DockImpl::CarryAgainSoon() {

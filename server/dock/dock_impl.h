@@ -433,6 +433,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void CarryForward(int64_t step);
   void EndCarry(int64_t step, const absl::Status& status);
   void CarryAgainSoon();  // from the alarm
+  // A Seal or seal_when of the live `step` is being recorded.
+  bool BeingSealedLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The seal's decision to carry `record.carry`: held on the partition (the
   // units the consumers had not taken claimed for them) until its record is
   // stored (ApplyCarryLocked: dropped as carried, those units done) or

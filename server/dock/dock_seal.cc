@@ -87,7 +87,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
     tdock::ReaderMutexLock lock(&mu_);
     if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
     const Partition& part = ring_.Of(step);
-    if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
+    if (part.sealed(mu_) || part.seal_pending(mu_) || part.releasing(mu_)) return std::nullopt;
     const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
     if (CompleteGroupsLocked(part, plan, seal_when_->groups) < seal_when_->groups) {
       return std::nullopt;
@@ -96,7 +96,8 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   tdock::MutexLock lock(&mu_);
   if (ring_.Classify(mu_, step) != StepState::kLive) return std::nullopt;
   Partition& part = ring_.Of(step);
-  if (part.sealed(mu_) || part.seal_pending(mu_)) return std::nullopt;
+  // A step whose release is being recorded is done: nothing to seal.
+  if (part.sealed(mu_) || part.seal_pending(mu_) || part.releasing(mu_)) return std::nullopt;
   const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
   DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
                                  DropReason::kSurplus, /*seal=*/true};

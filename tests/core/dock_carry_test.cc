@@ -352,6 +352,23 @@ TEST(CarryTest, ARowDroppedBeforeTheSealIsStoredIsNotCarried) {
   EXPECT_TRUE(trained.end_of_step) << "rows 4 and 5 count as done for the trainer";
 }
 
+// One Put carries every group, with every cell they have: groups whose rows
+// have other columns than the first carried group's stay (surplus), so no
+// cell is left behind. Group 2 has advantages, groups 3 and 4 only prompts.
+TEST(CarryTest, GroupsWithOtherColumnsThanTheFirstCarriedAreNotCarried) {
+  DockSpec spec = CarrySpec();
+  spec.seal_when->carry_columns = {"prompt"};
+  ASSERT_OK_AND_ASSIGN(auto dock, Dock::Create(spec));
+  ASSERT_OK(PutSync(*dock, 0, Iota(0, 10), {Cells("prompt", Iota(0, 10))}));
+  ASSERT_OK(PutSync(*dock, 0, {4}, {Cells("adv", {4})}));  // group 2: half its advantages
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 5}, {Cells("adv", {0, 1, 2, 3, 5})}));
+  DockStats stats = dock->Stats();
+  EXPECT_EQ(stats.steps[0].dropped_rows[kCarried], 2) << "group 2, with its advantages";
+  EXPECT_EQ(stats.steps[0].dropped_rows[kSurplus], 6) << "groups 3 and 4 lack them; 5 is empty";
+  ASSERT_OK_AND_ASSIGN(Batch moved, dock->Read(1, {0, 1}, {"prompt", "adv"}));
+  EXPECT_EQ(RowValues<int32_t>(moved.columns[1], 1), std::vector<int32_t>(6, 5));
+}
+
 TEST(CarryTest, BadCarrySettingsAreRefusedNamingThem) {
   DockSpec spec = CarrySpec();
   spec.steps_in_flight = 1;
