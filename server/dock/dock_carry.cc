@@ -1,9 +1,10 @@
 // DockImpl's carry (SealWhen::carry): the complete groups beyond a sealed
 // step's target go into the next step instead of being dropped as surplus.
 //
-// The seal decides which groups carry (CarryRowsLocked) and its record
-// drops them as `carried` together with the step's pending carry (the rows
-// owed to the next step). The step is then not released until a Put of the
+// The seal decides which groups carry (CarryRowsLocked), and holds them
+// from Gets until its record is stored (HoldCarryLocked); that record drops
+// them as `carried` together with the step's pending carry (the rows owed to
+// the next step). The step is then not released until a Put of the
 // dock itself (CarryForward) has written them into the next step, with their
 // keys and versions, in groups of their sizes, and with, per consumer, the
 // rows it had taken in the sealed step counted done in the next: that Put's
@@ -11,9 +12,9 @@
 // pending carry and writes it again (FinishRecovery). The carry waits, as a
 // parked Put, for the next step's partition; it is refused for good if the
 // next step is sealed, released or full, or a key is taken there: the rows
-// then stay dropped as carried, and the step goes.
+// then stay dropped as carried, the end of the debt is recorded, and the step
+// goes.
 #include <algorithm>
-#include <map>
 #include <set>
 #include <utility>
 
@@ -56,7 +57,8 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
                               state.in_flight_rows.load(std::memory_order_acquire) > 0;
     } else if (state.in_flight_rows.load(std::memory_order_acquire) > 0) {
       for (const Lease& lease : leases_->InFlight(plan.index)) {
-        if (lease.step == step) open_units[plan.index].insert(lease.units.begin(), lease.units.end());
+        if (lease.step != step) continue;
+        open_units[plan.index].insert(lease.units.begin(), lease.units.end());
       }
     }
   }
@@ -120,9 +122,8 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
     ConsumerUnits units{plan.index, {}};
     for (int64_t row : carry) {
       const int64_t unit = plan.whole_groups ? row / group_size_ : row;
-      if (states[plan.index]->consumed.Test(unit) && (units.units.empty() || units.units.back() != unit)) {
-        units.units.push_back(unit);
-      }
+      if (!states[plan.index]->consumed.Test(unit)) continue;
+      if (units.units.empty() || units.units.back() != unit) units.units.push_back(unit);
     }
     if (!units.units.empty()) taken.push_back(std::move(units));
   }
@@ -212,9 +213,8 @@ void DockImpl::CarryForward(int64_t step) {
     }
     for (size_t i = 0; i < carry.rows.size();) {
       size_t end = i;
-      while (end < carry.rows.size() && carry.rows[end] / group_size_ == carry.rows[i] / group_size_) {
-        ++end;
-      }
+      const int64_t group = carry.rows[i] / group_size_;
+      while (end < carry.rows.size() && carry.rows[end] / group_size_ == group) ++end;
       in.group_sizes.push_back(static_cast<int32_t>(end - i));
       i = end;
     }
