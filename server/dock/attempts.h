@@ -105,6 +105,21 @@ struct ReserveAttempt {
   bool raced = false;  // lost races with concurrent starts of its step
 };
 
+// A hand-out taken effect (DockImpl::HandOutLocked): its lease (0: none)
+// and the rows of the step now counted done for the consumer.
+struct HandedOut {
+  uint64_t lease_id = 0;
+  int64_t done_rows = 0;
+};
+
+// A column's cells that ListRows answers: of `rows`, in order, as a view
+// valid while the step's cells are.
+struct ListedCells {
+  int column = 0;
+  std::vector<int64_t> rows;
+  PackedColumn view;
+};
+
 }  // namespace tdock::internal
 
 #endif  // TDOCK_SERVER_DOCK_ATTEMPTS_H_

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/logging.h"
 #include "common/spec.h"
@@ -47,6 +48,14 @@ class ColumnTable final {
   // REQUIRES: c below a size seen.
   const ColumnSpec& operator[](size_t c) const { return slots_[c]; }
   const ColumnSpec* begin() const { return view().begin(); }
+  // The index of the column named `name` among those there now; -1: none.
+  int IndexOf(absl::string_view name) const {
+    const absl::Span<const ColumnSpec> columns = view();
+    for (size_t c = 0; c < columns.size(); ++c) {
+      if (columns[c].name == name) return static_cast<int>(c);
+    }
+    return -1;
+  }
   const ColumnSpec* end() const { return view().end(); }
 
   // One writer at a time. REQUIRES: size() < capacity().

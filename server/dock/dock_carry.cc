@@ -66,7 +66,9 @@ std::vector<int64_t> DockImpl::CarryRowsLocked(Partition& part, const ConsumerPl
   std::vector<int> needed = sealer.columns;
   if (!seal_when_->carry_columns.empty()) {
     needed.clear();
-    for (const std::string& name : seal_when_->carry_columns) needed.push_back(ColumnIndex(name));
+    for (const std::string& name : seal_when_->carry_columns) {
+      needed.push_back(columns_.IndexOf(name));
+    }
   }
   auto carriable = [&](int64_t g) {
     if (part.live_rows(g) == 0) return false;
@@ -199,7 +201,8 @@ void DockImpl::CarryForward(int64_t step) {
         columns.push_back(static_cast<int>(c));
       }
     }
-    Batch batch = MakeBatchLocked(part, carry.rows, columns, /*with_payload=*/true);
+    Batch batch = reader_.Make(part, part.step(mu_), part.cells(mu_), carry.rows, columns,
+                               /*with_payload=*/true);
     in.step = step + 1;
     in.columns = std::move(batch.columns);
     pin = std::move(batch.pin);

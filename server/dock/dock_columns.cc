@@ -63,60 +63,7 @@ absl::StatusOr<DockSpec> DockImpl::CheckColumnsLocked(
 }
 
 absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& in) const {
-  std::vector<ColumnSpec> adding;
-  if (in.new_columns.empty() && !add_columns_on_write_) return adding;
-  const std::string where = Where(in.step);
-  if (!in.new_columns.empty() && !add_columns_on_write_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": the Put defines new_columns; the dock adds no columns on write (its spec does "
-        "not set add_columns_on_write)"));
-  }
-  if (in.new_columns.size() > columns_.capacity()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": the Put defines ", in.new_columns.size(), " new columns; a dock holds at most ",
-        columns_.capacity()));
-  }
-  const auto written = [&](const std::string& name) {
-    return std::find_if(in.columns.begin(), in.columns.end(),
-                        [&](const PackedColumn& c) { return c.name == name; });
-  };
-  for (size_t i = 0; i < in.new_columns.size(); ++i) {
-    const std::string& name = in.new_columns[i].name;
-    if (written(name) == in.columns.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": new_columns[", i, "] defines column '", name, "', which the Put does not write"));
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (in.new_columns[j].name == name) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": new_columns defines column '", name, "' twice"));
-      }
-    }
-    if (in.new_columns[i].dtype != written(name)->dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": new_columns[", i, "] defines column '", name, "' as ",
-          DTypeName(in.new_columns[i].dtype), "; the Put writes it as ",
-          DTypeName(written(name)->dtype)));
-    }
-  }
-  if (!add_columns_on_write_) return adding;
-  const absl::Span<const ColumnSpec> columns = columns_.view();
-  for (const PackedColumn& column : in.columns) {
-    const auto named = [&](const ColumnSpec& c) { return c.name == column.name; };
-    if (std::any_of(columns.begin(), columns.end(), named) ||
-        std::any_of(adding.begin(), adding.end(), named)) {
-      continue;
-    }
-    auto defined = std::find_if(in.new_columns.begin(), in.new_columns.end(), named);
-    if (defined != in.new_columns.end()) {
-      adding.push_back(*defined);
-    } else {
-      ColumnSpec plain;
-      plain.name = column.name;
-      plain.dtype = column.dtype;
-      adding.push_back(std::move(plain));
-    }
-  }
+  TDOCK_ASSIGN_OR_RETURN(std::vector<ColumnSpec> adding, checks_.ColumnsToAdd(in));
   if (adding.empty()) return adding;
   absl::StatusOr<DockSpec> checked;
   {
@@ -127,7 +74,7 @@ absl::StatusOr<std::vector<ColumnSpec>> DockImpl::ColumnsToAdd(const PutInput& i
   if (absl::IsAlreadyExists(checked.status())) return ColumnsToAdd(in);
   if (!checked.ok()) {
     return WithMessage(checked.status(),
-                       absl::StrCat(where, ": adding the columns it writes: ",
+                       absl::StrCat(Where(in.step), ": adding the columns it writes: ",
                                     checked.status().message(), "; nothing was written"));
   }
   return adding;

@@ -16,6 +16,38 @@
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
+namespace {
+
+absl::string_view ChangeName(SpecChange::Kind kind) {
+  switch (kind) {
+    case SpecChange::Kind::kAdd: return "addition";
+    case SpecChange::Kind::kRemove: return "removal";
+    case SpecChange::Kind::kJoin: return "join";
+    case SpecChange::Kind::kAddColumn: return "addition";
+  }
+  return "change";
+}
+
+// Answers the change's caller (AddColumn's once its column is done).
+void Answer(SpecChange& change, ChangeAnswer answer) {
+  if (change.kind == SpecChange::Kind::kAddColumn) {
+    if (!change.column_done) return;
+    if (!answer.status.ok()) {
+      std::move(change.column_done)(std::move(answer.status));
+    } else {
+      std::move(change.column_done)(std::move(answer.column));
+    }
+    return;
+  }
+  if (!change.done) return;
+  if (!answer.status.ok()) {
+    std::move(change.done)(std::move(answer.status));
+  } else {
+    std::move(change.done)(std::move(answer.consumer));
+  }
+}
+
+}  // namespace
 
 void DockImpl::AddConsumer(ConsumerSpec consumer, ConsumerCallback done) {
   ChangeSpec({SpecChange::Kind::kAdd, std::move(consumer), std::move(done)});
@@ -134,24 +166,6 @@ void DockImpl::FinishChange(int index, const absl::Status& stored) {
   Answer(change, std::move(answer));
 }
 
-void DockImpl::Answer(SpecChange& change, ChangeAnswer answer) {
-  if (change.kind == SpecChange::Kind::kAddColumn) {
-    if (!change.column_done) return;
-    if (!answer.status.ok()) {
-      std::move(change.column_done)(std::move(answer.status));
-    } else {
-      std::move(change.column_done)(std::move(answer.column));
-    }
-    return;
-  }
-  if (!change.done) return;
-  if (!answer.status.ok()) {
-    std::move(change.done)(std::move(answer.status));
-  } else {
-    std::move(change.done)(std::move(answer.consumer));
-  }
-}
-
 ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
                                               absl::Status status) const {
   ChangeAnswer answer;
@@ -162,16 +176,6 @@ ChangeAnswer DockImpl::AnswerLocked(SpecChange::Kind kind, int index,
     answer.consumer = consumers_.spec(mu_).consumers[index];
   }
   return answer;
-}
-
-absl::string_view DockImpl::ChangeName(SpecChange::Kind kind) {
-  switch (kind) {
-    case SpecChange::Kind::kAdd: return "addition";
-    case SpecChange::Kind::kRemove: return "removal";
-    case SpecChange::Kind::kJoin: return "join";
-    case SpecChange::Kind::kAddColumn: return "addition";
-  }
-  return "change";
 }
 
 absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
@@ -282,32 +286,6 @@ absl::Status DockImpl::ConsumerGoneLocked(const ConsumerPlan& plan) const {
   return absl::OkStatus();
 }
 
-void DockImpl::OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
-  auto omit = [&](auto& per_consumer) {
-    size_t kept = 0;
-    for (size_t k = 0; k < per_consumer.size(); ++k) {
-      if (k < removed.size() && removed[k]) continue;
-      if (kept != k) per_consumer[kept] = std::move(per_consumer[k]);
-      ++kept;
-    }
-    per_consumer.resize(kept);
-  };
-  omit(stats.consumers);
-  omit(stats.waiters);
-  omit(stats.rows_handed_out_total);
-  omit(stats.lease_ms);
-  omit(stats.leases_in_flight);
-  omit(stats.rows_in_flight);
-  omit(stats.lease_expiries_total);
-  omit(stats.lease_nacks_total);
-  omit(stats.rows_returned_total);
-  omit(stats.staleness);
-  for (StepStats& step : stats.steps) {
-    omit(step.consumed_rows);
-    omit(step.available_rows);
-  }
-}
-
 absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer) const {
   TDOCK_RETURN_IF_ERROR(CheckNoServerState(name_, consumer));
   TDOCK_ASSIGN_OR_RETURN(consumer, NormalizeConsumer(consumers_.spec(mu_), std::move(consumer)));
@@ -334,7 +312,7 @@ absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer
     for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       for (int64_t row = 0; row < rows_per_step_; ++row) {
-        const int64_t tokens = TokenCountLocked(*part, row);
+        const int64_t tokens = reader_.Tokens(*part, row);
         if (consumer.micro_batch->RowLoad(tokens) > consumer.micro_batch->max_tokens) {
           return absl::InvalidArgumentError(absl::StrCat(
               Where(part->step(mu_)), ": row ", row, " has ", tokens,
@@ -359,6 +337,16 @@ void DockImpl::AddConsumerLocked(const ConsumerSpec& consumer) {
       if (part->dropped(row)) CountDroppedLocked(*part, plan, row);
     }
   }
+}
+
+absl::Status DockImpl::CheckWrittenFitLocked(const ConsumerPlan& plan) const {
+  for (const auto& part : ring_.partitions()) {
+    if (!part->live(mu_)) continue;
+    if (absl::Status fits = sizes_.CheckWritten(*part, plan); !fits.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(Where(part->step(mu_)), ": ", fits.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tdock::internal

@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::SealRowsLocked(const SealInput& i
   }
   std::vector<int> required;
   for (const std::string& name : in.required_columns) {
-    const int c = ColumnIndex(name);
+    const int c = columns_.IndexOf(name);
     if (c < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(Where(in.step), ": seal: required column '", name, "' is unknown"));
@@ -344,7 +344,7 @@ RoundShare DockImpl::LiveShareLocked(const Partition& part, const RoundShare& sh
       if (part.dropped(row)) continue;
       if (repeats) live.repeats.push_back(static_cast<int64_t>(live.rows.size()));
       live.rows.push_back(row);
-      info.tokens += TokenCountLocked(part, row);
+      info.tokens += reader_.Tokens(part, row);
     }
     info.end = static_cast<int64_t>(live.rows.size());
     // A padded budget counts rows x padded length, else the real tokens.

@@ -173,7 +173,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
       continue;  // others won some rows; look again
     }
     // No more than one response carries: the rest goes back at once.
-    if (const size_t fit = FittingUnitsLocked(part, plan, claimed); fit < claimed.size()) {
+    if (const size_t fit = sizes_.FittingUnits(part, plan, claimed); fit < claimed.size()) {
       const std::vector<int64_t> rest(claimed.begin() + static_cast<ptrdiff_t>(fit),
                                       claimed.end());
       claimed.resize(fit);
@@ -213,8 +213,8 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     const auto [lease_id, total] = HandOutLocked(
         part, plan, in.rank, std::move(claimed), static_cast<int64_t>(rows.size()),
         plan.lease > absl::ZeroDuration() ? std::optional<uint64_t>(0) : std::nullopt);
-    Batch batch = MakeBatchLocked(part, std::move(rows), plan.columns,
-                                  !in.metadata_only);
+    Batch batch = reader_.Make(part, part.step(mu_), part.cells(mu_), std::move(rows),
+                               plan.columns, !in.metadata_only);
     if (lease_id != 0) {
       batch.lease_id = lease_id;
       batch.lease = plan.lease;
@@ -237,7 +237,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   return attempt;
 }
 
-DockImpl::HandedOut DockImpl::HandOutLocked(Partition& part, const ConsumerPlan& plan,
+HandedOut DockImpl::HandOutLocked(Partition& part, const ConsumerPlan& plan,
                                             int32_t rank, std::vector<int64_t> units,
                                             int64_t rows, std::optional<uint64_t> lease) {
   ConsumerState& state = part.consumer(mu_, plan.index);
@@ -254,30 +254,6 @@ DockImpl::HandedOut DockImpl::HandOutLocked(Partition& part, const ConsumerPlan&
   // acq_rel: exactly one claimer sees the total reach the step's rows.
   out.done_rows = state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel) + counted;
   return out;
-}
-
-Batch DockImpl::MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
-                                const std::vector<int>& columns,
-                                bool with_payload) const {
-  Batch batch;
-  batch.step = part.step(mu_);
-  AddKeysLocked(part, rows, batch);
-  AddVersionsLocked(part, rows, batch);
-  batch.token_counts.reserve(rows.size());
-  for (int64_t row : rows) batch.token_counts.push_back(TokenCountLocked(part, row));
-  if (with_payload) {
-    const std::shared_ptr<StepCells>& cells = part.cells(mu_);
-    batch.pin = cells;
-    for (int c : columns) {
-      PackedColumn view;
-      view.name = columns_[c].name;
-      view.dtype = columns_[c].dtype;
-      cells->Read(part.column(c).cells.get(), rows, columns_[c].item_bytes(), view);
-      batch.columns.push_back(std::move(view));
-    }
-  }
-  batch.rows = std::move(rows);
-  return batch;
 }
 
 void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {

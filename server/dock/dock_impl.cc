@@ -22,6 +22,34 @@ std::vector<ConsumerShape> ShapesOf(const DockSpec& spec) {
   return shapes;
 }
 
+// Takes the consumers `removed` out of the per-consumer fields of `stats`
+// (built over every consumer, in spec order).
+void OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
+  auto omit = [&](auto& per_consumer) {
+    size_t kept = 0;
+    for (size_t k = 0; k < per_consumer.size(); ++k) {
+      if (k < removed.size() && removed[k]) continue;
+      if (kept != k) per_consumer[kept] = std::move(per_consumer[k]);
+      ++kept;
+    }
+    per_consumer.resize(kept);
+  };
+  omit(stats.consumers);
+  omit(stats.waiters);
+  omit(stats.rows_handed_out_total);
+  omit(stats.lease_ms);
+  omit(stats.leases_in_flight);
+  omit(stats.rows_in_flight);
+  omit(stats.lease_expiries_total);
+  omit(stats.lease_nacks_total);
+  omit(stats.rows_returned_total);
+  omit(stats.staleness);
+  for (StepStats& step : stats.steps) {
+    omit(step.consumed_rows);
+    omit(step.available_rows);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
@@ -45,9 +73,10 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       rows_per_step_(spec.rows_per_step()),
       group_size_(spec.n_samples_per_prompt),
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
-      length_columns_(ResolveColumns(spec, spec.length_columns)),
+      checks_(name_, rows_per_step_, group_size_, spec.add_columns_on_write, columns_, version_),
+      sizes_(columns_, rows_per_step_, group_size_, limits.max_batch_bytes),
+      reader_(columns_, ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
-      add_columns_on_write_(spec.add_columns_on_write),
       store_(std::make_unique<LocalCellStore>(spec.chunk_bytes, spec.memory_limit_bytes,
                                               spec.preallocate_bytes)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,
@@ -74,16 +103,18 @@ DockSpec DockImpl::spec() const {
   return consumers_.spec(mu_);
 }
 
-std::string DockImpl::Where(int64_t step) const {
-  return absl::StrCat("dock '", name_, "' step ", step);
-}
+std::string DockImpl::Where(int64_t step) const { return checks_.Where(step); }
 
 std::vector<int64_t> DockImpl::LiveSteps() const {
   tdock::ReaderMutexLock lock(&mu_);
   return ring_.LiveSteps(mu_);
 }
 
-std::shared_ptr<StepCells> DockImpl::ReleasePartitionLocked(Partition& part) {
+std::shared_ptr<StepCells> DockImpl::ApplyReleaseLocked(Partition& part, int64_t step) {
+  if (!part.live(mu_) || part.step(mu_) != step) {
+    part.MarkReleased(mu_, step);
+    return nullptr;
+  }
   ring_.CountReleased(mu_, part, static_cast<int>(columns_.size()));
   consumers_.AddReleased(mu_, part);
   leases_->DropStep(part.step(mu_));
@@ -187,7 +218,7 @@ void DockImpl::FinishRelease(int64_t step, const absl::Status& stored, StatusCal
     Partition& part = ring_.Of(step);
     if (part.live(mu_) && part.step(mu_) == step && part.releasing(mu_)) {
       if (stored.ok()) {
-        cells = ReleasePartitionLocked(part);
+        cells = ApplyReleaseLocked(part, step);
         released = true;
       } else {
         // Not recorded: the step stays live; a Put waiting for its
@@ -312,10 +343,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
                                      const std::vector<std::string>& names) {
   std::vector<int> columns;
   for (const std::string& name : names) {
-    int c = -1;
-    for (size_t i = 0; i < columns_.size(); ++i) {
-      if (columns_[i].name == name) c = static_cast<int>(i);
-    }
+    const int c = columns_.IndexOf(name);
     if (c < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(Where(step), ": column '", name, "' is unknown"));
@@ -347,7 +375,7 @@ absl::StatusOr<Batch> DockImpl::Read(int64_t step,
       }
     }
   }
-  return MakeBatchLocked(part, rows, columns, /*with_payload=*/true);
+  return reader_.Make(part, part.step(mu_), part.cells(mu_), rows, columns, /*with_payload=*/true);
 }
 
 void DockImpl::Shutdown() {

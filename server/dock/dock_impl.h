@@ -2,10 +2,12 @@
 // contract): orchestration over the state classes. Split over dock_impl.cc
 // (creation, status, release), dock_put.cc, dock_get.cc, dock_rounds.cc,
 // dock_leases.cc, dock_waiters.cc, dock_consumers.cc, dock_columns.cc,
-// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_carry.cc, dock_sizes.cc, dock_validate.cc
-// (a Put's checks), dock_reservations.cc, dock_reservation_rows.cc,
-// dock_journal.cc and dock_recovery.cc. The classes it works over, what each
-// owns, the lock order and how a wake-up is never lost: docs/architecture.md.
+// dock_keys.cc, dock_drops.cc, dock_seal.cc, dock_carry.cc,
+// dock_reservations.cc, dock_reservation_rows.cc, dock_staleness.cc,
+// dock_versions.cc, dock_journal.cc and dock_recovery.cc. The classes it
+// works over (a call's checks in PutChecks, response sizes in ResponseSizes,
+// batches in RowReader), what each owns, the lock order and how a wake-up is
+// never lost: docs/architecture.md.
 #ifndef TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 #define TDOCK_SERVER_DOCK_DOCK_IMPL_H_
 
@@ -35,9 +37,12 @@
 #include "server/dock/leases.h"
 #include "server/dock/partition.h"
 #include "server/dock/policy_version.h"
+#include "server/dock/put_checks.h"
 #include "server/dock/reservation_table.h"
+#include "server/dock/response_sizes.h"
 #include "server/dock/retry_times.h"
 #include "server/dock/round_dispatcher.h"
+#include "server/dock/row_reader.h"
 #include "server/dock/sampler.h"
 #include "server/dock/step_ring.h"
 #include "server/dock/types.h"
@@ -90,7 +95,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   DockStats Stats() const;
   void Shutdown();
 
-  // Recovery (dock_journal.cc), for DockRecovery: before serving.
+  // Recovery (dock_journal.cc, dock_recovery.cc), for DockRecovery: before
+  // serving.
   void AttachJournal(std::shared_ptr<DockJournal> journal);
   absl::Status RecoverReleased(int64_t step);
   absl::Status RecoverHandOut(const DockJournal::HandOut& handout);
@@ -115,14 +121,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // joins of optional consumers, one at a time in the order asked: the first
   // of the ConsumerTable's queue is checked, recorded (with a journal), then
   // applied.
-  static void Answer(SpecChange& change, ChangeAnswer answer);
   void ChangeSpec(SpecChange change);
   // Checks and applies (or starts recording) changes until one is recorded.
   void NextChange();
   // The record of the first change came back: apply it, or answer why not
   // (the caller goes on with the next).
   void FinishChange(int index, const absl::Status& stored);
-  static absl::string_view ChangeName(SpecChange::Kind kind);
   // The spec after `change`, and the index of its consumer; or why it
   // cannot be made.
   absl::StatusOr<DockSpec> CheckChangeLocked(const SpecChange& change, int* index) const
@@ -136,8 +140,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   absl::StatusOr<DockSpec> CheckColumnsLocked(absl::Span<const ColumnSpec> columns) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // add_columns_on_write: the columns `in` writes that the dock lacks, as
-  // they would be added (from in.new_columns, else name and dtype); or why
-  // the Put's definitions are refused.
+  // they would be added (PutChecks::ColumnsToAdd), if they fit the spec.
   absl::StatusOr<std::vector<ColumnSpec>> ColumnsToAdd(const PutInput& in) const;
   // Adds `adding` (one at a time, each recorded), then writes the Put; a
   // column added meanwhile by another Put is taken as it is.
@@ -147,9 +150,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // An optional consumer's first Get: joins it (with a journal, once the
   // join is recorded; its Gets wait for that).
   void RequestJoin(const ConsumerPlan& plan);
-  // Takes the consumers `removed` out of the per-consumer fields of `stats`
-  // (built over every consumer, in spec order).
-  static void OmitRemoved(const std::vector<bool>& removed, DockStats& stats);
   // The consumer's index if it exists and has leases, else why not.
   absl::StatusOr<int> LeasingConsumerLocked(const std::string& consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -204,17 +204,8 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // released when it was.
   absl::Status NotLiveLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // ---- Put (dock_put.cc)
-  // `adding`: columns the Put adds first (ColumnsToAdd), checked with it.
-  absl::Status ValidatePut(const PutInput& in, absl::Span<const ColumnSpec> adding = {}) const;
-  // group_sizes: only for assigned rows, each in [1, n], adding up to them.
-  absl::Status ValidateGroupSizes(const PutInput& in) const;
-  // ---- Versions (dock_versions.cc)
-  // versions: none, one for all rows, or one per row; none negative.
-  absl::Status ValidateVersions(const PutInput& in) const;
-  void AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
-                         Batch& batch) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The rows past an appended Put's declared group sizes, closed to Puts
+  // ---- Put (dock_put.cc; its checks: PutChecks)
+  // (dock_drops.cc) The rows past an appended Put's declared group sizes, closed to Puts
   // since it committed: dropped as "unused" once its cells are `stored`,
   // open again if they were not; nothing if the step is gone.
   void CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, bool stored);
@@ -239,7 +230,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
                                       const std::vector<StagedColumn>& staged,
                                       PutResult result,
                                       std::vector<WrittenColumn>* columns);
-  int ColumnIndex(absl::string_view name) const;
   // Under the commit lock: no row of the Put is closed (a Seal or an append
   // being stored) or assigned to another append, and no row its groups
   // leave unused closed.
@@ -282,10 +272,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // lease's id (0: none) and the rows of the step now counted done for the
   // consumer. The lease's clock starts once the record is stored
   // (StartLeaseClock).
-  struct HandedOut {
-    uint64_t lease_id = 0;
-    int64_t done_rows = 0;
-  };
   HandedOut HandOutLocked(Partition& part, const ConsumerPlan& plan, int32_t rank,
                           std::vector<int64_t> units, int64_t rows,
                           std::optional<uint64_t> lease) ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -325,35 +311,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // replica) has fetched every round.
   bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t taker) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  int64_t TokenCountLocked(const Partition& part, int64_t row) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A Put must not make any row exceed a consumer's micro-batch budget, nor
-  // what one response carries (CheckResponseSizesLocked).
+  // what one response carries (ResponseSizes).
   absl::Status CheckBudgetsLocked(const Partition& part, const PutInput& in) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  // ---- Response sizes (dock_sizes.cc)
-  // A row's share of a response to the consumer, at most.
-  int64_t RowResponseBytesLocked(const Partition& part, const ConsumerPlan& plan,
-                                 int64_t row) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // A response's bytes besides its rows, at most.
-  static int64_t FixedResponseBytes();
-  // How many of `units`, from the first, one response carries.
-  size_t FittingUnitsLocked(const Partition& part, const ConsumerPlan& plan,
-                            const std::vector<int64_t>& units) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // INVALID_ARGUMENT if the Put makes a row (a group, for whole-group
-  // consumers) larger than one response to some consumer carries.
-  absl::Status CheckResponseSizesLocked(const Partition& part, const PutInput& in) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // INVALID_ARGUMENT if a row (a group) of a live step is already larger
-  // than one response to `plan`'s consumer carries (AddConsumer).
+  // Every live step's rows (groups) fit one response to `plan`'s consumer
+  // (AddConsumer); INVALID_ARGUMENT naming the first that does not.
   absl::Status CheckWrittenFitLocked(const ConsumerPlan& plan) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  Batch MakeBatchLocked(const Partition& part, std::vector<int64_t> rows,
-                        const std::vector<int>& columns, bool with_payload) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void AfterGet(GetAttempt& attempt, int consumer);
   // Releases `step` if every consumer is done with it (with a journal: once
   // the release is recorded).
@@ -362,8 +329,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // make the step live again; then `answer` (may be empty) gets `stored`,
   // and the calls the release wakes are served.
   void FinishRelease(int64_t step, const absl::Status& stored, StatusCallback answer = {});
-  // Releases a live partition, adding its counts to the released totals.
-  std::shared_ptr<StepCells> ReleasePartitionLocked(Partition& part)
+  // A stored release of `step` takes effect, serving and recovery alike:
+  // the partition holding it adds its counts to the released totals, the
+  // step's leases, reservations and keys go, and its cells are returned
+  // (for AfterRelease); a partition not holding it (recovery replays
+  // releases before cells) only learns that `step` was released.
+  std::shared_ptr<StepCells> ApplyReleaseLocked(Partition& part, int64_t step)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AfterRelease(std::shared_ptr<StepCells> cells);
 
@@ -460,7 +431,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> UnitsOfRows(bool whole_groups, absl::Span<const int64_t> rows) const;
 
   // ---- Keys (dock_keys.cc)
-  static constexpr size_t kMaxKeyBytes = 1024;
   using RowRef = KeyIndex::RowRef;
   // A Put asking for new rows (in.new_rows, rows empty) of its live step:
   // the first free groups (no cell, key or drop) from the step's append
@@ -472,9 +442,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // `reserve` non-zero: the rows are reserved under that id (and a declared
   // group's rest closed) in the same hold.
   absl::Status AssignRows(PutInput& in, uint64_t reserve = 0);
-  // A Put's keys: one per row, none empty or too long, no two alike.
-  absl::Status ValidateKeys(const PutInput& in) const;
-  static absl::Status CheckKey(absl::string_view where, absl::string_view key);
   absl::StatusOr<RowRef> FindKey(absl::string_view key) const;
   // A Put naming rows by key: the rows of `step` that have them.
   absl::StatusOr<std::vector<int64_t>> RowsOfKeys(int64_t step,
@@ -506,17 +473,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows)
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ForgetKeysOfStepLocked(const Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The batch's keys, if a row of the step has one.
-  void AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows, Batch& batch) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ListRows: the cells of `columns` (indices) of the rows `listing` says
   // have one, as views valid while the step's cells are; or, past what one
   // answer carries, RESOURCE_EXHAUSTED.
-  struct ListedCells {
-    int column = 0;
-    std::vector<int64_t> rows;
-    PackedColumn view;  // the rows' cells, in order
-  };
   absl::StatusOr<std::vector<ListedCells>> CellsToListLocked(const Partition& part,
                                                              absl::Span<const int> columns,
                                                              const RowListing& listing) const
@@ -576,7 +535,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   // ---- Reservations (dock_reservations.cc: admission; dock_reservation_rows.cc:
   // expiry, Puts naming one, recovery)
-  absl::Status ValidateReserve(const ReserveInput& in) const;
+  // A Reserve for rows of a version the consumers' staleness bounds never
+  // admit is refused at once (Refusal::kStale).
+  absl::Status CheckAdmissible(const ReserveInput& in) const ABSL_LOCKS_EXCLUDED(mu_);
   // The smallest max_staleness of the consumers that hold steps (its
   // consumer in *consumer); nullopt: none.
   std::optional<int64_t> AdmissionBoundLocked(std::string* consumer) const
@@ -629,9 +590,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   PolicyVersion version_;  // SetVersion's; read without locks by Puts
   const int32_t group_size_;
   ColumnTable columns_;  // grows with AddColumn (spec_.columns too)
-  const std::vector<int> length_columns_;
+  const PutChecks checks_;  // over columns_ and version_
+  const ResponseSizes sizes_;  // over columns_
+  const RowReader reader_;      // over columns_: token counts, batches
   const std::optional<SealWhen> seal_when_;  // the spec's, fixed at creation
-  const bool add_columns_on_write_;           // the spec's, fixed at creation
   const std::unique_ptr<CellStore> store_;  // the cells' bytes
   StepRing ring_;  // the partitions, one per step in flight
 

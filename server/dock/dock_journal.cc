@@ -37,7 +37,9 @@ void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<S
   put->result = result;
   put->columns = std::move(columns);
   put->cells = std::move(cells);
-  for (const PackedColumn& column : in.columns) put->written.push_back(ColumnIndex(column.name));
+  for (const PackedColumn& column : in.columns) {
+    put->written.push_back(columns_.IndexOf(column.name));
+  }
   put->rows = in.rows;
   put->unused = in.unused;
   if (!in.versions.empty()) {

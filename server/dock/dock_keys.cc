@@ -21,35 +21,6 @@
 
 namespace tdock::internal {
 
-absl::Status DockImpl::ValidateKeys(const PutInput& in) const {
-  if (in.keys.empty()) return absl::OkStatus();
-  const std::string where = Where(in.step);
-  if (static_cast<int64_t>(in.keys.size()) != in.row_count()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", in.keys.size(),
-                                                   " keys for ", in.row_count(),
-                                                   " rows; give one key per row"));
-  }
-  absl::flat_hash_set<absl::string_view> seen;
-  for (const std::string& key : in.keys) {
-    TDOCK_RETURN_IF_ERROR(CheckKey(where, key));
-    if (!seen.insert(key).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": key '", key, "' appears twice"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DockImpl::CheckKey(absl::string_view where, absl::string_view key) {
-  if (key.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": a key is empty"));
-  if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": a key of ", key.size(),
-                                                   " bytes is over the limit of ",
-                                                   kMaxKeyBytes));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<DockImpl::RowRef> DockImpl::FindKey(absl::string_view key) const {
   std::optional<RowRef> ref = keys_.Find(key);
   if (!ref.has_value()) {
@@ -66,7 +37,7 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::RowsOfKeys(int64_t step,
   const std::string* known = nullptr;
   absl::flat_hash_set<absl::string_view> seen;
   for (const std::string& key : keys) {
-    TDOCK_RETURN_IF_ERROR(CheckKey(Where(step), key));
+    TDOCK_RETURN_IF_ERROR(PutChecks::Key(Where(step), key));
     if (!seen.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat(Where(step), ": key '", key,
                                                      "' appears twice"));
@@ -245,16 +216,6 @@ void DockImpl::ForgetKeysOfStepLocked(const Partition& part) {
   keys_.Forget(gone);
 }
 
-void DockImpl::AddKeysLocked(const Partition& part, const std::vector<int64_t>& rows,
-                             Batch& batch) const {
-  if (!part.row_index().has_keys()) return;
-  batch.keys.reserve(rows.size());
-  for (int64_t row : rows) {
-    const std::string* key = part.row_index().key(row);
-    batch.keys.push_back(key != nullptr ? *key : std::string());
-  }
-}
-
 absl::StatusOr<Batch> DockImpl::ReadKeys(const std::vector<std::string>& keys,
                                          const std::vector<std::string>& columns) {
   if (keys.empty()) {
@@ -263,7 +224,7 @@ absl::StatusOr<Batch> DockImpl::ReadKeys(const std::vector<std::string>& keys,
   int64_t step = -1;
   std::vector<int64_t> rows;
   for (const std::string& key : keys) {
-    TDOCK_RETURN_IF_ERROR(CheckKey(absl::StrCat("dock '", name_, "'"), key));
+    TDOCK_RETURN_IF_ERROR(PutChecks::Key(absl::StrCat("dock '", name_, "'"), key));
     TDOCK_ASSIGN_OR_RETURN(RowRef ref, FindKey(key));
     if (step >= 0 && ref.step != step) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -373,7 +334,7 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step,
   return listing;
 }
 
-absl::StatusOr<std::vector<DockImpl::ListedCells>> DockImpl::CellsToListLocked(
+absl::StatusOr<std::vector<ListedCells>> DockImpl::CellsToListLocked(
     const Partition& part, absl::Span<const int> columns, const RowListing& listing) const {
   std::vector<ListedCells> out;
   int64_t total = 0;

@@ -85,7 +85,7 @@ absl::Status DockImpl::PrecheckPut(const PutInput& in) const {
   PutInput known = in;
   known.columns.clear();
   for (const PackedColumn& column : in.columns) {
-    if (ColumnIndex(column.name) >= 0) known.columns.push_back(column);
+    if (columns_.IndexOf(column.name) >= 0) known.columns.push_back(column);
   }
   tdock::ReaderMutexLock lock(&mu_);
   const Partition& part = ring_.Of(in.step);
@@ -135,7 +135,7 @@ absl::Status DockImpl::CheckUnwrittenLocked(const Partition& part,
   TDOCK_RETURN_IF_ERROR(CheckKeysLocked(part, in));
   TDOCK_RETURN_IF_ERROR(CheckBudgetsLocked(part, in));
   for (const PackedColumn& column : in.columns) {
-    const int c = ColumnIndex(column.name);
+    const int c = columns_.IndexOf(column.name);
     if (columns_[c].rewritable) continue;
     for (int64_t row : in.rows) {
       if (part.cell(c, row) != nullptr) {
@@ -210,7 +210,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   PutResult result{static_cast<int64_t>(in.rows.size()), 0, {}};
   if (in.new_rows > 0) result.assigned = in.rows;
   for (size_t i = 0; i < in.columns.size(); ++i) {
-    staged[i].column = ColumnIndex(in.columns[i].name);
+    staged[i].column = columns_.IndexOf(in.columns[i].name);
     item_bytes[i] = columns_[staged[i].column].item_bytes();
     result.bytes += PayloadBytes(in.columns[i], item_bytes[i]);
   }
@@ -339,13 +339,6 @@ absl::Status DockImpl::CheckUnclaimedLocked(Partition& part, const PutInput& in,
       "nothing was written"));
 }
 
-int DockImpl::ColumnIndex(absl::string_view name) const {
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    if (columns_[c].name == name) return static_cast<int>(c);
-  }
-  return -1;
-}
-
 bool DockImpl::IsOldestLiveStep(int64_t step) const {
   tdock::ReaderMutexLock lock(&mu_);
   for (const auto& part : ring_.partitions()) {
@@ -417,7 +410,7 @@ void DockImpl::WritePut(PutInput input, PutCallback done) {
   absl::StatusOr<std::vector<ColumnSpec>> adding = std::vector<ColumnSpec>();
   if (valid.ok()) adding = ColumnsToAdd(input);
   if (valid.ok()) valid = adding.status();
-  if (valid.ok()) valid = ValidatePut(input, *adding);
+  if (valid.ok()) valid = checks_.Put(input, *adding);
   if (valid.ok() && !adding->empty()) valid = PrecheckPut(input);
   if (!valid.ok()) {
     std::move(done)(valid);

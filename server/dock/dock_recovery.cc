@@ -21,7 +21,7 @@ absl::Status DockImpl::RecoverReleased(int64_t step) {
     return absl::DataLossError(
         absl::StrCat(Where(step), ": a release record comes after the partition's cells"));
   }
-  part.MarkReleased(mu_, step);
+  ApplyReleaseLocked(part, step);  // no cells: nothing to free
   return absl::OkStatus();
 }
 

@@ -36,8 +36,6 @@
 namespace tdock::internal {
 namespace {
 
-constexpr absl::Duration kMaxReservationDeadline = absl::Hours(24);
-
 // Tries of a reservation that loses a race with a concurrent start of its step.
 constexpr int kMaxRaces = 64;
 
@@ -47,56 +45,21 @@ constexpr absl::Duration kReserveRetryInterval = absl::Milliseconds(50);
 
 }  // namespace
 
-absl::Status DockImpl::ValidateReserve(const ReserveInput& in) const {
-  const std::string who = absl::StrCat("dock '", name_, "': reservation");
-  if (in.version.has_value() && *in.version < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(who, ": version ", *in.version, " is negative"));
-  }
+absl::Status DockImpl::CheckAdmissible(const ReserveInput& in) const {
+  if (!in.version.has_value()) return absl::OkStatus();
+  // The oldest step not released trains at the dock's version at the
+  // earliest: rows older than every bound allows are never admitted.
   const int64_t now = version_.current();
-  if (in.version.has_value() && *in.version > now) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        who, ": version ", *in.version, " is newer than the dock's version ", now,
-        ": no weights of that version exist yet (the trainer sets the version)"));
-  }
-  if (in.rows < 0 || (in.rows > 0) == !in.group_sizes.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, " asks for ", in.rows, " rows and ", in.group_sizes.size(),
-        " group sizes: ask for rows, or for groups of given sizes"));
-  }
-  for (int32_t size : in.group_sizes) {
-    if (size < 1 || size > group_size_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          who, ": group size ", size, " is out of range [1, ", group_size_,
-          "] (n_samples_per_prompt)"));
-    }
-  }
-  const int64_t rows = in.row_count();
-  const int64_t groups = in.group_sizes.empty() ? (rows + group_size_ - 1) / group_size_
-                                                : static_cast<int64_t>(in.group_sizes.size());
-  if (groups * group_size_ > rows_per_step_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, " of ", rows, " rows (", groups, " groups) is over a step's capacity of ",
-        rows_per_step_, " rows (max_rows_per_step)"));
-  }
-  if (in.version.has_value()) {
-    // The oldest step not released trains at the dock's version at the
-    // earliest: rows older than every bound allows are never admitted.
-    tdock::ReaderMutexLock lock(&mu_);
-    std::string consumer;
-    const std::optional<int64_t> bound = AdmissionBoundLocked(&consumer);
-    if (bound.has_value() && now - *in.version > *bound) {
-      return Refuse(Refusal::kStale,
-                    absl::FailedPreconditionError(absl::StrCat(
-                        who, ": version ", *in.version, " is ", now - *in.version,
-                        " versions behind the dock's ", now, ", past consumer '", consumer,
-                        "' max_staleness ", *bound,
-                        ": no step can train it (generate with newer weights)")));
-    }
-  }
-  if (in.deadline <= absl::ZeroDuration() || in.deadline > kMaxReservationDeadline) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        who, ": deadline ", absl::FormatDuration(in.deadline),
-        " is out of range (0, 24h]: rows not written by then are dropped"));
+  tdock::ReaderMutexLock lock(&mu_);
+  std::string consumer;
+  const std::optional<int64_t> bound = AdmissionBoundLocked(&consumer);
+  if (bound.has_value() && now - *in.version > *bound) {
+    return Refuse(Refusal::kStale,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "dock '", name_, "': reservation: version ", *in.version, " is ",
+                      now - *in.version, " versions behind the dock's ", now, ", past consumer '",
+                      consumer, "' max_staleness ", *bound,
+                      ": no step can train it (generate with newer weights)")));
   }
   return absl::OkStatus();
 }
@@ -208,7 +171,9 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
 }
 
 uint64_t DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
-  if (absl::Status valid = ValidateReserve(input); !valid.ok()) {
+  absl::Status valid = checks_.Reserve(input);
+  if (valid.ok()) valid = CheckAdmissible(input);
+  if (!valid.ok()) {
     std::move(done)(valid);
     return 0;
   }

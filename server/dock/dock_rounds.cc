@@ -22,15 +22,6 @@
 
 namespace tdock::internal {
 
-int64_t DockImpl::TokenCountLocked(const Partition& part, int64_t row) const {
-  int64_t tokens = 0;
-  for (int c : length_columns_) {
-    const CellBlock* cell = part.cell(c, row);
-    if (cell != nullptr) tokens += cell->length;
-  }
-  return tokens;
-}
-
 RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan& plan,
                                       std::vector<int64_t> units) const {
   RoundDraft draft;
@@ -53,9 +44,9 @@ RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan&
   }
   draft.lengths.reserve(draft.rows.size());
   for (int64_t row : draft.rows) {
-    draft.lengths.push_back(TokenCountLocked(part, row));
+    draft.lengths.push_back(reader_.Tokens(part, row));
     if (limits_.max_batch_bytes > 0) {
-      draft.row_bytes.push_back(RowResponseBytesLocked(part, plan, row));
+      draft.row_bytes.push_back(sizes_.Row(part, plan, row));
     }
   }
   draft.options.dp_size = plan.dp_size;
@@ -67,7 +58,7 @@ RoundDraft DockImpl::DraftRoundLocked(const Partition& part, const ConsumerPlan&
   draft.options.same_count_across_ranks = plan.same_count_across_ranks;
   draft.options.pad_repeat = plan.pad == RoundPad::kRepeat;
   draft.max_batch_bytes = limits_.max_batch_bytes;
-  draft.fixed_bytes = FixedResponseBytes();
+  draft.fixed_bytes = ResponseSizes::Fixed();
   return draft;
 }
 
@@ -225,7 +216,8 @@ GetAttempt DockImpl::ServeRoundLocked(Partition& part, const GetInput& in,
   const bool counted = state.consumed_rows.load(std::memory_order_acquire) == rows_per_step_;
   const bool last = (round.last || (k + 1 == formed && counted)) &&
                     state.stale_unrecorded.load(std::memory_order_acquire) == 0;
-  Batch batch = MakeBatchLocked(part, share.rows, plan.columns, !in.metadata_only);
+  Batch batch = reader_.Make(part, part.step(mu_), part.cells(mu_), share.rows, plan.columns,
+                             !in.metadata_only);
   // A share's lease covers its own rows (not its repeats) that are left: a
   // replica's share keeps the rows dropped since its first replica took it.
   bool leased_rows = share.real_rows() > 0;
@@ -276,7 +268,7 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
                                       Batch& batch) const {
   std::vector<int64_t> lengths;
   lengths.reserve(rows.size());
-  for (int64_t row : rows) lengths.push_back(TokenCountLocked(part, row));
+  for (int64_t row : rows) lengths.push_back(reader_.Tokens(part, row));
   absl::StatusOr<MicroBatchPlan> planned =
       PlanMicroBatches(lengths, *plan.micro_batch, plan.cost);
   if (!planned.ok()) {
@@ -318,15 +310,7 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
                                           const PutInput& in) const {
   auto check = [&](const std::string& consumer, const MicroBatchOptions& budget) {
     for (size_t i = 0; i < in.rows.size(); ++i) {
-      int64_t tokens = 0;
-      for (int c : length_columns_) {
-        auto given = std::find_if(in.columns.begin(), in.columns.end(),
-                                  [&](const PackedColumn& p) { return p.name == columns_[c].name; });
-        const CellBlock* cell = part.cell(c, in.rows[i]);
-        tokens += given != in.columns.end() ? given->length(static_cast<int64_t>(i))
-                  : cell != nullptr         ? cell->length
-                                            : 0;
-      }
+      const int64_t tokens = reader_.TokensAfterPut(part, in, i);
       if (budget.RowLoad(tokens) > budget.max_tokens) {
         return absl::InvalidArgumentError(absl::StrCat(
             Where(in.step), ": row ", in.rows[i], " has ", tokens,
@@ -336,17 +320,21 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
     }
     return absl::OkStatus();
   };
+  // The consumers that may take the rows: not removed ones, and one being
+  // added (it checked the rows written so far; it must fit those written
+  // while its record is stored as well).
+  std::vector<const ConsumerPlan*> plans;
   for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-    if (plan.removed || !plan.micro_batch.has_value()) continue;
-    TDOCK_RETURN_IF_ERROR(check(plan.name, *plan.micro_batch));
+    if (!plan.removed) plans.push_back(&plan);
   }
-  // A consumer being added checked the rows written so far; it must fit
-  // the rows written while its record is stored as well.
-  const ConsumerSpec* adding = consumers_.recording_consumer(mu_);
-  if (adding != nullptr && adding->micro_batch.has_value()) {
-    TDOCK_RETURN_IF_ERROR(check(adding->name, *adding->micro_batch));
+  if (const ConsumerPlan* recording = consumers_.recording_plan(mu_)) plans.push_back(recording);
+  for (const ConsumerPlan* plan : plans) {
+    if (plan->micro_batch.has_value()) TDOCK_RETURN_IF_ERROR(check(plan->name, *plan->micro_batch));
   }
-  return CheckResponseSizesLocked(part, in);
+  if (absl::Status fits = sizes_.CheckPut(part, in, plans); !fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": ", fits.message()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tdock::internal

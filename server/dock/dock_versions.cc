@@ -15,34 +15,6 @@
 
 namespace tdock::internal {
 
-absl::Status DockImpl::ValidateVersions(const PutInput& in) const {
-  if (in.versions.empty()) return absl::OkStatus();
-  const std::string where = Where(in.step);
-  if (in.versions.size() != 1 && static_cast<int64_t>(in.versions.size()) != in.row_count()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", in.versions.size(),
-                                                   " versions for ", in.row_count(),
-                                                   " rows; give one for all, or one per row"));
-  }
-  const int64_t now = version_.current();
-  for (size_t i = 0; i < in.versions.size(); ++i) {
-    // Which row: by number when the Put names them, else by its place.
-    const std::string of =
-        in.versions.size() == 1 ? std::string()
-        : in.rows.empty()       ? absl::StrCat(" of the Put's row ", i)
-                                : absl::StrCat(" of row ", in.rows[i]);
-    if (in.versions[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": version ", in.versions[i], of, " is negative"));
-    }
-    if (in.versions[i] > now) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": version ", in.versions[i], of, " is newer than the dock's version ", now,
-          ": no weights of that version exist yet (the trainer sets the version)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void DockImpl::SetVersion(int64_t version, StatusCallback done) {
   const int64_t now = version_.current();
   if (version < 0) {
@@ -95,13 +67,6 @@ void DockImpl::SetVersion(int64_t version, StatusCallback done) {
 }
 
 int64_t DockImpl::AdvanceVersion(int64_t version) { return version_.Raise(version); }
-
-void DockImpl::AddVersionsLocked(const Partition& part, const std::vector<int64_t>& rows,
-                                 Batch& batch) const {
-  if (!part.row_index().has_versions()) return;
-  batch.versions.reserve(rows.size());
-  for (int64_t row : rows) batch.versions.push_back(part.row_index().version(row));
-}
 
 absl::Status DockImpl::RecoverVersion(int64_t step, int64_t row, int64_t version) {
   tdock::ReaderMutexLock lock(&mu_);
