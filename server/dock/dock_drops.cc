@@ -250,7 +250,8 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
     ++dropped;
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) CountDroppedLocked(part, plan, row);
   }
-  ForgetKeysOfRowsLocked(part, record.rows);  // a dropped row's key is free
+  // A dropped row's key is free.
+  keys_.ForgetRows(part.step(mu_), part.row_index(), record.rows);
   if (dropped > 0) EndDroppedLeasesLocked(part);
   // Owed to the next step from now on (CarryForward).
   if (!record.carry.empty()) dropped += ApplyCarryLocked(part, record);
@@ -353,16 +354,6 @@ RoundShare DockImpl::LiveShareLocked(const Partition& part, const RoundShare& sh
   }
   if (!share.micro_batches.empty()) live.micro_batches = std::move(ranges);
   return live;
-}
-
-std::vector<int64_t> DockImpl::UnitsOfRows(bool whole_groups,
-                                           absl::Span<const int64_t> rows) const {
-  if (!whole_groups) return std::vector<int64_t>(rows.begin(), rows.end());
-  std::vector<int64_t> units;
-  for (int64_t row : rows) units.push_back(row / group_size_);
-  std::sort(units.begin(), units.end());
-  units.erase(std::unique(units.begin(), units.end()), units.end());
-  return units;
 }
 
 void DockImpl::CloseUnusedRows(int64_t step, const std::vector<int64_t>& rows, bool stored) {

@@ -119,7 +119,7 @@ std::shared_ptr<StepCells> DockImpl::ApplyReleaseLocked(Partition& part, int64_t
   consumers_.AddReleased(mu_, part);
   leases_->DropStep(part.step(mu_));
   reservations_.ForgetStep(part.step(mu_));
-  ForgetKeysOfStepLocked(part);
+  keys_.ForgetStep(step, part.row_index(), rows_per_step_);
   return part.Release(mu_);
 }
 

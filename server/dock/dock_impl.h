@@ -383,14 +383,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then = {});
   // The seal to make now, if any, marked pending: sealed once recorded.
   std::optional<DockJournal::DropRecord> DecideSeal(int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
-  // Groups of the step complete for `plan`'s consumer (every row that is
-  // not dropped ready in each column it needs), up to `enough`.
-  int64_t CompleteGroupsLocked(const Partition& part, const ConsumerPlan& plan,
-                               int64_t enough) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The rows seal_when drops: every row left of the groups beyond the first
-  // `groups` complete ones (those the consumer took first, then by index).
-  std::vector<int64_t> SurplusRowsLocked(const Partition& part, const ConsumerPlan& plan,
-                                         int64_t groups) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ---- Carry (dock_carry.cc): seal_when.carry
   // Moves the groups of `surplus` that carry (complete for `sealer`, and
   // nothing a consumer took of them can still come back to it here) out of
@@ -427,8 +419,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // A round's share without the rows dropped since it was formed.
   RoundShare LiveShareLocked(const Partition& part, const RoundShare& share) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The units (rows, or groups for whole-group consumers) of `rows`.
-  std::vector<int64_t> UnitsOfRows(bool whole_groups, absl::Span<const int64_t> rows) const;
 
   // ---- Keys (dock_keys.cc)
   using RowRef = KeyIndex::RowRef;
@@ -469,10 +459,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Recovery, once drops are applied: the index of the keys of rows not
   // dropped.
   void RebuildKeyIndex() ABSL_LOCKS_EXCLUDED(mu_);
-  // Dropped rows, and a released step's rows, free their keys.
-  void ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows)
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void ForgetKeysOfStepLocked(const Partition& part) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ListRows: the cells of `columns` (indices) of the rows `listing` says
   // have one, as views valid while the step's cells are; or, past what one
   // answer carries, RESOURCE_EXHAUSTED.

@@ -238,8 +238,9 @@ GetCallback DockImpl::RecordingGet(const ConsumerPlan& plan, int32_t rank, int32
     if (round < 0) {
       commit_.Commit(
           [&](DockJournal& journal, DockJournal::Done stored) {
-            journal.HandedOut({step, consumer, UnitsOfRows(groups, rows), lease_id, rank},
-                              std::move(stored));
+            journal.HandedOut(
+                {step, consumer, UnitsOfRows(rows, groups, group_size_), lease_id, rank},
+                std::move(stored));
           },
           std::move(answer));
       return;
@@ -330,7 +331,8 @@ void DockImpl::ReturnUnrecorded(int consumer, int32_t rank, int32_t replica,
       rows.step = batch.step;
       rows.round = batch.round;
       rows.rows = static_cast<int64_t>(batch.rows.size());
-      rows.units = UnitsOfRows(consumers_.plan(mu_, consumer).whole_groups, batch.rows);
+      rows.units =
+          UnitsOfRows(batch.rows, consumers_.plan(mu_, consumer).whole_groups, group_size_);
       // Nothing was in flight for it: count it so the return evens out.
       ring_.Of(batch.step)
           .consumer(mu_, consumer)

@@ -198,24 +198,6 @@ void DockImpl::UnsetKeysLocked(Partition& part, const std::vector<int64_t>& rows
   for (const KeyIndex::Entry& e : gone) part.row_index().ClearKey(e.row.row);  // the views go with it
 }
 
-void DockImpl::ForgetKeysOfRowsLocked(const Partition& part, const std::vector<int64_t>& rows) {
-  if (!part.row_index().has_keys()) return;
-  std::vector<KeyIndex::Entry> gone;
-  for (int64_t row : rows) {
-    if (const std::string* key = part.row_index().key(row)) gone.push_back({*key, {part.step(mu_), row}});
-  }
-  keys_.Forget(gone);
-}
-
-void DockImpl::ForgetKeysOfStepLocked(const Partition& part) {
-  if (!part.row_index().has_keys()) return;
-  std::vector<KeyIndex::Entry> gone;
-  for (int64_t row = 0; row < rows_per_step_; ++row) {
-    if (const std::string* key = part.row_index().key(row)) gone.push_back({*key, {part.step(mu_), row}});
-  }
-  keys_.Forget(gone);
-}
-
 absl::StatusOr<Batch> DockImpl::ReadKeys(const std::vector<std::string>& keys,
                                          const std::vector<std::string>& columns) {
   if (keys.empty()) {

@@ -173,6 +173,7 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
 uint64_t DockImpl::Reserve(ReserveInput input, ReserveCallback done) {
   absl::Status valid = checks_.Reserve(input);
   if (valid.ok()) valid = CheckAdmissible(input);
+  if (valid.ok()) valid = checks_.ReserveDeadline(input);
   if (!valid.ok()) {
     std::move(done)(valid);
     return 0;

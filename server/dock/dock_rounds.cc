@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "common/balance/round.h"
 #include "common/status.h"
@@ -323,7 +324,7 @@ absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,
   // The consumers that may take the rows: not removed ones, and one being
   // added (it checked the rows written so far; it must fit those written
   // while its record is stored as well).
-  std::vector<const ConsumerPlan*> plans;
+  absl::InlinedVector<const ConsumerPlan*, 8> plans;
   for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
     if (!plan.removed) plans.push_back(&plan);
   }

@@ -17,55 +17,6 @@
 
 namespace tdock::internal {
 
-int64_t DockImpl::CompleteGroupsLocked(const Partition& part, const ConsumerPlan& plan,
-                                       int64_t enough) const {
-  const int64_t groups = part.groups();
-  int64_t complete = 0;
-  for (int64_t w = 0; w * 64 < groups && complete < enough; ++w) {
-    uint64_t word = part.column(plan.columns[0]).group_ready.word(w);
-    for (int c : plan.columns) word &= part.column(c).group_ready.word(w);
-    for (; word != 0; word &= word - 1) {
-      const int64_t g = (w << 6) + std::countr_zero(word);
-      if (g < groups && part.live_rows(g) > 0) ++complete;
-    }
-  }
-  return complete;
-}
-
-std::vector<int64_t> DockImpl::SurplusRowsLocked(const Partition& part, const ConsumerPlan& plan,
-                                                 int64_t groups) const {
-  const ConsumerState& state = part.consumer(mu_, plan.index);
-  auto complete = [&](int64_t g) {
-    if (part.live_rows(g) == 0) return false;
-    for (int c : plan.columns) {
-      if (!part.column(c).group_ready.Test(g)) return false;
-    }
-    return true;
-  };
-  auto taken = [&](int64_t g) {
-    if (plan.whole_groups) return state.consumed.Test(g);
-    for (int64_t row = g * group_size_; row < (g + 1) * group_size_; ++row) {
-      if (!part.dropped(row) && state.consumed.Test(row)) return true;
-    }
-    return false;
-  };
-  std::vector<bool> kept(static_cast<size_t>(part.groups()), false);
-  int64_t left = groups;
-  for (bool first_taken : {true, false}) {
-    for (int64_t g = 0; g < part.groups() && left > 0; ++g) {
-      if (!kept[g] && complete(g) && (!first_taken || taken(g))) {
-        kept[g] = true;
-        --left;
-      }
-    }
-  }
-  std::vector<int64_t> rows;
-  for (int64_t g = 0; g < part.groups(); ++g) {
-    if (!kept[g]) part.AppendUnitRows(mu_, g, /*whole_groups=*/true, rows);
-  }
-  return rows;
-}
-
 void DockImpl::MaybeAutoSeal(int64_t step, absl::AnyInvocable<void() &&> then) {
   std::optional<DockJournal::DropRecord> record = DecideSeal(step);
   if (!record.has_value()) {
@@ -89,7 +40,7 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
     const Partition& part = ring_.Of(step);
     if (part.sealed(mu_) || part.seal_pending(mu_) || part.releasing(mu_)) return std::nullopt;
     const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
-    if (CompleteGroupsLocked(part, plan, seal_when_->groups) < seal_when_->groups) {
+    if (part.CompleteGroups(mu_, plan.columns, seal_when_->groups) < seal_when_->groups) {
       return std::nullopt;
     }
   }
@@ -99,8 +50,9 @@ std::optional<DockJournal::DropRecord> DockImpl::DecideSeal(int64_t step) {
   // A step whose release is being recorded is done: nothing to seal.
   if (part.sealed(mu_) || part.seal_pending(mu_) || part.releasing(mu_)) return std::nullopt;
   const ConsumerPlan& plan = consumers_.plan(mu_, consumers_.IndexOf(mu_, seal_when_->consumer));
-  DockJournal::DropRecord record{step, SurplusRowsLocked(part, plan, seal_when_->groups),
-                                 DropReason::kSurplus, /*seal=*/true};
+  std::vector<int64_t> surplus =
+      part.SurplusRows(mu_, plan.index, plan.whole_groups, plan.columns, seal_when_->groups);
+  DockJournal::DropRecord record{step, std::move(surplus), DropReason::kSurplus, /*seal=*/true};
   if (seal_when_->carry) {
     record.carry = CarryRowsLocked(part, plan, record.rows, record.carry_taken);
     if (!record.carry.empty()) HoldCarryLocked(part, record);

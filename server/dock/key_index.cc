@@ -40,6 +40,24 @@ void KeyIndex::Forget(absl::Span<const Entry> entries) {
   }
 }
 
+void KeyIndex::ForgetRows(int64_t step, const RowIndex& index, absl::Span<const int64_t> rows) {
+  if (!index.has_keys()) return;
+  std::vector<Entry> gone;
+  for (int64_t row : rows) {
+    if (const std::string* key = index.key(row)) gone.push_back({*key, {step, row}});
+  }
+  Forget(gone);
+}
+
+void KeyIndex::ForgetStep(int64_t step, const RowIndex& index, int64_t rows) {
+  if (!index.has_keys()) return;
+  std::vector<Entry> gone;
+  for (int64_t row = 0; row < rows; ++row) {
+    if (const std::string* key = index.key(row)) gone.push_back({*key, {step, row}});
+  }
+  Forget(gone);
+}
+
 void KeyIndex::Reset(absl::Span<const Entry> entries) {
   tdock::MutexLock lock(&mu_);
   index_.clear();

@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "common/mutex.h"
+#include "server/dock/row_index.h"
 
 namespace tdock::internal {
 
@@ -68,6 +69,12 @@ class KeyIndex final {
   std::optional<Taken> Insert(absl::Span<const Entry> entries) ABSL_LOCKS_EXCLUDED(mu_);
   // Erases each entry's key if it names that entry's row.
   void Forget(absl::Span<const Entry> entries) ABSL_LOCKS_EXCLUDED(mu_);
+  // Erases the keys `rows` of step `step` have in `index` (the step's own
+  // keys), each if it names that row: the rows were dropped. ForgetStep: every
+  // row of the step (of `rows` rows), as it is released.
+  void ForgetRows(int64_t step, const RowIndex& index, absl::Span<const int64_t> rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetStep(int64_t step, const RowIndex& index, int64_t rows) ABSL_LOCKS_EXCLUDED(mu_);
   // The index becomes exactly `entries` (recovery; a later duplicate key
   // replaces an earlier one).
   void Reset(absl::Span<const Entry> entries) ABSL_LOCKS_EXCLUDED(mu_);

@@ -1,6 +1,7 @@
 #include "server/dock/partition.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 namespace tdock::internal {
@@ -188,6 +189,67 @@ void Partition::AppendUnitRows(const tdock::Mutex& dock_mu, int64_t unit, bool w
 bool Partition::UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const {
   HeldShared(dock_mu);
   return whole_groups ? live_rows(unit) == 0 : dropped_.Test(unit);
+}
+
+std::vector<int64_t> UnitsOfRows(absl::Span<const int64_t> rows, bool whole_groups,
+                                 int32_t group_size) {
+  if (!whole_groups) return std::vector<int64_t>(rows.begin(), rows.end());
+  std::vector<int64_t> units;
+  for (int64_t row : rows) units.push_back(row / group_size);
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  return units;
+}
+
+int64_t Partition::CompleteGroups(const tdock::Mutex& dock_mu, const std::vector<int>& columns,
+                                  int64_t enough) const {
+  HeldShared(dock_mu);
+  int64_t complete = 0;
+  for (int64_t w = 0; w * 64 < groups_ && complete < enough; ++w) {
+    uint64_t word = column(columns[0]).group_ready.word(w);
+    for (int c : columns) word &= column(c).group_ready.word(w);
+    for (; word != 0; word &= word - 1) {
+      const int64_t g = (w << 6) + std::countr_zero(word);
+      if (g < groups_ && live_rows(g) > 0) ++complete;
+    }
+  }
+  return complete;
+}
+
+std::vector<int64_t> Partition::SurplusRows(const tdock::Mutex& dock_mu, int consumer,
+                                            bool whole_groups, const std::vector<int>& columns,
+                                            int64_t groups) const {
+  HeldShared(dock_mu);
+  const ConsumerState& state = *consumers_[consumer];
+  auto complete = [&](int64_t g) {
+    if (live_rows(g) == 0) return false;
+    for (int c : columns) {
+      if (!column(c).group_ready.Test(g)) return false;
+    }
+    return true;
+  };
+  auto taken = [&](int64_t g) {
+    if (whole_groups) return state.consumed.Test(g);
+    for (int64_t row = g * group_size_; row < (g + 1) * group_size_; ++row) {
+      if (!dropped(row) && state.consumed.Test(row)) return true;
+    }
+    return false;
+  };
+  std::vector<bool> kept(static_cast<size_t>(groups_), false);
+  int64_t left = groups;
+  for (bool first_taken : {true, false}) {
+    for (int64_t g = 0; g < groups_ && left > 0; ++g) {
+      if (!kept[g] && complete(g) && (!first_taken || taken(g))) {
+        kept[g] = true;
+        --left;
+      }
+    }
+  }
+  std::vector<int64_t> rows;
+  for (int64_t g = 0; g < groups_; ++g) {
+    if (!kept[g]) AppendUnitRows(dock_mu, g, /*whole_groups=*/true, rows);
+  }
+  return rows;
 }
 
 }  // namespace tdock::internal

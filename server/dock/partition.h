@@ -40,6 +40,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "common/drop.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -58,6 +59,11 @@ struct ColumnState {
   std::unique_ptr<std::atomic<const CellBlock*>[]> cells;
   std::unique_ptr<std::atomic<int32_t>[]> group_counts;
 };
+
+// The units (rows, or groups of `group_size` for whole-group consumers) of
+// `rows`: the rows as given, or their groups ascending, each once.
+std::vector<int64_t> UnitsOfRows(absl::Span<const int64_t> rows, bool whole_groups,
+                                 int32_t group_size);
 
 struct ConsumerShape {
   bool whole_groups = false;
@@ -242,6 +248,18 @@ class Partition final {
                       std::vector<int64_t>& rows) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   // Every row of the unit is dropped.
   bool UnitDropped(const tdock::Mutex& dock_mu, int64_t unit, bool whole_groups) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Groups with a row not dropped that are complete in every column of
+  // `columns` (not empty); the count stops once it reaches `enough` (64
+  // groups at a time: it may pass it).
+  int64_t CompleteGroups(const tdock::Mutex& dock_mu, const std::vector<int>& columns,
+                         int64_t enough) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // A seal at `groups` groups for consumer `consumer` (whose units are
+  // rows, or groups with `whole_groups`) needing `columns`: every row not
+  // dropped of the groups beyond the first `groups` complete ones, those
+  // the consumer took first, then by index.
+  std::vector<int64_t> SurplusRows(const tdock::Mutex& dock_mu, int consumer, bool whole_groups,
+                                   const std::vector<int>& columns, int64_t groups) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   // The step's cells (null while the partition holds no step).
   const std::shared_ptr<StepCells>& cells(const tdock::Mutex& dock_mu) const

@@ -276,9 +276,13 @@ absl::Status PutChecks::Reserve(const ReserveInput& in) const {
         who, " of ", rows, " rows (", groups, " groups) is over a step's capacity of ",
         rows_per_step_, " rows (max_rows_per_step)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status PutChecks::ReserveDeadline(const ReserveInput& in) const {
   if (in.deadline <= absl::ZeroDuration() || in.deadline > kMaxReservationDeadline) {
     return absl::InvalidArgumentError(absl::StrCat(
-        who, ": deadline ", absl::FormatDuration(in.deadline),
+        "dock '", dock_, "': reservation: deadline ", absl::FormatDuration(in.deadline),
         " is out of range (0, 24h]: rows not written by then are dropped"));
   }
   return absl::OkStatus();

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/spec.h"
 #include "server/dock/column_table.h"
@@ -55,9 +56,11 @@ class PutChecks final {
   // the Put's definitions pass (each names a column it writes, once, with
   // its dtype). Whether they fit the dock's spec is the dock's check.
   absl::StatusOr<std::vector<ColumnSpec>> ColumnsToAdd(const PutInput& in) const;
-  // A Reserve's version (none newer than the dock's), rows or group sizes,
-  // capacity and deadline; its admission bound is the dock's check.
+  // A Reserve's version (none newer than the dock's), rows or group sizes
+  // and capacity; then (the dock checks its admission bound in between) its
+  // deadline.
   absl::Status Reserve(const ReserveInput& in) const;
+  absl::Status ReserveDeadline(const ReserveInput& in) const;
   // One key: neither empty nor over kMaxKeyBytes.
   static absl::Status Key(absl::string_view where, absl::string_view key);
 

@@ -1,9 +1,10 @@
 // RowReader: what a batch carries of a step's rows, read from the step's
 // partition: token counts (the summed lengths of the spec's length columns),
 // keys, versions and views of the cells. The dock's decisions (claims,
-// rounds, micro-batch plans, budgets) read token counts only; the cells'
-// bytes are reached only here and only through the step's StepCells, so a
-// cell that lives elsewhere changes this class and no decision.
+// rounds, micro-batch plans, budgets) read token counts only; a batch
+// reaches the cells' bytes only here, through the step's StepCells (as
+// ListRows and a Put's record do, beside it), so a cell that lives elsewhere
+// changes the readers and no decision.
 //
 // Thread safety: const after construction. REQUIRES of every method taking a
 // Partition: the caller holds the dock's mutex (at least shared), so the

@@ -179,6 +179,11 @@ TEST(ReservationsTest, OnlyTheNewestVersionIsAdmittedUnderABoundOfZero) {
   EXPECT_STATUS(stale, absl::StatusCode::kFailedPrecondition,
                 "version 0 is 1 versions behind the dock's 1");
   EXPECT_REFUSED(stale, Refusal::kStale, DropReason::kUnspecified);
+  // Stale comes before a bad deadline: a producer that reads the refusal
+  // learns that its weights are too old, whatever else is wrong.
+  ReserveInput stale_and_unbounded = Rows(8, 0);
+  stale_and_unbounded.deadline = absl::ZeroDuration();
+  EXPECT_REFUSED(dock->Reserve(stale_and_unbounded), Refusal::kStale, DropReason::kUnspecified);
   ASSERT_OK_AND_ASSIGN(Reservation fresh, dock->Reserve(Rows(8, 1)));
   EXPECT_EQ(fresh.step, 1);
   ASSERT_OK_AND_ASSIGN(Reservation next, dock->Reserve(Rows(8, 1)));

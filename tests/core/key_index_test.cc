@@ -1,6 +1,7 @@
 // KeyIndex on its own: a key names one row; an insert of several keys is all
 // or nothing; forgetting a row's key leaves the same key given to another row
-// since; Reset makes the index exactly what recovery found.
+// since; Reset makes the index exactly what recovery found; ForgetRows and
+// ForgetStep erase the keys a step's RowIndex gives its rows.
 #include "server/dock/key_index.h"
 
 #include <atomic>
@@ -82,6 +83,31 @@ TEST(KeyIndex, ConcurrentInsertsOfOneKeyGiveItToOneRow) {
   b.join();
   EXPECT_EQ(won[0].load() + won[1].load(), kKeys);
   EXPECT_EQ(index.size(), static_cast<size_t>(kKeys));
+}
+
+TEST(KeyIndex, ForgettingRowsOrAStepErasesTheKeysTheirRowIndexGives) {
+  RowIndex rows(8);
+  {
+    tdock::MutexLock commit(&rows.mu());
+    rows.SetKey(1, "a");
+    rows.SetKey(2, "b");
+    rows.SetKey(5, "c");
+  }
+  KeyIndex index;
+  ASSERT_FALSE(index.Insert({{"a", {4, 1}}, {"b", {4, 2}}, {"c", {4, 5}}}).has_value());
+  index.ForgetRows(4, rows, {1, 3});  // row 3 has no key
+  EXPECT_FALSE(index.Find("a").has_value());
+  EXPECT_TRUE(index.Find("b").has_value());
+  // A key given since to a row of another step stays.
+  index.Forget({{"b", {4, 2}}});
+  ASSERT_FALSE(index.Insert({{"b", {5, 0}}}).has_value());
+  index.ForgetStep(4, rows, 8);
+  EXPECT_EQ(*index.Find("b"), (RowRef{5, 0}));
+  EXPECT_FALSE(index.Find("c").has_value());
+  EXPECT_EQ(index.size(), 1u);
+  // A step none of whose rows ever had a key forgets nothing.
+  index.ForgetStep(5, RowIndex(8), 8);
+  EXPECT_EQ(index.size(), 1u);
 }
 
 }  // namespace

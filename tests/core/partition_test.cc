@@ -351,5 +351,38 @@ TEST_F(PartitionTest, ConcurrentClaimersTakeEveryReadyUnitOnce) {
   EXPECT_EQ(all, Range(0, kRows));
 }
 
+TEST_F(PartitionTest, CompleteGroupsCountsGroupsReadyInEveryColumnWithALiveRow) {
+  auto part = Make(16, 4);
+  Write(*part, 0, Range(0, 16));
+  Write(*part, 1, Range(0, 8));  // groups 0 and 1 complete in both columns
+  {
+    tdock::MutexLock lock(&mu_);
+    for (int64_t row = 4; row < 8; ++row) part->MarkDropped(mu_, row, DropReason::kFiltered);
+  }
+  tdock::ReaderMutexLock lock(&mu_);
+  EXPECT_EQ(part->CompleteGroups(mu_, {0}, 10), 3);     // group 1: every row dropped
+  EXPECT_EQ(part->CompleteGroups(mu_, {0, 1}, 10), 1);  // groups 2, 3 lack column 1
+  EXPECT_GE(part->CompleteGroups(mu_, {0}, 2), 2);      // stops once it reaches `enough`
+}
+
+TEST_F(PartitionTest, SurplusRowsKeepTheGroupsTheConsumerTookFirstThenByIndex) {
+  auto part = Make(16, 4, {{.whole_groups = false}});
+  Write(*part, 0, Range(0, 14));  // groups 0..2 complete, group 3 not
+  tdock::ReaderMutexLock lock(&mu_);
+  ConsumerState& state = part->consumer(mu_, 0);
+  state.consumed.Claim(0, uint64_t{1} << 9);  // the consumer took row 9: group 2
+  // Two groups kept: 2 (taken), then 0; the rest of every other group goes,
+  // the incomplete one included.
+  std::vector<int64_t> expected = Range(4, 8);
+  for (int64_t row : Range(12, 16)) expected.push_back(row);
+  EXPECT_EQ(part->SurplusRows(mu_, 0, false, {0}, 2), expected);
+  EXPECT_EQ(part->SurplusRows(mu_, 0, false, {0}, 0), Range(0, 16));
+}
+
+TEST(UnitsOfRows, RowsAsGivenOrTheirGroupsAscendingOnce) {
+  EXPECT_EQ(UnitsOfRows({9, 2, 3}, false, 4), (std::vector<int64_t>{9, 2, 3}));
+  EXPECT_EQ(UnitsOfRows({9, 2, 3, 11}, true, 4), (std::vector<int64_t>{0, 2}));
+}
+
 }  // namespace
 }  // namespace tdock::internal

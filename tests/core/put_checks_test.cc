@@ -74,7 +74,7 @@ TEST_F(PutChecksTest, StepAndRowsAreChecked) {
   ExpectRefused(checks.Put(PutOf({8})), absl::StatusCode::kInvalidArgument,
                 "dock 'd' step 1: row 8 is out of range [0, 8)");
   ExpectRefused(checks.Put(PutOf({2, 2})), absl::StatusCode::kInvalidArgument,
-                "row 2 appears twice");
+                "dock 'd' step 1: row 2 appears twice");
   in = PutOf({});
   ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument, "no rows");
   in.new_rows = 9;
@@ -89,7 +89,8 @@ TEST_F(PutChecksTest, KeysAreOnePerRowValidAndDistinct) {
   const PutChecks checks = Checks();
   PutInput in = PutOf({0, 1});
   in.keys = {"a"};
-  ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument, "1 keys for 2 rows");
+  ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument,
+                "dock 'd' step 1: 1 keys for 2 rows");
   in.keys = {"a", ""};
   ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument, "a key is empty");
   in.keys = {"a", std::string(PutChecks::kMaxKeyBytes + 1, 'k')};
@@ -125,7 +126,8 @@ TEST_F(PutChecksTest, VersionsAreNoneOneOrPerRowAndNotNewerThanTheDocks) {
   const PutChecks checks = Checks();
   PutInput in = PutOf({0, 1, 2});
   in.versions = {1, 2};
-  ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument, "2 versions for 3 rows");
+  ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument,
+                "dock 'd' step 1: 2 versions for 3 rows");
   in.versions = {1, -1, 0};
   ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument,
                 "version -1 of row 1 is negative");
@@ -152,7 +154,8 @@ TEST_F(PutChecksTest, ColumnsAreKnownOnceWithTheirDtypeAndPackingAndMaxLen) {
                 "column 'score' has dtype float32, the request sent int32");
   in = PutOf({0});
   in.columns[0].offsets = {0, 3};  // three items, bytes for two
-  EXPECT_EQ(checks.Put(in).code(), absl::StatusCode::kInvalidArgument);
+  ExpectRefused(checks.Put(in), absl::StatusCode::kInvalidArgument, "dock 'd' step 1: ");
+  EXPECT_THAT(std::string(checks.Put(in).message()), HasSubstr("'ids'"));
   ExpectRefused(checks.Put(PutOf({6}, 5)), absl::StatusCode::kInvalidArgument,
                 "row 6 of column 'ids' has 5 items, more than max_len 4");
   in = PutOf({});
@@ -213,6 +216,11 @@ TEST_F(PutChecksTest, ReservesAreChecked) {
   in.version = -1;
   ExpectRefused(checks.Reserve(in), absl::StatusCode::kInvalidArgument,
                 "dock 'd': reservation: version -1 is negative");
+  in.version = 3;
+  in.deadline = absl::ZeroDuration();
+  ExpectRefused(checks.ReserveDeadline(in), absl::StatusCode::kInvalidArgument,
+                "dock 'd': reservation: deadline 0 is out of range (0, 24h]");
+  in.deadline = absl::Seconds(10);
   in.version = 4;
   ExpectRefused(checks.Reserve(in), absl::StatusCode::kFailedPrecondition,
                 "version 4 is newer than the dock's version 3");
@@ -228,11 +236,12 @@ TEST_F(PutChecksTest, ReservesAreChecked) {
   ExpectRefused(checks.Reserve(in), absl::StatusCode::kInvalidArgument,
                 "of 3 rows (3 groups) is over a step's capacity of 8 rows");
   in.group_sizes = {4};
+  EXPECT_OK(checks.Reserve(in));
   in.deadline = absl::Hours(25);
-  ExpectRefused(checks.Reserve(in), absl::StatusCode::kInvalidArgument,
+  ExpectRefused(checks.ReserveDeadline(in), absl::StatusCode::kInvalidArgument,
                 "deadline 25h is out of range (0, 24h]");
   in.deadline = PutChecks::kMaxReservationDeadline;
-  EXPECT_OK(checks.Reserve(in));
+  EXPECT_OK(checks.ReserveDeadline(in));
 }
 
 }  // namespace

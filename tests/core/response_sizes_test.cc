@@ -97,6 +97,7 @@ TEST_F(ResponseSizesTest, APutIsCheckedWithItsCellsInPlaceOfTheRows) {
               HasSubstr("the group of row 1 would take " + std::to_string(group0) +
                         " bytes in a response to consumer 'groups'"));
   refused = Sizes(row1 - 1).CheckPut(part_, in, plans);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.message()),
               HasSubstr("row 1 would take " + std::to_string(row1) +
                         " bytes in a response to consumer 'rows'"));
