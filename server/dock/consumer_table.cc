@@ -1,8 +1,11 @@
 #include "server/dock/consumer_table.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace tdock::internal {
 
@@ -51,6 +54,84 @@ ConsumerTable::ConsumerTable(const tdock::Mutex* dock_mu, DockSpec spec)
 int ConsumerTable::IndexOf(const tdock::Mutex& dock_mu, absl::string_view name) const {
   HeldShared(dock_mu);
   return spec_.ConsumerIndex(name);
+}
+
+void StalenessCounters::Count(int64_t now, const RowIndex& index,
+                              absl::Span<const int64_t> rows) {
+  if (!index.has_versions()) return;
+  int64_t total = 0, counted = 0;
+  for (int64_t row : rows) {
+    const int64_t version = index.version(row);
+    if (version == kNoVersion) continue;
+    const int64_t staleness = std::max<int64_t>(0, now - version);
+    const size_t bucket = static_cast<size_t>(
+        std::lower_bound(kStalenessBounds.begin(), kStalenessBounds.end(), staleness) -
+        kStalenessBounds.begin());
+    buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    total += staleness;
+    ++counted;
+  }
+  if (counted == 0) return;
+  sum.fetch_add(total, std::memory_order_relaxed);
+  count.fetch_add(counted, std::memory_order_relaxed);
+}
+
+StalenessStats StalenessCounters::Snapshot() const {
+  StalenessStats stats;
+  for (size_t i = 0; i < stats.buckets.size(); ++i) {
+    stats.buckets[i] = buckets[i].load(std::memory_order_relaxed);
+  }
+  stats.sum = sum.load(std::memory_order_relaxed);
+  stats.count = count.load(std::memory_order_relaxed);
+  stats.stale_rows = stale_rows.load(std::memory_order_relaxed);
+  return stats;
+}
+
+absl::StatusOr<int> ConsumerTable::Find(const tdock::Mutex& dock_mu,
+                                        absl::string_view name) const {
+  HeldShared(dock_mu);
+  if (const int index = spec_.ConsumerIndex(name); index >= 0) return index;
+  const bool removed = std::any_of(spec_.consumers.begin(), spec_.consumers.end(),
+                                   [&](const ConsumerSpec& c) { return c.name == name && c.removed; });
+  return absl::NotFoundError(absl::StrCat("dock '", spec_.name, "': consumer '", name, "' ",
+                                          removed ? "was removed" : "is unknown"));
+}
+
+std::optional<int64_t> ConsumerTable::AdmissionBound(const tdock::Mutex& dock_mu,
+                                                     std::string* consumer) const {
+  HeldShared(dock_mu);
+  std::optional<int64_t> bound;
+  for (const ConsumerPlan& plan : plans_) {
+    if (!plan.holds_steps() || !plan.max_staleness.has_value()) continue;
+    if (!bound.has_value() || *plan.max_staleness < *bound) {
+      bound = plan.max_staleness;
+      *consumer = plan.name;
+    }
+  }
+  return bound;
+}
+
+absl::StatusOr<int> ConsumerTable::FindLeasing(const tdock::Mutex& dock_mu,
+                                               absl::string_view name) const {
+  HeldShared(dock_mu);
+  TDOCK_ASSIGN_OR_RETURN(const int index, Find(dock_mu, name));
+  if (plans_[index].lease == absl::ZeroDuration()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dock '", spec_.name, "': consumer '", name,
+        "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
+  }
+  return index;
+}
+
+absl::Status ConsumerTable::Gone(const tdock::Mutex& dock_mu, const ConsumerPlan& plan) const {
+  HeldShared(dock_mu);
+  const ConsumerPlan& now = plans_[plan.index];
+  if (now.removed) {
+    return absl::NotFoundError(
+        absl::StrCat("dock '", spec_.name, "': consumer '", plan.name, "' was removed"));
+  }
+  if (now.optional && !now.joined && !now.joining) return now.join_failed;
+  return absl::OkStatus();
 }
 
 const ConsumerPlan& ConsumerTable::Add(const tdock::Mutex& dock_mu,

@@ -29,7 +29,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/spec.h"
@@ -44,12 +46,18 @@ ConsumerPlan MakePlan(const DockSpec& spec, int index);
 // The indexes of the columns named (-1 for a name the spec lacks).
 std::vector<int> ResolveColumns(const DockSpec& spec, const std::vector<std::string>& names);
 
-// Per consumer, since the dock's creation (StalenessStats).
+// Per consumer, since the dock's creation (StalenessStats). Statistics
+// only: every operation is relaxed.
 struct StalenessCounters {
   std::array<std::atomic<int64_t>, kStalenessBounds.size() + 1> buckets{};
   std::atomic<int64_t> sum{0};
   std::atomic<int64_t> count{0};
   std::atomic<int64_t> stale_rows{0};
+
+  // Counts the staleness (`now` minus its version, at least 0) of each of
+  // `rows` that has a version in `index`.
+  void Count(int64_t now, const RowIndex& index, absl::Span<const int64_t> rows);
+  StalenessStats Snapshot() const;
 };
 
 // A change of the spec asked for: a consumer added, removed or joining, or
@@ -91,6 +99,22 @@ class ConsumerTable final {
   }
   // The consumer's index, -1 if the spec has none of that name.
   int IndexOf(const tdock::Mutex& dock_mu, absl::string_view name) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The consumer's index, or NOT_FOUND naming the dock and the consumer
+  // (and saying if one of that name was removed).
+  absl::StatusOr<int> Find(const tdock::Mutex& dock_mu, absl::string_view name) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The smallest max_staleness of the consumers that hold steps, and (in
+  // *consumer) whose it is; nullopt: none has one.
+  std::optional<int64_t> AdmissionBound(const tdock::Mutex& dock_mu, std::string* consumer) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Find, and FAILED_PRECONDITION if the consumer has no leases.
+  absl::StatusOr<int> FindLeasing(const tdock::Mutex& dock_mu, absl::string_view name) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Why the consumer of `plan` (a plan taken earlier) cannot be served now:
+  // it was removed (NOT_FOUND), or the record of its join failed. OK
+  // otherwise.
+  absl::Status Gone(const tdock::Mutex& dock_mu, const ConsumerPlan& plan) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
 
   // Consumer `consumer` is appended: its plan, counters and totals.

@@ -203,8 +203,7 @@ absl::StatusOr<DockSpec> DockImpl::CheckChangeLocked(const SpecChange& change,
   }
   const std::string& name = change.consumer.name;
   TDOCK_RETURN_IF_ERROR(ValidateName("consumer name", name));
-  *index = consumers_.IndexOf(mu_, name);
-  if (*index < 0) return UnknownConsumerLocked(name);
+  TDOCK_ASSIGN_OR_RETURN(*index, consumers_.Find(mu_, name));
   ConsumerSpec& consumer = next.consumers[*index];
   const std::optional<SealWhen>& seal_when = consumers_.spec(mu_).seal_when;
   if (seal_when.has_value() && seal_when->consumer == name) {
@@ -266,24 +265,6 @@ void DockImpl::AfterChange(SpecChange::Kind kind, int index) {
     // Its staleness bound no longer paces admission.
     WakeReservations();
   }
-}
-
-absl::Status DockImpl::UnknownConsumerLocked(absl::string_view name) const {
-  const bool removed =
-      std::any_of(consumers_.spec(mu_).consumers.begin(), consumers_.spec(mu_).consumers.end(),
-                  [&](const ConsumerSpec& c) { return c.name == name && c.removed; });
-  return absl::NotFoundError(absl::StrCat("dock '", name_, "': consumer '", name, "' ",
-                                          removed ? "was removed" : "is unknown"));
-}
-
-absl::Status DockImpl::ConsumerGoneLocked(const ConsumerPlan& plan) const {
-  const ConsumerPlan& now = consumers_.plan(mu_, plan.index);
-  if (now.removed) {
-    return absl::NotFoundError(
-        absl::StrCat("dock '", name_, "': consumer '", plan.name, "' was removed"));
-  }
-  if (now.optional && !now.joined && !now.joining) return now.join_failed;
-  return absl::OkStatus();
 }
 
 absl::StatusOr<ConsumerSpec> DockImpl::CheckConsumerLocked(ConsumerSpec consumer) const {

@@ -19,8 +19,10 @@ constexpr int kMaxClaimRounds = 64;
 
 absl::StatusOr<ConsumerPlan> DockImpl::PlanFor(const GetInput& in, int index) const {
   tdock::ReaderMutexLock lock(&mu_);
-  const int k = index >= 0 ? index : consumers_.IndexOf(mu_, in.consumer);
-  if (k < 0) return UnknownConsumerLocked(in.consumer);
+  int k = index;
+  if (k < 0) {
+    TDOCK_ASSIGN_OR_RETURN(k, consumers_.Find(mu_, in.consumer));
+  }
   const ConsumerPlan& plan = consumers_.plan(mu_, k);
   const std::string who = absl::StrCat("dock '", name_, "' consumer '", plan.name, "'");
   if (in.rank < 0 || in.rank >= plan.dp_size) {
@@ -59,7 +61,7 @@ GetAttempt DockImpl::TryGet(const GetInput& in, const ConsumerPlan& plan) {
 GetAttempt DockImpl::TryGetLocked(const GetInput& in,
                                             const ConsumerPlan& plan) {
   {
-    absl::Status gone = ConsumerGoneLocked(plan);
+    absl::Status gone = consumers_.Gone(mu_, plan);
     if (!gone.ok()) {
       GetAttempt attempt;
       attempt.done = std::move(gone);
@@ -98,10 +100,11 @@ GetAttempt DockImpl::TryGetLocked(const GetInput& in,
   GetAttempt attempt;
   for (const auto& [step, part] : live) {
     const int32_t taker = TakerOf(plan, in.rank, in.replica);
+    ConsumerState& state = part->consumer(mu_, plan.index);
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
       // done with; it must not run ahead into a newer step meanwhile.
-      if (RankDoneLocked(*part, plan, taker)) continue;
+      if (state.RankDone(rows_per_step_, taker)) continue;
     }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
     // What this step's attempt passed over is recorded whatever comes next.
@@ -110,7 +113,8 @@ GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     one.wake_consumer |= attempt.wake_consumer;
     if (plan.policy == Policy::kBalanced) {
       // Rows passed over as stale may have ended the step for the rank.
-      if (one.done.has_value() || one.draft.has_value() || !RankDoneLocked(*part, plan, taker)) {
+      if (one.done.has_value() || one.draft.has_value() ||
+          !state.RankDone(rows_per_step_, taker)) {
         one.stale = std::move(attempt.stale);
         return one;
       }
@@ -136,7 +140,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
   // Consumers without a bound skip the staleness calls (the Get path's
   // fast case).
-  const int64_t min_version = plan.max_staleness.has_value() ? MinVersionFor(plan) : kNoVersion;
+  const int64_t min_version = plan.min_version(version_.current());
   if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   for (int round = 0; round < kMaxClaimRounds; ++round) {
     // Remaining counts only committed claims: bits a concurrent claimer holds
@@ -209,7 +213,7 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
-    if (part.row_index().has_versions()) CountStalenessLocked(part, plan.index, rows);
+    consumers_.staleness(mu_, plan.index).Count(version_.current(), part.row_index(), rows);
     const auto [lease_id, total] = HandOutLocked(
         part, plan, in.rank, std::move(claimed), static_cast<int64_t>(rows.size()),
         plan.lease > absl::ZeroDuration() ? std::optional<uint64_t>(0) : std::nullopt);

@@ -196,7 +196,8 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
         return;
       }
       // A balanced round is claimed at once but handed out rank by rank.
-      if (plan.policy == Policy::kBalanced && !RoundsDeliveredLocked(part, plan)) {
+      if (plan.policy == Policy::kBalanced &&
+          !part.consumer(mu_, plan.index).RoundsDelivered()) {
         return;
       }
     }
@@ -276,7 +277,7 @@ DockStats DockImpl::Stats() const {
         const int64_t unit_rows = plan.whole_groups ? group_size_ : 1;
         step.available_rows.push_back(
             CountAvailable(*part, part->consumer(mu_, plan.index), plan,
-                           std::numeric_limits<int64_t>::max(), MinVersionFor(plan)) *
+                           std::numeric_limits<int64_t>::max(), plan.min_version(version_.current())) *
             unit_rows);
       }
       stats.arena_bytes_used += part->cells(mu_)->used_bytes();
@@ -317,7 +318,7 @@ DockStats DockImpl::Stats() const {
       stats.lease_expiries_total.push_back(counts.expired);
       stats.lease_nacks_total.push_back(counts.nacked);
       stats.rows_returned_total.push_back(counts.rows_returned);
-      stats.staleness.push_back(StalenessOf(plan.index));
+      stats.staleness.push_back(consumers_.staleness(mu_, plan.index).Snapshot());
     }
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) removed.push_back(plan.removed);
   }

@@ -150,16 +150,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // An optional consumer's first Get: joins it (with a journal, once the
   // join is recorded; its Gets wait for that).
   void RequestJoin(const ConsumerPlan& plan);
-  // The consumer's index if it exists and has leases, else why not.
-  absl::StatusOr<int> LeasingConsumerLocked(const std::string& consumer) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // NOT_FOUND: no consumer of that name (saying if one was removed).
-  absl::Status UnknownConsumerLocked(absl::string_view name) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Why the consumer's Gets cannot be served: it was removed, or the record
-  // of its join failed. OK otherwise.
-  absl::Status ConsumerGoneLocked(const ConsumerPlan& plan) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The normalized consumer, or why it cannot be added.
   absl::StatusOr<ConsumerSpec> CheckConsumerLocked(ConsumerSpec consumer) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -302,14 +292,6 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // plan (consumers with a micro_batch plan that are not BALANCED).
   absl::Status PlanRowsLocked(const Partition& part, const ConsumerPlan& plan,
                               std::vector<int64_t>& rows, Batch& batch) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // BALANCED consumers whose rows are all counted: every rank has fetched
-  // its share of every round.
-  bool RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // BALANCED: the step is fully claimed and `taker` (TakerOf: a rank's
-  // replica) has fetched every round.
-  bool RankDoneLocked(Partition& part, const ConsumerPlan& plan, int32_t taker) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // A Put must not make any row exceed a consumer's micro-batch budget, nor
   // what one response carries (ResponseSizes).
@@ -502,34 +484,20 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void PutAndAck(PutInput input, PutCallback done);
 
   // ---- Staleness bounds (dock_staleness.cc)
-  // The oldest version the consumer may take now; kNoVersion: no bound, or
-  // none that any row can be under.
-  int64_t MinVersionFor(const ConsumerPlan& plan) const;
   // Claims the units of `part` that are stale for the consumer and counts
   // them done for it (into attempt.stale).
   void PassOverStaleLocked(Partition& part, const ConsumerPlan& plan, int64_t min_version,
                            GetAttempt& attempt) ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Adds the staleness of `rows`, claimed by the consumer, to its histogram.
-  void CountStalenessLocked(const Partition& part, int consumer,
-                            const std::vector<int64_t>& rows) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records (and with drop, drops) what a claim passed over; gives the units
   // back to the consumer if the record fails.
   void RecordStale(StaleTake take);
   void EndStaleTake(const StaleTake& take, bool stored);
-  StalenessStats StalenessOf(int consumer) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   // ---- Reservations (dock_reservations.cc: admission; dock_reservation_rows.cc:
   // expiry, Puts naming one, recovery)
   // A Reserve for rows of a version the consumers' staleness bounds never
   // admit is refused at once (Refusal::kStale).
   absl::Status CheckAdmissible(const ReserveInput& in) const ABSL_LOCKS_EXCLUDED(mu_);
-  // The smallest max_staleness of the consumers that hold steps (its
-  // consumer in *consumer); nullopt: none.
-  std::optional<int64_t> AdmissionBoundLocked(std::string* consumer) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // The oldest step not released (live, or the next a partition takes).
-  int64_t FrontStepLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   ReserveAttempt TryReserve(const ReserveInput& in, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Records a granted reservation (its rows take its version once stored)
   // and answers; a failed record frees its rows. `waited`: how long it was

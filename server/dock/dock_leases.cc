@@ -98,22 +98,11 @@ void DockImpl::ReturnLeaseLocked(const Lease& lease) {
   state.in_flight_rows.fetch_sub(lease.rows, std::memory_order_acq_rel);
 }
 
-absl::StatusOr<int> DockImpl::LeasingConsumerLocked(const std::string& consumer) const {
-  const int index = consumers_.IndexOf(mu_, consumer);
-  if (index < 0) return UnknownConsumerLocked(consumer);
-  if (consumers_.plan(mu_, index).lease == absl::ZeroDuration()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dock '", name_, "': consumer '", consumer,
-        "' has no leases (lease_ms is 0): its rows need no acknowledgement"));
-  }
-  return index;
-}
-
 absl::StatusOr<std::vector<LeaseInfo>> DockImpl::ListLeases(const std::string& consumer) const {
   std::vector<Lease> leases;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    TDOCK_ASSIGN_OR_RETURN(const int index, LeasingConsumerLocked(consumer));
+    TDOCK_ASSIGN_OR_RETURN(const int index, consumers_.FindLeasing(mu_, consumer));
     leases = leases_->InFlight(index);
   }
   std::vector<LeaseInfo> out;
@@ -130,7 +119,7 @@ void DockImpl::NackAll(const std::string& consumer, std::optional<int32_t> rank,
   absl::StatusOr<int> index;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    index = LeasingConsumerLocked(consumer);
+    index = consumers_.FindLeasing(mu_, consumer);
     if (index.ok() && rank.has_value() &&
         (*rank < 0 || *rank >= consumers_.plan(mu_, *index).dp_size)) {
       index = absl::InvalidArgumentError(absl::StrCat(
@@ -202,7 +191,7 @@ void DockImpl::EndLease(const std::string& consumer, uint64_t lease_id, LeaseTab
   absl::Status refused;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    absl::StatusOr<int> index = LeasingConsumerLocked(consumer);
+    absl::StatusOr<int> index = consumers_.FindLeasing(mu_, consumer);
     if (!index.ok()) {
       refused = index.status();
     } else {
@@ -298,7 +287,7 @@ void DockImpl::PutAndAck(PutInput input, PutCallback done) {
     {
       tdock::ReaderMutexLock lock(&mu_);
       const ConsumerPlan& plan = consumers_.plan(mu_, lease->consumer);
-      if (plan.removed) gone = UnknownConsumerLocked(plan.name);
+      if (plan.removed) gone = consumers_.Gone(mu_, plan);
     }
     if (!gone.ok()) {
       UnpinLease(id, lease->consumer, std::nullopt);

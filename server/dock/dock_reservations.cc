@@ -52,7 +52,7 @@ absl::Status DockImpl::CheckAdmissible(const ReserveInput& in) const {
   const int64_t now = version_.current();
   tdock::ReaderMutexLock lock(&mu_);
   std::string consumer;
-  const std::optional<int64_t> bound = AdmissionBoundLocked(&consumer);
+  const std::optional<int64_t> bound = consumers_.AdmissionBound(mu_, &consumer);
   if (bound.has_value() && now - *in.version > *bound) {
     return Refuse(Refusal::kStale,
                   absl::FailedPreconditionError(absl::StrCat(
@@ -64,34 +64,6 @@ absl::Status DockImpl::CheckAdmissible(const ReserveInput& in) const {
   return absl::OkStatus();
 }
 
-std::optional<int64_t> DockImpl::AdmissionBoundLocked(std::string* consumer) const {
-  std::optional<int64_t> bound;
-  for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
-    if (!plan.holds_steps() || !plan.max_staleness.has_value()) continue;
-    if (!bound.has_value() || *plan.max_staleness < *bound) {
-      bound = plan.max_staleness;
-      *consumer = plan.name;
-    }
-  }
-  return bound;
-}
-
-int64_t DockImpl::FrontStepLocked() const {
-  int64_t front = std::numeric_limits<int64_t>::max();
-  for (const auto& part : ring_.partitions()) {
-    int64_t next = 0;
-    if (part->live(mu_)) {
-      next = part->step(mu_);
-    } else if (part->last_released(mu_) < 0) {
-      next = part->index();
-    } else {
-      next = part->last_released(mu_) + ring_.steps_in_flight();
-    }
-    front = std::min(front, next);
-  }
-  return front;
-}
-
 ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
   ReserveAttempt attempt;
   int64_t front = 0;
@@ -101,8 +73,8 @@ ReserveAttempt DockImpl::TryReserve(const ReserveInput& in, uint64_t id) {
   std::string bounded_by;
   {
     tdock::ReaderMutexLock lock(&mu_);
-    front = FrontStepLocked();
-    bound = AdmissionBoundLocked(&bounded_by);
+    front = ring_.FrontStep(mu_);
+    bound = consumers_.AdmissionBound(mu_, &bounded_by);
     base = version_.current();
     version = in.version.value_or(base);
   }

@@ -87,10 +87,11 @@ void DockImpl::FormAndCommitRound(const RoundDraft& draft) {
       }
       for (const RoundShare& share : formed.round->ranks) {
         // Repeats (pad: repeat) are counted with the share they are from.
+        StalenessCounters& staleness = consumers_.staleness(mu_, plan.index);
         if (share.repeats.empty()) {
-          CountStalenessLocked(part, plan.index, share.rows);
+          staleness.Count(version_.current(), part.row_index(), share.rows);
         } else {
-          CountStalenessLocked(part, plan.index, share.RealRows());
+          staleness.Count(version_.current(), part.row_index(), share.RealRows());
         }
       }
       CountRoundLocked(part, plan, *formed.round, static_cast<int64_t>(formed.kept));
@@ -125,7 +126,7 @@ GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,
   state.book.mu().AssertHeld();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-  const int64_t min_version = plan.max_staleness.has_value() ? MinVersionFor(plan) : kNoVersion;
+  const int64_t min_version = plan.min_version(version_.current());
   if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   // Under the book's lock every claim of this consumer is committed at once.
   // acquire: pairs with the rounds' increments.
@@ -285,26 +286,6 @@ absl::Status DockImpl::PlanRowsLocked(const Partition& part,
   for (int position : order) ordered.push_back(rows[position]);
   rows = std::move(ordered);
   return absl::OkStatus();
-}
-
-bool DockImpl::RankDoneLocked(Partition& part, const ConsumerPlan& plan,
-                              int32_t taker) const {
-  ConsumerState& state = part.consumer(mu_, plan.index);
-  // acquire: pairs with the round's increment.
-  if (state.consumed_rows.load(std::memory_order_acquire) < rows_per_step_ ||
-      state.stale_unrecorded.load(std::memory_order_acquire) > 0) {
-    return false;
-  }
-  tdock::MutexLock lock(&state.book.mu());
-  return state.book.Done(taker);
-}
-
-bool DockImpl::RoundsDeliveredLocked(Partition& part, const ConsumerPlan& plan) const {
-  ConsumerState& state = part.consumer(mu_, plan.index);
-  tdock::MutexLock lock(&state.book.mu());
-  // The caller saw every row counted: the rounds are all formed (drops may
-  // have ended the step with no round marked last, or with none at all).
-  return state.book.AllDone();
 }
 
 absl::Status DockImpl::CheckBudgetsLocked(const Partition& part,

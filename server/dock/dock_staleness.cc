@@ -23,12 +23,6 @@
 
 namespace tdock::internal {
 
-int64_t DockImpl::MinVersionFor(const ConsumerPlan& plan) const {
-  if (!plan.max_staleness.has_value()) return kNoVersion;
-  const int64_t oldest = version_.current() - *plan.max_staleness;
-  return oldest > 0 ? oldest : kNoVersion;  // versions are >= 0: none is under it
-}
-
 void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
                                    int64_t min_version, GetAttempt& attempt) {
   if (min_version == kNoVersion || part.row_index().min_version() >= min_version) return;
@@ -63,42 +57,6 @@ void DockImpl::PassOverStaleLocked(Partition& part, const ConsumerPlan& plan,
   state.consumed_rows.fetch_add(counted, std::memory_order_acq_rel);
   attempt.wake_consumer = true;  // a Get waiting for the step's end may see it now
   attempt.stale.push_back(std::move(take));
-}
-
-void DockImpl::CountStalenessLocked(const Partition& part, int consumer,
-                                    const std::vector<int64_t>& rows) const {
-  if (!part.row_index().has_versions()) return;
-  const int64_t now = version_.current();
-  StalenessCounters& counters = consumers_.staleness(mu_, consumer);
-  int64_t sum = 0, count = 0;
-  for (int64_t row : rows) {
-    const int64_t version = part.row_index().version(row);
-    if (version == kNoVersion) continue;
-    const int64_t staleness = std::max<int64_t>(0, now - version);
-    const size_t bucket = static_cast<size_t>(
-        std::lower_bound(kStalenessBounds.begin(), kStalenessBounds.end(), staleness) -
-        kStalenessBounds.begin());
-    // relaxed: statistics only.
-    counters.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-    sum += staleness;
-    ++count;
-  }
-  if (count == 0) return;
-  counters.sum.fetch_add(sum, std::memory_order_relaxed);
-  counters.count.fetch_add(count, std::memory_order_relaxed);
-}
-
-StalenessStats DockImpl::StalenessOf(int consumer) const {
-  const StalenessCounters& counters = consumers_.staleness(mu_, consumer);
-  StalenessStats stats;
-  // relaxed: statistics only.
-  for (size_t i = 0; i < stats.buckets.size(); ++i) {
-    stats.buckets[i] = counters.buckets[i].load(std::memory_order_relaxed);
-  }
-  stats.sum = counters.sum.load(std::memory_order_relaxed);
-  stats.count = counters.count.load(std::memory_order_relaxed);
-  stats.stale_rows = counters.stale_rows.load(std::memory_order_relaxed);
-  return stats;
 }
 
 void DockImpl::RecordStale(StaleTake take) {

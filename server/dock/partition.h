@@ -116,6 +116,26 @@ struct ConsumerState {
   std::atomic<int64_t> stale_retry_ns{0};
   // BALANCED consumers only: the rounds (round_book.h).
   RoundBook book;
+
+  // BALANCED: the step (of `rows` rows) is fully claimed, no pass-over is
+  // unrecorded, and `taker` (TakerOf: a rank's replica) has fetched every
+  // round.
+  bool RankDone(int64_t rows, int32_t taker) {
+    // acquire: pairs with the round's increment.
+    if (consumed_rows.load(std::memory_order_acquire) < rows ||
+        stale_unrecorded.load(std::memory_order_acquire) > 0) {
+      return false;
+    }
+    tdock::MutexLock lock(&book.mu());
+    return book.Done(taker);
+  }
+  // BALANCED, once every row is counted: every round is formed and every
+  // taker has fetched its share of each (drops may have ended the step with
+  // no round marked last, or with none at all).
+  bool RoundsDelivered() {
+    tdock::MutexLock lock(&book.mu());
+    return book.AllDone();
+  }
 };
 
 class Partition final {

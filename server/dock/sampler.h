@@ -54,6 +54,13 @@ struct ConsumerPlan {
   bool joining = false;
   absl::Status join_failed;
   bool holds_steps() const { return !removed && (!optional || joined); }
+  // The oldest version the consumer may take while the dock is at version
+  // `now`; kNoVersion: no bound, or none that any row can be under.
+  int64_t min_version(int64_t now) const {
+    if (!max_staleness.has_value()) return kNoVersion;
+    const int64_t oldest = now - *max_staleness;
+    return oldest > 0 ? oldest : kNoVersion;  // versions are >= 0: none is under it
+  }
 };
 
 // A BALANCED consumer's rounds are followed per (rank, replica): the index

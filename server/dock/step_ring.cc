@@ -1,6 +1,7 @@
 #include "server/dock/step_ring.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/logging.h"
 
@@ -38,6 +39,22 @@ bool StepRing::Holds(const tdock::Mutex& dock_mu, int64_t step) const {
 int64_t StepRing::BlockingStep(const tdock::Mutex& dock_mu, int64_t step) const {
   const Partition& part = Of(step);
   return part.live(dock_mu) ? part.step(dock_mu) : step - steps_in_flight();
+}
+
+int64_t StepRing::FrontStep(const tdock::Mutex& dock_mu) const {
+  int64_t front = std::numeric_limits<int64_t>::max();
+  for (const auto& part : partitions_) {
+    int64_t next = 0;
+    if (part->live(dock_mu)) {
+      next = part->step(dock_mu);
+    } else if (part->last_released(dock_mu) < 0) {
+      next = part->index();
+    } else {
+      next = part->last_released(dock_mu) + steps_in_flight();
+    }
+    front = std::min(front, next);
+  }
+  return front;
 }
 
 std::vector<int64_t> StepRing::LiveSteps(const tdock::Mutex& dock_mu) const {

@@ -58,6 +58,9 @@ class StepRing final {
   // The step a blocked step waits for. REQUIRES: Classify is kBlocked.
   int64_t BlockingStep(const tdock::Mutex& dock_mu, int64_t step) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // The oldest step not released: the oldest live one, or the next one a
+  // free partition takes.
+  int64_t FrontStep(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   // The steps the partitions hold, ascending.
   std::vector<int64_t> LiveSteps(const tdock::Mutex& dock_mu) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);

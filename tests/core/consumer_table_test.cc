@@ -3,9 +3,14 @@
 // same consumers; the spec changes taken one at a time by the worker the
 // first Enqueue chose, until the queue runs empty; one spec recorded at a
 // time, with the consumer being added visible meanwhile; the released
-// totals summing each released step's hand-outs per consumer.
+// totals summing each released step's hand-outs per consumer; Find, FindLeasing
+// and Gone refuse an unknown, removed or lease-less consumer by name; a
+// plan's oldest version follows its bound; the admission bound is the
+// smallest of the consumers that hold steps; the staleness counters count rows
+// with a version into the histogram's buckets.
 #include "server/dock/consumer_table.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -77,6 +82,87 @@ TEST_F(ConsumerTableTest, AConsumersLifeChangesInItsPlan) {
   table_.life(mu_, 0).removed = true;
   EXPECT_FALSE(table_.plan(mu_, 0).holds_steps());
   EXPECT_EQ(table_.IndexOf(mu_, "reader"), 0) << "a removed consumer keeps its index";
+}
+
+TEST_F(ConsumerTableTest, FindRefusesUnknownRemovedAndLeaselessConsumersByName) {
+  tdock::MutexLock lock(&mu_);
+  ASSERT_TRUE(table_.Find(mu_, "scorer").ok());
+  EXPECT_EQ(*table_.Find(mu_, "scorer"), 1);
+  const absl::Status unknown = table_.Find(mu_, "nobody").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(unknown.message(), "dock 'd': consumer 'nobody' is unknown");
+  const absl::Status leaseless = table_.FindLeasing(mu_, "reader").status();
+  EXPECT_EQ(leaseless.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(leaseless.message().find("consumer 'reader' has no leases"), std::string::npos);
+  ConsumerSpec leasing;
+  leasing.name = "leasing";
+  leasing.columns = {"ids"};
+  leasing.lease_ms = 1000;
+  table_.Add(mu_, leasing);
+  EXPECT_EQ(*table_.FindLeasing(mu_, "leasing"), 2);
+
+  EXPECT_TRUE(table_.Gone(mu_, table_.plan(mu_, 0)).ok());
+  DockSpec next = table_.spec(mu_);
+  next.consumers[0].removed = true;
+  table_.Replace(mu_, next);
+  table_.life(mu_, 0).removed = true;
+  EXPECT_EQ(table_.Find(mu_, "reader").status().message(),
+            "dock 'd': consumer 'reader' was removed");
+  EXPECT_EQ(table_.Gone(mu_, table_.plan(mu_, 0)).code(), absl::StatusCode::kNotFound);
+  // An optional consumer whose join's record failed: that failure.
+  EXPECT_TRUE(table_.Gone(mu_, table_.plan(mu_, 1)).ok());
+  table_.life(mu_, 1).join_failed = absl::UnavailableError("join not stored");
+  EXPECT_EQ(table_.Gone(mu_, table_.plan(mu_, 1)).message(), "join not stored");
+}
+
+TEST_F(ConsumerTableTest, TheAdmissionBoundIsTheSmallestOfTheConsumersThatHoldSteps) {
+  tdock::MutexLock lock(&mu_);
+  std::string consumer;
+  EXPECT_FALSE(table_.AdmissionBound(mu_, &consumer).has_value());
+  ConsumerSpec loose, tight;
+  loose.name = "loose";
+  loose.columns = {"ids"};
+  loose.max_staleness = 4;
+  tight = loose;
+  tight.name = "tight";
+  tight.max_staleness = 1;
+  tight.optional = true;  // not joined: holds no step
+  table_.Add(mu_, loose);
+  table_.Add(mu_, tight);
+  EXPECT_EQ(table_.AdmissionBound(mu_, &consumer), std::optional<int64_t>(4));
+  EXPECT_EQ(consumer, "loose");
+  table_.life(mu_, 3).joined = true;
+  EXPECT_EQ(table_.AdmissionBound(mu_, &consumer), std::optional<int64_t>(1));
+  EXPECT_EQ(consumer, "tight");
+}
+
+TEST(ConsumerPlanTest, TheOldestVersionFollowsTheBound) {
+  ConsumerPlan plan;
+  EXPECT_EQ(plan.min_version(10), kNoVersion) << "no bound";
+  plan.max_staleness = 2;
+  EXPECT_EQ(plan.min_version(10), 8);
+  EXPECT_EQ(plan.min_version(2), kNoVersion) << "no version is under 0";
+}
+
+TEST(StalenessCountersTest, RowsWithAVersionAreCountedIntoBuckets) {
+  RowIndex index(4);
+  StalenessCounters counters;
+  counters.Count(5, index, {0, 1});
+  EXPECT_EQ(counters.Snapshot().count, 0) << "no row of the step has a version";
+  {
+    tdock::MutexLock commit(&index.mu());
+    index.LowerVersion(0, 5);
+    index.LowerVersion(1, 3);
+    index.LowerVersion(2, 7);  // newer than `now`: staleness 0
+  }
+  counters.Count(5, index, {0, 1, 2, 3});  // row 3 has none
+  const StalenessStats stats = counters.Snapshot();
+  EXPECT_EQ(stats.count, 3);
+  EXPECT_EQ(stats.sum, 2);
+  int64_t in_buckets = 0;
+  for (int64_t b : stats.buckets) in_buckets += b;
+  EXPECT_EQ(in_buckets, 3);
+  EXPECT_EQ(stats.buckets[0], 2) << "staleness 0 is in the first bucket";
 }
 
 TEST_F(ConsumerTableTest, AReplacedSpecKeepsTheConsumers) {

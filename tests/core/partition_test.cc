@@ -218,6 +218,30 @@ TEST(RoundBookTest, TakersGoThroughEveryRoundInOrder) {
   EXPECT_EQ(recovered.NextFor(0), 1);
 }
 
+TEST(ConsumerStateTest, ARankIsDoneOnceEveryRowIsCountedNothingUnrecordedAndItTookEveryRound) {
+  ConsumerState state(/*units=*/8, /*takers=*/2);
+  {
+    tdock::MutexLock lock(&state.book.mu());
+    state.book.StartForming();
+    state.book.Keep(Round{});
+    state.book.Delivered(/*taker=*/0, /*k=*/0);
+  }
+  EXPECT_FALSE(state.RankDone(8, 0)) << "rows left to count";
+  state.consumed_rows.store(8);
+  EXPECT_TRUE(state.RankDone(8, 0));
+  EXPECT_FALSE(state.RankDone(8, 1)) << "taker 1 took nothing";
+  EXPECT_FALSE(state.RoundsDelivered());
+  state.stale_unrecorded.store(1);
+  EXPECT_FALSE(state.RankDone(8, 0)) << "a pass-over not yet recorded";
+  state.stale_unrecorded.store(0);
+  {
+    tdock::MutexLock lock(&state.book.mu());
+    state.book.Delivered(/*taker=*/1, /*k=*/0);
+  }
+  EXPECT_TRUE(state.RankDone(8, 1));
+  EXPECT_TRUE(state.RoundsDelivered());
+}
+
 TEST_F(PartitionTest, AConsumerAddedLaterGetsStateSizedForItsUnits) {
   auto part = Make(12, 4);
   tdock::MutexLock lock(&mu_);

@@ -1,7 +1,7 @@
 // StepRing on its own: which step a partition is free for, holds, or makes
 // wait; a release being recorded counts as released to new work but still
-// holds the step; the live steps in ascending order; the totals of the
-// released steps.
+// holds the step; the live steps in ascending order; the front step (the
+// oldest not released); the totals of the released steps.
 #include "server/dock/step_ring.h"
 
 #include <memory>
@@ -92,6 +92,27 @@ TEST_F(StepRingTest, AReleasedStepFreesItsPartitionForTheStepAfterIt) {
   Activate(2);
   EXPECT_EQ(Live(), (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(Classify(0), State::kReleased) << "an older step than the partition holds";
+}
+
+TEST_F(StepRingTest, TheFrontIsTheOldestStepNotReleased) {
+  auto front = [&] {
+    tdock::ReaderMutexLock lock(&mu_);
+    return ring_.FrontStep(mu_);
+  };
+  EXPECT_EQ(front(), 0) << "nothing started";
+  Activate(1);
+  EXPECT_EQ(front(), 0) << "step 0's partition is free for it";
+  Activate(0);
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(0).Release(mu_);
+  }
+  EXPECT_EQ(front(), 1);
+  {
+    tdock::MutexLock lock(&mu_);
+    ring_.Of(1).Release(mu_);
+  }
+  EXPECT_EQ(front(), 2) << "the next step a free partition takes";
 }
 
 TEST_F(StepRingTest, EachReleasedStepJoinsTheTotalsOnce) {
