@@ -62,8 +62,9 @@ def first_calls_while_server_is_stopped(address, server, options, *, until_answe
                                         processes=8):
     """Starts `processes` client processes and, once each has made its
     Client, keeps every CPU busy with spinning processes; stops the server
-    (SIGSTOP: the kernel still accepts the connections, the server answers
-    none) and lets every client make its call. The server is resumed 1 s
+    (SIGSTOP, waiting until every thread of it is stopped: the kernel still
+    accepts the connections, the server answers none) and lets every client
+    make its call. The server is resumed 1 s
     after every client said it is calling or, with `until_answered`, once
     every client has its answer. Returns each client's answer."""
     clients = [subprocess.Popen([sys.executable, "-c", _FIRST_CALL, address, repr(options)],
@@ -78,6 +79,7 @@ def first_calls_while_server_is_stopped(address, server, options, *, until_answe
                     for _ in range(os.cpu_count() or 2)]
         server.send_signal(signal.SIGSTOP)
         try:
+            wait_stopped(server.pid)
             for c in clients:
                 c.stdin.write("go\n")
                 c.stdin.flush()
@@ -97,6 +99,25 @@ def first_calls_while_server_is_stopped(address, server, options, *, until_answe
             if c.poll() is None:
                 c.kill()
             c.wait()
+
+
+def wait_stopped(pid, timeout=60.0):
+    """Waits until every thread of `pid` is stopped. A SIGSTOP stops a
+    process only once one of its threads is scheduled to take it: on a busy
+    host the others meanwhile go on serving calls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                pass  # a thread that has exited
+        if states and all(state in ("T", "t") for state in states):
+            return
+        assert time.monotonic() < deadline, f"tdock-server threads not stopped: {states}"
+        time.sleep(0.01)
 
 
 @pytest.fixture
