@@ -251,7 +251,7 @@ int64_t DockImpl::ApplyDropLocked(const DockJournal::DropRecord& record) {
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) CountDroppedLocked(part, plan, row);
   }
   // A dropped row's key is free.
-  keys_.ForgetRows(part.step(mu_), part.row_index(), record.rows);
+  keys_.ForgetRows(mu_, part.step(mu_), part.row_index(), record.rows);
   if (dropped > 0) EndDroppedLeasesLocked(part);
   // Owed to the next step from now on (CarryForward).
   if (!record.carry.empty()) dropped += ApplyCarryLocked(part, record);

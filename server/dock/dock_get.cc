@@ -104,7 +104,7 @@ GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     if (plan.policy == Policy::kBalanced) {
       // A rank's k-th Get belongs to round k of the oldest step it is not
       // done with; it must not run ahead into a newer step meanwhile.
-      if (state.RankDone(rows_per_step_, taker)) continue;
+      if (state.RankDone(mu_, rows_per_step_, taker)) continue;
     }
     GetAttempt one = ServeLocked(*part, in, plan, /*explicit_step=*/false);
     // What this step's attempt passed over is recorded whatever comes next.
@@ -114,7 +114,7 @@ GetAttempt DockImpl::TryGetLocked(const GetInput& in,
     if (plan.policy == Policy::kBalanced) {
       // Rows passed over as stale may have ended the step for the rank.
       if (one.done.has_value() || one.draft.has_value() ||
-          !state.RankDone(rows_per_step_, taker)) {
+          !state.RankDone(mu_, rows_per_step_, taker)) {
         one.stale = std::move(attempt.stale);
         return one;
       }
@@ -140,7 +140,8 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
   const int64_t count = (in.count > 0 ? in.count : plan.dispatch_size) / unit_rows;
   // Consumers without a bound skip the staleness calls (the Get path's
   // fast case).
-  const int64_t min_version = plan.min_version(version_.current());
+  const int64_t min_version =
+      plan.max_staleness.has_value() ? plan.min_version(version_.current()) : kNoVersion;
   if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   for (int round = 0; round < kMaxClaimRounds; ++round) {
     // Remaining counts only committed claims: bits a concurrent claimer holds
@@ -213,7 +214,9 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
         return attempt;
       }
     }
-    consumers_.staleness(mu_, plan.index).Count(version_.current(), part.row_index(), rows);
+    if (part.row_index().has_versions()) {
+      consumers_.staleness(mu_, plan.index).Count(version_.current(), part.row_index(), rows);
+    }
     const auto [lease_id, total] = HandOutLocked(
         part, plan, in.rank, std::move(claimed), static_cast<int64_t>(rows.size()),
         plan.lease > absl::ZeroDuration() ? std::optional<uint64_t>(0) : std::nullopt);

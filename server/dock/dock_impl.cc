@@ -119,7 +119,7 @@ std::shared_ptr<StepCells> DockImpl::ApplyReleaseLocked(Partition& part, int64_t
   consumers_.AddReleased(mu_, part);
   leases_->DropStep(part.step(mu_));
   reservations_.ForgetStep(part.step(mu_));
-  keys_.ForgetStep(step, part.row_index(), rows_per_step_);
+  keys_.ForgetStep(mu_, step, part.row_index(), rows_per_step_);
   return part.Release(mu_);
 }
 
@@ -197,7 +197,7 @@ void DockImpl::MaybeAutoRelease(int64_t step) {
       }
       // A balanced round is claimed at once but handed out rank by rank.
       if (plan.policy == Policy::kBalanced &&
-          !part.consumer(mu_, plan.index).RoundsDelivered()) {
+          !part.consumer(mu_, plan.index).RoundsDelivered(mu_)) {
         return;
       }
     }

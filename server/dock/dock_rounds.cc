@@ -126,7 +126,8 @@ GetAttempt DockImpl::StartRoundLocked(Partition& part, const GetInput& in,
   state.book.mu().AssertHeld();
   const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
   const int64_t units = plan.whole_groups ? part.groups() : part.rows();
-  const int64_t min_version = plan.min_version(version_.current());
+  const int64_t min_version =
+      plan.max_staleness.has_value() ? plan.min_version(version_.current()) : kNoVersion;
   if (min_version != kNoVersion) PassOverStaleLocked(part, plan, min_version, attempt);
   // Under the book's lock every claim of this consumer is committed at once.
   // acquire: pairs with the rounds' increments.

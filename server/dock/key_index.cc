@@ -40,7 +40,8 @@ void KeyIndex::Forget(absl::Span<const Entry> entries) {
   }
 }
 
-void KeyIndex::ForgetRows(int64_t step, const RowIndex& index, absl::Span<const int64_t> rows) {
+void KeyIndex::ForgetRows(const tdock::Mutex& dock_mu, int64_t step, const RowIndex& index,
+                          absl::Span<const int64_t> rows) {
   if (!index.has_keys()) return;
   std::vector<Entry> gone;
   for (int64_t row : rows) {
@@ -49,7 +50,8 @@ void KeyIndex::ForgetRows(int64_t step, const RowIndex& index, absl::Span<const 
   Forget(gone);
 }
 
-void KeyIndex::ForgetStep(int64_t step, const RowIndex& index, int64_t rows) {
+void KeyIndex::ForgetStep(const tdock::Mutex& dock_mu, int64_t step, const RowIndex& index,
+                          int64_t rows) {
   if (!index.has_keys()) return;
   std::vector<Entry> gone;
   for (int64_t row = 0; row < rows; ++row) {

@@ -71,10 +71,13 @@ class KeyIndex final {
   void Forget(absl::Span<const Entry> entries) ABSL_LOCKS_EXCLUDED(mu_);
   // Erases the keys `rows` of step `step` have in `index` (the step's own
   // keys), each if it names that row: the rows were dropped. ForgetStep: every
-  // row of the step (of `rows` rows), as it is released.
-  void ForgetRows(int64_t step, const RowIndex& index, absl::Span<const int64_t> rows)
+  // row of the step (of `rows` rows), as it is released. `dock_mu`: the
+  // dock's mutex, which keeps the step on its partition and its keys alive.
+  void ForgetRows(const tdock::Mutex& dock_mu, int64_t step, const RowIndex& index,
+                  absl::Span<const int64_t> rows) ABSL_SHARED_LOCKS_REQUIRED(dock_mu)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void ForgetStep(int64_t step, const RowIndex& index, int64_t rows) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetStep(const tdock::Mutex& dock_mu, int64_t step, const RowIndex& index,
+                  int64_t rows) ABSL_SHARED_LOCKS_REQUIRED(dock_mu) ABSL_LOCKS_EXCLUDED(mu_);
   // The index becomes exactly `entries` (recovery; a later duplicate key
   // replaces an earlier one).
   void Reset(absl::Span<const Entry> entries) ABSL_LOCKS_EXCLUDED(mu_);

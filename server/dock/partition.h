@@ -119,8 +119,10 @@ struct ConsumerState {
 
   // BALANCED: the step (of `rows` rows) is fully claimed, no pass-over is
   // unrecorded, and `taker` (TakerOf: a rank's replica) has fetched every
-  // round.
-  bool RankDone(int64_t rows, int32_t taker) {
+  // round. `dock_mu`: the dock's mutex, which keeps the state's partition
+  // on its step.
+  bool RankDone(const tdock::Mutex& dock_mu, int64_t rows, int32_t taker)
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     // acquire: pairs with the round's increment.
     if (consumed_rows.load(std::memory_order_acquire) < rows ||
         stale_unrecorded.load(std::memory_order_acquire) > 0) {
@@ -132,7 +134,7 @@ struct ConsumerState {
   // BALANCED, once every row is counted: every round is formed and every
   // taker has fetched its share of each (drops may have ended the step with
   // no round marked last, or with none at all).
-  bool RoundsDelivered() {
+  bool RoundsDelivered(const tdock::Mutex& dock_mu) ABSL_SHARED_LOCKS_REQUIRED(dock_mu) {
     tdock::MutexLock lock(&book.mu());
     return book.AllDone();
   }

@@ -109,6 +109,16 @@ TEST_F(ConsumerTableTest, FindRefusesUnknownRemovedAndLeaselessConsumersByName) 
   EXPECT_EQ(table_.Find(mu_, "reader").status().message(),
             "dock 'd': consumer 'reader' was removed");
   EXPECT_EQ(table_.Gone(mu_, table_.plan(mu_, 0)).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_.Gone(mu_, table_.plan(mu_, 0)).message(),
+            "dock 'd': consumer 'reader' was removed");
+  // A new consumer of the same name is another one: the old plan stays gone.
+  ConsumerSpec again;
+  again.name = "reader";
+  again.columns = {"ids"};
+  table_.Add(mu_, again);
+  EXPECT_EQ(*table_.Find(mu_, "reader"), 3);
+  EXPECT_EQ(table_.Gone(mu_, table_.plan(mu_, 0)).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table_.Gone(mu_, table_.plan(mu_, 3)).ok());
   // An optional consumer whose join's record failed: that failure.
   EXPECT_TRUE(table_.Gone(mu_, table_.plan(mu_, 1)).ok());
   table_.life(mu_, 1).join_failed = absl::UnavailableError("join not stored");

@@ -95,18 +95,20 @@ TEST(KeyIndex, ForgettingRowsOrAStepErasesTheKeysTheirRowIndexGives) {
   }
   KeyIndex index;
   ASSERT_FALSE(index.Insert({{"a", {4, 1}}, {"b", {4, 2}}, {"c", {4, 5}}}).has_value());
-  index.ForgetRows(4, rows, {1, 3});  // row 3 has no key
+  tdock::Mutex dock_mu;  // the dock's, held as a dock holds it
+  tdock::ReaderMutexLock lock(&dock_mu);
+  index.ForgetRows(dock_mu, 4, rows, {1, 3});  // row 3 has no key
   EXPECT_FALSE(index.Find("a").has_value());
   EXPECT_TRUE(index.Find("b").has_value());
   // A key given since to a row of another step stays.
   index.Forget({{"b", {4, 2}}});
   ASSERT_FALSE(index.Insert({{"b", {5, 0}}}).has_value());
-  index.ForgetStep(4, rows, 8);
+  index.ForgetStep(dock_mu, 4, rows, 8);
   EXPECT_EQ(*index.Find("b"), (RowRef{5, 0}));
   EXPECT_FALSE(index.Find("c").has_value());
   EXPECT_EQ(index.size(), 1u);
   // A step none of whose rows ever had a key forgets nothing.
-  index.ForgetStep(5, RowIndex(8), 8);
+  index.ForgetStep(dock_mu, 5, RowIndex(8), 8);
   EXPECT_EQ(index.size(), 1u);
 }
 

@@ -220,26 +220,28 @@ TEST(RoundBookTest, TakersGoThroughEveryRoundInOrder) {
 
 TEST(ConsumerStateTest, ARankIsDoneOnceEveryRowIsCountedNothingUnrecordedAndItTookEveryRound) {
   ConsumerState state(/*units=*/8, /*takers=*/2);
+  tdock::Mutex dock_mu;
+  tdock::ReaderMutexLock dock_lock(&dock_mu);
   {
     tdock::MutexLock lock(&state.book.mu());
     state.book.StartForming();
     state.book.Keep(Round{});
     state.book.Delivered(/*taker=*/0, /*k=*/0);
   }
-  EXPECT_FALSE(state.RankDone(8, 0)) << "rows left to count";
+  EXPECT_FALSE(state.RankDone(dock_mu, 8, 0)) << "rows left to count";
   state.consumed_rows.store(8);
-  EXPECT_TRUE(state.RankDone(8, 0));
-  EXPECT_FALSE(state.RankDone(8, 1)) << "taker 1 took nothing";
-  EXPECT_FALSE(state.RoundsDelivered());
+  EXPECT_TRUE(state.RankDone(dock_mu, 8, 0));
+  EXPECT_FALSE(state.RankDone(dock_mu, 8, 1)) << "taker 1 took nothing";
+  EXPECT_FALSE(state.RoundsDelivered(dock_mu));
   state.stale_unrecorded.store(1);
-  EXPECT_FALSE(state.RankDone(8, 0)) << "a pass-over not yet recorded";
+  EXPECT_FALSE(state.RankDone(dock_mu, 8, 0)) << "a pass-over not yet recorded";
   state.stale_unrecorded.store(0);
   {
     tdock::MutexLock lock(&state.book.mu());
     state.book.Delivered(/*taker=*/1, /*k=*/0);
   }
-  EXPECT_TRUE(state.RankDone(8, 1));
-  EXPECT_TRUE(state.RoundsDelivered());
+  EXPECT_TRUE(state.RankDone(dock_mu, 8, 1));
+  EXPECT_TRUE(state.RoundsDelivered(dock_mu));
 }
 
 TEST_F(PartitionTest, AConsumerAddedLaterGetsStateSizedForItsUnits) {
@@ -386,7 +388,17 @@ TEST_F(PartitionTest, CompleteGroupsCountsGroupsReadyInEveryColumnWithALiveRow) 
   tdock::ReaderMutexLock lock(&mu_);
   EXPECT_EQ(part->CompleteGroups(mu_, {0}, 10), 3);     // group 1: every row dropped
   EXPECT_EQ(part->CompleteGroups(mu_, {0, 1}, 10), 1);  // groups 2, 3 lack column 1
-  EXPECT_GE(part->CompleteGroups(mu_, {0}, 2), 2);      // stops once it reaches `enough`
+  EXPECT_GE(part->CompleteGroups(mu_, {0}, 2), 2);
+}
+
+TEST_F(PartitionTest, CompleteGroupsStopsOnceItReachesEnough) {
+  auto part = Make(256, 2);  // 128 groups: two words of the bitmaps
+  Write(*part, 0, Range(0, 256));
+  tdock::ReaderMutexLock lock(&mu_);
+  EXPECT_EQ(part->CompleteGroups(mu_, {0}, 1000), 128);
+  const int64_t enough = part->CompleteGroups(mu_, {0}, 2);
+  EXPECT_GE(enough, 2);
+  EXPECT_LT(enough, 128) << "the second word is not read";
 }
 
 TEST_F(PartitionTest, SurplusRowsKeepTheGroupsTheConsumerTookFirstThenByIndex) {
@@ -401,6 +413,24 @@ TEST_F(PartitionTest, SurplusRowsKeepTheGroupsTheConsumerTookFirstThenByIndex) {
   for (int64_t row : Range(12, 16)) expected.push_back(row);
   EXPECT_EQ(part->SurplusRows(mu_, 0, false, {0}, 2), expected);
   EXPECT_EQ(part->SurplusRows(mu_, 0, false, {0}, 0), Range(0, 16));
+}
+
+TEST_F(PartitionTest, SurplusRowsOfAWholeGroupConsumerKeepTheGroupsItTookFirst) {
+  auto part = Make(16, 4, {{.whole_groups = true}});
+  Write(*part, 0, Range(0, 16));
+  {
+    tdock::MutexLock lock(&mu_);
+    part->MarkDropped(mu_, 13, DropReason::kFiltered);  // a dropped row never comes back
+  }
+  tdock::ReaderMutexLock lock(&mu_);
+  part->consumer(mu_, 0).consumed.Claim(0, uint64_t{1} << 3);  // it took group 3
+  std::vector<int64_t> expected = Range(4, 12);
+  EXPECT_EQ(part->SurplusRows(mu_, 0, true, {0}, 2), expected) << "groups 3 and 0 kept";
+  EXPECT_EQ(part->SurplusRows(mu_, 0, true, {0}, 1),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(part->SurplusRows(mu_, 0, true, {0}, 4), std::vector<int64_t>{});
+  EXPECT_EQ(part->SurplusRows(mu_, 0, true, {0}, 0),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15}));
 }
 
 TEST(UnitsOfRows, RowsAsGivenOrTheirGroupsAscendingOnce) {
