@@ -93,6 +93,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
         "client: timeout must be positive, got ",
         absl::FormatDuration(options.timeout)));
   }
+  for (const auto& [name, value] : {std::pair<const char*, absl::Duration>{
+                                        "connect_timeout", options.connect_timeout},
+                                    {"max_reconnect_backoff", options.max_reconnect_backoff}}) {
+    if (value <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("client: ", name, " must be positive, got ",
+                                                     absl::FormatDuration(value)));
+    }
+  }
   if (options.max_message_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("client: max_message_bytes must be positive, got ",
@@ -109,6 +117,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
       static_cast<int>(std::min<int64_t>(options.max_message_bytes, INT_MAX));
   args.SetMaxReceiveMessageSize(max_bytes);
   args.SetMaxSendMessageSize(max_bytes);
+  // Connection attempts outlast a busy host; a server that went away is
+  // tried again at least every max_reconnect_backoff; and the channel keeps
+  // its own connection, so a new Client never inherits another's backoff
+  // (gRPC shares connections between channels to one target by default).
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT_MAX));
+  };
+  const int backoff_ms = ms(options.max_reconnect_backoff);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, backoff_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, ms(options.connect_timeout));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff_ms);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (!options.tls.server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls.server_name);
   }

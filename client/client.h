@@ -72,6 +72,14 @@ struct ClientOptions {
   absl::Duration timeout = absl::Seconds(30);
   // Largest message sent or received. Default: 1 GiB.
   int64_t max_message_bytes = int64_t{1} << 30;
+  // How long one connection attempt may take (gRPC's minimum reconnect
+  // backoff): a busy host may not run the server, or this process, for
+  // seconds. A refused attempt (no server) still fails at once. Default: 20 s.
+  absl::Duration connect_timeout = absl::Seconds(20);
+  // A client whose server went away tries to connect again at least this
+  // often (its backoff grows to this). Each Client has its own connection:
+  // a new one never waits out another's backoff. Default: 0.5 s.
+  absl::Duration max_reconnect_backoff = absl::Milliseconds(500);
 };
 
 // One column of a Put, owning its packed bytes (or borrowing them: see View).

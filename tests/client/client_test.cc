@@ -428,6 +428,40 @@ TEST(ClientConnectTest, BadOptionsAndNoServer) {
   ASSERT_OK_AND_ASSIGN(auto client,
                        Client::Connect({.address = address, .timeout = absl::Seconds(5)}));
   EXPECT_EQ(client->Health().code(), absl::StatusCode::kUnavailable);
+  EXPECT_STATUS(Client::Connect({.address = address, .connect_timeout = absl::ZeroDuration()}),
+                absl::StatusCode::kInvalidArgument, "connect_timeout must be positive");
+  EXPECT_STATUS(
+      Client::Connect({.address = address, .max_reconnect_backoff = absl::Milliseconds(-1)}),
+      absl::StatusCode::kInvalidArgument, "max_reconnect_backoff must be positive");
+}
+
+// A Client keeps calling a server that is away until its reconnect backoff
+// is seconds long; the server comes back on the same port. A new Client made
+// with the same options connects on a connection of its own (gRPC shares
+// connections between channels to one target unless told not to; shared, the
+// new Client's first call waits for the old connection's next attempt, which
+// this test cannot time) and is served.
+TEST(ClientConnectTest, ANewClientConnectsWhileAnotherBacksOff) {
+  Server first(ServerOptions{.listen = "127.0.0.1:0"});
+  ASSERT_OK(first.Start());
+  const std::string address = absl::StrCat("127.0.0.1:", first.port());
+  first.Shutdown();
+  const ClientOptions options{.address = address,
+                              .timeout = absl::Seconds(10),
+                              .max_reconnect_backoff = absl::Seconds(5)};
+  ASSERT_OK_AND_ASSIGN(auto waiting, Client::Connect(options));
+  // The backoff grows toward 5 s (gRPC's default, without the setting, grows
+  // from 1 s by 1.6x: past 4 s by then).
+  const absl::Time until = absl::Now() + absl::Milliseconds(6500);
+  while (absl::Now() < until) {
+    EXPECT_EQ(waiting->Health().code(), absl::StatusCode::kUnavailable);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  Server restarted(ServerOptions{.listen = address});
+  ASSERT_OK(restarted.Start());
+  ASSERT_OK_AND_ASSIGN(auto fresh, Client::Connect(options));
+  EXPECT_OK(fresh->Health());
+  restarted.Shutdown();
 }
 
 }  // namespace
