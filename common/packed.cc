@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace tdock {
 namespace {
@@ -22,23 +23,10 @@ int64_t PackedColumn::data_bytes() const {
   return total;
 }
 
-absl::Status ValidatePacked(const PackedColumn& column, int64_t rows,
-                            int64_t item_bytes) {
+absl::Status ValidateOffsets(const PackedColumn& column, int64_t rows) {
   if (rows < 0)
     return Invalid(column, absl::StrCat("negative row count ", rows));
-  if (item_bytes <= 0) {
-    return Invalid(column, absl::StrCat("item size ", item_bytes,
-                                        " bytes is not positive"));
-  }
   const std::vector<int64_t>& offsets = column.offsets;
-  const int64_t data_bytes = column.data_bytes();
-  // No rows may travel as no offsets at all (what an empty repeated field
-  // decodes to); the data must then be empty too.
-  if (rows == 0 && offsets.empty()) {
-    if (data_bytes == 0) return absl::OkStatus();
-    return Invalid(column,
-                   absl::StrCat("no rows but ", data_bytes, " bytes of data"));
-  }
   if (static_cast<int64_t>(offsets.size()) != rows + 1) {
     return Invalid(column, absl::StrCat(offsets.size(), " offsets for ", rows,
                                         " rows, want ", rows + 1));
@@ -54,7 +42,27 @@ absl::Status ValidatePacked(const PackedColumn& column, int64_t rows,
                                           "] = ", offsets[i - 1]));
     }
   }
-  const int64_t items = offsets.back();
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePacked(const PackedColumn& column, int64_t rows,
+                            int64_t item_bytes) {
+  if (rows < 0)
+    return Invalid(column, absl::StrCat("negative row count ", rows));
+  if (item_bytes <= 0) {
+    return Invalid(column, absl::StrCat("item size ", item_bytes,
+                                        " bytes is not positive"));
+  }
+  const int64_t data_bytes = column.data_bytes();
+  // No rows may travel as no offsets at all (what an empty repeated field
+  // decodes to); the data must then be empty too.
+  if (rows == 0 && column.offsets.empty()) {
+    if (data_bytes == 0) return absl::OkStatus();
+    return Invalid(column,
+                   absl::StrCat("no rows but ", data_bytes, " bytes of data"));
+  }
+  TDOCK_RETURN_IF_ERROR(ValidateOffsets(column, rows));
+  const int64_t items = column.offsets.back();
   if (items > std::numeric_limits<int64_t>::max() / item_bytes ||
       items * item_bytes != data_bytes) {
     return Invalid(

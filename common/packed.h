@@ -40,6 +40,8 @@ struct PackedColumn {
 // first offset at fault.
 absl::Status ValidatePacked(const PackedColumn& column, int64_t rows,
                             int64_t item_bytes);
+// The offsets part of that: rows + 1 of them, from 0, never decreasing.
+absl::Status ValidateOffsets(const PackedColumn& column, int64_t rows);
 
 // Copies `len` bytes starting at byte `pos` of the concatenated segments into
 // `dest`. REQUIRES: pos + len <= total bytes.

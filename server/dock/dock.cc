@@ -33,6 +33,7 @@ DockRecovery::~DockRecovery() {
 }
 
 DockSpec DockRecovery::spec() const { return impl_->spec(); }
+CellForm DockRecovery::cell_form() const { return impl_->cell_form(); }
 absl::Status DockRecovery::Released(int64_t step) { return impl_->RecoverReleased(step); }
 void DockRecovery::DockVersion(int64_t version) { impl_->AdvanceVersion(version); }
 

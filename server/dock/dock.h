@@ -230,6 +230,9 @@ class DockRecovery final {
 
   // The normalized spec.
   DockSpec spec() const;
+  // What the dock stores as a cell (DockLimits::cells): what a stored Put's
+  // cell bytes are.
+  CellForm cell_form() const;
   // `step` was released (so later steps of its partition may start). Comes
   // before any cell of the step's partition.
   absl::Status Released(int64_t step);

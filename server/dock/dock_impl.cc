@@ -9,6 +9,7 @@
 #include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/local_cell_store.h"
+#include "server/dock/location_cell_store.h"
 
 namespace tdock::internal {
 namespace {
@@ -50,6 +51,12 @@ void OmitRemoved(const std::vector<bool>& removed, DockStats& stats) {
   }
 }
 
+std::unique_ptr<CellStore> OpenCellStore(const DockSpec& spec, CellForm form) {
+  if (form == CellForm::kLocations) return std::make_unique<LocationCellStore>();
+  return std::make_unique<LocalCellStore>(spec.chunk_bytes, spec.memory_limit_bytes,
+                                          spec.preallocate_bytes);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
@@ -73,12 +80,12 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       rows_per_step_(spec.rows_per_step()),
       group_size_(spec.n_samples_per_prompt),
       columns_(spec.columns, ColumnTable::Capacity(spec.columns.size(), limits.max_columns)),
-      checks_(name_, rows_per_step_, group_size_, spec.add_columns_on_write, columns_, version_),
-      sizes_(columns_, rows_per_step_, group_size_, limits.max_batch_bytes),
+      checks_(name_, rows_per_step_, group_size_, spec.add_columns_on_write, columns_, version_,
+              limits.cells),
+      sizes_(columns_, rows_per_step_, group_size_, limits.max_batch_bytes, limits.cells),
       reader_(columns_, ResolveColumns(spec, spec.length_columns)),
       seal_when_(spec.seal_when),
-      store_(std::make_unique<LocalCellStore>(spec.chunk_bytes, spec.memory_limit_bytes,
-                                              spec.preallocate_bytes)),
+      store_(OpenCellStore(spec, limits.cells)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,
             static_cast<int>(columns_.size()), ShapesOf(spec), columns_.capacity()),
       consumers_(&mu_, std::move(spec)),

@@ -66,6 +66,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   const std::string& name() const { return name_; }
   DockSpec spec() const;
+  CellForm cell_form() const { return limits_.cells; }
   void Put(PutInput input, PutCallback done);
   uint64_t Get(GetInput input, GetCallback done);
   void Cancel(uint64_t id);

@@ -301,15 +301,19 @@ absl::StatusOr<RowListing> DockImpl::ListRows(int64_t step,
     TDOCK_ASSIGN_OR_RETURN(cells, CellsToListLocked(part, listed, listing));
     pin = part.cells(mu_);
   }
-  // Copied with no lock held.
+  // Copied with no lock held; a location dock lists each cell's location.
   for (const ListedCells& listed_cells : cells) {
     const ColumnSpec& column = columns_[listed_cells.column];
     const PackedColumn& view = listed_cells.view;
+    int64_t position = 0;
     for (size_t i = 0; i < listed_cells.rows.size(); ++i) {
-      std::string bytes(
-          static_cast<size_t>(view.length(static_cast<int64_t>(i)) * column.item_bytes()), '\0');
-      CopyFromSegments(view.segments, view.offsets[i] * column.item_bytes(),
-                       static_cast<int64_t>(bytes.size()), bytes.data());
+      std::string bytes(static_cast<size_t>(StoredCellBytes(
+                            limits_.cells, view.length(static_cast<int64_t>(i)),
+                            column.item_bytes())),
+                        '\0');
+      CopyFromSegments(view.segments, position, static_cast<int64_t>(bytes.size()),
+                       bytes.data());
+      position += static_cast<int64_t>(bytes.size());
       listing.rows[listed_cells.rows[i]].cells.emplace_back(column.name, std::move(bytes));
     }
   }

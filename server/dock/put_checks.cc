@@ -14,13 +14,14 @@ namespace tdock::internal {
 
 PutChecks::PutChecks(std::string dock, int64_t rows_per_step, int32_t group_size,
                      bool add_columns_on_write, const ColumnTable& columns,
-                     const PolicyVersion& version)
+                     const PolicyVersion& version, CellForm form)
     : dock_(std::move(dock)),
       rows_per_step_(rows_per_step),
       group_size_(group_size),
       add_columns_on_write_(add_columns_on_write),
       columns_(columns),
-      version_(version) {}
+      version_(version),
+      form_(form) {}
 
 std::string PutChecks::Where(int64_t step) const {
   return absl::StrCat("dock '", dock_, "' step ", step);
@@ -83,7 +84,7 @@ absl::Status PutChecks::Put(const PutInput& in,
           where, ": column '", column.name, "' has dtype ", DTypeName(spec.dtype),
           ", the request sent ", DTypeName(column.dtype)));
     }
-    absl::Status packed = ValidatePacked(column, in.row_count(), spec.item_bytes());
+    absl::Status packed = ValidateCells(form_, column, in.row_count(), spec.item_bytes());
     if (!packed.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": ", packed.message()));
     }

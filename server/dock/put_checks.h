@@ -1,7 +1,9 @@
 // PutChecks: the checks a Put or a Reserve passes before it touches any of
 // the dock's state — its step and rows (or the new rows it asks for), group
 // sizes, versions, keys, columns, dtypes, packing and max_len; a Reserve's
-// version, rows, groups and deadline. Each failure is INVALID_ARGUMENT (a
+// version, rows, groups and deadline. In a dock that holds locations
+// (CellForm::kLocations) a column's data is one location a row, each as many
+// bytes long as the row's items (ValidateCells). Each failure is INVALID_ARGUMENT (a
 // version newer than the dock's: FAILED_PRECONDITION) and names what was
 // wrong; nothing is changed by a check.
 //
@@ -26,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/cell_location.h"
 #include "common/spec.h"
 #include "server/dock/column_table.h"
 #include "server/dock/policy_version.h"
@@ -40,7 +43,8 @@ class PutChecks final {
   static constexpr absl::Duration kMaxReservationDeadline = absl::Hours(24);
 
   PutChecks(std::string dock, int64_t rows_per_step, int32_t group_size,
-            bool add_columns_on_write, const ColumnTable& columns, const PolicyVersion& version);
+            bool add_columns_on_write, const ColumnTable& columns, const PolicyVersion& version,
+            CellForm form = CellForm::kBytes);
   PutChecks(const PutChecks&) = delete;
   PutChecks& operator=(const PutChecks&) = delete;
 
@@ -79,6 +83,7 @@ class PutChecks final {
   const bool add_columns_on_write_;
   const ColumnTable& columns_;
   const PolicyVersion& version_;
+  const CellForm form_;  // what a Put's column data is: bytes, or locations
 };
 
 }  // namespace tdock::internal

@@ -13,11 +13,16 @@ constexpr int64_t kOffsetResponseBytes = 10;  // a row's offset in one column
 }  // namespace
 
 ResponseSizes::ResponseSizes(const ColumnTable& columns, int64_t rows_per_step,
-                             int32_t group_size, int64_t max_bytes)
+                             int32_t group_size, int64_t max_bytes, CellForm form)
     : columns_(columns),
       rows_per_step_(rows_per_step),
       group_size_(group_size),
-      max_bytes_(max_bytes) {}
+      max_bytes_(max_bytes),
+      form_(form) {}
+
+int64_t ResponseSizes::CellBytes(int c, int64_t items) const {
+  return StoredCellBytes(form_, items, columns_[c].item_bytes());
+}
 
 int64_t ResponseSizes::Fixed() { return kFixedResponseBytes; }
 
@@ -26,7 +31,7 @@ int64_t ResponseSizes::Row(const Partition& part, const ConsumerPlan& plan, int6
   for (int c : plan.columns) {
     bytes += kOffsetResponseBytes;
     if (const CellBlock* cell = part.cell(c, row); cell != nullptr) {
-      bytes += cell->length * columns_[c].item_bytes();
+      bytes += CellBytes(c, cell->length);
     }
   }
   return bytes;
@@ -58,11 +63,10 @@ absl::Status ResponseSizes::CheckPut(const Partition& part, const PutInput& in,
     int64_t bytes = kRowResponseBytes;
     for (int c : plan.columns) {
       bytes += kOffsetResponseBytes;
-      const int64_t item = columns_[c].item_bytes();
       if (given[c] != nullptr && at >= 0) {
-        bytes += given[c]->length(at) * item;
+        bytes += CellBytes(c, given[c]->length(at));
       } else if (const CellBlock* cell = part.cell(c, row); cell != nullptr) {
-        bytes += cell->length * item;
+        bytes += CellBytes(c, cell->length);
       }
     }
     return bytes;

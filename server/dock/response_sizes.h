@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/cell_location.h"
 #include "server/dock/column_table.h"
 #include "server/dock/partition.h"
 #include "server/dock/sampler.h"
@@ -32,8 +33,10 @@ namespace tdock::internal {
 class ResponseSizes final {
  public:
   // `max_bytes` <= 0: no limit (every unit fits, every Put passes).
+  // `form`: what the dock's cells are; a response carries a location
+  // dock's cells as their locations.
   ResponseSizes(const ColumnTable& columns, int64_t rows_per_step, int32_t group_size,
-                int64_t max_bytes);
+                int64_t max_bytes, CellForm form = CellForm::kBytes);
   ResponseSizes(const ResponseSizes&) = delete;
   ResponseSizes& operator=(const ResponseSizes&) = delete;
 
@@ -58,11 +61,14 @@ class ResponseSizes final {
 
  private:
   absl::Status TooLarge(const ConsumerPlan& plan, int64_t row, int64_t bytes) const;
+  // What a cell of `items` items of column c takes in a response.
+  int64_t CellBytes(int c, int64_t items) const;
 
   const ColumnTable& columns_;
   const int64_t rows_per_step_;
   const int32_t group_size_;
   const int64_t max_bytes_;
+  const CellForm form_;
 };
 
 }  // namespace tdock::internal

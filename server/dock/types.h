@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/batch_meta.h"
+#include "common/cell_location.h"
 #include "common/drop.h"
 #include "common/packed.h"
 #include "common/row_state.h"
@@ -196,6 +197,11 @@ struct DockLimits {
   // that forms it, with no lock of the dock held, before the round is
   // planned (tests hold a formation with it). Default: none.
   std::function<void(int64_t step, int consumer)> before_round_planned;
+  // What the dock stores as a cell: its bytes (a standalone server), or
+  // where they are (a controller: a Put's and a batch's column data is one
+  // CellLocation a row, common/cell_location.h; the bytes' memory limit is
+  // the shards', so the dock's own memory_limit_bytes is not enforced).
+  CellForm cells = CellForm::kBytes;
 };
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;

@@ -24,14 +24,15 @@ using records::Reader;
 class CellWriter {
  public:
   CellWriter(DockRecovery& dock, const DockSpec& spec, RecoveryStats& stats)
-      : dock_(dock), spec_(spec), stats_(stats) {}
+      : dock_(dock), spec_(spec), form_(dock.cell_form()), stats_(stats) {}
 
   absl::Status Add(int64_t step, int column, int64_t row, absl::string_view value) {
-    const int64_t item = spec_.columns[column].item_bytes();
-    if (item <= 0 || value.size() % item != 0) {
+    absl::StatusOr<int64_t> items =
+        StoredCellItems(form_, value, spec_.columns[column].item_bytes());
+    if (!items.ok()) {
       return absl::DataLossError(absl::StrCat("a cell of step ", step, " column '",
                                               spec_.columns[column].name,
-                                              "' is not whole items"));
+                                              "': ", items.status().message()));
     }
     if (step_ != step || column_ != column || bytes_.size() + value.size() > kPutBytes) {
       TDOCK_RETURN_IF_ERROR(Flush());
@@ -39,7 +40,7 @@ class CellWriter {
       column_ = column;
     }
     rows_.push_back(row);
-    offsets_.push_back(offsets_.back() + static_cast<int64_t>(value.size()) / item);
+    offsets_.push_back(offsets_.back() + *items);
     bytes_.append(value.data(), value.size());
     ++stats_.cells;
     stats_.bytes += static_cast<int64_t>(value.size());
@@ -77,6 +78,7 @@ class CellWriter {
 
   DockRecovery& dock_;
   const DockSpec& spec_;
+  const CellForm form_;
   RecoveryStats& stats_;
   int64_t step_ = -1;
   int column_ = -1;

@@ -19,9 +19,11 @@
 namespace tdock::persist::crash {
 
 // A registry whose docks run on `clock` (leases, reservations, wait bounds),
-// on a timer service of its own; on the real clock if it is null.
-inline RegistryLimits LimitsOn(std::shared_ptr<Clock> clock) {
+// on a timer service of its own; on the real clock if it is null. Its docks
+// store cells in `cells`.
+inline RegistryLimits LimitsOn(std::shared_ptr<Clock> clock, CellForm cells = CellForm::kBytes) {
   RegistryLimits limits;
+  limits.dock.cells = cells;
   if (clock != nullptr) {
     limits.dock.timers = std::make_shared<TimerService>(clock);
     limits.dock.clock = std::move(clock);
@@ -33,9 +35,10 @@ inline RegistryLimits LimitsOn(std::shared_ptr<Clock> clock) {
 // or after its first `writes` (a crash point); its docks on `clock`.
 struct Restarted {
   explicit Restarted(const RecordingStore& store) : Restarted(store, store.writes()) {}
-  Restarted(const RecordingStore& store, int64_t writes, std::shared_ptr<Clock> clock = nullptr)
+  Restarted(const RecordingStore& store, int64_t writes, std::shared_ptr<Clock> clock = nullptr,
+            CellForm cells = CellForm::kBytes)
       : persistence(store.Replay(writes), {.data_dir = "restarted"}),
-        registry(LimitsOn(std::move(clock))) {
+        registry(LimitsOn(std::move(clock), cells)) {
     EXPECT_OK(persistence.Recover(registry).status());
     dock = *registry.Find("crash");
   }
@@ -50,8 +53,9 @@ struct Restarted {
 struct Recording {
   // `clock`: the docks' clock (leases, reservations, wait bounds), on a timer
   // service of its own; the real clock by default.
-  explicit Recording(DockSpec spec = CrashSpec(), std::shared_ptr<Clock> clock = nullptr)
-      : registry(LimitsOn(std::move(clock))) {
+  explicit Recording(DockSpec spec = CrashSpec(), std::shared_ptr<Clock> clock = nullptr,
+                     CellForm cells = CellForm::kBytes)
+      : registry(LimitsOn(std::move(clock), cells)) {
     auto owned = std::make_unique<RecordingStore>();
     store = owned.get();
     persistence = std::make_unique<Persistence>(std::move(owned),
