@@ -1,0 +1,174 @@
+#include "server/shard/shard_store.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/dock/local_cell_store.h"
+
+namespace tdock::shard {
+
+ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes)
+    : shard_(shard), pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)) {}
+
+absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock, int64_t step,
+                                                     absl::Span<const PackedColumn> columns,
+                                                     absl::Span<const int64_t> item_bytes) {
+  if (columns.size() != item_bytes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(columns.size(), " columns but ",
+                                                   item_bytes.size(), " item sizes"));
+  }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    TDOCK_RETURN_IF_ERROR(ValidatePacked(columns[i], columns[i].rows(), item_bytes[i]));
+  }
+  std::shared_ptr<internal::StepCells> cells;
+  uint64_t extent = 0;
+  {
+    tdock::MutexLock lock(&mu_);
+    DockCells& held = docks_[dock];
+    if (held.released.count(step) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "dock '", dock, "' step ", step, " was released: shard ", shard_, " takes no Put of it"));
+    }
+    std::shared_ptr<internal::StepCells>& slot = held.steps[step];
+    if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
+    cells = slot;
+    extent = next_extent_++;
+  }
+  // The copy, with no lock held.
+  std::vector<const internal::CellBlock*> blocks;
+  if (!cells->Write(columns, item_bytes, /*past_limit=*/false, blocks)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shard ", shard_, " has no room for ", columns.size(), " columns of dock '", dock,
+        "' step ", step, " under its memory limit of ", pool_->limit_bytes(), " bytes"));
+  }
+  Staged staged{extent, {}};
+  Extent held{dock, step, false, 0, {}, cells};
+  uint64_t offset = 0;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    std::vector<CellLocation>& locations = staged.locations.emplace_back();
+    for (int64_t r = 0; r < columns[i].rows(); ++r) {
+      const ByteSpan bytes = cells->Bytes(blocks[i][r], item_bytes[i]);
+      locations.push_back({shard_, extent, offset, bytes.size()});
+      held.cells.push_back({offset, bytes});
+      offset += bytes.size();
+    }
+  }
+  held.bytes = static_cast<int64_t>(offset);
+  tdock::MutexLock lock(&mu_);
+  // A release meanwhile took the step: the Put is not kept.
+  auto dock_it = docks_.find(dock);
+  if (dock_it == docks_.end() || dock_it->second.released.count(step) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dock '", dock, "' step ", step, " was released while shard ", shard_, " stored a Put"));
+  }
+  extents_.emplace(extent, std::move(held));
+  return staged;
+}
+
+absl::Status ShardStore::Commit(uint64_t extent) {
+  tdock::MutexLock lock(&mu_);
+  auto it = extents_.find(extent);
+  if (it == extents_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("shard ", shard_, " holds no staged Put ", extent));
+  }
+  it->second.committed = true;
+  return absl::OkStatus();
+}
+
+void ShardStore::Abort(uint64_t extent) {
+  tdock::MutexLock lock(&mu_);
+  extents_.erase(extent);
+}
+
+absl::Status ShardStore::NotHeld(const CellLocation& where, const std::string& why) {
+  return absl::NotFoundError(absl::StrCat("shard ", where.shard, " extent ", where.extent,
+                                          " offset ", where.offset, " (", where.bytes,
+                                          " bytes): ", why,
+                                          "; the batch or the shard listing is stale"));
+}
+
+absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
+                                                   absl::Span<const CellLocation> where) const {
+  Cells out;
+  out.cells.reserve(where.size());
+  tdock::ReaderMutexLock lock(&mu_);
+  const internal::StepCells* last_pinned = nullptr;
+  for (const CellLocation& cell : where) {
+    if (cell.shard != shard_) {
+      return NotHeld(cell, absl::StrCat("this is shard ", shard_));
+    }
+    auto it = extents_.find(cell.extent);
+    if (it == extents_.end() || it->second.dock != dock) {
+      return NotHeld(cell, absl::StrCat("shard ", shard_, " holds no such extent of dock '",
+                                        dock, "'"));
+    }
+    const Extent& extent = it->second;
+    if (!extent.committed) return NotHeld(cell, "its Put is not committed");
+    auto found = std::lower_bound(
+        extent.cells.begin(), extent.cells.end(), cell.offset,
+        [](const Cell& held, uint64_t offset) { return held.offset < offset; });
+    // An empty cell shares its offset with the next one.
+    while (found != extent.cells.end() && found->offset == cell.offset &&
+           found->bytes.size() != cell.bytes) {
+      ++found;
+    }
+    if (found == extent.cells.end() || found->offset != cell.offset) {
+      return NotHeld(cell, "no cell starts there with that length");
+    }
+    out.cells.push_back(found->bytes);
+    if (extent.step_cells.get() != last_pinned) {
+      out.pins.push_back(extent.step_cells);
+      last_pinned = extent.step_cells.get();
+    }
+  }
+  return out;
+}
+
+void ShardStore::Release(const std::string& dock, int64_t step) {
+  // Freed once the lock is let go.
+  std::shared_ptr<internal::StepCells> freed;
+  std::vector<Extent> extents;
+  tdock::MutexLock lock(&mu_);
+  DockCells& held = docks_[dock];
+  held.released.insert(step);
+  if (auto it = held.steps.find(step); it != held.steps.end()) {
+    freed = std::move(it->second);
+    held.steps.erase(it);
+  }
+  for (auto it = extents_.begin(); it != extents_.end();) {
+    if (it->second.dock == dock && it->second.step == step) {
+      extents.push_back(std::move(it->second));
+      extents_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ShardStore::ForgetDock(const std::string& dock) {
+  tdock::MutexLock lock(&mu_);
+  docks_.erase(dock);
+  for (auto it = extents_.begin(); it != extents_.end();) {
+    if (it->second.dock == dock) {
+      extents_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+ShardStore::Stats ShardStore::GetStats() const {
+  Stats stats;
+  tdock::ReaderMutexLock lock(&mu_);
+  for (const auto& [id, extent] : extents_) {
+    (extent.committed ? stats.committed_puts : stats.staged_puts) += 1;
+    stats.cell_bytes += extent.bytes;
+  }
+  stats.reserved_bytes = pool_->reserved_bytes();
+  stats.limit_bytes = pool_->limit_bytes();
+  return stats;
+}
+
+}  // namespace tdock::shard

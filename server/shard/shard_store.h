@@ -1,0 +1,129 @@
+// ShardStore: the cells a shard of a sharded deployment holds, and nothing
+// else (it knows no consumers, leases, rounds or versions).
+//
+// A Put that reaches the shard is staged: its columns' bytes are copied into
+// the arena of its dock's step, under the shard's memory limit, and it gets
+// an extent id, unique for the store's life, naming its cells. Each cell's
+// CellLocation (shard, extent, offset, bytes) is what the shard sends the
+// controller; the offset is the cell's first byte in the Put's payload, its
+// columns' data one after the other. A staged Put is not readable: the
+// controller decides. Commit makes it readable once the controller has
+// stored it; Abort forgets it when the controller refused it or its answer
+// was lost for good (its bytes go back with its step's). Release frees a
+// step's cells once the controller has released the step; a reader holding
+// cells keeps their memory until it lets go (the pin).
+//
+//   ShardStore store(/*shard=*/2, 4 << 20, 8ll << 30);
+//   ASSIGN_OR_RETURN(ShardStore::Staged staged, store.Stage("d", 0, columns, item_bytes));
+//   ... the controller stores staged.locations ...
+//   store.Commit(staged.extent);
+//   ASSIGN_OR_RETURN(ShardStore::Cells cells, store.Read("d", where));
+//
+// Thread safety: thread-safe. Read runs under a shared lock; the copy of a
+// Put's bytes runs with no lock held.
+#ifndef TDOCK_SERVER_SHARD_SHARD_STORE_H_
+#define TDOCK_SERVER_SHARD_SHARD_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/cell_location.h"
+#include "common/mutex.h"
+#include "common/packed.h"
+#include "server/dock/arena.h"
+#include "server/dock/cell_store.h"
+
+namespace tdock::shard {
+
+class ShardStore final {
+ public:
+  // shard: this shard's id, in every location it gives; chunk_bytes: the
+  // arenas' chunk size; limit_bytes: the memory limit (0: none).
+  ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes);
+  ShardStore(const ShardStore&) = delete;
+  ShardStore& operator=(const ShardStore&) = delete;
+
+  struct Staged {
+    uint64_t extent = 0;
+    // Per column, its cells' locations in row order.
+    std::vector<std::vector<CellLocation>> locations;
+  };
+  // Stages a Put of `dock`'s `step`: columns[i], items of item_bytes[i]
+  // bytes (checked whole: INVALID_ARGUMENT naming the column). All or none:
+  // RESOURCE_EXHAUSTED, nothing kept, when the memory limit does not allow
+  // it; FAILED_PRECONDITION when the step was released here.
+  absl::StatusOr<Staged> Stage(const std::string& dock, int64_t step,
+                               absl::Span<const PackedColumn> columns,
+                               absl::Span<const int64_t> item_bytes);
+  // The controller stored the staged Put `extent`: its cells are readable.
+  // NOT_FOUND if no Put is staged as `extent` (aborted, released, unknown).
+  absl::Status Commit(uint64_t extent);
+  // The controller did not store it: it is forgotten.
+  void Abort(uint64_t extent);
+
+  // Cells by location, views valid while `pin` is held.
+  struct Cells {
+    std::vector<ByteSpan> cells;
+    std::vector<std::shared_ptr<const void>> pins;
+  };
+  // NOT_FOUND naming the first location this shard does not hold readable
+  // (another shard's, an extent unknown here, not committed, released, or
+  // not a cell's start and length): the reader's listing or batch is stale.
+  absl::StatusOr<Cells> Read(const std::string& dock, absl::Span<const CellLocation> where) const;
+
+  // The controller released `dock`'s `step`: its cells are freed (staged
+  // ones too) and later Puts of it are refused.
+  void Release(const std::string& dock, int64_t step);
+  // `dock` was deleted: every cell of it is freed.
+  void ForgetDock(const std::string& dock);
+
+  struct Stats {
+    int64_t staged_puts = 0;
+    int64_t committed_puts = 0;
+    int64_t cell_bytes = 0;      // payload of staged and committed Puts
+    int64_t reserved_bytes = 0;  // memory held by the arenas' pool
+    int64_t limit_bytes = 0;
+  };
+  Stats GetStats() const;
+  uint64_t shard() const { return shard_; }
+
+ private:
+  struct Cell {
+    uint64_t offset = 0;
+    ByteSpan bytes;
+  };
+  struct Extent {
+    std::string dock;
+    int64_t step = 0;
+    bool committed = false;
+    int64_t bytes = 0;
+    std::vector<Cell> cells;  // by offset
+    std::shared_ptr<internal::StepCells> step_cells;  // keeps the bytes
+  };
+  struct DockCells {
+    std::map<int64_t, std::shared_ptr<internal::StepCells>> steps;  // live here
+    std::set<int64_t> released;  // steps the controller released
+  };
+
+  static absl::Status NotHeld(const CellLocation& where, const std::string& why);
+
+  const uint64_t shard_;
+  const std::shared_ptr<internal::ChunkPool> pool_;
+
+  mutable tdock::Mutex mu_;
+  uint64_t next_extent_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, DockCells> docks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Extent> extents_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tdock::shard
+
+#endif  // TDOCK_SERVER_SHARD_SHARD_STORE_H_

@@ -1,0 +1,153 @@
+// ShardStore, a shard's cells: a staged Put gets locations naming its cells
+// (offsets in the Put's payload, its columns one after the other) and is not
+// readable until committed; reads return exactly the cells' bytes and refuse
+// a location the shard does not hold readable, naming it; an aborted or
+// released Put is gone; the memory limit refuses a Put whole; a reader's pin
+// keeps released cells' memory.
+#include "server/shard/shard_store.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/core/dock_test_util.h"
+#include "tests/test_util.h"
+
+namespace tdock::shard {
+namespace {
+
+using testing::OwnedColumn;
+
+OwnedColumn Floats(const std::string& name, const std::vector<int64_t>& lengths, float first) {
+  std::vector<std::vector<float>> rows;
+  float value = first;
+  for (int64_t len : lengths) {
+    std::vector<float>& row = rows.emplace_back();
+    for (int64_t k = 0; k < len; ++k) row.push_back(value++);
+  }
+  return OwnedColumn::Of<float>(name, DType::kFloat32, rows);
+}
+
+std::vector<float> AsFloats(ByteSpan bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+struct Put {
+  OwnedColumn a = Floats("a", {2, 0, 3}, 0);
+  OwnedColumn b = Floats("b", {1, 1, 1}, 100);
+  std::vector<PackedColumn> views = {a.View(), b.View()};
+  std::vector<int64_t> item_bytes = {4, 4};
+};
+
+TEST(ShardStore, AStagedPutIsReadableOnlyOnceCommitted) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
+                       store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_EQ(staged.locations.size(), 2u);
+  // Offsets run over the Put's payload: a's 20 bytes, then b's 12.
+  EXPECT_EQ(staged.locations[0],
+            (std::vector<CellLocation>{{7, staged.extent, 0, 8},
+                                       {7, staged.extent, 8, 0},
+                                       {7, staged.extent, 8, 12}}));
+  EXPECT_EQ(staged.locations[1],
+            (std::vector<CellLocation>{{7, staged.extent, 20, 4},
+                                       {7, staged.extent, 24, 4},
+                                       {7, staged.extent, 28, 4}}));
+  EXPECT_STATUS(store.Read("d", staged.locations[0]), absl::StatusCode::kNotFound,
+                "its Put is not committed; the batch or the shard listing is stale");
+  EXPECT_EQ(store.GetStats().staged_puts, 1);
+
+  ASSERT_OK(store.Commit(staged.extent));
+  const std::vector<CellLocation> wanted = {staged.locations[1][2], staged.locations[0][0],
+                                            staged.locations[0][1], staged.locations[0][2]};
+  ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, store.Read("d", wanted));
+  ASSERT_EQ(cells.cells.size(), 4u);
+  EXPECT_EQ(AsFloats(cells.cells[0]), (std::vector<float>{102}));
+  EXPECT_EQ(AsFloats(cells.cells[1]), (std::vector<float>{0, 1}));
+  EXPECT_TRUE(cells.cells[2].empty());
+  EXPECT_EQ(AsFloats(cells.cells[3]), (std::vector<float>{2, 3, 4}));
+  const ShardStore::Stats stats = store.GetStats();
+  EXPECT_EQ(stats.committed_puts, 1);
+  EXPECT_EQ(stats.staged_puts, 0);
+  EXPECT_EQ(stats.cell_bytes, 32);
+}
+
+TEST(ShardStore, ReadsRefuseLocationsNotHeldHereNamingThem) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
+                       store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(staged.extent));
+  CellLocation other_shard = staged.locations[0][0];
+  other_shard.shard = 8;
+  EXPECT_STATUS(store.Read("d", {other_shard}), absl::StatusCode::kNotFound,
+                "shard 8 extent 1 offset 0 (8 bytes): this is shard 7");
+  CellLocation unknown = staged.locations[0][0];
+  unknown.extent = 99;
+  EXPECT_STATUS(store.Read("d", {unknown}), absl::StatusCode::kNotFound,
+                "shard 7 holds no such extent of dock 'd'");
+  EXPECT_STATUS(store.Read("e", {staged.locations[0][0]}), absl::StatusCode::kNotFound,
+                "no such extent of dock 'e'");
+  CellLocation inside = staged.locations[0][0];
+  inside.offset = 4;
+  inside.bytes = 4;
+  EXPECT_STATUS(store.Read("d", {inside}), absl::StatusCode::kNotFound,
+                "no cell starts there with that length");
+  CellLocation longer = staged.locations[0][0];
+  longer.bytes = 12;
+  EXPECT_STATUS(store.Read("d", {longer}), absl::StatusCode::kNotFound,
+                "no cell starts there with that length");
+}
+
+TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged aborted,
+                       store.Stage("d", 0, put.views, put.item_bytes));
+  store.Abort(aborted.extent);
+  EXPECT_STATUS(store.Commit(aborted.extent), absl::StatusCode::kNotFound,
+                "shard 7 holds no staged Put 1");
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged kept, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(kept.extent));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Cells held, store.Read("d", kept.locations[0]));
+
+  store.Release("d", 0);
+  EXPECT_STATUS(store.Read("d", kept.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+  EXPECT_STATUS(store.Stage("d", 0, put.views, put.item_bytes),
+                absl::StatusCode::kFailedPrecondition,
+                "dock 'd' step 0 was released: shard 7 takes no Put of it");
+  EXPECT_EQ(store.GetStats().cell_bytes, 0);
+  // The reader's pin keeps the released cells' bytes.
+  EXPECT_EQ(AsFloats(held.cells[2]), (std::vector<float>{2, 3, 4}));
+  // Another step and another dock are untouched by the release.
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged next, store.Stage("d", 1, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(next.extent));
+  store.ForgetDock("d");
+  EXPECT_STATUS(store.Read("d", next.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+}
+
+TEST(ShardStore, TheMemoryLimitRefusesAPutWhole) {
+  ShardStore store(7, 4096, 4096);
+  std::vector<int64_t> lengths(3, 512);  // 3 rows of 2 KiB: over one 4 KiB chunk
+  const OwnedColumn big = Floats("a", lengths, 0);
+  const std::vector<PackedColumn> views = {big.View()};
+  EXPECT_STATUS(store.Stage("d", 0, views, {int64_t{4}}), absl::StatusCode::kResourceExhausted,
+                "shard 7 has no room for 1 columns of dock 'd' step 0 under its memory limit "
+                "of 4096 bytes");
+  EXPECT_EQ(store.GetStats().staged_puts, 0);
+  EXPECT_EQ(store.GetStats().cell_bytes, 0);
+  // Bytes that are not whole items are refused before anything is stored.
+  OwnedColumn ragged = Floats("a", {1}, 0);
+  ragged.bytes.push_back('x');
+  const std::vector<PackedColumn> ragged_views = {ragged.View()};
+  EXPECT_STATUS(store.Stage("d", 0, ragged_views, {int64_t{4}}),
+                absl::StatusCode::kInvalidArgument, "column 'a'");
+}
+
+}  // namespace
+}  // namespace tdock::shard
