@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "client/client_impl.h"
+#include "client/channel.h"
 #include "common/files.h"
 #include "common/status.h"
 #include "grpcpp/create_channel.h"
@@ -68,6 +69,15 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
+  if (options.token.empty()) {
+    if (const char* env = std::getenv("TDOCK_TOKEN"); env != nullptr) options.token = env;
+  }
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenChannel(options));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const ClientOptions& options) {
   if (options.address.empty()) {
     return absl::InvalidArgumentError("client: address is empty");
   }
@@ -88,9 +98,6 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     return absl::InvalidArgumentError(
         absl::StrCat("client: max_message_bytes must be positive, got ",
                      options.max_message_bytes));
-  }
-  if (options.token.empty()) {
-    if (const char* env = std::getenv("TDOCK_TOKEN"); env != nullptr) options.token = env;
   }
   if (options.token.find_first_of("\r\n") != std::string::npos) {
     return absl::InvalidArgumentError("client: the token must be one line");
@@ -123,8 +130,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
     return absl::InvalidArgumentError(
         absl::StrCat("client: cannot create a channel to '", options.address, "'"));
   }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
-  return std::unique_ptr<Client>(new Client(std::move(impl)));
+  return channel;
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -68,6 +68,9 @@ struct BatchMeta {
   // that repeat a row of the round to fill this share; mask them out of the
   // loss. Empty otherwise.
   std::vector<int64_t> repeats;
+  // The columns carry cell locations (common/cell_location.h), one a row,
+  // not the items: a controller's batch, whose cells are on the shards.
+  bool cell_locations = false;
 
   bool operator==(const BatchMeta&) const = default;
 };

@@ -84,6 +84,21 @@ ABSL_FLAG(int64_t, max_parked_gets_per_consumer, 4096,
           "Gets of one consumer waiting at once at most (0: no limit).");
 ABSL_FLAG(int64_t, max_parked_reserves_per_dock, 4096,
           "Reserves of one dock waiting for admission at once at most (0: no limit).");
+ABSL_FLAG(std::string, role, "standalone",
+          "standalone (the whole dock in this process), controller (the docks with where "
+          "each cell is; its shards hold the cells) or shard (cells only; needs --controller "
+          "and --shard_id). See docs/scale-out.md.");
+ABSL_FLAG(std::string, controller, "", "--role=shard: host:port of the controller.");
+ABSL_FLAG(uint64_t, shard_id, 0,
+          "--role=shard: this shard's id, unique among the controller's shards (1 or more).");
+ABSL_FLAG(std::string, advertise, "",
+          "--role=shard: host:port clients reach this shard at (default: the listen "
+          "address with the port bound).");
+ABSL_FLAG(std::string, node, "",
+          "--role=shard: the node this shard runs on (default: the host name); clients on "
+          "that node write to it.");
+ABSL_FLAG(int64_t, shard_memory_limit_mb, 0,
+          "--role=shard: MiB of cells the shard holds at most (0: no limit).");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -103,6 +118,16 @@ absl::StatusOr<LogLevel> ParseLogLevel(const std::string& text) {
 // Reads the flags, once.
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions options;
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (!ParseServerRole(role, &options.role)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--role must be standalone, controller or shard, got \"", role, "\""));
+  }
+  options.shard.controller = absl::GetFlag(FLAGS_controller);
+  options.shard.id = absl::GetFlag(FLAGS_shard_id);
+  options.shard.advertise = absl::GetFlag(FLAGS_advertise);
+  options.shard.node = absl::GetFlag(FLAGS_node);
+  options.shard.memory_limit_bytes = absl::GetFlag(FLAGS_shard_memory_limit_mb) << 20;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);
@@ -182,6 +207,7 @@ int Run() {
     return 2;
   }
   const std::string listen = options->listen;
+  const ServerRole role = options->role;
   const SecurityOptions security = options->security;
   Server server(*std::move(options));
   const absl::Status started = server.Start();
@@ -202,6 +228,7 @@ int Run() {
                                                        : "mutual TLS")
                   << (security.auth_token_file.empty() ? ", no token"
                                                        : ", bearer token required");
+  TDOCK_LOG(INFO) << "tdock-server role: " << ServerRoleName(role);
   TDOCK_LOG(INFO) << "tdock-server listening on " << address;
   std::printf("tdock-server listening on %s\n", address.c_str());
   std::fflush(stdout);

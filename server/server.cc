@@ -1,12 +1,16 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <thread>
 #include <set>
 #include <vector>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -21,6 +25,11 @@
 #include "server/metrics/server_metrics.h"
 #include "server/service/callback_queue_keeper.h"
 #include "server/service/dock_service.h"
+#include "server/service/shard_service.h"
+#include "server/shard/shard_store.h"
+#include "server/shard/shard_table.h"
+#include "client/channel.h"
+#include "proto/tdock/v1/convert.h"
 
 namespace tdock {
 namespace {
@@ -28,6 +37,7 @@ namespace {
 // gRPC takes message limits as int: 2047 MiB is the largest that fits.
 constexpr int64_t kMaxMessageMb = 2047;
 constexpr char kServiceName[] = "tdock.v1.Dock";
+constexpr char kShardServiceName[] = "tdock.v1.Shard";
 
 absl::Status ValidateListen(const std::string& listen) {
   if (absl::StartsWith(listen, "unix:")) return absl::OkStatus();
@@ -45,8 +55,59 @@ absl::Status ValidateListen(const std::string& listen) {
 
 }  // namespace
 
+bool ParseServerRole(const std::string& name, ServerRole* role) {
+  for (ServerRole each : {ServerRole::kStandalone, ServerRole::kController, ServerRole::kShard}) {
+    if (name == ServerRoleName(each)) {
+      *role = each;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* ServerRoleName(ServerRole role) {
+  switch (role) {
+    case ServerRole::kStandalone:
+      return "standalone";
+    case ServerRole::kController:
+      return "controller";
+    case ServerRole::kShard:
+      return "shard";
+  }
+  return "standalone";
+}
+
 absl::Status ServerOptions::Validate() const {
   TDOCK_RETURN_IF_ERROR(ValidateListen(listen));
+  if (role != ServerRole::kShard &&
+      (!shard.controller.empty() || shard.id != 0 || !shard.advertise.empty() ||
+       !shard.node.empty() || shard.memory_limit_bytes != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--controller, --shard_id, --advertise, --node and --shard_memory_limit_mb are for "
+        "--role=shard; this server's role is ", ServerRoleName(role)));
+  }
+  if (role == ServerRole::kShard) {
+    if (shard.controller.empty()) {
+      return absl::InvalidArgumentError("--role=shard needs --controller (its host:port)");
+    }
+    if (shard.id == 0) {
+      return absl::InvalidArgumentError("--role=shard needs --shard_id (1 or more)");
+    }
+    if (!docks.empty()) {
+      return absl::InvalidArgumentError(
+          "--config creates docks, which a shard does not hold: give it to the controller");
+    }
+    if (!persistence.data_dir.empty()) {
+      return absl::InvalidArgumentError(
+          "--data_dir with --role=shard: a shard keeps its cells in memory only");
+    }
+    if (shard.memory_limit_bytes < 0 || shard.chunk_bytes <= 0 ||
+        shard.release_sync <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a shard's memory limit must be >= 0 (got ", shard.memory_limit_bytes,
+          "), its chunk size and release interval positive"));
+    }
+  }
   if (!metrics_listen.empty() && (absl::StartsWith(metrics_listen, "unix:") ||
                                   !ValidateListen(metrics_listen).ok())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -116,7 +177,9 @@ class Server::Impl {
             .dock = {.max_batch_bytes = options_.max_message_mb << 20,
                      .max_parked_gets_per_consumer =
                          options_.limits.max_parked_gets_per_consumer,
-                     .max_parked_reserves = options_.limits.max_parked_reserves_per_dock}}) {}
+                     .max_parked_reserves = options_.limits.max_parked_reserves_per_dock,
+                     .cells = options_.role == ServerRole::kController ? CellForm::kLocations
+                                                                       : CellForm::kBytes}}) {}
 
   absl::Status Start();
   int port() const;
@@ -136,6 +199,16 @@ class Server::Impl {
   // Builds and starts the grpc::Server; nullptr if it cannot listen.
   std::unique_ptr<grpc::Server> BuildServer(
       std::shared_ptr<grpc::ServerCredentials> credentials, int* selected_port);
+  // role kShard: the store, the service and the channel to the controller.
+  absl::Status StartShard();
+  // role kShard, once listening: registers with the controller and starts
+  // freeing released steps' cells.
+  absl::Status JoinController(int port);
+  // Waits up to `wait` for Shutdown; true once it began.
+  bool Stopping(absl::Duration wait) {
+    absl::MutexLock lock(&sync_mu_);
+    return sync_mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
+  }
 
   // Constant after construction.
   const ServerOptions options_;
@@ -148,6 +221,14 @@ class Server::Impl {
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<BearerToken> token_;
   std::unique_ptr<DockService> service_;
+  std::unique_ptr<shard::ShardTable> shards_;  // role kController
+  std::unique_ptr<shard::ShardStore> shard_store_;  // role kShard
+  std::unique_ptr<ShardService> shard_service_;     // role kShard
+  // role kShard: frees released steps' cells every release_sync until
+  // stopping_ is set.
+  std::thread release_sync_;
+  absl::Mutex sync_mu_;
+  bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
@@ -214,6 +295,11 @@ absl::Status Server::Impl::StartLocked() {
       ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
                     .max_spec_bytes = options_.limits.max_spec_bytes,
                     .max_wait_ms = options_.limits.max_wait_ms});
+  if (options_.role == ServerRole::kController) {
+    shards_ = std::make_unique<shard::ShardTable>();
+    service_->SetController(shards_.get());
+  }
+  if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
     service_->SetCheckpoint(
         [this](const std::string& dir, StatusCallback done) {
@@ -230,10 +316,18 @@ absl::Status Server::Impl::StartLocked() {
         absl::StrCat("cannot listen on '", options_.listen,
                      "' (address in use, or not an address of this host)"));
   }
+  if (options_.role == ServerRole::kShard) {
+    if (absl::Status joined = JoinController(selected_port); !joined.ok()) {
+      server_->Shutdown();
+      server_.reset();
+      return joined;
+    }
+  }
   keeper_ = std::make_unique<internal::CallbackQueueKeeper>();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
-  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(
+      options_.role == ServerRole::kShard ? kShardServiceName : kServiceName, true);
   port_ = selected_port;
   state_ = State::kRunning;
   return absl::OkStatus();
@@ -252,12 +346,78 @@ std::unique_ptr<grpc::Server> Server::Impl::BuildServer(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(options_.handshake_timeout)));
-  builder.RegisterService(service_.get());
+  if (shard_service_ != nullptr) {
+    builder.RegisterService(shard_service_.get());
+  } else {
+    builder.RegisterService(service_.get());
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(metrics_->NewInterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   return builder.BuildAndStart();
+}
+
+absl::Status Server::Impl::StartShard() {
+  const ServerOptions::Shard& shard = options_.shard;
+  shard_store_ =
+      std::make_unique<shard::ShardStore>(shard.id, shard.chunk_bytes, shard.memory_limit_bytes);
+  ClientOptions to_controller;
+  to_controller.address = shard.controller;
+  to_controller.max_message_bytes = options_.max_message_mb << 20;
+  TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenChannel(to_controller));
+  // The deployment's token: the shard sends the controller the one it asks.
+  std::string token;
+  if (!options_.security.auth_token_file.empty()) {
+    TDOCK_ASSIGN_OR_RETURN(token,
+                           ReadFlagFile("auth_token_file", options_.security.auth_token_file));
+    token = std::string(absl::StripAsciiWhitespace(token));
+  }
+  shard_service_ = std::make_unique<ShardService>(
+      shard_store_.get(), std::move(channel), std::move(token), token_.get(),
+      ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
+                    .max_spec_bytes = options_.limits.max_spec_bytes,
+                    .max_wait_ms = options_.limits.max_wait_ms});
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::JoinController(int port) {
+  const ServerOptions::Shard& shard = options_.shard;
+  v1::RegisterShardRequest request;
+  request.mutable_shard()->set_id(shard.id);
+  request.mutable_shard()->set_address(
+      !shard.advertise.empty()
+          ? shard.advertise
+          : absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port));
+  std::string node = shard.node;
+  if (node.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) node = host;
+  }
+  request.mutable_shard()->set_node(node);
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  v1::RegisterShardResponse response;
+  const grpc::Status registered =
+      shard_service_->controller(context).RegisterShard(&context, request, &response);
+  if (!registered.ok()) {
+    return absl::Status(FromGrpcStatus(registered).code(),
+                        absl::StrCat("shard ", shard.id, " cannot register with its controller ",
+                                     shard.controller, ": ", registered.error_message()));
+  }
+  TDOCK_LOG(INFO) << "tdock-server shard " << shard.id << " registered with controller "
+                  << shard.controller << " as " << request.shard().address() << " on node "
+                  << node;
+  release_sync_ = std::thread([this] {
+    while (!Stopping(options_.shard.release_sync)) {
+      if (absl::Status synced = shard_service_->SyncReleases(absl::Seconds(10)); !synced.ok()) {
+        TDOCK_LOG(WARNING) << "shard " << options_.shard.id
+                           << " cannot learn the released steps: " << synced;
+      }
+    }
+  });
+  return absl::OkStatus();
 }
 
 const ServerMetrics* Server::Impl::metrics() const {
@@ -291,6 +451,13 @@ void Server::Impl::Shutdown() {
   server_->GetHealthCheckService()->SetServingStatus(false);
   // Completes parked Gets and Puts so they do not hold up the drain below.
   registry_.Shutdown();
+  if (release_sync_.joinable()) {
+    {
+      absl::MutexLock lock(&sync_mu_);
+      stopping_ = true;
+    }
+    release_sync_.join();
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   keeper_.reset();

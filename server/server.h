@@ -22,7 +22,32 @@ namespace tdock {
 
 class ServerMetrics;
 
+// What a server is (tdock-server --role): the whole dock in one process
+// (standalone, the default), or one part of a sharded deployment (docs/
+// scale-out.md): the controller, which holds the docks with where each cell
+// is and carries no payload, or a shard, which holds cells only.
+enum class ServerRole { kStandalone, kController, kShard };
+
+// "standalone", "controller", "shard"; false for any other name.
+bool ParseServerRole(const std::string& name, ServerRole* role);
+const char* ServerRoleName(ServerRole role);
+
 struct ServerOptions {
+  ServerRole role = ServerRole::kStandalone;
+  // role kShard: where its controller is, and who this shard is.
+  struct Shard {
+    std::string controller;  // host:port of the controller (required)
+    uint64_t id = 0;         // unique among the controller's shards (required)
+    // host:port clients reach this shard at. Empty: the listen address, with
+    // the port bound.
+    std::string advertise;
+    std::string node;  // the node it runs on; empty: this host's name
+    int64_t memory_limit_bytes = 0;  // the shard's cells at most (0: none)
+    int64_t chunk_bytes = int64_t{4} << 20;
+    // How often the shard asks the controller which steps were released,
+    // to free their cells.
+    absl::Duration release_sync = absl::Seconds(1);
+  } shard;
   // Address to listen on, host:port. Port 0 picks a free port (see port()).
   // Default: 127.0.0.1:50051.
   std::string listen = "127.0.0.1:50051";

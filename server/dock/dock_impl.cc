@@ -83,7 +83,7 @@ DockImpl::DockImpl(DockSpec spec, DockLimits limits)
       checks_(name_, rows_per_step_, group_size_, spec.add_columns_on_write, columns_, version_,
               limits.cells),
       sizes_(columns_, rows_per_step_, group_size_, limits.max_batch_bytes, limits.cells),
-      reader_(columns_, ResolveColumns(spec, spec.length_columns)),
+      reader_(columns_, ResolveColumns(spec, spec.length_columns), limits.cells),
       seal_when_(spec.seal_when),
       store_(OpenCellStore(spec, limits.cells)),
       ring_(&mu_, spec.steps_in_flight, rows_per_step_, group_size_,

@@ -207,7 +207,7 @@ PutAttempt DockImpl::TryPutOnce(PutInput& in) {
   }
   std::vector<StagedColumn> staged(in.columns.size());
   std::vector<int64_t> item_bytes(in.columns.size());
-  PutResult result{static_cast<int64_t>(in.rows.size()), 0, {}};
+  PutResult result{static_cast<int64_t>(in.rows.size()), 0, {}, in.step};
   if (in.new_rows > 0) result.assigned = in.rows;
   for (size_t i = 0; i < in.columns.size(); ++i) {
     staged[i].column = columns_.IndexOf(in.columns[i].name);

@@ -49,6 +49,7 @@ Batch RowReader::Make(const Partition& part, int64_t step,
   batch.token_counts.reserve(rows.size());
   for (int64_t row : rows) batch.token_counts.push_back(Tokens(part, row));
   if (with_payload) {
+    batch.cell_locations = form_ == CellForm::kLocations;
     batch.pin = cells;
     for (int c : columns) {
       PackedColumn view;

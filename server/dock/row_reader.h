@@ -29,9 +29,11 @@ namespace tdock::internal {
 class RowReader final {
  public:
   // `length_columns`: the indices of the columns whose lengths make a row's
-  // token count (none: every row counts 0 tokens).
-  RowReader(const ColumnTable& columns, std::vector<int> length_columns)
-      : columns_(columns), length_columns_(std::move(length_columns)) {}
+  // token count (none: every row counts 0 tokens). `form`: what the
+  // dock's cells are (a batch of locations says so: Batch::cell_locations).
+  RowReader(const ColumnTable& columns, std::vector<int> length_columns,
+            CellForm form = CellForm::kBytes)
+      : columns_(columns), length_columns_(std::move(length_columns)), form_(form) {}
   RowReader(const RowReader&) = delete;
   RowReader& operator=(const RowReader&) = delete;
 
@@ -52,6 +54,7 @@ class RowReader final {
  private:
   const ColumnTable& columns_;
   const std::vector<int> length_columns_;
+  const CellForm form_;
 };
 
 }  // namespace tdock::internal

@@ -92,6 +92,7 @@ struct PutResult {
   int64_t rows = 0;
   int64_t bytes = 0;
   std::vector<int64_t> assigned;  // the rows the server assigned (new_rows)
+  int64_t step = 0;               // the step written (a reservation's, too)
 };
 
 struct GetInput {

@@ -63,6 +63,7 @@ absl::Status WritePutResponse(const PutResult& result,
   reply.set_rows(result.rows);
   reply.set_bytes(result.bytes);
   reply.mutable_assigned()->Assign(result.assigned.begin(), result.assigned.end());
+  reply.set_step(result.step);
   bool own_buffer = false;
   return FromGrpcStatus(grpc::SerializationTraits<v1::PutResponse>::Serialize(
       reply, response, &own_buffer));
@@ -136,6 +137,13 @@ class FailedStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 }  // namespace
 
 
+absl::Status ServiceLimits::PutRows(const v1::PutRequest& put) const {
+  return Check(std::max<int64_t>({put.rows_size(), put.keys_size(), put.new_rows(),
+                                  put.group_sizes_size(), put.versions_size()}),
+               max_rows_per_request, absl::StrCat("Put on dock '", put.dock(), "': rows"),
+               "max_rows_per_request");
+}
+
 absl::Status ServiceLimits::Check(int64_t value, int64_t limit, absl::string_view what,
                                   absl::string_view flag) {
   if (limit <= 0 || value <= limit) return absl::OkStatus();
@@ -156,18 +164,22 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   absl::StatusOr<bulk::Decoded<v1::PutRequest>> message = bulk::DecodePut(bytes->spans());
   if (!message.ok()) return FinishNow(context, message.status());
   v1::PutRequest& header = message->header;
+  if (header.cell_locations() != (shards_ != nullptr)) {
+    return FinishNow(
+        context,
+        shards_ != nullptr
+            ? absl::FailedPreconditionError(absl::StrCat(
+                  "Put on dock '", header.dock(), "': this server is a controller, which holds "
+                  "where cells are and not their bytes: Put to a shard (ListShards lists them)"))
+            : absl::InvalidArgumentError(absl::StrCat(
+                  "Put on dock '", header.dock(), "': cell_locations come from a shard to its "
+                  "controller; this server is standalone and holds the cells themselves")));
+  }
   absl::StatusOr<std::shared_ptr<Dock>> dock = registry_->Find(header.dock());
   if (!dock.ok()) return FinishNow(context, dock.status());
   absl::StatusOr<absl::Duration> wait = WaitBound(header.dock(), "Put", header.wait_ms(), limits_);
   if (!wait.ok()) return FinishNow(context, wait.status());
-  if (absl::Status rows = ServiceLimits::Check(
-          std::max<int64_t>({header.rows_size(), header.keys_size(), header.new_rows(),
-                             header.group_sizes_size(), header.versions_size()}),
-          limits_.max_rows_per_request,
-          absl::StrCat("Put on dock '", header.dock(), "': rows"), "max_rows_per_request");
-      !rows.ok()) {
-    return FinishNow(context, rows);
-  }
+  if (absl::Status rows = limits_.PutRows(header); !rows.ok()) return FinishNow(context, rows);
 
   PutInput input;
   input.step = header.step();

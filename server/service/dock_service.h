@@ -32,6 +32,7 @@
 #include "server/dock/registry.h"
 #include "server/service/observer.h"
 #include "server/service/security.h"
+#include "server/shard/shard_table.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
 // overloads of the same method by design; clang's -Woverloaded-virtual flags
@@ -56,6 +57,9 @@ struct ServiceLimits {
   // INVALID_ARGUMENT naming `what` and the flag when `value` is over `limit`.
   static absl::Status Check(int64_t value, int64_t limit, absl::string_view what,
                             absl::string_view flag);
+  // A Put's rows (rows, keys, new_rows, group sizes, versions) against
+  // max_rows_per_request.
+  absl::Status PutRows(const v1::PutRequest& put) const;
 };
 
 // Finishes a unary call that completed inline with `status`.
@@ -132,6 +136,18 @@ class DockService final
   void SetCheckpoint(std::function<void(const std::string& dir, StatusCallback done)> checkpoint) {
     checkpoint_ = std::move(checkpoint);
   }
+  // A controller's shards (UNIMPLEMENTED unless SetController).
+  grpc::ServerUnaryReactor* RegisterShard(grpc::CallbackServerContext* context,
+                                          const v1::RegisterShardRequest* request,
+                                          v1::RegisterShardResponse* response) override;
+  grpc::ServerUnaryReactor* ListShards(grpc::CallbackServerContext* context,
+                                       const v1::ListShardsRequest* request,
+                                       v1::ListShardsResponse* response) override;
+  // Makes this the service of a controller (tdock-server --role=controller),
+  // whose docks hold cell locations: its Puts come from shards and carry
+  // cell_locations, and `shards` (borrowed) is its shard table.
+  // REQUIRES: before serving.
+  void SetController(shard::ShardTable* shards) { shards_ = shards; }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,
@@ -189,6 +205,7 @@ class DockService final
   const BearerToken* const token_;
   const ServiceLimits limits_;
   std::function<void(const std::string& dir, StatusCallback done)> checkpoint_;
+  shard::ShardTable* shards_ = nullptr;  // set on a controller
 };
 
 }  // namespace tdock

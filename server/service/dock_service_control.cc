@@ -371,6 +371,37 @@ grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* c
   return reactor;
 }
 
+grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext* context,
+                                                     const v1::RegisterShardRequest* request,
+                                                     v1::RegisterShardResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  if (shards_ == nullptr) {
+    return FinishNow(context, absl::UnimplementedError(
+                                  "RegisterShard: this server is standalone, not a controller "
+                                  "(tdock-server --role=controller)"));
+  }
+  const v1::ShardInfo& shard = request->shard();
+  return FinishNow(context, shards_->Register({shard.id(), shard.address(), shard.node()}));
+}
+
+grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,
+                                                  const v1::ListShardsRequest* /*request*/,
+                                                  v1::ListShardsResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  if (shards_ == nullptr) {
+    return FinishNow(context, absl::UnimplementedError(
+                                  "ListShards: this server is standalone, not a controller "
+                                  "(tdock-server --role=controller)"));
+  }
+  for (const shard::ShardEntry& entry : shards_->List()) {
+    v1::ShardInfo* shard = response->add_shards();
+    shard->set_id(entry.id);
+    shard->set_address(entry.address);
+    shard->set_node(entry.node);
+  }
+  return FinishNow(context, absl::OkStatus());
+}
+
 grpc::ServerUnaryReactor* DockService::EndLease(grpc::CallbackServerContext* context,
                                                 const v1::AckRequest& request, bool ack,
                                                 v1::AckResponse* response) {

@@ -66,7 +66,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock, in
   return staged;
 }
 
-absl::Status ShardStore::Commit(uint64_t extent) {
+absl::Status ShardStore::Commit(uint64_t extent, int64_t step) {
   tdock::MutexLock lock(&mu_);
   auto it = extents_.find(extent);
   if (it == extents_.end()) {
@@ -74,6 +74,7 @@ absl::Status ShardStore::Commit(uint64_t extent) {
         absl::StrCat("shard ", shard_, " holds no staged Put ", extent));
   }
   it->second.committed = true;
+  it->second.step = step;
   return absl::OkStatus();
 }
 
@@ -157,6 +158,18 @@ void ShardStore::ForgetDock(const std::string& dock) {
       ++it;
     }
   }
+}
+
+std::map<std::string, std::vector<int64_t>> ShardStore::HeldSteps() const {
+  std::map<std::string, std::set<int64_t>> held;
+  tdock::ReaderMutexLock lock(&mu_);
+  for (const auto& [name, dock] : docks_) {
+    for (const auto& [step, cells] : dock.steps) held[name].insert(step);
+  }
+  for (const auto& [id, extent] : extents_) held[extent.dock].insert(extent.step);
+  std::map<std::string, std::vector<int64_t>> out;
+  for (auto& [name, steps] : held) out[name].assign(steps.begin(), steps.end());
+  return out;
 }
 
 ShardStore::Stats ShardStore::GetStats() const {

@@ -63,9 +63,11 @@ class ShardStore final {
   absl::StatusOr<Staged> Stage(const std::string& dock, int64_t step,
                                absl::Span<const PackedColumn> columns,
                                absl::Span<const int64_t> item_bytes);
-  // The controller stored the staged Put `extent`: its cells are readable.
-  // NOT_FOUND if no Put is staged as `extent` (aborted, released, unknown).
-  absl::Status Commit(uint64_t extent);
+  // The controller stored the staged Put `extent` in `step` (a Put naming a
+  // reservation learns its step from the controller): its cells are
+  // readable, and freed with that step. NOT_FOUND if no Put is staged as
+  // `extent` (aborted, released, unknown).
+  absl::Status Commit(uint64_t extent, int64_t step);
   // The controller did not store it: it is forgotten.
   void Abort(uint64_t extent);
 
@@ -84,6 +86,8 @@ class ShardStore final {
   void Release(const std::string& dock, int64_t step);
   // `dock` was deleted: every cell of it is freed.
   void ForgetDock(const std::string& dock);
+  // The steps each dock has cells of here (staged or committed), ascending.
+  std::map<std::string, std::vector<int64_t>> HeldSteps() const;
 
   struct Stats {
     int64_t staged_puts = 0;

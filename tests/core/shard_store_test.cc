@@ -6,6 +6,7 @@
 // keeps released cells' memory.
 #include "server/shard/shard_store.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,7 @@ TEST(ShardStore, AStagedPutIsReadableOnlyOnceCommitted) {
                 "its Put is not committed; the batch or the shard listing is stale");
   EXPECT_EQ(store.GetStats().staged_puts, 1);
 
-  ASSERT_OK(store.Commit(staged.extent));
+  ASSERT_OK(store.Commit(staged.extent, 0));
   const std::vector<CellLocation> wanted = {staged.locations[1][2], staged.locations[0][0],
                                             staged.locations[0][1], staged.locations[0][2]};
   ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, store.Read("d", wanted));
@@ -80,7 +81,7 @@ TEST(ShardStore, ReadsRefuseLocationsNotHeldHereNamingThem) {
   Put put;
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
                        store.Stage("d", 0, put.views, put.item_bytes));
-  ASSERT_OK(store.Commit(staged.extent));
+  ASSERT_OK(store.Commit(staged.extent, 0));
   CellLocation other_shard = staged.locations[0][0];
   other_shard.shard = 8;
   EXPECT_STATUS(store.Read("d", {other_shard}), absl::StatusCode::kNotFound,
@@ -108,10 +109,10 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged aborted,
                        store.Stage("d", 0, put.views, put.item_bytes));
   store.Abort(aborted.extent);
-  EXPECT_STATUS(store.Commit(aborted.extent), absl::StatusCode::kNotFound,
+  EXPECT_STATUS(store.Commit(aborted.extent, 0), absl::StatusCode::kNotFound,
                 "shard 7 holds no staged Put 1");
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged kept, store.Stage("d", 0, put.views, put.item_bytes));
-  ASSERT_OK(store.Commit(kept.extent));
+  ASSERT_OK(store.Commit(kept.extent, 0));
   ASSERT_OK_AND_ASSIGN(ShardStore::Cells held, store.Read("d", kept.locations[0]));
 
   store.Release("d", 0);
@@ -125,8 +126,10 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   EXPECT_EQ(AsFloats(held.cells[2]), (std::vector<float>{2, 3, 4}));
   // Another step and another dock are untouched by the release.
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged next, store.Stage("d", 1, put.views, put.item_bytes));
-  ASSERT_OK(store.Commit(next.extent));
+  ASSERT_OK(store.Commit(next.extent, 1));
+  EXPECT_EQ(store.HeldSteps(), (std::map<std::string, std::vector<int64_t>>{{"d", {1}}}));
   store.ForgetDock("d");
+  EXPECT_TRUE(store.HeldSteps().empty());
   EXPECT_STATUS(store.Read("d", next.locations[0]), absl::StatusCode::kNotFound,
                 "holds no such extent");
 }

@@ -103,9 +103,16 @@ RowListing FromProto(const v1::ListRowsResponse& in) {
   return listing;
 }
 
-void ToProto(const BatchMeta& meta, v1::GetResponse* out) { MetaToProto(meta, out); }
+void ToProto(const BatchMeta& meta, v1::GetResponse* out) {
+  MetaToProto(meta, out);
+  out->set_cell_locations(meta.cell_locations);
+}
 void ToProto(const BatchMeta& meta, v1::SampleResponse* out) { MetaToProto(meta, out); }
-BatchMeta FromProto(const v1::GetResponse& in) { return MetaFromProto(in); }
+BatchMeta FromProto(const v1::GetResponse& in) {
+  BatchMeta meta = MetaFromProto(in);
+  meta.cell_locations = in.cell_locations();
+  return meta;
+}
 BatchMeta FromProto(const v1::SampleResponse& in) { return MetaFromProto(in); }
 
 void ToProto(const BalanceStats& stats, v1::BalanceStats* out) {

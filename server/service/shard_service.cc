@@ -1,0 +1,311 @@
+#include "server/service/shard_service.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/cell_location.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "proto/tdock/v1/bulk.h"
+#include "proto/tdock/v1/convert.h"
+#include "server/service/byte_buffers.h"
+
+namespace tdock {
+namespace {
+
+void SetToken(grpc::ClientContext& context, const std::string& token) {
+  if (!token.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", token));
+}
+
+// A column of locations for the controller: the Put's offsets, one record a
+// row.
+void AddLocations(const PackedColumn& column, const std::vector<CellLocation>& where,
+                  v1::PutRequest& out) {
+  v1::PackedColumn* sent = out.add_columns();
+  sent->set_name(column.name);
+  sent->set_dtype(static_cast<v1::DType>(column.dtype));
+  sent->mutable_offsets()->Assign(column.offsets.begin(), column.offsets.end());
+  std::string* data = sent->mutable_data();
+  data->resize(where.size() * kCellLocationBytes);
+  for (size_t r = 0; r < where.size(); ++r) {
+    EncodeCellLocation(where[r], data->data() + r * kCellLocationBytes);
+  }
+}
+
+// An answer the controller may or may not have acted on.
+bool OutcomeUnknown(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::UNKNOWN ||
+         code == grpc::StatusCode::INTERNAL;
+}
+
+}  // namespace
+
+// One Put: sizes its columns (asking the controller for the spec when it
+// must), stages the cells, commits their locations at the controller, and
+// answers. Deleted in OnDone.
+class ShardService::PutCall final : public grpc::ServerUnaryReactor {
+ public:
+  PutCall(ShardService* service, grpc::CallbackServerContext* context,
+          internal::RequestBytes bytes, bulk::Decoded<v1::PutRequest> put,
+          grpc::ByteBuffer* response)
+      : service_(service),
+        context_(context),
+        bytes_(std::move(bytes)),
+        put_(std::move(put)),
+        response_(response) {}
+
+  void Start() {
+    if (ItemSizes()) {
+      StageAndCommit();
+      return;
+    }
+    // The spec, once, from the controller.
+    spec_context_.set_deadline(context_->deadline());
+    spec_request_.set_dock(put_.header.dock());
+    service_->controller(spec_context_)
+        .async()
+        ->GetDockStatus(&spec_context_, &spec_request_, &spec_response_,
+                        [this](grpc::Status status) {
+                          if (!status.ok()) {
+                            Finish(status);
+                            return;
+                          }
+                          service_->CacheSpec(spec_response_.spec());
+                          ItemSizes(/*fall_back=*/true);
+                          StageAndCommit();
+                        });
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Sizes every column from the cached spec; with `fall_back`, a column it
+  // lacks from the Put's definition of it, else its dtype.
+  bool ItemSizes(bool fall_back = false) {
+    items_.clear();
+    for (const PackedColumn& column : put_.columns) {
+      std::optional<int64_t> item = service_->CachedItemBytes(put_.header.dock(), column.name);
+      if (!item.has_value() && fall_back) {
+        item = static_cast<int64_t>(DTypeSize(column.dtype));
+        for (const v1::ColumnSpec& defined : put_.header.new_columns()) {
+          absl::StatusOr<ColumnSpec> spec = FromProto(defined);
+          if (spec.ok() && spec->name == column.name) item = spec->item_bytes();
+        }
+      }
+      if (!item.has_value()) return false;
+      items_.push_back(*item);
+    }
+    return true;
+  }
+
+  void StageAndCommit() {
+    const v1::PutRequest& header = put_.header;
+    absl::StatusOr<shard::ShardStore::Staged> staged =
+        service_->store_->Stage(header.dock(), header.step(), put_.columns, items_);
+    if (!staged.ok()) {
+      Finish(ToGrpcStatus(absl::Status(
+          staged.status().code(),
+          absl::StrCat("Put on dock '", header.dock(), "': ", staged.status().message()))));
+      return;
+    }
+    extent_ = staged->extent;
+    commit_request_ = header;  // every field; the columns are set below
+    commit_request_.clear_columns();
+    commit_request_.set_cell_locations(true);
+    for (size_t i = 0; i < put_.columns.size(); ++i) {
+      AddLocations(put_.columns[i], staged->locations[i], commit_request_);
+    }
+    // The payload is in the store now: the request's slices can go.
+    put_.columns.clear();
+    bytes_.reset();
+    commit_context_.set_deadline(context_->deadline());
+    service_->controller(commit_context_)
+        .async()
+        ->Put(&commit_context_, &commit_request_, &commit_response_,
+              [this](grpc::Status status) { Committed(std::move(status)); });
+  }
+
+  void Committed(grpc::Status status) {
+    if (status.ok()) {
+      absl::Status committed = service_->store_->Commit(extent_, commit_response_.step());
+      if (committed.ok()) {
+        bool own_buffer = false;
+        status = grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_,
+                                                                       response_, &own_buffer);
+      } else {
+        // Released meanwhile: the controller has them, this shard no more.
+        status = ToGrpcStatus(absl::FailedPreconditionError(
+            absl::StrCat("Put on dock '", put_.header.dock(), "' step ",
+                         commit_response_.step(), " was stored but its step was released "
+                         "before the shard could keep its cells: ", committed.message())));
+      }
+    } else if (!OutcomeUnknown(status.error_code())) {
+      service_->store_->Abort(extent_);
+    }
+    Finish(status);
+  }
+
+  ShardService* const service_;
+  grpc::CallbackServerContext* const context_;
+  std::optional<internal::RequestBytes> bytes_;
+  bulk::Decoded<v1::PutRequest> put_;
+  grpc::ByteBuffer* const response_;
+  std::vector<int64_t> items_;
+  uint64_t extent_ = 0;
+
+  grpc::ClientContext spec_context_;
+  v1::GetDockStatusRequest spec_request_;
+  v1::GetDockStatusResponse spec_response_;
+  grpc::ClientContext commit_context_;
+  v1::PutRequest commit_request_;
+  v1::PutResponse commit_response_;
+};
+
+ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
+                           std::string controller_token, const BearerToken* token,
+                           ServiceLimits limits)
+    : store_(store),
+      controller_(v1::Dock::NewStub(std::move(controller))),
+      controller_token_(std::move(controller_token)),
+      token_(token),
+      limits_(limits) {}
+
+v1::Dock::Stub& ShardService::controller(grpc::ClientContext& context) const {
+  SetToken(context, controller_token_);
+  return *controller_;
+}
+
+std::optional<int64_t> ShardService::CachedItemBytes(const std::string& dock,
+                                                     const std::string& column) const {
+  tdock::ReaderMutexLock lock(&mu_);
+  auto it = item_bytes_.find(dock);
+  if (it == item_bytes_.end()) return std::nullopt;
+  auto found = it->second.find(column);
+  if (found == it->second.end()) return std::nullopt;
+  return found->second;
+}
+
+void ShardService::CacheSpec(const v1::DockSpec& spec) {
+  absl::flat_hash_map<std::string, int64_t> items;
+  for (const v1::ColumnSpec& column : spec.columns()) {
+    absl::StatusOr<ColumnSpec> parsed = FromProto(column);
+    if (parsed.ok()) items[parsed->name] = parsed->item_bytes();
+  }
+  tdock::MutexLock lock(&mu_);
+  item_bytes_[spec.name()] = std::move(items);
+}
+
+grpc::ServerUnaryReactor* ShardService::Put(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  absl::StatusOr<internal::RequestBytes> bytes = internal::RequestBytes::From(*request);
+  if (!bytes.ok()) return FinishNow(context, bytes.status());
+  absl::StatusOr<bulk::Decoded<v1::PutRequest>> message = bulk::DecodePut(bytes->spans());
+  if (!message.ok()) return FinishNow(context, message.status());
+  const v1::PutRequest& header = message->header;
+  if (header.cell_locations()) {
+    return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                  "Put on dock '", header.dock(), "': a shard takes cells, "
+                                  "not cell_locations (those go to the controller)")));
+  }
+  if (absl::Status rows = limits_.PutRows(header); !rows.ok()) return FinishNow(context, rows);
+  auto* call = new PutCall(this, context, *std::move(bytes), *std::move(message), response);
+  call->Start();
+  return call;
+}
+
+absl::Status ShardService::DoReadCells(const grpc::ByteBuffer& request,
+                                       grpc::ByteBuffer* response) {
+  v1::ReadCellsRequest read;
+  grpc::ByteBuffer copy(request);
+  if (grpc::Status parsed =
+          grpc::SerializationTraits<v1::ReadCellsRequest>::Deserialize(&copy, &read);
+      !parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed tdock.v1.ReadCellsRequest: ", parsed.error_message()));
+  }
+  std::vector<PackedColumn> columns;
+  auto pins = std::make_shared<std::vector<std::shared_ptr<const void>>>();
+  for (const v1::PackedColumn& column : read.columns()) {
+    const size_t rows = column.offsets_size() == 0 ? 0 : column.offsets_size() - 1;
+    if (column.data().size() != rows * kCellLocationBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ReadCells on dock '", read.dock(), "': column '", column.name(), "' has ", rows,
+          " rows but ", column.data().size(), " bytes of cell locations (", kCellLocationBytes,
+          " a row)"));
+    }
+    std::vector<CellLocation> where(rows);
+    for (size_t r = 0; r < rows; ++r) {
+      where[r] = *DecodeCellLocation(
+          ByteSpan(column.data().data() + r * kCellLocationBytes, kCellLocationBytes));
+    }
+    absl::StatusOr<shard::ShardStore::Cells> cells = store_->Read(read.dock(), where);
+    if (!cells.ok()) {
+      return absl::Status(cells.status().code(),
+                          absl::StrCat("ReadCells on dock '", read.dock(), "' column '",
+                                       column.name(), "': ", cells.status().message()));
+    }
+    PackedColumn& out = columns.emplace_back();
+    out.name = column.name();
+    out.dtype = static_cast<DType>(column.dtype());
+    out.offsets.assign(column.offsets().begin(), column.offsets().end());
+    for (const ByteSpan& cell : cells->cells) {
+      if (cell.empty()) continue;
+      // Cells side by side in the store go out as one piece.
+      if (!out.segments.empty() &&
+          out.segments.back().data() + out.segments.back().size() == cell.data()) {
+        out.segments.back() =
+            ByteSpan(out.segments.back().data(), out.segments.back().size() + cell.size());
+      } else {
+        out.segments.push_back(cell);
+      }
+    }
+    pins->insert(pins->end(), cells->pins.begin(), cells->pins.end());
+  }
+  const v1::GetResponse header;
+  *response = internal::EncodedToByteBuffer(bulk::EncodeBatch(header, columns), pins);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* ShardService::ReadCells(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  return FinishNow(context, DoReadCells(*request, response));
+}
+
+absl::Status ShardService::SyncReleases(absl::Duration timeout) {
+  absl::Status first;
+  for (const auto& [dock, steps] : store_->HeldSteps()) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    v1::GetDockStatusRequest request;
+    request.set_dock(dock);
+    v1::GetDockStatusResponse status;
+    const grpc::Status asked = controller(context).GetDockStatus(&context, request, &status);
+    if (asked.error_code() == grpc::StatusCode::NOT_FOUND) {
+      store_->ForgetDock(dock);
+      continue;
+    }
+    if (!asked.ok()) {
+      if (first.ok()) first = FromGrpcStatus(asked);
+      continue;
+    }
+    if (status.steps().empty()) continue;  // which steps are gone is not known
+    int64_t oldest_live = status.steps(0).step();
+    for (const v1::StepStatus& step : status.steps()) {
+      oldest_live = std::min(oldest_live, step.step());
+    }
+    for (int64_t step : steps) {
+      if (step < oldest_live) store_->Release(dock, step);
+    }
+  }
+  return first;
+}
+
+}  // namespace tdock

@@ -1,0 +1,98 @@
+// ShardService: the tdock.v1.Shard gRPC service of a shard
+// (tdock-server --role=shard) over its ShardStore.
+//
+// Put: a producer's Put (the Dock.Put message). The shard stages the cells
+// (ShardStore::Stage, the one copy of the payload), sends their locations to
+// the controller as a Dock.Put with cell_locations (the same fields, the
+// cells' data replaced by their locations), and, once the controller has
+// stored it, commits the cells and answers with the controller's answer. A
+// refusal from the controller aborts the staged cells and is passed on as it
+// came (code, message, details). An answer that never came (the controller
+// unreachable, the deadline past) leaves the cells staged, unreadable, until
+// their step is released: whether the controller stored them is not known.
+//
+// ReadCells: cells by location, answered as a GetResponse whose columns
+// hold the cells' bytes (borrowed from the store, pinned until sent).
+//
+// Item sizes come from the dock's spec, asked of the controller once per
+// dock (again for a column it lacked); a column the spec lacks is sized from
+// the Put's new_columns, else its dtype (add_columns_on_write), and the
+// controller checks every location's size against its spec.
+//
+// SyncReleases frees the cells of steps the controller released: it asks for
+// each dock the shard holds cells of, and frees steps below the oldest live
+// one (every step of a dock deleted).
+//
+// Thread safety: handlers run concurrently on gRPC's threads; the item-size
+// cache has its own lock. Ownership: the store and token are borrowed and
+// outlive the service.
+#ifndef TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
+#define TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/mutex.h"
+#include "grpcpp/channel.h"
+#include "server/service/dock_service.h"
+#include "server/service/security.h"
+#include "server/shard/shard_store.h"
+
+namespace tdock {
+
+class ShardService final
+    : public v1::Shard::WithRawCallbackMethod_Put<
+          v1::Shard::WithRawCallbackMethod_ReadCells<v1::Shard::CallbackService>> {
+ public:
+  // `controller`: the channel to the controller; `controller_token`: the
+  // bearer token sent to it (empty: none); `token`: the one this service's
+  // callers must send (null: none).
+  ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
+               std::string controller_token, const BearerToken* token, ServiceLimits limits);
+  ShardService(const ShardService&) = delete;
+  ShardService& operator=(const ShardService&) = delete;
+
+  grpc::ServerUnaryReactor* Put(grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ReadCells(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+
+  // Frees the cells of released steps (see above); blocks on the controller
+  // for up to `timeout` a dock. Returns the first error met.
+  absl::Status SyncReleases(absl::Duration timeout);
+
+  // The controller's stub, with the token set on `context`.
+  v1::Dock::Stub& controller(grpc::ClientContext& context) const;
+
+ private:
+  class PutCall;
+
+  absl::Status Authorize(const grpc::CallbackServerContext& context) const {
+    return token_ == nullptr ? absl::OkStatus() : token_->Check(context.client_metadata());
+  }
+  // The item size of `dock`'s `column`, if the cached spec has it.
+  std::optional<int64_t> CachedItemBytes(const std::string& dock,
+                                         const std::string& column) const;
+  void CacheSpec(const v1::DockSpec& spec);
+  absl::Status DoReadCells(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+
+  shard::ShardStore* const store_;
+  const std::unique_ptr<v1::Dock::Stub> controller_;
+  const std::string controller_token_;
+  const BearerToken* const token_;
+  const ServiceLimits limits_;
+
+  mutable tdock::Mutex mu_;
+  // Per dock, per column: its item size, from the controller's spec.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int64_t>> item_bytes_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tdock
+
+#endif  // TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_

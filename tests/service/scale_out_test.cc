@@ -1,0 +1,271 @@
+// A controller and two shards in this process, over loopback: shards
+// register and are listed; a Put through a shard is stored at the controller
+// as its cells' locations and the cells stay on the shard; a Get from the
+// controller carries the locations, which each shard reads back byte for
+// byte; refusals are specific (bytes Put to the controller, locations Put to
+// a standalone server or to a shard, a read at the wrong shard, a held shard
+// id) and a refused Put leaves no readable cell; a released step's cells are
+// freed at its shard.
+#include <map>
+
+#include "common/cell_location.h"
+#include "gtest/gtest.h"
+#include "tests/service/service_fixture.h"
+
+namespace tdock::service_testing {
+namespace {
+
+class ScaleOutTest : public ServiceTest {
+ protected:
+  void Configure(ServerOptions& options) override { options.role = ServerRole::kController; }
+
+  void SetUp() override {
+    ServiceTest::SetUp();
+    ASSERT_OK(CreateDock(GrpoSpec()));
+    for (uint64_t id : {1, 2}) {
+      ServerOptions options;
+      options.role = ServerRole::kShard;
+      options.listen = "127.0.0.1:0";
+      options.shutdown_grace = absl::Seconds(5);
+      options.shard.controller = absl::StrCat("127.0.0.1:", server_->port());
+      options.shard.id = id;
+      options.shard.node = absl::StrCat("node-", id);
+      options.shard.release_sync = absl::Milliseconds(20);
+      auto shard = std::make_unique<Server>(std::move(options));
+      ASSERT_OK(shard->Start());
+      shard_stubs_[id] = v1::Shard::NewStub(grpc::CreateChannel(
+          absl::StrCat("127.0.0.1:", shard->port()), grpc::InsecureChannelCredentials()));
+      shards_.push_back(std::move(shard));
+    }
+  }
+
+  void TearDown() override {
+    for (auto& shard : shards_) shard->Shutdown();
+    ServiceTest::TearDown();
+  }
+
+  absl::StatusOr<v1::PutResponse> ShardPut(uint64_t shard, const v1::PutRequest& put) {
+    v1::PutResponse response;
+    const grpc::Status status = shard_stubs_[shard]->Put(Context().get(), put, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    return response;
+  }
+
+  absl::StatusOr<v1::GetResponse> ReadCells(uint64_t shard, const v1::ReadCellsRequest& read) {
+    v1::GetResponse response;
+    const grpc::Status status = shard_stubs_[shard]->ReadCells(Context().get(), read, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    return response;
+  }
+
+  // Rows 0, 1 of step 0 (prompt_ids, response_ids, rewards) through shard 1,
+  // rows 2, 3 through shard 2.
+  void PutStepZero() {
+    const v1::PutRequest full = FullStepPut();
+    for (uint64_t shard : {1, 2}) {
+      v1::PutRequest put;
+      put.set_dock("grpo");
+      const int first = shard == 1 ? 0 : 2;
+      for (int row = first; row < first + 2; ++row) put.add_rows(row);
+      for (const v1::PackedColumn& column : full.columns()) {
+        std::vector<std::vector<int32_t>> cells;
+        for (int row = first; row < first + 2; ++row) {
+          const std::string bytes = CellBytes(column, row, 4);
+          std::vector<int32_t> cell(bytes.size() / 4);
+          std::memcpy(cell.data(), bytes.data(), bytes.size());
+          cells.push_back(cell);
+        }
+        *put.add_columns() = Int32Column(column.name(), cells);
+      }
+      v1::PackedColumn rewards = Int32Column("rewards", {{first}, {first + 1}});
+      rewards.set_dtype(v1::FLOAT32);
+      *put.add_columns() = rewards;
+      ASSERT_OK_AND_ASSIGN(v1::PutResponse answer, ShardPut(shard, put));
+      EXPECT_EQ(answer.rows(), 2);
+      EXPECT_EQ(answer.step(), 0);
+    }
+  }
+
+  std::vector<std::unique_ptr<Server>> shards_;
+  std::map<uint64_t, std::unique_ptr<v1::Shard::Stub>> shard_stubs_;
+};
+
+std::vector<CellLocation> LocationsOf(const v1::PackedColumn& column) {
+  std::vector<CellLocation> out;
+  for (size_t at = 0; at < column.data().size(); at += kCellLocationBytes) {
+    out.push_back(*DecodeCellLocation(ByteSpan(column.data().data() + at, kCellLocationBytes)));
+  }
+  return out;
+}
+
+// A request for the cells of `rows` (positions in `column`) at one shard.
+v1::ReadCellsRequest ReadOf(const v1::PackedColumn& column, const std::vector<int>& rows) {
+  v1::ReadCellsRequest read;
+  read.set_dock("grpo");
+  v1::PackedColumn* asked = read.add_columns();
+  asked->set_name(column.name());
+  asked->set_dtype(column.dtype());
+  asked->add_offsets(0);
+  for (int i : rows) {
+    asked->add_offsets(asked->offsets(asked->offsets_size() - 1) + column.offsets(i + 1) -
+                       column.offsets(i));
+    asked->mutable_data()->append(column.data(), i * kCellLocationBytes, kCellLocationBytes);
+  }
+  return read;
+}
+
+TEST_F(ScaleOutTest, ShardsRegisterAndAreListed) {
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  ASSERT_EQ(listing.shards_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(listing.shards(i).id(), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(listing.shards(i).address(), absl::StrCat("127.0.0.1:", shards_[i]->port()));
+    EXPECT_EQ(listing.shards(i).node(), absl::StrCat("node-", i + 1));
+  }
+  // Another shard under a held id is refused.
+  v1::RegisterShardRequest again;
+  again.mutable_shard()->set_id(2);
+  again.mutable_shard()->set_address("127.0.0.9:1");
+  v1::RegisterShardResponse registered;
+  EXPECT_STATUS(FromGrpcStatus(stub_->RegisterShard(Context().get(), again, &registered)),
+                absl::StatusCode::kAlreadyExists, "shard id 2 is held by the shard at");
+}
+
+TEST_F(ScaleOutTest, AGetCarriesLocationsThatTheShardsReadBack) {
+  PutStepZero();
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
+  ASSERT_EQ(batch.rows_size(), 4);
+  EXPECT_TRUE(batch.cell_locations());
+  EXPECT_EQ(batch.token_counts(0), 3);  // lengths, as a standalone server counts them
+  const v1::PutRequest full = FullStepPut();
+  for (const v1::PackedColumn& column : batch.columns()) {
+    SCOPED_TRACE(column.name());
+    const std::vector<CellLocation> where = LocationsOf(column);
+    ASSERT_EQ(where.size(), 4u);
+    std::map<uint64_t, std::vector<int>> by_shard;
+    for (int i = 0; i < 4; ++i) by_shard[where[i].shard].push_back(i);
+    ASSERT_EQ(by_shard.size(), 2u);
+    for (const auto& [shard, positions] : by_shard) {
+      ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(shard, ReadOf(column, positions)));
+      ASSERT_EQ(cells.columns_size(), 1);
+      const v1::PackedColumn& got = cells.columns(0);
+      for (size_t k = 0; k < positions.size(); ++k) {
+        const int64_t row = batch.rows(positions[k]);
+        EXPECT_EQ(shard, row < 2 ? 1u : 2u) << "row " << row;
+        if (column.name() == "rewards") {
+          int32_t value = 0;
+          std::memcpy(&value, got.data().data() + got.offsets(k) * 4, 4);
+          EXPECT_EQ(value, row);
+        } else {
+          const v1::PackedColumn& put = full.columns(column.name() == "prompt_ids" ? 0 : 1);
+          EXPECT_EQ(CellBytes(got, static_cast<int>(k), 4),
+                    CellBytes(put, static_cast<int>(row), 4))
+              << "row " << row;
+        }
+      }
+    }
+    // The wrong shard refuses, naming the location.
+    const uint64_t other = where[0].shard == 1 ? 2 : 1;
+    EXPECT_STATUS(ReadCells(other, ReadOf(column, {0})), absl::StatusCode::kNotFound,
+                  absl::StrCat("this is shard ", other));
+  }
+}
+
+TEST_F(ScaleOutTest, PutsThatDoNotBelongAreRefused) {
+  // Bytes to the controller.
+  ExpectRejected([&] { return Put(FullStepPut()); }, absl::StatusCode::kFailedPrecondition,
+                 {"this server is a controller", "Put to a shard"});
+  // Locations to a shard.
+  v1::PutRequest locations = FullStepPut();
+  locations.set_cell_locations(true);
+  EXPECT_STATUS(ShardPut(1, locations).status(), absl::StatusCode::kInvalidArgument,
+                "a shard takes cells, not cell_locations");
+  // A Put the controller refuses comes back as it refused it.
+  v1::PutRequest out_of_range = FullStepPut();
+  out_of_range.set_rows(3, 9);
+  EXPECT_STATUS(ShardPut(1, out_of_range).status(), absl::StatusCode::kInvalidArgument,
+                "row 9");
+  // A dock the controller lacks.
+  v1::PutRequest unknown = FullStepPut();
+  unknown.set_dock("nope");
+  EXPECT_STATUS(ShardPut(1, unknown).status(), absl::StatusCode::kNotFound, "nope");
+  ASSERT_OK_AND_ASSIGN(v1::GetDockStatusResponse status, Status("grpo"));
+  for (const v1::StepStatus& step : status.steps()) {
+    for (const v1::ColumnCount& ready : step.ready()) EXPECT_EQ(ready.rows(), 0);
+  }
+}
+
+TEST_F(ScaleOutTest, AStandaloneServerTakesNoLocationsAndListsNoShards) {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  Server standalone(std::move(options));
+  ASSERT_OK(standalone.Start());
+  auto stub = v1::Dock::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", standalone.port()), grpc::InsecureChannelCredentials()));
+  v1::CreateDockRequest create;
+  *create.mutable_spec() = GrpoSpec();
+  v1::CreateDockResponse created;
+  ASSERT_TRUE(stub->CreateDock(Context().get(), create, &created).ok());
+  v1::PutRequest locations = FullStepPut();
+  locations.set_cell_locations(true);
+  v1::PutResponse put;
+  EXPECT_STATUS(FromGrpcStatus(stub->Put(Context().get(), locations, &put)),
+                absl::StatusCode::kInvalidArgument, "this server is standalone");
+  v1::ListShardsResponse listing;
+  EXPECT_STATUS(FromGrpcStatus(stub->ListShards(Context().get(), {}, &listing)),
+                absl::StatusCode::kUnimplemented, "not a controller");
+  standalone.Shutdown();
+}
+
+TEST_F(ScaleOutTest, AReleasedStepsCellsAreFreedAtItsShard) {
+  PutStepZero();
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
+  const v1::PackedColumn& column = batch.columns(0);
+  const uint64_t shard = LocationsOf(column)[0].shard;
+  ASSERT_OK(ReadCells(shard, ReadOf(column, {0})).status());
+  v1::ReleaseStepRequest release;
+  release.set_dock("grpo");
+  release.set_step(0);
+  v1::ReleaseStepResponse released;
+  ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
+  // Step 1 starts, so the controller's oldest live step passes 0.
+  v1::PutRequest next;
+  next.set_dock("grpo");
+  next.set_step(1);
+  next.add_rows(0);
+  *next.add_columns() = Int32Column("prompt_ids", {{1}});
+  ASSERT_OK(ShardPut(1, next).status());
+  // The shard learns of the release on its next sync: a synchronization
+  // point, not a timing assertion.
+  absl::Status read = absl::OkStatus();
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(30);
+       read.ok() && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+    read = ReadCells(shard, ReadOf(column, {0})).status();
+  }
+  EXPECT_STATUS(read, absl::StatusCode::kNotFound, "holds no such extent");
+}
+
+TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
+  ServerOptions options;
+  options.shard.controller = "127.0.0.1:1";
+  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument,
+                "are for --role=shard; this server's role is standalone");
+  options = ServerOptions();
+  options.role = ServerRole::kShard;
+  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument, "needs --controller");
+  options.shard.controller = "127.0.0.1:1";
+  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument, "needs --shard_id");
+  options.shard.id = 3;
+  EXPECT_OK(options.Validate());
+  options.persistence.data_dir = "/tmp/x";
+  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument,
+                "a shard keeps its cells in memory only");
+  ServerRole role;
+  EXPECT_TRUE(ParseServerRole("controller", &role));
+  EXPECT_EQ(role, ServerRole::kController);
+  EXPECT_FALSE(ParseServerRole("primary", &role));
+}
+
+}  // namespace
+}  // namespace tdock::service_testing
