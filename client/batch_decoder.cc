@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/cell_location.h"
 #include "common/status.h"
 #include "grpcpp/support/slice.h"
 #include "proto/tdock/v1/bulk.h"
@@ -14,8 +15,9 @@ namespace {
 constexpr size_t kAlignment = 64;
 
 // Checks what the batch's accessors rely on: offsets start at 0, never
-// decrease, one more than the rows, and the data divides into the items.
-absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows) {
+// decrease, one more than the rows, and the data divides into the items (a
+// controller's batch: holds one cell location a row).
+absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows, bool locations) {
   const std::vector<int64_t>& offsets = column.offsets;
   bool ok = offsets.size() == rows + 1 && offsets.front() == 0;
   for (size_t i = 1; ok && i < offsets.size(); ++i) {
@@ -23,7 +25,11 @@ absl::Status CheckReceivedColumn(const PackedColumn& column, size_t rows) {
   }
   const int64_t items = ok ? offsets.back() : 0;
   const int64_t bytes = column.data_bytes();
-  if (ok) ok = items > 0 ? bytes % items == 0 : bytes == 0;
+  if (ok && locations) {
+    ok = bytes == static_cast<int64_t>(rows) * kCellLocationBytes;
+  } else if (ok) {
+    ok = items > 0 ? bytes % items == 0 : bytes == 0;
+  }
   if (ok) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(
       "malformed response: column '", column.name, "' has ", offsets.size(),
@@ -112,7 +118,8 @@ absl::Status BatchDecoder::Add(const grpc::ByteBuffer& message) {
         CheckMicroBatches(batch_.micro_batches, batch_.rows.size(), what_));
   }
   for (const PackedColumn& column : decoded->columns) {
-    absl::Status checked = CheckReceivedColumn(column, batch_.rows.size());
+    absl::Status checked =
+        CheckReceivedColumn(column, batch_.rows.size(), batch_.cell_locations);
     if (!checked.ok()) {
       return absl::InternalError(absl::StrCat(what_, ": ", checked.message()));
     }

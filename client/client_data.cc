@@ -86,28 +86,6 @@ grpc::ByteBuffer ToByteBuffer(const bulk::Encoded& encoded, BorrowTracker* track
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-// A unary call on a generic stub, driven to its end by the calling thread
-// on a completion queue of its own (as a blocking stub call is: the caller's
-// thread reads the response off the transport, with no hand-off to gRPC's
-// callback threads).
-template <typename Request, typename Response>
-grpc::Status Call(grpc::TemplatedGenericStub<Request, Response>& stub, const char* method,
-                  grpc::ClientContext* context, const Request& request, Response* response) {
-  grpc::CompletionQueue cq;
-  grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> call =
-      stub.PrepareUnaryCall(context, method, request, &cq);
-  call->StartCall();
-  call->Finish(response, &status, &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  cq.Next(&tag, &ok);  // the one event: Finish
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
-  return status;
-}
-
 bulk::Encoded EncodePut(const ClientPut& put) {
   v1::PutRequest header;
   header.set_dock(put.dock);
@@ -202,6 +180,14 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
         encoded.size(), " bytes exceeds max_message_bytes ",
         impl_->options.max_message_bytes, "; split the rows over several puts"));
   }
+  // To a controller's shard, or to the server.
+  TDOCK_ASSIGN_OR_RETURN(const Impl::Shards shards, impl_->ListShards());
+  auto* put_stub = &impl_->put_stub;
+  const char* put_method = "/tdock.v1.Dock/Put";
+  if (!shards.empty()) {
+    put_stub = Impl::ShardForPut(shards, put).put_stub.get();
+    put_method = "/tdock.v1.Shard/Put";
+  }
   v1::PutResponse response;
   grpc::Status status;
   BorrowTracker tracker;
@@ -211,7 +197,7 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
     grpc::ClientContext context;
     impl_->SetDeadline(&context, put.wait);
     const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
-    status = Call(impl_->put_stub, "/tdock.v1.Dock/Put", &context, request, &response);
+    status = internal::UnaryCall(*put_stub, put_method, &context, request, &response);
   }
   tracker.AwaitReleased();
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
@@ -237,7 +223,13 @@ absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
       [&decoder](const grpc::ByteBuffer& part) { return decoder.Add(part); }, &failed);
   TDOCK_RETURN_IF_ERROR(failed);
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
-  return std::move(decoder).Finish();
+  TDOCK_ASSIGN_OR_RETURN(ClientBatch batch, std::move(decoder).Finish());
+  if (batch.cell_locations) {
+    TDOCK_RETURN_IF_ERROR(impl_->ReadCells(
+        absl::StrCat("Get of consumer '", get.consumer, "' on dock '", get.dock, "'"), get.dock,
+        batch));
+  }
+  return batch;
 }
 
 absl::StatusOr<ClientBatch> Client::Sample(const ClientGet& get) {
@@ -282,8 +274,13 @@ absl::StatusOr<ClientBatch> Client::DoRead(v1::ReadRequest& request,
   impl_->SetDeadline(&context);
   grpc::ByteBuffer response;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
-      Call(impl_->read_stub, "/tdock.v1.Dock/Read", &context, request, &response)));
-  return internal::DecodeBatchResponse(response, what, impl_->buffers);
+      internal::UnaryCall(impl_->read_stub, "/tdock.v1.Dock/Read", &context, request, &response)));
+  TDOCK_ASSIGN_OR_RETURN(ClientBatch batch,
+                         internal::DecodeBatchResponse(response, what, impl_->buffers));
+  if (batch.cell_locations) {
+    TDOCK_RETURN_IF_ERROR(impl_->ReadCells(what, request.dock(), batch));
+  }
+  return batch;
 }
 
 }  // namespace tdock

@@ -2,23 +2,56 @@
 // plane (client.cc) and the data plane (client_data.cc).
 //
 // Thread safety: constant after construction (the buffer pool is
-// thread-safe); gRPC channels and stubs may be used by many threads at once.
+// thread-safe), but for the shard listing of a controller, which has a lock
+// of its own; gRPC channels and stubs may be used by many threads at once.
 #ifndef TDOCK_CLIENT_CLIENT_IMPL_H_
 #define TDOCK_CLIENT_CLIENT_IMPL_H_
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/buffer_pool.h"
 #include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/completion_queue.h"
+#include "grpcpp/support/async_unary_call.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "tdock/v1/dock.grpc.pb.h"
 
 namespace tdock {
+namespace internal {
+
+// A unary call on a generic stub, driven to its end by the calling thread
+// on a completion queue of its own (as a blocking stub call is: the caller's
+// thread reads the response off the transport, with no hand-off to gRPC's
+// callback threads).
+template <typename Request, typename Response>
+inline grpc::Status UnaryCall(grpc::TemplatedGenericStub<Request, Response>& stub,
+                              const char* method, grpc::ClientContext* context,
+                              const Request& request, Response* response) {
+  grpc::CompletionQueue cq;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> call =
+      stub.PrepareUnaryCall(context, method, request, &cq);
+  call->StartCall();
+  call->Finish(response, &status, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  cq.Next(&tag, &ok);  // the one event: Finish
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+}  // namespace internal
 
 class Client::Impl final {
  public:
@@ -50,6 +83,34 @@ class Client::Impl final {
   grpc::TemplatedGenericStub<v1::ReadRequest, grpc::ByteBuffer> read_stub;
   // Receive buffers of Get and Read, reused once their batches are gone.
   internal::BufferPool buffers;
+
+  // A shard of the controller this client is connected to
+  // (docs/scale-out.md), and a channel to it.
+  struct Shard {
+    uint64_t id = 0;
+    std::string address;
+    std::string node;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>> put_stub;
+    std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>> read_stub;
+  };
+  using Shards = std::vector<std::shared_ptr<const Shard>>;
+  // The controller's shards; empty for a standalone server. Listed when data
+  // first moves, again with `refresh`.
+  absl::StatusOr<Shards> ListShards(bool refresh = false) const;
+  // The shard a Put goes to: the one on this node (TDOCK_NODE, else the
+  // host name), else one a hash of (dock, step, its first row or key)
+  // picks. REQUIRES: `shards` is not empty.
+  static const Shard& ShardForPut(const Shards& shards, const ClientPut& put);
+  // A controller's batch (cell_locations) with its cells: each column's
+  // locations read from the shards holding them, one call a shard, and the
+  // batch's columns replaced by their cells in one buffer from the pool.
+  absl::Status ReadCells(const std::string& what, const std::string& dock,
+                         ClientBatch& batch);
+
+ private:
+  mutable absl::Mutex shards_mu_;
+  mutable std::optional<Shards> shards_ ABSL_GUARDED_BY(shards_mu_);
 };
 
 }  // namespace tdock

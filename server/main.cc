@@ -97,6 +97,13 @@ ABSL_FLAG(std::string, advertise, "",
 ABSL_FLAG(std::string, node, "",
           "--role=shard: the node this shard runs on (default: the host name); clients on "
           "that node write to it.");
+ABSL_FLAG(std::string, controller_ca, "",
+          "--role=shard: PEM file of the CA that signed the controller's certificate: TLS to "
+          "the controller (--tls_cert and --tls_key, when set, are the shard's client "
+          "certificate). Empty: plaintext.");
+ABSL_FLAG(std::string, controller_tls_name, "",
+          "--role=shard: the name checked against the controller's certificate instead of "
+          "the host of --controller.");
 ABSL_FLAG(int64_t, shard_memory_limit_mb, 0,
           "--role=shard: MiB of cells the shard holds at most (0: no limit).");
 ABSL_FLAG(std::string, log_level, "info",
@@ -128,6 +135,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shard.advertise = absl::GetFlag(FLAGS_advertise);
   options.shard.node = absl::GetFlag(FLAGS_node);
   options.shard.memory_limit_bytes = absl::GetFlag(FLAGS_shard_memory_limit_mb) << 20;
+  options.shard.controller_ca = absl::GetFlag(FLAGS_controller_ca);
+  options.shard.controller_tls_name = absl::GetFlag(FLAGS_controller_tls_name);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.shutdown_grace = absl::GetFlag(FLAGS_shutdown_grace);

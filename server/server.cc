@@ -81,10 +81,12 @@ absl::Status ServerOptions::Validate() const {
   TDOCK_RETURN_IF_ERROR(ValidateListen(listen));
   if (role != ServerRole::kShard &&
       (!shard.controller.empty() || shard.id != 0 || !shard.advertise.empty() ||
-       !shard.node.empty() || shard.memory_limit_bytes != 0)) {
+       !shard.node.empty() || shard.memory_limit_bytes != 0 || !shard.controller_ca.empty() ||
+       !shard.controller_tls_name.empty())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--controller, --shard_id, --advertise, --node and --shard_memory_limit_mb are for "
-        "--role=shard; this server's role is ", ServerRoleName(role)));
+        "--controller, --shard_id, --advertise, --node, --shard_memory_limit_mb, "
+        "--controller_ca and --controller_tls_name are for --role=shard; this server's role "
+        "is ", ServerRoleName(role)));
   }
   if (role == ServerRole::kShard) {
     if (shard.controller.empty()) {
@@ -204,6 +206,9 @@ class Server::Impl {
   // role kShard, once listening: registers with the controller and starts
   // freeing released steps' cells.
   absl::Status JoinController(int port);
+  // role kShard: announces the shard to its controller (registration_),
+  // waiting up to `wait` for it.
+  absl::Status Register(absl::Duration wait);
   // Waits up to `wait` for Shutdown; true once it began.
   bool Stopping(absl::Duration wait) {
     absl::MutexLock lock(&sync_mu_);
@@ -227,6 +232,7 @@ class Server::Impl {
   // role kShard: frees released steps' cells every release_sync until
   // stopping_ is set.
   std::thread release_sync_;
+  v1::ShardInfo registration_;  // what the shard registers as; set before the thread
   absl::Mutex sync_mu_;
   bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
 
@@ -364,6 +370,13 @@ absl::Status Server::Impl::StartShard() {
       std::make_unique<shard::ShardStore>(shard.id, shard.chunk_bytes, shard.memory_limit_bytes);
   ClientOptions to_controller;
   to_controller.address = shard.controller;
+  if (!shard.controller_ca.empty()) {
+    to_controller.tls = {.enabled = true,
+                         .ca_file = shard.controller_ca,
+                         .cert_file = options_.security.tls_cert,
+                         .key_file = options_.security.tls_key,
+                         .server_name = shard.controller_tls_name};
+  }
   to_controller.max_message_bytes = options_.max_message_mb << 20;
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenChannel(to_controller));
   // The deployment's token: the shard sends the controller the one it asks.
@@ -383,40 +396,51 @@ absl::Status Server::Impl::StartShard() {
 
 absl::Status Server::Impl::JoinController(int port) {
   const ServerOptions::Shard& shard = options_.shard;
-  v1::RegisterShardRequest request;
-  request.mutable_shard()->set_id(shard.id);
-  request.mutable_shard()->set_address(
-      !shard.advertise.empty()
-          ? shard.advertise
-          : absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port));
-  std::string node = shard.node;
-  if (node.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof(host) - 1) == 0) node = host;
-  }
-  request.mutable_shard()->set_node(node);
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  v1::RegisterShardResponse response;
-  const grpc::Status registered =
-      shard_service_->controller(context).RegisterShard(&context, request, &response);
-  if (!registered.ok()) {
-    return absl::Status(FromGrpcStatus(registered).code(),
-                        absl::StrCat("shard ", shard.id, " cannot register with its controller ",
-                                     shard.controller, ": ", registered.error_message()));
-  }
+  registration_.set_id(shard.id);
+  std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
+  // A wildcard address is no address to reach: the host's name is.
+  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = name;
+  registration_.set_address(!shard.advertise.empty() ? shard.advertise
+                                                     : absl::StrCat(host, ":", port));
+  registration_.set_node(!shard.node.empty() ? shard.node : std::string(name));
+  TDOCK_RETURN_IF_ERROR(Register(/*wait=*/absl::Seconds(30)));
   TDOCK_LOG(INFO) << "tdock-server shard " << shard.id << " registered with controller "
-                  << shard.controller << " as " << request.shard().address() << " on node "
-                  << node;
+                  << shard.controller << " as " << registration_.address() << " on node "
+                  << registration_.node();
   release_sync_ = std::thread([this] {
     while (!Stopping(options_.shard.release_sync)) {
+      // Again each time: a controller that restarted learns of this shard.
+      if (absl::Status registered = Register(absl::Seconds(10)); !registered.ok()) {
+        TDOCK_LOG(WARNING) << registered;
+        continue;
+      }
       if (absl::Status synced = shard_service_->SyncReleases(absl::Seconds(10)); !synced.ok()) {
         TDOCK_LOG(WARNING) << "shard " << options_.shard.id
                            << " cannot learn the released steps: " << synced;
       }
     }
   });
+  return absl::OkStatus();
+}
+
+absl::Status Server::Impl::Register(absl::Duration wait) {
+  v1::RegisterShardRequest request;
+  *request.mutable_shard() = registration_;
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+  v1::RegisterShardResponse response;
+  const grpc::Status registered =
+      shard_service_->controller(context).RegisterShard(&context, request, &response);
+  if (!registered.ok()) {
+    return absl::Status(FromGrpcStatus(registered).code(),
+                        absl::StrCat("shard ", registration_.id(),
+                                     " cannot register with its controller ",
+                                     options_.shard.controller, ": ",
+                                     registered.error_message()));
+  }
   return absl::OkStatus();
 }
 

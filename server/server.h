@@ -45,8 +45,15 @@ struct ServerOptions {
     int64_t memory_limit_bytes = 0;  // the shard's cells at most (0: none)
     int64_t chunk_bytes = int64_t{4} << 20;
     // How often the shard asks the controller which steps were released,
-    // to free their cells.
+    // to free their cells (and registers again).
     absl::Duration release_sync = absl::Seconds(1);
+    // PEM file of the CA that signed the controller's certificate: TLS to
+    // the controller (the shard's own tls_cert and tls_key, when set, are
+    // its client certificate). Empty: plaintext.
+    std::string controller_ca;
+    // The name checked against the controller's certificate instead of the
+    // address's host. Empty: the host.
+    std::string controller_tls_name;
   } shard;
   // Address to listen on, host:port. Port 0 picks a free port (see port()).
   // Default: 127.0.0.1:50051.

@@ -62,6 +62,14 @@ std::unique_ptr<CellStore> OpenCellStore(const DockSpec& spec, CellForm form) {
 absl::StatusOr<std::shared_ptr<DockImpl>> DockImpl::Create(DockSpec spec,
                                                           DockLimits limits) {
   TDOCK_ASSIGN_OR_RETURN(spec, NormalizeSpec(std::move(spec)));
+  if (limits.cells == CellForm::kLocations && spec.seal_when.has_value() &&
+      spec.seal_when->carry) {
+    // A carried row's cells would stay in the sealed step's extents, which
+    // its shard frees with that step.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dock '", spec.name, "': seal_when.carry needs the cells in the dock; a controller's "
+        "docks hold their locations (use a standalone server, or seal without carry)"));
+  }
   std::shared_ptr<DockImpl> dock(new DockImpl(std::move(spec), limits));
   if (dock->limits_.timers == nullptr) {
     dock->own_timers_ = std::make_unique<TimerService>(dock->limits_.clock);
@@ -267,6 +275,7 @@ DockStats DockImpl::Stats() const {
     tdock::ReaderMutexLock lock(&mu_);
     for (const ColumnSpec& c : columns_) stats.columns.push_back(c.name);
     for (const ConsumerSpec& c : consumers_.spec(mu_).consumers) stats.consumers.push_back(c.name);
+    stats.front_step = ring_.FrontStep(mu_);
     for (const auto& part : ring_.partitions()) {
       if (!part->live(mu_)) continue;
       StepStats step;

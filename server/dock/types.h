@@ -265,6 +265,7 @@ struct DockStats {
   std::vector<std::string> columns;
   std::vector<std::string> consumers;
   std::vector<StepStats> steps;          // live steps, oldest first
+  int64_t front_step = 0;  // the oldest step not released: every step below it is
   std::vector<int64_t> waiters;          // per consumer: parked Gets
   int64_t parked_puts = 0;
   int64_t arena_bytes_used = 0;          // payload bytes in live steps

@@ -87,6 +87,10 @@ class Reader {
 };
 
 inline constexpr char kEpochKey[] = "E";
+// What the data dir's docks store as a cell (CellFormName): a controller's
+// docks hold locations, a standalone server's the bytes. Absent in a data
+// dir written before it was kept: bytes.
+inline constexpr char kCellFormKey[] = "F";
 // Lease ids of epoch e start at e << kEpochShift (below 2^63: hand-outs
 // without a lease use the upper half of the ids).
 inline constexpr int kEpochShift = 40;

@@ -339,6 +339,27 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
     }
     return absl::OkStatus();
   }));
+  // The cells' form, which the data dir's docks were written in: a journal
+  // of locations read as bytes (or the reverse) would be garbage.
+  std::string stored_form;
+  bool has_docks = false;
+  TDOCK_RETURN_IF_ERROR(store_->Scan(records::kCellFormKey, [&](absl::string_view key,
+                                                                absl::string_view value) {
+    if (key.size() == 1) stored_form = std::string(value);
+    return absl::OkStatus();
+  }));
+  TDOCK_RETURN_IF_ERROR(store_->Scan("S", [&](absl::string_view, absl::string_view) {
+    has_docks = true;
+    return absl::OkStatus();
+  }));
+  const std::string form = CellFormName(registry.dock_limits().cells);
+  if (stored_form.empty() && has_docks) stored_form = CellFormName(CellForm::kBytes);
+  if (!stored_form.empty() && stored_form != form) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", options_.data_dir, "' holds docks whose cells are stored as ", stored_form,
+        " (written by a ", stored_form == "bytes" ? "standalone server" : "controller",
+        "); this server stores them as ", form, ": start it with the --role that wrote them"));
+  }
   if (epoch >= records::kMaxEpoch) {
     return absl::FailedPreconditionError(absl::StrCat(
         "'", options_.data_dir, "' was started ", epoch, " times, the most lease ids allow"));
@@ -348,6 +369,7 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
   std::string value;
   records::PutBe(value, epoch, 8);
   batch.Put(records::kEpochKey, value);
+  batch.Put(records::kCellFormKey, form);
   TDOCK_RETURN_IF_ERROR(Write(std::move(batch)));
   TDOCK_RETURN_IF_ERROR(journal_->Flush());  // async acknowledges before storing
   stats.epoch = epoch;

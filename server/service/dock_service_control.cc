@@ -160,6 +160,7 @@ absl::Status DockService::DoGetDockStatus(
   response->set_parked_puts(stats.parked_puts);
   FillDropCounts(stats.rows_dropped_total, response->mutable_dropped_total());
   response->set_version(stats.version);
+  response->set_front_step(stats.front_step);
   response->set_reservations_live(stats.reservations_live);
   response->set_reservations_parked(stats.reservations_parked);
   response->set_admission_waits(stats.admission_waits_total);
@@ -220,6 +221,7 @@ grpc::ServerUnaryReactor* DockService::ListRows(grpc::CallbackServerContext* con
   absl::StatusOr<RowListing> listing = (*dock)->ListRows(request->step(), columns);
   if (!listing.ok()) return FinishNow(context, listing.status());
   *response = ToProto(*listing);
+  response->set_cell_locations(shards_ != nullptr);
   return FinishNow(context, absl::OkStatus());
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cell_location.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -104,11 +105,15 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
 
   void StageAndCommit() {
     const v1::PutRequest& header = put_.header;
+    // A Put naming a reservation is of the reservation's step, which the
+    // controller says.
+    const std::optional<int64_t> step =
+        header.reservation() != 0 ? std::nullopt : std::optional<int64_t>(header.step());
     absl::StatusOr<shard::ShardStore::Staged> staged =
-        service_->store_->Stage(header.dock(), header.step(), put_.columns, items_);
+        service_->store_->Stage(header.dock(), step, put_.columns, items_);
     if (!staged.ok()) {
-      Finish(ToGrpcStatus(absl::Status(
-          staged.status().code(),
+      Finish(ToGrpcStatus(WithMessage(
+          staged.status(),
           absl::StrCat("Put on dock '", header.dock(), "': ", staged.status().message()))));
       return;
     }
@@ -145,8 +150,21 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
       }
     } else if (!OutcomeUnknown(status.error_code())) {
       service_->store_->Abort(extent_);
+      // The dock may have been made anew with other columns: the spec is
+      // asked again by the next Put.
+      if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        service_->ForgetSpec(put_.header.dock());
+      }
     }
     Finish(status);
+  }
+
+  // The caller gave up: so do the calls to the controller (an unanswered
+  // commit leaves its cells staged, as any lost answer does).
+  void OnCancel() override {
+    spec_context_.TryCancel();
+    commit_context_.TryCancel();
   }
 
   ShardService* const service_;
@@ -187,6 +205,11 @@ std::optional<int64_t> ShardService::CachedItemBytes(const std::string& dock,
   auto found = it->second.find(column);
   if (found == it->second.end()) return std::nullopt;
   return found->second;
+}
+
+void ShardService::ForgetSpec(const std::string& dock) {
+  tdock::MutexLock lock(&mu_);
+  item_bytes_.erase(dock);
 }
 
 void ShardService::CacheSpec(const v1::DockSpec& spec) {
@@ -290,19 +313,17 @@ absl::Status ShardService::SyncReleases(absl::Duration timeout) {
     const grpc::Status asked = controller(context).GetDockStatus(&context, request, &status);
     if (asked.error_code() == grpc::StatusCode::NOT_FOUND) {
       store_->ForgetDock(dock);
+      ForgetSpec(dock);
       continue;
     }
     if (!asked.ok()) {
       if (first.ok()) first = FromGrpcStatus(asked);
       continue;
     }
-    if (status.steps().empty()) continue;  // which steps are gone is not known
-    int64_t oldest_live = status.steps(0).step();
-    for (const v1::StepStatus& step : status.steps()) {
-      oldest_live = std::min(oldest_live, step.step());
-    }
+    // Every step below the front is released; a step past it may still be
+    // started (a free partition's next), so it is kept.
     for (int64_t step : steps) {
-      if (step < oldest_live) store_->Release(dock, step);
+      if (step >= 0 && step < status.front_step()) store_->Release(dock, step);
     }
   }
   return first;

@@ -20,8 +20,8 @@
 // controller checks every location's size against its spec.
 //
 // SyncReleases frees the cells of steps the controller released: it asks for
-// each dock the shard holds cells of, and frees steps below the oldest live
-// one (every step of a dock deleted).
+// each dock the shard holds cells of, and frees the steps below its front
+// step (GetDockStatusResponse.front_step; every step of a dock deleted).
 //
 // Thread safety: handlers run concurrently on gRPC's threads; the item-size
 // cache has its own lock. Ownership: the store and token are borrowed and
@@ -79,6 +79,7 @@ class ShardService final
   std::optional<int64_t> CachedItemBytes(const std::string& dock,
                                          const std::string& column) const;
   void CacheSpec(const v1::DockSpec& spec);
+  void ForgetSpec(const std::string& dock);
   absl::Status DoReadCells(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
 
   shard::ShardStore* const store_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/local_cell_store.h"
 
@@ -11,7 +12,8 @@ namespace tdock::shard {
 ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes)
     : shard_(shard), pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)) {}
 
-absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock, int64_t step,
+absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
+                                                     std::optional<int64_t> step,
                                                      absl::Span<const PackedColumn> columns,
                                                      absl::Span<const int64_t> item_bytes) {
   if (columns.size() != item_bytes.size()) {
@@ -26,24 +28,33 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock, in
   {
     tdock::MutexLock lock(&mu_);
     DockCells& held = docks_[dock];
-    if (held.released.count(step) != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "dock '", dock, "' step ", step, " was released: shard ", shard_, " takes no Put of it"));
+    if (!step.has_value()) {
+      cells = std::make_shared<internal::LocalStepCells>(pool_);
+    } else {
+      if (held.released.count(*step) != 0) {
+        return Refuse(Refusal::kReleased,
+                      absl::FailedPreconditionError(absl::StrCat(
+                          "dock '", dock, "' step ", *step, " was released: shard ", shard_,
+                          " takes no Put of it")));
+      }
+      std::shared_ptr<internal::StepCells>& slot = held.steps[*step];
+      if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
+      cells = slot;
     }
-    std::shared_ptr<internal::StepCells>& slot = held.steps[step];
-    if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
-    cells = slot;
     extent = next_extent_++;
   }
   // The copy, with no lock held.
   std::vector<const internal::CellBlock*> blocks;
+  const std::string where =
+      step.has_value() ? absl::StrCat("dock '", dock, "' step ", *step)
+                       : absl::StrCat("dock '", dock, "' (a reservation's step)");
   if (!cells->Write(columns, item_bytes, /*past_limit=*/false, blocks)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "shard ", shard_, " has no room for ", columns.size(), " columns of dock '", dock,
-        "' step ", step, " under its memory limit of ", pool_->limit_bytes(), " bytes"));
+    return CapacityError(absl::StrCat("shard ", shard_, " has no room for ", columns.size(),
+                                      " columns of ", where, " under its memory limit of ",
+                                      pool_->limit_bytes(), " bytes"));
   }
   Staged staged{extent, {}};
-  Extent held{dock, step, false, 0, {}, cells};
+  Extent held{dock, step.value_or(-1), false, 0, {}, cells};
   uint64_t offset = 0;
   for (size_t i = 0; i < columns.size(); ++i) {
     std::vector<CellLocation>& locations = staged.locations.emplace_back();
@@ -58,9 +69,11 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock, in
   tdock::MutexLock lock(&mu_);
   // A release meanwhile took the step: the Put is not kept.
   auto dock_it = docks_.find(dock);
-  if (dock_it == docks_.end() || dock_it->second.released.count(step) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "dock '", dock, "' step ", step, " was released while shard ", shard_, " stored a Put"));
+  if (dock_it == docks_.end() ||
+      (step.has_value() && dock_it->second.released.count(*step) != 0)) {
+    return Refuse(Refusal::kReleased,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      where, " was released while shard ", shard_, " stored a Put")));
   }
   extents_.emplace(extent, std::move(held));
   return staged;
@@ -105,8 +118,9 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
       return NotHeld(cell, absl::StrCat("shard ", shard_, " holds no such extent of dock '",
                                         dock, "'"));
     }
+    // A staged Put's cells are read too: the controller hands out only
+    // locations it stored, and may do so before the shard hears its answer.
     const Extent& extent = it->second;
-    if (!extent.committed) return NotHeld(cell, "its Put is not committed");
     auto found = std::lower_bound(
         extent.cells.begin(), extent.cells.end(), cell.offset,
         [](const Cell& held, uint64_t offset) { return held.offset < offset; });

@@ -6,10 +6,13 @@
 // an extent id, unique for the store's life, naming its cells. Each cell's
 // CellLocation (shard, extent, offset, bytes) is what the shard sends the
 // controller; the offset is the cell's first byte in the Put's payload, its
-// columns' data one after the other. A staged Put is not readable: the
-// controller decides. Commit makes it readable once the controller has
-// stored it; Abort forgets it when the controller refused it or its answer
-// was lost for good (its bytes go back with its step's). Release frees a
+// columns' data one after the other. The controller decides whether a
+// staged Put counts: it hands out only locations it stored, possibly before
+// the shard hears its answer, so staged cells are read like committed ones.
+// Commit records the controller's answer (and the step it stored the Put in);
+// Abort forgets a Put the controller refused (its bytes go back with its
+// step's). A Put whose answer never came stays staged until its step is
+// released. Release frees a
 // step's cells once the controller has released the step; a reader holding
 // cells keeps their memory until it lets go (the pin).
 //
@@ -28,6 +31,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,8 +63,10 @@ class ShardStore final {
   // Stages a Put of `dock`'s `step`: columns[i], items of item_bytes[i]
   // bytes (checked whole: INVALID_ARGUMENT naming the column). All or none:
   // RESOURCE_EXHAUSTED, nothing kept, when the memory limit does not allow
-  // it; FAILED_PRECONDITION when the step was released here.
-  absl::StatusOr<Staged> Stage(const std::string& dock, int64_t step,
+  // it; FAILED_PRECONDITION when the step was released here. A step not
+  // known yet (nullopt: a Put naming a reservation, whose step the
+  // controller says) stages in an arena of the Put's own.
+  absl::StatusOr<Staged> Stage(const std::string& dock, std::optional<int64_t> step,
                                absl::Span<const PackedColumn> columns,
                                absl::Span<const int64_t> item_bytes);
   // The controller stored the staged Put `extent` in `step` (a Put naming a
@@ -76,9 +82,9 @@ class ShardStore final {
     std::vector<ByteSpan> cells;
     std::vector<std::shared_ptr<const void>> pins;
   };
-  // NOT_FOUND naming the first location this shard does not hold readable
-  // (another shard's, an extent unknown here, not committed, released, or
-  // not a cell's start and length): the reader's listing or batch is stale.
+  // NOT_FOUND naming the first location this shard does not hold (another
+  // shard's, an extent unknown here (aborted or released), or not a cell's
+  // start and length): the reader's listing or batch is stale.
   absl::StatusOr<Cells> Read(const std::string& dock, absl::Span<const CellLocation> where) const;
 
   // The controller released `dock`'s `step`: its cells are freed (staged

@@ -126,6 +126,43 @@ TEST_F(SecurityTest, TlsWithToken) {
   EXPECT_OK(Call(TrustingCa(), kToken));
 }
 
+// A controller and a shard that both want TLS and the token: the shard
+// reaches its controller over TLS with the token (--controller_ca), and a
+// client's Put through the shard and Get of its cells go over TLS too.
+TEST_F(SecurityTest, AShardAndItsControllerSpeakTlsWithTheToken) {
+  SecurityOptions security = Tls();
+  security.auth_token_file = Path("token");
+  server_ = std::make_unique<Server>(ServerOptions{
+      .role = ServerRole::kController, .listen = "127.0.0.1:0", .security = security});
+  ASSERT_OK(server_->Start());
+  ServerOptions shard_options{.role = ServerRole::kShard, .listen = "127.0.0.1:0",
+                              .security = security};
+  shard_options.shard.controller = absl::StrCat("127.0.0.1:", server_->port());
+  shard_options.shard.id = 1;
+  shard_options.shard.controller_ca = Path("ca.pem");
+  Server shard(shard_options);
+  ASSERT_OK(shard.Start());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client,
+                       Client::Connect({.address = absl::StrCat("127.0.0.1:", server_->port()),
+                                        .token = kToken,
+                                        .tls = TrustingCa(),
+                                        .timeout = absl::Seconds(10)}));
+  DockSpec spec;
+  spec.name = "tls";
+  spec.num_prompts = 2;
+  spec.columns = {{"ids", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"reader", {"ids"}, 2, 1, false, Policy::kFifo, 0}};
+  ASSERT_OK(client->CreateDock(spec).status());
+  ClientPut put{.dock = "tls", .step = 0, .rows = {0, 1}};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {{1, 2}, {3}}));
+  ASSERT_OK(client->Put(put).status());
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch, client->Get({.dock = "tls", .consumer = "reader"}));
+  ASSERT_EQ(batch.rows.size(), 2u);
+  EXPECT_EQ(batch.Row<int32_t>(*batch.column("ids"), 0), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(batch.Row<int32_t>(*batch.column("ids"), 1), (std::vector<int32_t>{3}));
+  shard.Shutdown();
+}
+
 // Bad settings fail start-up with INVALID_ARGUMENT naming the flag (and the
 // file), and bad client settings fail Connect.
 TEST_F(SecurityTest, BadSettingsAreNamed) {

@@ -235,6 +235,20 @@ TEST(LocationDock, RefusesLocationsThatDisagreeWithTheirLengths) {
   EXPECT_EQ(stats.rows_written_total, (std::vector<int64_t>{0, 0}));
 }
 
+// A controller's dock cannot carry rows into the next step: their cells
+// would stay with the sealed step's, which its shard frees.
+TEST(LocationDock, RefusesSealWhenCarry) {
+  DockSpec spec = BalancedSpec();
+  spec.steps_in_flight = 2;
+  spec.seal_when = SealWhen{.consumer = "actor", .groups = 4, .carry = true};
+  DockLimits limits;
+  limits.cells = CellForm::kLocations;
+  EXPECT_STATUS(Dock::Create(spec, limits), absl::StatusCode::kInvalidArgument,
+                "seal_when.carry needs the cells in the dock");
+  limits.cells = CellForm::kBytes;
+  EXPECT_OK(Dock::Create(spec, limits));
+}
+
 // Read and ListRows of a location dock give each cell's location.
 TEST(LocationDock, ReadsAndListingsGiveLocations) {
   std::unique_ptr<Dock> dock = MakeDock(CellForm::kLocations);

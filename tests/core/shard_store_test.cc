@@ -1,6 +1,6 @@
 // ShardStore, a shard's cells: a staged Put gets locations naming its cells
-// (offsets in the Put's payload, its columns one after the other) and is not
-// readable until committed; reads return exactly the cells' bytes and refuse
+// (offsets in the Put's payload, its columns one after the other), readable
+// as soon as staged; reads return exactly the cells' bytes and refuse
 // a location the shard does not hold readable, naming it; an aborted or
 // released Put is gone; the memory limit refuses a Put whole; a reader's pin
 // keeps released cells' memory.
@@ -42,7 +42,7 @@ struct Put {
   std::vector<int64_t> item_bytes = {4, 4};
 };
 
-TEST(ShardStore, AStagedPutIsReadableOnlyOnceCommitted) {
+TEST(ShardStore, AStagedPutGetsLocationsAndIsReadByThem) {
   ShardStore store(7, 4096, 0);
   Put put;
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
@@ -57,8 +57,10 @@ TEST(ShardStore, AStagedPutIsReadableOnlyOnceCommitted) {
             (std::vector<CellLocation>{{7, staged.extent, 20, 4},
                                        {7, staged.extent, 24, 4},
                                        {7, staged.extent, 28, 4}}));
-  EXPECT_STATUS(store.Read("d", staged.locations[0]), absl::StatusCode::kNotFound,
-                "its Put is not committed; the batch or the shard listing is stale");
+  // Readable while staged: the controller may hand the rows out before the
+  // shard hears its answer.
+  ASSERT_OK_AND_ASSIGN(ShardStore::Cells early, store.Read("d", staged.locations[0]));
+  EXPECT_EQ(AsFloats(early.cells[0]), (std::vector<float>{0, 1}));
   EXPECT_EQ(store.GetStats().staged_puts, 1);
 
   ASSERT_OK(store.Commit(staged.extent, 0));
@@ -109,6 +111,8 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged aborted,
                        store.Stage("d", 0, put.views, put.item_bytes));
   store.Abort(aborted.extent);
+  EXPECT_STATUS(store.Read("d", aborted.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
   EXPECT_STATUS(store.Commit(aborted.extent, 0), absl::StatusCode::kNotFound,
                 "shard 7 holds no staged Put 1");
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged kept, store.Stage("d", 0, put.views, put.item_bytes));
@@ -131,6 +135,21 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   store.ForgetDock("d");
   EXPECT_TRUE(store.HeldSteps().empty());
   EXPECT_STATUS(store.Read("d", next.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+}
+
+// A Put whose step is not known yet (it names a reservation) is staged on
+// its own and freed with the step the controller stored it in.
+TEST(ShardStore, APutOfAnUnknownStepTakesTheStepItIsCommittedIn) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
+                       store.Stage("d", std::nullopt, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(staged.extent, 3));
+  EXPECT_EQ(store.HeldSteps(), (std::map<std::string, std::vector<int64_t>>{{"d", {3}}}));
+  ASSERT_OK(store.Read("d", staged.locations[1]).status());
+  store.Release("d", 3);
+  EXPECT_STATUS(store.Read("d", staged.locations[1]), absl::StatusCode::kNotFound,
                 "holds no such extent");
 }
 

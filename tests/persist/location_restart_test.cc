@@ -147,5 +147,26 @@ TEST(LocationRestart, EveryCrashPointKeepsAcknowledgedLocations) {
   }
 }
 
+// A data dir is reopened only with the cell form that wrote it: a
+// controller's locations are not read as a standalone server's bytes, nor
+// the reverse.
+TEST(LocationRestart, ADataDirOpensOnlyInTheFormThatWroteIt) {
+  for (CellForm wrote : {CellForm::kLocations, CellForm::kBytes}) {
+    const CellForm other = wrote == CellForm::kBytes ? CellForm::kLocations : CellForm::kBytes;
+    SCOPED_TRACE(CellFormName(wrote));
+    Recording recording(LocationSpec(), nullptr, wrote);
+    recording.Stop();
+    Persistence persistence(recording.store->Replay(recording.store->writes()),
+                            {.data_dir = "reopened"});
+    DockRegistry registry(LimitsOn(nullptr, other));
+    EXPECT_STATUS(persistence.Recover(registry).status(), absl::StatusCode::kFailedPrecondition,
+                  absl::StrCat("'reopened' holds docks whose cells are stored as ",
+                               CellFormName(wrote)));
+    registry.Shutdown();
+    Restarted same(*recording.store, recording.store->writes(), nullptr, wrote);
+    EXPECT_NE(same.dock, nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace tdock::persist::crash

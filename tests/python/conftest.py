@@ -2,7 +2,9 @@
 
 TDOCK_SERVER_BIN names the server binary (ctest sets it; default
 build/server/tdock-server). The tdock package comes from PYTHONPATH (ctest
-points it at <build>/python).
+points it at <build>/python). With TDOCK_TEST_TOPOLOGY=sharded the shared
+server is a controller with two shards (docs/scale-out.md), each on a node of
+its own, so that Puts are spread over both by hash.
 """
 
 import itertools
@@ -15,7 +17,8 @@ import pytest
 import tdock
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from server_process import REPO, drain, start_server, stop_server  # noqa: E402,F401
+from server_process import (REPO, drain, start_server, start_sharded,  # noqa: E402,F401
+                            stop_server)
 
 _names = itertools.count()
 
@@ -29,12 +32,21 @@ except ImportError:  # no torch: test_transferqueue.py is skipped
     pass
 
 
+SHARDED = os.environ.get("TDOCK_TEST_TOPOLOGY", "standalone") == "sharded"
+
+
 @pytest.fixture(scope="session")
 def server():
-    proc, address = start_server()
-    drain(proc)
+    if SHARDED:
+        procs, address = start_sharded()
+        drain(procs[0])
+    else:
+        proc, address = start_server()
+        drain(proc)
+        procs = [proc]
     yield address
-    stop_server(proc)
+    for proc in reversed(procs):  # the shards first, then the controller
+        stop_server(proc)
 
 
 @pytest.fixture

@@ -246,6 +246,39 @@ TEST_F(ScaleOutTest, AReleasedStepsCellsAreFreedAtItsShard) {
   EXPECT_STATUS(read, absl::StatusCode::kNotFound, "holds no such extent");
 }
 
+// A Put naming a reservation, its step unset, is stored at the
+// reservation's step and its cells are read back from the shard.
+TEST_F(ScaleOutTest, APutOfAReservationGoesToItsStep) {
+  // Step 0 is taken by rows put without a reservation; the reservation of
+  // the next rows may be of step 0 or 1: the shard learns which.
+  v1::ReserveRequest reserve;
+  reserve.set_dock("grpo");
+  reserve.set_rows(2);
+  reserve.set_deadline_ms(600'000);
+  v1::ReserveResponse reserved;
+  ASSERT_TRUE(stub_->Reserve(Context().get(), reserve, &reserved).ok());
+  ASSERT_FALSE(reserved.timed_out());
+  v1::PutRequest put;
+  put.set_dock("grpo");
+  put.set_reservation(reserved.reservation());
+  *put.add_columns() = Int32Column("prompt_ids", {{1, 2}, {3}});
+  *put.add_columns() = Int32Column("response_ids", {{4}, {5, 6, 7}});
+  ASSERT_OK_AND_ASSIGN(v1::PutResponse answer, ShardPut(2, put));
+  EXPECT_EQ(answer.step(), reserved.step());
+  EXPECT_EQ(answer.rows(), 2);
+  v1::ReadRequest read;
+  read.set_dock("grpo");
+  read.set_step(reserved.step());
+  read.mutable_rows()->Assign(reserved.rows().begin(), reserved.rows().end());
+  read.add_columns("response_ids");
+  v1::GetResponse located;
+  ASSERT_TRUE(stub_->Read(Context().get(), read, &located).ok());
+  ASSERT_TRUE(located.cell_locations());
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(2, ReadOf(located.columns(0), {0, 1})));
+  EXPECT_EQ(CellBytes(cells.columns(0), 0, 4), CellBytes(put.columns(1), 0, 4));
+  EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(put.columns(1), 1, 4));
+}
+
 TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
   ServerOptions options;
   options.shard.controller = "127.0.0.1:1";

@@ -115,13 +115,14 @@ class _ChannelSettings:
 
 
 def _stub(channel: Any, stubs: dict, method: str, response_type: Any,
-          serialize: Any, deserialize: Any, arity: str = "unary_unary") -> Any:
-    """The channel's callable for `method` (`arity`: unary_unary or
-    unary_stream), made once."""
+          serialize: Any, deserialize: Any, arity: str = "unary_unary",
+          service: str = _SERVICE) -> Any:
+    """The channel's callable for `method` of `service` (`arity`: unary_unary
+    or unary_stream), made once."""
     fn = stubs.get(method)
     if fn is None:
         fn = getattr(channel, arity)(
-            _SERVICE + method,
+            service + method,
             request_serializer=serialize or (lambda m: m.SerializeToString()),
             response_deserializer=deserialize or response_type.FromString)
         stubs[method] = fn
@@ -224,6 +225,11 @@ class _Connection:
         self._metadata = settings.metadata
         self._calls = {}
         self._docks = {}
+        # A controller's shards ([] on a standalone server), listed when data
+        # first moves; a channel and the callables of each shard by address.
+        self._shards = None
+        self._shard_channels = {}
+        self._shard_calls = {}
 
     def _open(self) -> Any:
         if self._channel is None:

@@ -22,7 +22,7 @@ import grpc
 import grpc.aio
 
 from tdock import batch as batch_mod
-from tdock import errors, wire
+from tdock import _shards, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, NackAll, PutAck, RowState, Tls,
                           _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
@@ -42,6 +42,8 @@ class Client(_Connection):
     async def close(self) -> None:
         if self._channel is not None:
             await self._channel.close()
+        for channel in self._shard_channels.values():
+            await channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -71,6 +73,58 @@ class Client(_Connection):
                                         metadata=self._metadata)]
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
+
+    async def shards(self, refresh: bool = False) -> list[_shards.ShardInfo]:
+        """As tdock.Client.shards."""
+        if self._shards is None or refresh:
+            try:
+                self._shards = _shards.from_listing(await self.call(
+                    "ListShards", dock_pb2.ListShardsRequest(), dock_pb2.ListShardsResponse))
+            except errors.Unimplemented:
+                self._shards = []  # a standalone server
+        return self._shards
+
+    async def shard_call(self, shard: _shards.ShardInfo, method: str, request: Any,
+                         response_type: Any = None, *, extra_timeout: float = 0.0,
+                         serialize=None, deserialize=None):
+        """As tdock.Client.shard_call."""
+        channel = self._shard_channels.get(shard.address)
+        if channel is None:
+            channel = self._settings.open(shard.address, self._grpc)
+            self._shard_channels[shard.address] = channel
+        fn = _stub(channel, self._shard_calls.setdefault(shard.address, {}), method,
+                   response_type, serialize, deserialize, service=_shards.SHARD_SERVICE)
+        try:
+            return await fn(request, timeout=self.timeout + extra_timeout,
+                            metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    async def cells_of(self, dock: str, answer: tuple) -> tuple:
+        """As tdock.Client.cells_of: the shards are read concurrently."""
+        header, columns = answer
+        if not header.cell_locations:
+            return answer
+        return header, await self.read_located(dock, columns)
+
+    async def read_located(self, dock: str, columns: list) -> list:
+        """As tdock.Client.read_located: the shards are read concurrently."""
+        read = _shards.plan(columns)
+        shards = await self.shards()
+        if _shards.unknown(shards, read.by_shard):
+            shards = await self.shards(refresh=True)
+        by_id = _shards.listed(dock, shards, read)
+        held = list(read.by_shard)
+        got = await asyncio.gather(*(
+            self.shard_call(by_id[shard], "ReadCells",
+                            _shards.read_request(dock, columns, read, shard),
+                            serialize=_raw, deserialize=wire.decode_get)
+            for shard in held))
+        answers = {}
+        for shard, (_, cells) in zip(held, got):
+            _shards.check_answer(shard, columns, read, cells)
+            answers[shard] = cells
+        return _shards.assemble(columns, read, answers)
 
     async def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -123,6 +177,8 @@ class Dock(_DockCalls):
         """As tdock.Dock.put."""
         rows, keys, group_sizes, versions, reserved = self._put_arguments(
             step, rows, keys, group_sizes, versions, reservation)
+        # Before the Put may add columns (and drop the spec).
+        group_size = (await self.fetch_spec()).n_samples_per_prompt
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
@@ -135,8 +191,16 @@ class Dock(_DockCalls):
                                                 add_columns=True)
             self._spec = None  # and those the Put adds
         try:
-            resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
-                                          extra_timeout=wait, serialize=_raw)
+            shards = await self.client.shards()
+            if shards:
+                target = _shards.for_put(shards, self.name, step, rows, keys or [],
+                                         group_size)
+                resp = await self.client.shard_call(target, "Put", payload,
+                                                    dock_pb2.PutResponse, extra_timeout=wait,
+                                                    serialize=_raw)
+            else:
+                resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
+                                              extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
         self._put_went_in(step, rows, keys, leased)
@@ -150,7 +214,7 @@ class Dock(_DockCalls):
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(_joined(parts))
+        answer = self._forget_stale_spec(await self.client.cells_of(self.name, _joined(parts)))
         b = self._batch(await self.fetch_spec(), answer, consumer, rank)
         self._leases.handed_out(b)
         return b
@@ -170,7 +234,7 @@ class Dock(_DockCalls):
         """As tdock.Dock.read."""
         answer = await self.client.call("Read", self._read_request(step, rows, columns, keys),
                                         deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(answer)
+        answer = self._forget_stale_spec(await self.client.cells_of(self.name, answer))
         return self._batch(await self.fetch_spec(), answer)
 
     async def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -268,6 +332,9 @@ class Dock(_DockCalls):
         if not self._spec_knows(await self.fetch_spec(), cells):
             self._spec = None  # a column added since the spec was fetched?
         answer = await self.client.call("ListRows", request, dock_pb2.ListRowsResponse)
+        if answer.cell_locations:
+            located, held = _shards.listing_columns(answer)
+            _shards.fill_listing(held, await self.client.read_located(self.name, located))
         return self._list_rows(answer, await self.fetch_spec() if cells else None)
 
     async def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:

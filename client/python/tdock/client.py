@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import grpc
 
 from tdock import batch as batch_mod
-from tdock import errors, wire
+from tdock import _shards, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll, PutAck,
                           Reservation,
                           RowState, StalenessStatus, StepStatus,
@@ -50,6 +50,8 @@ class Client(_Connection):
 
     def close(self) -> None:
         self._channel.close()
+        for channel in self._shard_channels.values():
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -79,6 +81,73 @@ class Client(_Connection):
                            metadata=self._metadata))
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
+
+    def shards(self, refresh: bool = False) -> list[_shards.ShardInfo]:
+        """The controller's shards (docs/scale-out.md); [] for a standalone
+        server. Listed once, again with `refresh`."""
+        with self._lock:
+            listed = self._shards
+        if listed is None or refresh:
+            try:
+                listed = _shards.from_listing(self.call(
+                    "ListShards", dock_pb2.ListShardsRequest(), dock_pb2.ListShardsResponse))
+            except errors.Unimplemented:
+                listed = []  # a standalone server
+            with self._lock:
+                self._shards = listed
+        return listed
+
+    def shard_call(self, shard: _shards.ShardInfo, method: str, request: Any,
+                   response_type: Any = None, *, extra_timeout: float = 0.0,
+                   serialize=None, deserialize=None, future: bool = False):
+        """One unary call of the Shard service at `shard`; with `future`, its
+        grpc future (the caller turns its errors into tdock.errors)."""
+        with self._lock:
+            channel = self._shard_channels.get(shard.address)
+            if channel is None:
+                channel = self._settings.open(shard.address, self._grpc)
+                self._shard_channels[shard.address] = channel
+            calls = self._shard_calls.setdefault(shard.address, {})
+        fn = _stub(channel, calls, method, response_type, serialize, deserialize,
+                   service=_shards.SHARD_SERVICE)
+        timeout = self.timeout + extra_timeout
+        if future:
+            return fn.future(request, timeout=timeout, metadata=self._metadata)
+        try:
+            return fn(request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e) from None
+
+    def cells_of(self, dock: str, answer: tuple) -> tuple:
+        """A decoded Get or Read answer with its cells: as it came from a
+        standalone server; from a controller, read from the shards holding
+        them (one call each, in parallel)."""
+        header, columns = answer
+        if not header.cell_locations:
+            return answer
+        return header, self.read_located(dock, columns)
+
+    def read_located(self, dock: str, columns: list) -> list:
+        """Columns of cell locations as columns of their cells, read from the
+        shards holding them (one call each, in parallel)."""
+        read = _shards.plan(columns)
+        shards = self.shards()
+        if _shards.unknown(shards, read.by_shard):
+            shards = self.shards(refresh=True)
+        by_id = _shards.listed(dock, shards, read)
+        calls = {shard: self.shard_call(by_id[shard], "ReadCells",
+                                        _shards.read_request(dock, columns, read, shard),
+                                        serialize=_raw, deserialize=wire.decode_get,
+                                        future=True)
+                 for shard in read.by_shard}
+        answers = {}
+        for shard, call in calls.items():
+            try:
+                answers[shard] = call.result()[1]
+            except grpc.RpcError as e:
+                raise errors.from_rpc_error(e) from None
+            _shards.check_answer(shard, columns, read, answers[shard])
+        return _shards.assemble(columns, read, answers)
 
     def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -165,6 +234,7 @@ class Dock(_DockCalls):
         writes, at its step (with `rows` None, all of them)."""
         rows, keys, group_sizes, versions, reserved = self._put_arguments(
             step, rows, keys, group_sizes, versions, reservation)
+        group_size = self.spec.n_samples_per_prompt  # before the Put may add columns
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved)
@@ -175,8 +245,15 @@ class Dock(_DockCalls):
                                                 add_columns=True)
             self._spec = None  # and those the Put adds
         try:
-            resp = self.client.call("Put", payload, dock_pb2.PutResponse,
-                                    extra_timeout=wait, serialize=_raw)
+            shards = self.client.shards()
+            if shards:
+                target = _shards.for_put(shards, self.name, step, rows, keys or [],
+                                         group_size)
+                resp = self.client.shard_call(target, "Put", payload, dock_pb2.PutResponse,
+                                              extra_timeout=wait, serialize=_raw)
+            else:
+                resp = self.client.call("Put", payload, dock_pb2.PutResponse,
+                                        extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
         self._put_went_in(step, rows, keys, leased)
@@ -198,7 +275,7 @@ class Dock(_DockCalls):
         # faster than one large message (docs/benchmarks.md).
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
                                         deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(_joined(parts))
+        answer = self._forget_stale_spec(self.client.cells_of(self.name, _joined(parts)))
         b = self._batch(self.spec, answer, consumer, rank)
         self._leases.handed_out(b)
         return b
@@ -219,7 +296,7 @@ class Dock(_DockCalls):
         or the rows that have `keys` (all in one step), in that order."""
         answer = self.client.call("Read", self._read_request(step, rows, columns, keys),
                                   deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(answer)
+        answer = self._forget_stale_spec(self.client.cells_of(self.name, answer))
         return self._batch(self.spec, answer)
 
     def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -357,8 +434,11 @@ class Dock(_DockCalls):
         request = self._list_rows_request(step, cells)
         if not self._spec_knows(self.spec, cells):
             self._spec = None  # a column added since the spec was fetched?
-        return self._list_rows(self.client.call("ListRows", request, dock_pb2.ListRowsResponse),
-                               self.spec if cells else None)
+        resp = self.client.call("ListRows", request, dock_pb2.ListRowsResponse)
+        if resp.cell_locations:
+            located, held = _shards.listing_columns(resp)
+            _shards.fill_listing(held, self.client.read_located(self.name, located))
+        return self._list_rows(resp, self.spec if cells else None)
 
     def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
         """Adds a column at run time (settings as under `columns:`, e.g.

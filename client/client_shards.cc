@@ -1,0 +1,208 @@
+// tdock::Client with a controller (docs/scale-out.md): its shards, listed
+// with ListShards when data first moves (a standalone server answers
+// UNIMPLEMENTED: no shards); a Put to the shard on this node or one a hash
+// picks; a batch of cell locations read back from the shards holding them.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/channel.h"
+#include "client/client_impl.h"
+#include "common/cell_location.h"
+#include "common/status.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "proto/tdock/v1/bulk.h"
+#include "proto/tdock/v1/convert.h"
+
+namespace tdock {
+namespace {
+
+std::string LocalNode() {
+  if (const char* node = std::getenv("TDOCK_NODE"); node != nullptr && *node != '\0') {
+    return node;
+  }
+  char host[256] = {};
+  return gethostname(host, sizeof(host) - 1) == 0 ? std::string(host) : std::string();
+}
+
+// A location column's records, one a row.
+std::vector<CellLocation> LocationsOf(const PackedColumn& column) {
+  std::vector<CellLocation> out(static_cast<size_t>(column.rows()));
+  char record[kCellLocationBytes];
+  for (size_t r = 0; r < out.size(); ++r) {
+    CopyFromSegments(column.segments, static_cast<int64_t>(r) * kCellLocationBytes,
+                     kCellLocationBytes, record);
+    out[r] = *DecodeCellLocation(ByteSpan(record, sizeof(record)));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Client::Impl::Shards> Client::Impl::ListShards(bool refresh) const {
+  {
+    absl::MutexLock lock(&shards_mu_);
+    if (shards_.has_value() && !refresh) return *shards_;
+  }
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ListShardsResponse listing;
+  const grpc::Status status = stub->ListShards(&context, v1::ListShardsRequest(), &listing);
+  Shards listed;
+  if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {  // else: standalone
+    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
+    for (const v1::ShardInfo& info : listing.shards()) {
+      ClientOptions to_shard = options;
+      to_shard.address = info.address();
+      TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> shard_channel,
+                             OpenChannel(to_shard));
+      auto shard = std::make_shared<Shard>();
+      shard->id = info.id();
+      shard->address = info.address();
+      shard->node = info.node();
+      shard->put_stub =
+          std::make_unique<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>>(
+              shard_channel);
+      shard->read_stub =
+          std::make_unique<grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>>(
+              shard_channel);
+      shard->channel = std::move(shard_channel);
+      listed.push_back(std::move(shard));
+    }
+  }
+  absl::MutexLock lock(&shards_mu_);
+  shards_ = listed;
+  return listed;
+}
+
+const Client::Impl::Shard& Client::Impl::ShardForPut(const Shards& shards,
+                                                     const ClientPut& put) {
+  const std::string node = LocalNode();
+  for (const auto& shard : shards) {
+    if (shard->node == node) return *shard;
+  }
+  const std::string first = !put.rows.empty()   ? absl::StrCat(put.rows.front())
+                            : !put.keys.empty() ? put.keys.front()
+                                                : std::string();
+  const size_t hash = absl::HashOf(put.dock, put.step, first);
+  return *shards[hash % shards.size()];
+}
+
+absl::Status Client::Impl::ReadCells(const std::string& what, const std::string& dock,
+                                     ClientBatch& batch) {
+  // Per column its locations; per shard, per column, the rows it holds.
+  std::vector<std::vector<CellLocation>> where;
+  std::map<uint64_t, std::vector<std::vector<size_t>>> by_shard;
+  for (size_t c = 0; c < batch.columns.size(); ++c) {
+    where.push_back(LocationsOf(batch.columns[c]));
+    for (size_t r = 0; r < where[c].size(); ++r) {
+      auto& positions = by_shard[where[c][r].shard];
+      positions.resize(batch.columns.size());
+      positions[c].push_back(r);
+    }
+  }
+  TDOCK_ASSIGN_OR_RETURN(Shards shards, ListShards());
+  std::map<uint64_t, const Shard*> listed;
+  for (bool refreshed : {false, true}) {
+    listed.clear();
+    for (const auto& shard : shards) listed[shard->id] = shard.get();
+    std::vector<uint64_t> missing;
+    for (const auto& [id, positions] : by_shard) {
+      if (listed.count(id) == 0) missing.push_back(id);
+    }
+    if (missing.empty()) break;
+    if (refreshed) {
+      return absl::UnavailableError(absl::StrCat(
+          what, ": shards ", absl::StrJoin(missing, ", "),
+          " hold cells of this batch but the controller does not list them"));
+    }
+    TDOCK_ASSIGN_OR_RETURN(shards, ListShards(/*refresh=*/true));
+  }
+  // The batch's cells, column after column, each row where its items go.
+  std::vector<std::vector<int64_t>> starts(batch.columns.size());
+  int64_t total = 0;
+  for (size_t c = 0; c < where.size(); ++c) {
+    for (const CellLocation& cell : where[c]) {
+      starts[c].push_back(total);
+      total += static_cast<int64_t>(cell.bytes);
+    }
+  }
+  std::shared_ptr<char> buffer =
+      total > 0 ? buffers.Acquire(static_cast<size_t>(total)) : nullptr;
+  for (const auto& [id, positions] : by_shard) {
+    v1::ReadCellsRequest request;
+    request.set_dock(dock);
+    for (size_t c = 0; c < batch.columns.size(); ++c) {
+      const PackedColumn& column = batch.columns[c];
+      v1::PackedColumn* asked = request.add_columns();
+      asked->set_name(column.name);
+      asked->set_dtype(static_cast<v1::DType>(column.dtype));
+      asked->add_offsets(0);
+      for (size_t r : positions[c]) {
+        asked->add_offsets(asked->offsets(asked->offsets_size() - 1) + column.length(r));
+        asked->mutable_data()->append(EncodeCellLocation(where[c][r]));
+      }
+    }
+    grpc::ByteBuffer request_bytes;
+    bool own_buffer = false;
+    TDOCK_RETURN_IF_ERROR(
+        FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
+            request, &request_bytes, &own_buffer)));
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    grpc::ByteBuffer response;
+    const grpc::Status status = internal::UnaryCall(*listed[id]->read_stub,
+                                                    "/tdock.v1.Shard/ReadCells", &context,
+                                                    request_bytes, &response);
+    if (!status.ok()) {
+      const absl::Status failed = FromGrpcStatus(status);
+      return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
+                                                      listed[id]->address, ": ",
+                                                      failed.message()));
+    }
+    std::vector<grpc::Slice> slices;
+    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(response.Dump(&slices)));
+    std::vector<ByteSpan> spans;
+    for (const grpc::Slice& slice : slices) {
+      spans.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    absl::StatusOr<bulk::Decoded<v1::GetResponse>> got = bulk::DecodeBatch(spans);
+    if (!got.ok() || got->columns.size() != batch.columns.size()) {
+      return absl::InternalError(absl::StrCat(what, ": malformed answer from shard ", id));
+    }
+    for (size_t c = 0; c < batch.columns.size(); ++c) {
+      int64_t pos = 0;
+      const int64_t sent = got->columns[c].data_bytes();
+      for (size_t r : positions[c]) {
+        const int64_t size = static_cast<int64_t>(where[c][r].bytes);
+        if (pos + size > sent) {
+          return absl::InternalError(absl::StrCat(what, ": shard ", id, " sent ", sent,
+                                                  " bytes of column '", batch.columns[c].name,
+                                                  "', fewer than asked"));
+        }
+        CopyFromSegments(got->columns[c].segments, pos, size, buffer.get() + starts[c][r]);
+        pos += size;
+      }
+    }
+  }
+  for (size_t c = 0; c < batch.columns.size(); ++c) {
+    PackedColumn& column = batch.columns[c];
+    const int64_t begin = starts[c].empty() ? 0 : starts[c].front();
+    int64_t bytes = 0;
+    for (const CellLocation& cell : where[c]) bytes += static_cast<int64_t>(cell.bytes);
+    column.segments.clear();
+    if (bytes > 0) {
+      column.segments.emplace_back(buffer.get() + begin, static_cast<size_t>(bytes));
+    }
+  }
+  batch.buffer = std::move(buffer);
+  batch.cell_locations = false;
+  return absl::OkStatus();
+}
+
+}  // namespace tdock

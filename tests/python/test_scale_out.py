@@ -1,0 +1,117 @@
+"""A controller and its shards (docs/scale-out.md), from the Python client:
+the shard listing (empty for a standalone server), Puts going to the shard on
+the writer's node (TDOCK_NODE) and batches read back from the shards that
+hold their cells, the asyncio client too; what a controller refuses
+(seal_when.carry); a shard gone away fails the read naming it."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+import tdock
+import tdock.aio
+from conftest import grpo_spec
+from server_process import drain, start_server, start_sharded, stop_server
+
+
+@pytest.fixture
+def sharded():
+    procs, address = start_sharded(2)
+    drain(procs[0])
+    yield procs, address
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            stop_server(proc)
+
+
+def _rows(lengths, first=0):
+    return [np.arange(first, first + n, dtype=np.int32) for n in lengths]
+
+
+def test_the_listing_names_each_shard_and_a_standalone_server_has_none(sharded):
+    _, address = sharded
+    with tdock.Client(address) as client:
+        shards = client.shards()
+        assert [(s.id, s.node) for s in shards] == [(1, "node-1"), (2, "node-2")]
+        assert all(s.address.startswith("127.0.0.1:") for s in shards)
+    proc, standalone = start_server()
+    drain(proc)
+    try:
+        with tdock.Client(standalone) as client:
+            assert client.shards() == []
+    finally:
+        stop_server(proc)
+
+
+def test_puts_go_to_the_writers_node_and_batches_come_back_whole(sharded, monkeypatch):
+    procs, address = sharded
+    monkeypatch.setenv("TDOCK_NODE", "node-2")
+    with tdock.Client(address) as client:
+        dock = client.create_dock(grpo_spec("scale", prompts=2, n=2))
+        lengths = [3, 1, 4, 2]
+        dock.put(0, range(4), {"prompt_ids": _rows([2, 2, 2, 2]),
+                               "response_ids": _rows(lengths, 10)})
+        # Every cell is on node-2's shard: shard 1 can go.
+        stop_server(procs[1])
+        got = [dock.get("reward", wait=5) for _ in range(2)]
+        rows = [int(r) for b in got for r in b.rows]
+        assert sorted(rows) == [0, 1, 2, 3]
+        for b in got:
+            for i, row in enumerate(b.rows):
+                assert b.row("response_ids", i).tolist() == list(
+                    range(10, 10 + lengths[int(row)]))
+            assert list(b.token_counts) == [2 + lengths[int(r)] for r in b.rows]
+
+
+def test_the_asyncio_client_reads_cells_from_both_shards(sharded):
+    _, address = sharded
+
+    async def run():
+        async with tdock.aio.Client(address) as client:
+            dock = await client.create_dock(grpo_spec("scale_aio", prompts=4, n=2))
+            assert len(await client.shards()) == 2
+            # Rows of four groups, put one group at a time: spread by hash.
+            for group in range(4):
+                rows = [2 * group, 2 * group + 1]
+                await dock.put(0, rows, {"prompt_ids": _rows([1, 1], group),
+                                         "response_ids": _rows([group + 1, group + 2])})
+            seen = {}
+            for _ in range(4):
+                b = await dock.get("reward", wait=5)
+                for i, row in enumerate(b.rows):
+                    seen[int(row)] = b.row("response_ids", i).tolist()
+            return seen
+
+    seen = asyncio.run(run())
+    assert seen == {row: list(range(row // 2 + 1 + row % 2)) for row in range(8)}
+
+
+def test_a_controller_refuses_carry_and_a_gone_shard_is_named(sharded, monkeypatch):
+    procs, address = sharded
+    with tdock.Client(address) as client:
+        spec = grpo_spec("carry", prompts=2, n=2, steps_in_flight=2,
+                         seal_when={"consumer": "reward", "groups": 1, "carry": True})
+        with pytest.raises(tdock.errors.InvalidArgument,
+                           match="seal_when.carry needs the cells in the dock"):
+            client.create_dock(spec)
+        monkeypatch.setenv("TDOCK_NODE", "node-1")
+        dock = client.create_dock(grpo_spec("gone", prompts=2, n=2))
+        dock.put(0, range(4), {"prompt_ids": _rows([1, 1, 1, 1]),
+                               "response_ids": _rows([1, 1, 1, 1])})
+        stop_server(procs[1])
+        with pytest.raises(tdock.errors.Unavailable):
+            dock.get("reward", wait=5)
+
+
+def test_a_put_of_bytes_to_the_controller_says_where_to_put(sharded):
+    """A client that speaks to the controller directly, as if standalone (a
+    Client made before the shards were listed cannot be: the listing comes
+    with the first Put), gets a refusal that names the way."""
+    _, address = sharded
+    with tdock.Client(address) as client:
+        client.create_dock(grpo_spec("direct", prompts=2, n=2))
+        client._shards = []  # as a client of a standalone server would send it
+        with pytest.raises(tdock.errors.FailedPrecondition,
+                           match="this server is a controller.*Put to a shard"):
+            client.dock("direct").put(0, [0], {"prompt_ids": _rows([1])})
