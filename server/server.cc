@@ -390,7 +390,8 @@ absl::Status Server::Impl::StartShard() {
       shard_store_.get(), std::move(channel), std::move(token), token_.get(),
       ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
                     .max_spec_bytes = options_.limits.max_spec_bytes,
-                    .max_wait_ms = options_.limits.max_wait_ms});
+                    .max_wait_ms = options_.limits.max_wait_ms},
+      metrics_->observer());
   return absl::OkStatus();
 }
 

@@ -43,7 +43,20 @@ ServeMetrics::ServeMetrics(prometheus::Registry& registry)
       padding_(prometheus::BuildHistogram()
                    .Name("tdock_round_padding_ratio")
                    .Help("Padding ratio of every batch with micro-batches.")
-                   .Register(registry)) {}
+                   .Register(registry)),
+      payload_(prometheus::BuildCounter()
+                   .Name("tdock_payload_bytes_total")
+                   .Help("Cell bytes this server took in (Puts) and sent out (Gets, Reads, "
+                         "a shard's ReadCells); a controller's cell locations are not "
+                         "counted: it carries none.")
+                   .Register(registry)),
+      payload_in_(payload_.Add({{"direction", "in"}})),
+      payload_out_(payload_.Add({{"direction", "out"}})) {}
+
+void ServeMetrics::OnPayload(int64_t in_bytes, int64_t out_bytes) {
+  if (in_bytes > 0) payload_in_.Increment(static_cast<double>(in_bytes));
+  if (out_bytes > 0) payload_out_.Increment(static_cast<double>(out_bytes));
+}
 
 ServeMetrics::Series& ServeMetrics::Find(std::string_view dock,
                                          std::string_view consumer,

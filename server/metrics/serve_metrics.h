@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -33,6 +34,7 @@ class ServeMetrics final : public ServiceObserver {
   ServeMetrics& operator=(const ServeMetrics&) = delete;
 
   void OnGetServed(const ServedGet& get) override;
+  void OnPayload(int64_t in_bytes, int64_t out_bytes) override;
 
  private:
   struct Series {
@@ -55,6 +57,10 @@ class ServeMetrics final : public ServiceObserver {
   prometheus::Family<prometheus::Gauge>& last_padding_;
   prometheus::Family<prometheus::Histogram>& imbalance_;
   prometheus::Family<prometheus::Histogram>& padding_;
+  // tdock_payload_bytes_total{direction="in"|"out"}.
+  prometheus::Family<prometheus::Counter>& payload_;
+  prometheus::Counter& payload_in_;
+  prometheus::Counter& payload_out_;
 
   absl::Mutex mu_;
   // Values are stable (heap nodes): a Series stays valid while this lives.

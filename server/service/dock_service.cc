@@ -204,10 +204,13 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.
-  (*dock)->Put(std::move(input), [reactor, response, bytes = *std::move(bytes)](
+  // A controller's Put carries locations: no payload crosses it.
+  ServiceObserver* payload = header.cell_locations() ? nullptr : observer_;
+  (*dock)->Put(std::move(input), [reactor, response, payload, bytes = *std::move(bytes)](
                                      absl::StatusOr<PutResult> result) {
     absl::Status status = result.status();
     if (status.ok()) status = WritePutResponse(*result, response);
+    if (status.ok() && payload != nullptr) payload->OnPayload(result->bytes, 0);
     reactor->Finish(ToGrpcStatus(status));
   });
   return reactor;
@@ -368,6 +371,7 @@ absl::Status DockService::DoRead(const grpc::ByteBuffer& request,
   } else {
     TDOCK_ASSIGN_OR_RETURN(batch, dock->Read(read.step(), rows, columns));
   }
+  if (observer_ != nullptr && !batch.cell_locations) observer_->OnPayload(0, batch.payload_bytes());
   *response = internal::BatchToByteBuffer(std::move(batch));
   return absl::OkStatus();
 }

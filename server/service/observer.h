@@ -34,6 +34,10 @@ class ServiceObserver {
  public:
   virtual ~ServiceObserver() = default;
   virtual void OnGetServed(const ServedGet& get) = 0;
+  // Cell bytes this server took in (a Put's) or sent out (a Get's, a
+  // Read's, a shard's ReadCells). A controller's cell locations are not
+  // payload: it reports none.
+  virtual void OnPayload(int64_t in_bytes, int64_t out_bytes) {}
 };
 
 }  // namespace tdock

@@ -118,6 +118,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
       return;
     }
     extent_ = staged->extent;
+    for (const PackedColumn& column : put_.columns) staged_bytes_ += column.data_bytes();
     commit_request_ = header;  // every field; the columns are set below
     commit_request_.clear_columns();
     commit_request_.set_cell_locations(true);
@@ -138,6 +139,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     if (status.ok()) {
       absl::Status committed = service_->store_->Commit(extent_, commit_response_.step());
       if (committed.ok()) {
+        if (service_->observer_ != nullptr) service_->observer_->OnPayload(staged_bytes_, 0);
         bool own_buffer = false;
         status = grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_,
                                                                        response_, &own_buffer);
@@ -174,6 +176,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_;
   std::vector<int64_t> items_;
   uint64_t extent_ = 0;
+  int64_t staged_bytes_ = 0;
 
   grpc::ClientContext spec_context_;
   v1::GetDockStatusRequest spec_request_;
@@ -185,12 +188,13 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
 
 ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
                            std::string controller_token, const BearerToken* token,
-                           ServiceLimits limits)
+                           ServiceLimits limits, ServiceObserver* observer)
     : store_(store),
       controller_(v1::Dock::NewStub(std::move(controller))),
       controller_token_(std::move(controller_token)),
       token_(token),
-      limits_(limits) {}
+      limits_(limits),
+      observer_(observer) {}
 
 v1::Dock::Stub& ShardService::controller(grpc::ClientContext& context) const {
   SetToken(context, controller_token_);
@@ -289,6 +293,11 @@ absl::Status ShardService::DoReadCells(const grpc::ByteBuffer& request,
       }
     }
     pins->insert(pins->end(), cells->pins.begin(), cells->pins.end());
+  }
+  if (observer_ != nullptr) {
+    int64_t sent = 0;
+    for (const PackedColumn& column : columns) sent += column.data_bytes();
+    observer_->OnPayload(0, sent);
   }
   const v1::GetResponse header;
   *response = internal::EncodedToByteBuffer(bulk::EncodeBatch(header, columns), pins);

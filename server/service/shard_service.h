@@ -50,8 +50,10 @@ class ShardService final
   // `controller`: the channel to the controller; `controller_token`: the
   // bearer token sent to it (empty: none); `token`: the one this service's
   // callers must send (null: none).
+  // `observer` (may be null) hears of the payload taken in and sent out.
   ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
-               std::string controller_token, const BearerToken* token, ServiceLimits limits);
+               std::string controller_token, const BearerToken* token, ServiceLimits limits,
+               ServiceObserver* observer = nullptr);
   ShardService(const ShardService&) = delete;
   ShardService& operator=(const ShardService&) = delete;
 
@@ -87,6 +89,7 @@ class ShardService final
   const std::string controller_token_;
   const BearerToken* const token_;
   const ServiceLimits limits_;
+  ServiceObserver* const observer_;
 
   mutable tdock::Mutex mu_;
   // Per dock, per column: its item size, from the controller's spec.

@@ -58,6 +58,7 @@ void ParkedGet::Complete(absl::StatusOr<Batch> result) {
 
 void ParkedGet::Observe(const Batch& batch) const {
   if (observer_ == nullptr || batch.rows.empty()) return;
+  if (!batch.cell_locations) observer_->OnPayload(0, batch.payload_bytes());
   ServedGet served;
   served.dock = dock_name_;
   served.consumer = consumer_;

@@ -5,6 +5,7 @@ hold their cells, the asyncio client too; what a controller refuses
 (seal_when.carry); a shard gone away fails the read naming it."""
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -115,3 +116,62 @@ def test_a_put_of_bytes_to_the_controller_says_where_to_put(sharded):
         with pytest.raises(tdock.errors.FailedPrecondition,
                            match="this server is a controller.*Put to a shard"):
             client.dock("direct").put(0, [0], {"prompt_ids": _rows([1])})
+
+
+def _until_served(call, seconds=60):
+    """`call()` once the restarted controller (and its shards, registering
+    again) answer it: a synchronization point, not a timing assertion."""
+    give_up = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except tdock.errors.Unavailable:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.05)
+
+
+def test_a_controller_killed_comes_back_from_its_journal_with_its_shards_cells(tmp_path):
+    """kill -9 of a controller with a data dir, under a leased consumer: it
+    comes back on its address with every acknowledged Put's locations and
+    its lease in flight; the shards keep the cells and register again; the
+    consumer gets the rows it had not taken, and acknowledges the lease it
+    held across the crash."""
+    data = tmp_path / "controller"
+    controller, address = start_server("--role=controller", f"--data_dir={data}")
+    drain(controller)
+    shards = []
+    try:
+        for i in (1, 2):
+            shard, _ = start_server("--role=shard", f"--controller={address}",
+                                    f"--shard_id={i}", f"--node=node-{i}")
+            drain(shard)
+            shards.append(shard)
+        with tdock.Client(address) as client:
+            dock = client.create_dock(grpo_spec(
+                "durable", prompts=2, n=2,
+                consumers={"trainer": {"columns": ["prompt_ids", "response_ids"],
+                                       "dispatch_size": 2, "lease_ms": 600000}}))
+            lengths = [2, 3, 4, 5]
+            for rows in ([0, 1], [2, 3]):  # by hash, possibly on both shards
+                dock.put(0, rows, {"prompt_ids": _rows([1, 1], rows[0]),
+                                   "response_ids": [np.arange(lengths[r], dtype=np.int32)
+                                                    for r in rows]})
+            held = dock.get("trainer", wait=5)
+            assert len(held.rows) == 2
+            controller.kill()
+            controller.wait()
+            controller, _ = start_server("--role=controller", f"--data_dir={data}",
+                                         f"--listen={address}")
+            drain(controller)
+            rest = _until_served(lambda: dock.get("trainer", wait=5))
+            assert sorted(int(r) for r in rest.rows) == sorted(
+                set(range(4)) - {int(r) for r in held.rows})
+            for i, row in enumerate(rest.rows):
+                assert rest.row("response_ids", i).tolist() == list(range(lengths[int(row)]))
+            dock.ack(rest)
+            assert dock.ack(held) == 2  # the lease held across the crash
+    finally:
+        for proc in [*shards, controller]:
+            if proc.poll() is None:
+                stop_server(proc)

@@ -10,6 +10,7 @@
 
 #include "common/cell_location.h"
 #include "gtest/gtest.h"
+#include "server/metrics/server_metrics.h"
 #include "tests/service/service_fixture.h"
 
 namespace tdock::service_testing {
@@ -89,6 +90,16 @@ class ScaleOutTest : public ServiceTest {
   std::vector<std::unique_ptr<Server>> shards_;
   std::map<uint64_t, std::unique_ptr<v1::Shard::Stub>> shard_stubs_;
 };
+
+// tdock_payload_bytes_total{direction} in a server's metrics.
+double PayloadBytes(const Server& server, const std::string& direction) {
+  const std::string text = server.metrics()->Scrape();
+  const std::string series =
+      absl::StrCat("tdock_payload_bytes_total{direction=\"", direction, "\"} ");
+  const size_t at = text.find(series);
+  EXPECT_NE(at, std::string::npos) << series;
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size()));
+}
 
 std::vector<CellLocation> LocationsOf(const v1::PackedColumn& column) {
   std::vector<CellLocation> out;
@@ -170,6 +181,12 @@ TEST_F(ScaleOutTest, AGetCarriesLocationsThatTheShardsReadBack) {
     EXPECT_STATUS(ReadCells(other, ReadOf(column, {0})), absl::StatusCode::kNotFound,
                   absl::StrCat("this is shard ", other));
   }
+  // No payload crossed the controller; the shards took in every cell byte
+  // (prompt_ids 40, response_ids 80, rewards 16) and sent each out once.
+  EXPECT_EQ(PayloadBytes(*server_, "in"), 0);
+  EXPECT_EQ(PayloadBytes(*server_, "out"), 0);
+  EXPECT_EQ(PayloadBytes(*shards_[0], "in") + PayloadBytes(*shards_[1], "in"), 136);
+  EXPECT_EQ(PayloadBytes(*shards_[0], "out") + PayloadBytes(*shards_[1], "out"), 136);
 }
 
 TEST_F(ScaleOutTest, PutsThatDoNotBelongAreRefused) {
