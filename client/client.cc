@@ -178,7 +178,9 @@ absl::StatusOr<RowListing> Client::ListRows(const std::string& dock, int64_t ste
   grpc::ClientContext context;
   impl_->SetDeadline(&context);
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ListRows(&context, request, &response)));
-  return FromProto(response);
+  RowListing listing = FromProto(response);
+  if (response.cell_locations()) TDOCK_RETURN_IF_ERROR(impl_->ReadListedCells(dock, listing));
+  return listing;
 }
 
 absl::StatusOr<ConsumerSpec> Client::RemoveConsumer(const std::string& dock,

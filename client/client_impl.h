@@ -107,6 +107,9 @@ class Client::Impl final {
   // batch's columns replaced by their cells in one buffer from the pool.
   absl::Status ReadCells(const std::string& what, const std::string& dock,
                          ClientBatch& batch);
+  // A controller's listing (cell_locations) with its cells read from the
+  // shards, each RowState's cells' bytes in place of their locations.
+  absl::Status ReadListedCells(const std::string& dock, RowListing& listing);
 
  private:
   mutable absl::Mutex shards_mu_;

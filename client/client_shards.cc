@@ -56,6 +56,11 @@ absl::StatusOr<Client::Impl::Shards> Client::Impl::ListShards(bool refresh) cons
   Shards listed;
   if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {  // else: standalone
     TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
+    if (listing.shards().empty()) {  // asked again next time
+      return absl::UnavailableError(absl::StrCat(
+          "the controller at ", options.address, " lists no shards yet: start them "
+          "(tdock-server --role=shard --controller=", options.address, ")"));
+    }
     for (const v1::ShardInfo& info : listing.shards()) {
       ClientOptions to_shard = options;
       to_shard.address = info.address();
@@ -123,10 +128,15 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     }
     TDOCK_ASSIGN_OR_RETURN(shards, ListShards(/*refresh=*/true));
   }
-  // The batch's cells, column after column, each row where its items go.
+  // The batch's cells, column after column (each 64-byte aligned, as a
+  // standalone server's batch is), each row where its items go.
+  constexpr int64_t kAlignment = 64;
   std::vector<std::vector<int64_t>> starts(batch.columns.size());
+  std::vector<int64_t> column_start(batch.columns.size());
   int64_t total = 0;
   for (size_t c = 0; c < where.size(); ++c) {
+    total = (total + kAlignment - 1) / kAlignment * kAlignment;
+    column_start[c] = total;
     for (const CellLocation& cell : where[c]) {
       starts[c].push_back(total);
       total += static_cast<int64_t>(cell.bytes);
@@ -192,16 +202,53 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   }
   for (size_t c = 0; c < batch.columns.size(); ++c) {
     PackedColumn& column = batch.columns[c];
-    const int64_t begin = starts[c].empty() ? 0 : starts[c].front();
     int64_t bytes = 0;
     for (const CellLocation& cell : where[c]) bytes += static_cast<int64_t>(cell.bytes);
-    column.segments.clear();
-    if (bytes > 0) {
-      column.segments.emplace_back(buffer.get() + begin, static_cast<size_t>(bytes));
-    }
+    char* at = buffer == nullptr ? nullptr : buffer.get() + column_start[c];
+    column.segments = {ByteSpan(at, static_cast<size_t>(bytes))};
   }
   batch.buffer = std::move(buffer);
   batch.cell_locations = false;
+  return absl::OkStatus();
+}
+
+absl::Status Client::Impl::ReadListedCells(const std::string& dock, RowListing& listing) {
+  // Per column listed (in order of first appearance), its cells' locations.
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<std::string*>> cells;
+  for (RowState& row : listing.rows) {
+    for (auto& [column, bytes] : row.cells) {
+      auto [it, added] = cells.try_emplace(column);
+      if (added) names.push_back(column);
+      it->second.push_back(&bytes);
+    }
+  }
+  if (names.empty()) return absl::OkStatus();
+  ClientBatch batch;
+  std::vector<std::string> records(names.size());
+  std::vector<std::vector<int64_t>> sizes(names.size());
+  for (size_t c = 0; c < names.size(); ++c) {
+    PackedColumn& column = batch.columns.emplace_back();
+    column.name = names[c];
+    column.offsets = {0};
+    for (const std::string* record : cells[names[c]]) {
+      TDOCK_ASSIGN_OR_RETURN(const CellLocation where, DecodeCellLocation(*record));
+      sizes[c].push_back(static_cast<int64_t>(where.bytes));
+      column.offsets.push_back(column.offsets.back() + static_cast<int64_t>(where.bytes));
+      records[c] += *record;
+    }
+    column.segments = {ByteSpan(records[c])};
+  }
+  TDOCK_RETURN_IF_ERROR(ReadCells(absl::StrCat("ListRows on dock '", dock, "'"), dock, batch));
+  for (size_t c = 0; c < names.size(); ++c) {
+    const ByteSpan bytes = batch.columns[c].segments.front();
+    int64_t at = 0;
+    std::vector<std::string*>& held = cells[names[c]];
+    for (size_t r = 0; r < held.size(); ++r) {
+      held[r]->assign(bytes.data() + at, static_cast<size_t>(sizes[c][r]));
+      at += sizes[c][r];
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -354,7 +354,7 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
   }));
   const std::string form = CellFormName(registry.dock_limits().cells);
   if (stored_form.empty() && has_docks) stored_form = CellFormName(CellForm::kBytes);
-  if (!stored_form.empty() && stored_form != form) {
+  if (has_docks && !stored_form.empty() && stored_form != form) {
     return absl::FailedPreconditionError(absl::StrCat(
         "'", options_.data_dir, "' holds docks whose cells are stored as ", stored_form,
         " (written by a ", stored_form == "bytes" ? "standalone server" : "controller",

@@ -6,6 +6,7 @@ hold their cells, the asyncio client too; what a controller refuses
 
 import asyncio
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -24,6 +25,15 @@ def sharded():
     for proc in reversed(procs):
         if proc.poll() is None:
             stop_server(proc)
+
+
+def _payload(proc, direction):
+    """A server's tdock_payload_bytes_total{direction}."""
+    text = urllib.request.urlopen(proc.metrics_url, timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith(f'tdock_payload_bytes_total{{direction="{direction}"}}'):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no tdock_payload_bytes_total in {proc.metrics_url}")
 
 
 def _rows(lengths, first=0):
@@ -65,27 +75,57 @@ def test_puts_go_to_the_writers_node_and_batches_come_back_whole(sharded, monkey
             assert list(b.token_counts) == [2 + lengths[int(r)] for r in b.rows]
 
 
-def test_the_asyncio_client_reads_cells_from_both_shards(sharded):
+ALL_ROWS = {"all": {"columns": ["prompt_ids", "response_ids"], "dispatch_size": 8}}
+
+
+def _put_groups_on_both_nodes(put, monkeypatch):
+    """Four groups of two rows, groups 0 and 2 from node-1, 1 and 3 from
+    node-2: every batch of all rows has cells on both shards, interleaved."""
+    for group in range(4):
+        monkeypatch.setenv("TDOCK_NODE", f"node-{1 + group % 2}")
+        rows = [2 * group, 2 * group + 1]
+        yield put(0, rows, {"prompt_ids": _rows([1, 1], group),
+                            "response_ids": _rows([group + 1, group + 2])})
+
+
+def _expected_response(row):
+    return list(range(row // 2 + 1 + row % 2))
+
+
+def test_a_batch_with_cells_on_both_shards_comes_back_whole(sharded, monkeypatch):
+    procs, address = sharded
+    with tdock.Client(address) as client:
+        dock = client.create_dock(grpo_spec("both", prompts=4, n=2, consumers=ALL_ROWS))
+        for _ in _put_groups_on_both_nodes(dock.put, monkeypatch):
+            pass
+        # A listing's cells come from their shards.
+        listed = {s.row: np.asarray(s.cells["response_ids"]).tolist()
+                  for s in dock.list_rows(0, cells=["response_ids"])}
+        assert listed == {row: _expected_response(row) for row in range(8)}
+        b = dock.get("all", wait=5)
+        assert sorted(int(r) for r in b.rows) == list(range(8))
+        for i, row in enumerate(b.rows):
+            assert b.row("response_ids", i).tolist() == _expected_response(int(row))
+            assert b.row("prompt_ids", i).tolist() == [int(row) // 2]
+        # Both shards sent cells out, the controller none.
+        sent = [_payload(p, "out") for p in procs]
+        assert sent[0] == 0 and sent[1] > 0 and sent[2] > 0
+
+
+def test_the_asyncio_client_reads_cells_from_both_shards(sharded, monkeypatch):
     _, address = sharded
 
     async def run():
         async with tdock.aio.Client(address) as client:
-            dock = await client.create_dock(grpo_spec("scale_aio", prompts=4, n=2))
+            dock = await client.create_dock(grpo_spec("scale_aio", prompts=4, n=2,
+                                                      consumers=ALL_ROWS))
             assert len(await client.shards()) == 2
-            # Rows of four groups, put one group at a time: spread by hash.
-            for group in range(4):
-                rows = [2 * group, 2 * group + 1]
-                await dock.put(0, rows, {"prompt_ids": _rows([1, 1], group),
-                                         "response_ids": _rows([group + 1, group + 2])})
-            seen = {}
-            for _ in range(4):
-                b = await dock.get("reward", wait=5)
-                for i, row in enumerate(b.rows):
-                    seen[int(row)] = b.row("response_ids", i).tolist()
-            return seen
+            for put in _put_groups_on_both_nodes(dock.put, monkeypatch):
+                await put
+            b = await dock.get("all", wait=5)
+            return {int(row): b.row("response_ids", i).tolist() for i, row in enumerate(b.rows)}
 
-    seen = asyncio.run(run())
-    assert seen == {row: list(range(row // 2 + 1 + row % 2)) for row in range(8)}
+    assert asyncio.run(run()) == {row: _expected_response(row) for row in range(8)}
 
 
 def test_a_controller_refuses_carry_and_a_gone_shard_is_named(sharded, monkeypatch):
@@ -101,7 +141,9 @@ def test_a_controller_refuses_carry_and_a_gone_shard_is_named(sharded, monkeypat
         dock.put(0, range(4), {"prompt_ids": _rows([1, 1, 1, 1]),
                                "response_ids": _rows([1, 1, 1, 1])})
         stop_server(procs[1])
-        with pytest.raises(tdock.errors.Unavailable):
+        # Handed out without a lease and unreadable: lost to the consumer,
+        # which is told which rows and which shard.
+        with pytest.raises(tdock.errors.DataLoss, match=r"rows \[0, 1\].*shard 1 at"):
             dock.get("reward", wait=5)
 
 

@@ -165,6 +165,35 @@ def check_answer(shard: int, columns: Sequence[WireColumn], read: ReadPlan,
                                   f"'{got.name}', {want} were asked")
 
 
+def unreadable(dock: str, consumer: str, header: Any, error: Exception) -> Exception:
+    """The error of a Get whose rows the controller handed out but whose
+    cells could not be read: with a lease (given back), Unavailable, so the
+    caller may ask again; without one the rows are gone for this consumer,
+    DataLoss naming them."""
+    rows = list(header.rows)
+    if header.lease_id:
+        return errors.Unavailable(
+            f"dock '{dock}': the cells of step {header.step} rows {rows} for consumer "
+            f"'{consumer}' could not be read ({error}); their lease was handed back")
+    return errors.DataLoss(
+        f"dock '{dock}': step {header.step} rows {rows} were handed to consumer "
+        f"'{consumer}' but their cells could not be read ({error})")
+
+
+def at_shard(shard: ShardInfo, error: Exception) -> Exception:
+    """`error` of a call to `shard`, its message naming the shard."""
+    if isinstance(error, errors.TdockError):
+        return type(error)(f"shard {shard.id} at {shard.address}: {error.message}",
+                           error.code, reason=error.reason)
+    return error
+
+
+def no_shards(address: str) -> Exception:
+    return errors.Unavailable(
+        f"the controller at {address} lists no shards yet: start them "
+        f"(tdock-server --role=shard --controller={address})")
+
+
 def listed(dock: str, shards: Sequence[ShardInfo], read: ReadPlan) -> dict:
     """The listed shards by id; errors.Unavailable if a shard holding cells
     of the batch is not among them."""

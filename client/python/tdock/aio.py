@@ -78,10 +78,14 @@ class Client(_Connection):
         """As tdock.Client.shards."""
         if self._shards is None or refresh:
             try:
-                self._shards = _shards.from_listing(await self.call(
+                listed = _shards.from_listing(await self.call(
                     "ListShards", dock_pb2.ListShardsRequest(), dock_pb2.ListShardsResponse))
             except errors.Unimplemented:
-                self._shards = []  # a standalone server
+                listed = []  # a standalone server
+            else:
+                if not listed:
+                    raise _shards.no_shards(self.address)
+            self._shards = listed
         return self._shards
 
     async def shard_call(self, shard: _shards.ShardInfo, method: str, request: Any,
@@ -115,11 +119,15 @@ class Client(_Connection):
             shards = await self.shards(refresh=True)
         by_id = _shards.listed(dock, shards, read)
         held = list(read.by_shard)
-        got = await asyncio.gather(*(
-            self.shard_call(by_id[shard], "ReadCells",
-                            _shards.read_request(dock, columns, read, shard),
-                            serialize=_raw, deserialize=wire.decode_get)
-            for shard in held))
+        async def read_one(shard):
+            try:
+                return await self.shard_call(by_id[shard], "ReadCells",
+                                             _shards.read_request(dock, columns, read, shard),
+                                             serialize=_raw, deserialize=wire.decode_get)
+            except errors.TdockError as e:
+                raise _shards.at_shard(by_id[shard], e) from None
+
+        got = await asyncio.gather(*(read_one(shard) for shard in held))
         answers = {}
         for shard, (_, cells) in zip(held, got):
             _shards.check_answer(shard, columns, read, cells)
@@ -195,9 +203,13 @@ class Dock(_DockCalls):
             if shards:
                 target = _shards.for_put(shards, self.name, step, rows, keys or [],
                                          group_size)
-                resp = await self.client.shard_call(target, "Put", payload,
-                                                    dock_pb2.PutResponse, extra_timeout=wait,
-                                                    serialize=_raw)
+                try:
+                    resp = await self.client.shard_call(target, "Put", payload,
+                                                        dock_pb2.PutResponse,
+                                                        extra_timeout=wait, serialize=_raw)
+                except errors.Unavailable as e:
+                    self.client._shards = None  # listed again by the next call
+                    raise _shards.at_shard(target, e) from None
             else:
                 resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
                                               extra_timeout=wait, serialize=_raw)
@@ -214,7 +226,16 @@ class Dock(_DockCalls):
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(await self.client.cells_of(self.name, _joined(parts)))
+        header, columns = _joined(parts)
+        try:
+            answer = await self.client.cells_of(self.name, (header, columns))
+        except errors.TdockError as e:
+            if header.lease_id:  # as tdock.Dock.get
+                await self.client.call("Nack", dock_pb2.AckRequest(
+                    dock=self.name, consumer=consumer, lease_id=header.lease_id),
+                    dock_pb2.AckResponse)
+            raise _shards.unreadable(self.name, consumer, header, e) from None
+        answer = self._forget_stale_spec(answer)
         b = self._batch(await self.fetch_spec(), answer, consumer, rank)
         self._leases.handed_out(b)
         return b

@@ -84,7 +84,8 @@ class Client(_Connection):
 
     def shards(self, refresh: bool = False) -> list[_shards.ShardInfo]:
         """The controller's shards (docs/scale-out.md); [] for a standalone
-        server. Listed once, again with `refresh`."""
+        server. Listed once, again with `refresh`; errors.Unavailable (and
+        asked again next time) while a controller lists none."""
         with self._lock:
             listed = self._shards
         if listed is None or refresh:
@@ -93,6 +94,9 @@ class Client(_Connection):
                     "ListShards", dock_pb2.ListShardsRequest(), dock_pb2.ListShardsResponse))
             except errors.Unimplemented:
                 listed = []  # a standalone server
+            else:
+                if not listed:
+                    raise _shards.no_shards(self.address)
             with self._lock:
                 self._shards = listed
         return listed
@@ -145,7 +149,7 @@ class Client(_Connection):
             try:
                 answers[shard] = call.result()[1]
             except grpc.RpcError as e:
-                raise errors.from_rpc_error(e) from None
+                raise _shards.at_shard(by_id[shard], errors.from_rpc_error(e)) from None
             _shards.check_answer(shard, columns, read, answers[shard])
         return _shards.assemble(columns, read, answers)
 
@@ -249,8 +253,12 @@ class Dock(_DockCalls):
             if shards:
                 target = _shards.for_put(shards, self.name, step, rows, keys or [],
                                          group_size)
-                resp = self.client.shard_call(target, "Put", payload, dock_pb2.PutResponse,
-                                              extra_timeout=wait, serialize=_raw)
+                try:
+                    resp = self.client.shard_call(target, "Put", payload, dock_pb2.PutResponse,
+                                                  extra_timeout=wait, serialize=_raw)
+                except errors.Unavailable as e:
+                    self.client._shards = None  # listed again by the next call
+                    raise _shards.at_shard(target, e) from None
             else:
                 resp = self.client.call("Put", payload, dock_pb2.PutResponse,
                                         extra_timeout=wait, serialize=_raw)
@@ -275,7 +283,18 @@ class Dock(_DockCalls):
         # faster than one large message (docs/benchmarks.md).
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,
                                         deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(self.client.cells_of(self.name, _joined(parts)))
+        header, columns = _joined(parts)
+        try:
+            answer = self.client.cells_of(self.name, (header, columns))
+        except errors.TdockError as e:
+            # The rows are handed out but their cells cannot be read: a lease
+            # goes back at once; without one they are lost to this consumer.
+            if header.lease_id:
+                self.client.call("Nack", dock_pb2.AckRequest(
+                    dock=self.name, consumer=consumer, lease_id=header.lease_id),
+                    dock_pb2.AckResponse)
+            raise _shards.unreadable(self.name, consumer, header, e) from None
+        answer = self._forget_stale_spec(answer)
         b = self._batch(self.spec, answer, consumer, rank)
         self._leases.handed_out(b)
         return b

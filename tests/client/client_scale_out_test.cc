@@ -1,0 +1,115 @@
+// The C++ client with a controller and two shards: Puts go to the shard of
+// the writer's node (TDOCK_NODE); a Get, a Read and a listing of rows whose
+// cells are on both shards come back as from a standalone server, each
+// column one 64-byte-aligned segment (a uint8 column before an int32 one);
+// a controller that lists no shards yet is Unavailable, and listed again.
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+#include "tests/grpc_environment.h"
+#include "tests/test_util.h"
+
+namespace tdock {
+namespace {
+
+class ClientScaleOutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    controller_ = std::make_unique<Server>(
+        ServerOptions{.role = ServerRole::kController, .listen = "127.0.0.1:0"});
+    ASSERT_OK(controller_->Start());
+    ASSERT_OK_AND_ASSIGN(client_, Client::Connect({.address = Address(),
+                                                   .timeout = absl::Seconds(20)}));
+  }
+  void TearDown() override {
+    unsetenv("TDOCK_NODE");
+    for (auto& shard : shards_) shard->Shutdown();
+    controller_->Shutdown();
+  }
+  std::string Address() const { return absl::StrCat("127.0.0.1:", controller_->port()); }
+  void StartShards() {
+    for (uint64_t id : {1, 2}) {
+      ServerOptions options{.role = ServerRole::kShard, .listen = "127.0.0.1:0"};
+      options.shard.controller = Address();
+      options.shard.id = id;
+      options.shard.node = absl::StrCat("node-", id);
+      shards_.push_back(std::make_unique<Server>(options));
+      ASSERT_OK(shards_.back()->Start());
+    }
+  }
+
+  std::unique_ptr<Server> controller_;
+  std::vector<std::unique_ptr<Server>> shards_;
+  std::unique_ptr<Client> client_;
+};
+
+// Row r: `flag` is r + 1 once (uint8), `ids` is r, r + 1, ... (r + 1 items).
+std::vector<int32_t> IdsOf(int64_t r) {
+  std::vector<int32_t> ids;
+  for (int64_t k = 0; k <= r; ++k) ids.push_back(static_cast<int32_t>(r + k));
+  return ids;
+}
+
+TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
+  DockSpec spec;
+  spec.name = "both";
+  spec.num_prompts = 4;
+  spec.columns = {{"flag", DType::kUint8, {}, 0, false}, {"ids", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"all", {"flag", "ids"}, 4, 1, false, Policy::kFifo, 0}};
+  // No shard yet: the client is told, and asks again once they are there.
+  ASSERT_OK(client_->CreateDock(spec).status());
+  ClientPut first{.dock = "both", .step = 0, .rows = {0}};
+  first.columns.push_back(ClientColumn::FromRows<uint8_t>("flag", DType::kUint8, {{1}}));
+  first.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {IdsOf(0)}));
+  EXPECT_STATUS(client_->Put(first).status(), absl::StatusCode::kUnavailable,
+                "lists no shards yet");
+  StartShards();
+  for (int64_t r = 0; r < 4; ++r) {
+    setenv("TDOCK_NODE", r % 2 == 0 ? "node-1" : "node-2", 1);
+    ClientPut put{.dock = "both", .step = 0, .rows = {r}};
+    put.columns.push_back(ClientColumn::FromRows<uint8_t>(
+        "flag", DType::kUint8, {{static_cast<uint8_t>(r + 1)}}));
+    put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {IdsOf(r)}));
+    ASSERT_OK(client_->Put(put).status());
+  }
+  // A listing's cells and a Read come from the shards.
+  ASSERT_OK_AND_ASSIGN(RowListing listing, client_->ListRows("both", 0, {"ids"}));
+  ASSERT_EQ(listing.rows.size(), 4u);
+  for (const RowState& row : listing.rows) {
+    ASSERT_EQ(row.cells.size(), 1u);
+    std::vector<int32_t> ids(row.cells[0].second.size() / sizeof(int32_t));
+    std::memcpy(ids.data(), row.cells[0].second.data(), row.cells[0].second.size());
+    EXPECT_EQ(ids, IdsOf(row.row)) << "row " << row.row;
+  }
+  ASSERT_OK_AND_ASSIGN(ClientBatch read, client_->Read("both", 0, {3, 0}, {"ids"}));
+  EXPECT_EQ(read.Row<int32_t>(*read.column("ids"), 0), IdsOf(3));
+  EXPECT_EQ(read.Row<int32_t>(*read.column("ids"), 1), IdsOf(0));
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch, client_->Get({.dock = "both", .consumer = "all"}));
+  ASSERT_EQ(batch.rows.size(), 4u);
+  EXPECT_FALSE(batch.cell_locations);
+  for (const char* name : {"flag", "ids"}) {
+    const PackedColumn& column = *batch.column(name);
+    ASSERT_EQ(column.segments.size(), 1u) << name;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(column.segments[0].data()) % 64, 0u) << name;
+  }
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    const int64_t r = batch.rows[i];
+    EXPECT_EQ(batch.Row<uint8_t>(*batch.column("flag"), static_cast<int64_t>(i)),
+              (std::vector<uint8_t>{static_cast<uint8_t>(r + 1)}));
+    EXPECT_EQ(batch.Row<int32_t>(*batch.column("ids"), static_cast<int64_t>(i)), IdsOf(r));
+  }
+  // Values reads the aligned ids of every row in place.
+  int64_t total = 0;
+  for (int32_t v : batch.Values<int32_t>(*batch.column("ids"))) total += v;
+  EXPECT_EQ(total, 0 + (1 + 2) + (2 + 3 + 4) + (3 + 4 + 5 + 6));
+}
+
+}  // namespace
+}  // namespace tdock
