@@ -168,6 +168,18 @@ absl::StatusOr<ColumnSpec> Client::AddColumn(const std::string& dock,
   return FromProto(response.column());
 }
 
+absl::StatusOr<std::vector<ShardInfo>> Client::ListShards() {
+  v1::ListShardsResponse response;
+  grpc::ClientContext context;
+  impl_->SetDeadline(&context);
+  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ListShards(&context, {}, &response)));
+  std::vector<ShardInfo> shards;
+  for (const v1::ShardInfo& shard : response.shards()) {
+    shards.push_back({shard.id(), shard.address(), shard.node()});
+  }
+  return shards;
+}
+
 absl::StatusOr<RowListing> Client::ListRows(const std::string& dock, int64_t step,
                                             const std::vector<std::string>& columns) {
   v1::ListRowsRequest request;

@@ -261,6 +261,13 @@ struct DockStatusInfo {
   int64_t version = 0;  // the dock's current policy version
 };
 
+// A shard of a controller (docs/scale-out.md).
+struct ShardInfo {
+  uint64_t id = 0;
+  std::string address;
+  std::string node;
+};
+
 struct DockSummaryInfo {
   std::string name;
   int64_t rows_per_step = 0;
@@ -284,6 +291,8 @@ class Client final {
   absl::StatusOr<DockSpec> CreateDock(const DockSpec& spec);
   absl::Status DeleteDock(const std::string& dock);
   absl::StatusOr<std::vector<DockSummaryInfo>> ListDocks();
+  // A controller's shards; UNIMPLEMENTED from a standalone server.
+  absl::StatusOr<std::vector<ShardInfo>> ListShards();
   absl::StatusOr<DockStatusInfo> GetDockStatus(const std::string& dock);
   absl::StatusOr<ConsumerSpec> AddConsumer(const std::string& dock,
                                            const ConsumerSpec& consumer);

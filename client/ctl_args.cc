@@ -46,6 +46,7 @@ const std::vector<CommandInfo>& Commands() {
       {"seal", {"DOCK", "STEP"}, {}, {"required"}, {}},
       {"checkpoint", {"DIR"}, {}, {}, {}},
       {"health", {}, {}, {}, {}},
+      {"shards", {}, {}, {}, {}},
       {"delete", {"DOCK"}, {}, {}, {}},
       {"balance", {}, {}, {}, {}},
   };
@@ -264,6 +265,7 @@ commands:
   checkpoint DIR              copy the server's store (--data_dir) to DIR on the
                               server's machine, atomically
   health                      check that the server is serving
+  shards                      list a controller's shards: id, address, node
   delete DOCK                 delete a dock
   balance                     plan without a server: one JSON request per line on
                               stdin (op partition, micro_batches or dispatch), one

@@ -250,6 +250,15 @@ absl::Status RunSimple(Client& client, const Request& request) {
     TDOCK_RETURN_IF_ERROR(client.DeleteDock(request.dock));
     Print(request, {{"dock", request.dock}, {"deleted", true}},
           absl::StrCat("deleted dock ", request.dock, "\n"));
+  } else if (command == "shards") {
+    TDOCK_ASSIGN_OR_RETURN(std::vector<ShardInfo> shards, client.ListShards());
+    Json list = Json::array();
+    std::string text;
+    for (const ShardInfo& shard : shards) {
+      list.push_back({{"id", shard.id}, {"address", shard.address}, {"node", shard.node}});
+      absl::StrAppend(&text, shard.id, "\t", shard.address, "\t", shard.node, "\n");
+    }
+    Print(request, {{"shards", std::move(list)}}, text);
   } else if (command == "health") {
     TDOCK_RETURN_IF_ERROR(client.Health());
     Print(request, {{"server", request.server}, {"status", "SERVING"}},

@@ -71,6 +71,10 @@ TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
   EXPECT_STATUS(client_->Put(first).status(), absl::StatusCode::kUnavailable,
                 "lists no shards yet");
   StartShards();
+  ASSERT_OK_AND_ASSIGN(std::vector<ShardInfo> shards, client_->ListShards());
+  ASSERT_EQ(shards.size(), 2u);
+  EXPECT_EQ(shards[1].id, 2u);
+  EXPECT_EQ(shards[1].node, "node-2");
   for (int64_t r = 0; r < 4; ++r) {
     setenv("TDOCK_NODE", r % 2 == 0 ? "node-1" : "node-2", 1);
     ClientPut put{.dock = "both", .step = 0, .rows = {r}};

@@ -5,6 +5,9 @@ hold their cells, the asyncio client too; what a controller refuses
 (seal_when.carry); a shard gone away fails the read naming it."""
 
 import asyncio
+import json
+import os
+import subprocess
 import time
 import urllib.request
 
@@ -46,6 +49,13 @@ def test_the_listing_names_each_shard_and_a_standalone_server_has_none(sharded):
         shards = client.shards()
         assert [(s.id, s.node) for s in shards] == [(1, "node-1"), (2, "node-2")]
         assert all(s.address.startswith("127.0.0.1:") for s in shards)
+    # tdockctl lists them too.
+    ctl = subprocess.run([os.environ.get("TDOCK_CTL_BIN", "build/client/tdockctl"),
+                          "--server", address, "--json", "shards"],
+                         capture_output=True, text=True, timeout=60)
+    assert ctl.returncode == 0, ctl.stderr
+    assert [(s["id"], s["node"]) for s in json.loads(ctl.stdout)["shards"]] == [
+        (1, "node-1"), (2, "node-2")]
     proc, standalone = start_server()
     drain(proc)
     try:
