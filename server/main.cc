@@ -90,7 +90,8 @@ ABSL_FLAG(std::string, role, "standalone",
           "and --shard_id). See docs/scale-out.md.");
 ABSL_FLAG(std::string, controller, "", "--role=shard: host:port of the controller.");
 ABSL_FLAG(uint64_t, shard_id, 0,
-          "--role=shard: this shard's id, unique among the controller's shards (1 or more).");
+          "--role=shard: this shard's id, unique among the controller's shards; 0 (the "
+          "default): one derived from --node, the same across restarts on that node.");
 ABSL_FLAG(std::string, advertise, "",
           "--role=shard: host:port clients reach this shard at (default: the listen "
           "address with the port bound).");

@@ -55,6 +55,17 @@ absl::Status ValidateListen(const std::string& listen) {
 
 }  // namespace
 
+uint64_t ShardIdOfNode(std::string_view node) {
+  // FNV-1a: the same id for the same node name, in every build and run.
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : node) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  hash &= (uint64_t{1} << 53) - 1;  // exact as a double, in JSON too
+  return hash != 0 ? hash : 1;
+}
+
 bool ParseServerRole(const std::string& name, ServerRole* role) {
   for (ServerRole each : {ServerRole::kStandalone, ServerRole::kController, ServerRole::kShard}) {
     if (name == ServerRoleName(each)) {
@@ -91,9 +102,6 @@ absl::Status ServerOptions::Validate() const {
   if (role == ServerRole::kShard) {
     if (shard.controller.empty()) {
       return absl::InvalidArgumentError("--role=shard needs --controller (its host:port)");
-    }
-    if (shard.id == 0) {
-      return absl::InvalidArgumentError("--role=shard needs --shard_id (1 or more)");
     }
     if (!docks.empty()) {
       return absl::InvalidArgumentError(
@@ -233,6 +241,7 @@ class Server::Impl {
   // stopping_ is set.
   std::thread release_sync_;
   v1::ShardInfo registration_;  // what the shard registers as; set before the thread
+  std::string host_name_;       // role kShard
   absl::Mutex sync_mu_;
   bool stopping_ ABSL_GUARDED_BY(sync_mu_) = false;
 
@@ -366,8 +375,13 @@ std::unique_ptr<grpc::Server> Server::Impl::BuildServer(
 
 absl::Status Server::Impl::StartShard() {
   const ServerOptions::Shard& shard = options_.shard;
-  shard_store_ =
-      std::make_unique<shard::ShardStore>(shard.id, shard.chunk_bytes, shard.memory_limit_bytes);
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
+  host_name_ = name;
+  registration_.set_node(!shard.node.empty() ? shard.node : host_name_);
+  registration_.set_id(shard.id != 0 ? shard.id : ShardIdOfNode(registration_.node()));
+  shard_store_ = std::make_unique<shard::ShardStore>(registration_.id(), shard.chunk_bytes,
+                                                     shard.memory_limit_bytes);
   ClientOptions to_controller;
   to_controller.address = shard.controller;
   if (!shard.controller_ca.empty()) {
@@ -397,17 +411,13 @@ absl::Status Server::Impl::StartShard() {
 
 absl::Status Server::Impl::JoinController(int port) {
   const ServerOptions::Shard& shard = options_.shard;
-  registration_.set_id(shard.id);
   std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) name[0] = '\0';
   // A wildcard address is no address to reach: the host's name is.
-  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = name;
+  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = host_name_;
   registration_.set_address(!shard.advertise.empty() ? shard.advertise
                                                      : absl::StrCat(host, ":", port));
-  registration_.set_node(!shard.node.empty() ? shard.node : std::string(name));
   TDOCK_RETURN_IF_ERROR(Register(/*wait=*/absl::Seconds(30)));
-  TDOCK_LOG(INFO) << "tdock-server shard " << shard.id << " registered with controller "
+  TDOCK_LOG(INFO) << "tdock-server shard " << registration_.id() << " registered with controller "
                   << shard.controller << " as " << registration_.address() << " on node "
                   << registration_.node();
   release_sync_ = std::thread([this] {
@@ -418,7 +428,7 @@ absl::Status Server::Impl::JoinController(int port) {
         continue;
       }
       if (absl::Status synced = shard_service_->SyncReleases(absl::Seconds(10)); !synced.ok()) {
-        TDOCK_LOG(WARNING) << "shard " << options_.shard.id
+        TDOCK_LOG(WARNING) << "shard " << registration_.id()
                            << " cannot learn the released steps: " << synced;
       }
     }

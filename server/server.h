@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +29,9 @@ class ServerMetrics;
 // is and carries no payload, or a shard, which holds cells only.
 enum class ServerRole { kStandalone, kController, kShard };
 
+// A shard id from its node's name (FNV-1a, 53 bits, never 0).
+uint64_t ShardIdOfNode(std::string_view node);
+
 // "standalone", "controller", "shard"; false for any other name.
 bool ParseServerRole(const std::string& name, ServerRole* role);
 const char* ServerRoleName(ServerRole role);
@@ -37,7 +41,9 @@ struct ServerOptions {
   // role kShard: where its controller is, and who this shard is.
   struct Shard {
     std::string controller;  // host:port of the controller (required)
-    uint64_t id = 0;         // unique among the controller's shards (required)
+    // Unique among the controller's shards. 0: ShardIdOfNode(node), which
+    // stays the same across restarts on that node (a DaemonSet's pods).
+    uint64_t id = 0;
     // host:port clients reach this shard at. Empty: the listen address, with
     // the port bound.
     std::string advertise;

@@ -250,3 +250,142 @@ def test_yaml_files_parse(path):
     """Every YAML file under deploy/ parses."""
     with open(REPO / path, encoding="utf-8") as f:
         assert list(yaml.safe_load_all(f))
+
+
+SHARDED = K8S / "sharded"
+
+
+def sharded_objects():
+    (kustomization,) = load_yaml_docs(SHARDED / "kustomization.yaml")
+    objects = {}
+    for resource in kustomization["resources"]:
+        for doc in load_yaml_docs(SHARDED / resource):
+            objects[(doc["kind"], doc["metadata"]["name"])] = doc
+    return objects
+
+
+def _flag(args, name):
+    (value,) = [a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")]
+    return value
+
+
+def test_k8s_sharded_manifests_reference_each_other():
+    """deploy/k8s/sharded: the controller is a StatefulSet of one whose
+    journal (--data_dir) is its volume claim and whose Service the shards'
+    --controller names; the shards are a DaemonSet that takes its node's name
+    and address from the downward API (--node, --advertise on the hostPort);
+    selectors match the pods, probes and Services the named ports; the
+    ConfigMap is deploy/docks.yaml."""
+    objs = sharded_objects()
+    assert set(objs) == {("ConfigMap", "tdock-docks"), ("StatefulSet", "tdock-controller"),
+                         ("Service", "tdock-controller"), ("DaemonSet", "tdock-shard")}
+    assert objs[("ConfigMap", "tdock-docks")]["data"]["docks.yaml"] == \
+        (DEPLOY / "docks.yaml").read_text(encoding="utf-8")
+    sts = objs[("StatefulSet", "tdock-controller")]
+    service = objs[("Service", "tdock-controller")]
+    assert sts["spec"]["replicas"] == 1
+    assert sts["spec"]["serviceName"] == service["metadata"]["name"]
+    pod = sts["spec"]["template"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (c,) = pod["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert "--role=controller" in c["args"]
+    assert _flag(c["args"], "listen") == f"0.0.0.0:{ports['grpc']}"
+    assert _flag(c["args"], "metrics_listen") == f"0.0.0.0:{ports['metrics']}"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert _flag(c["args"], "data_dir") == mounts[claim["metadata"]["name"]]
+    assert _flag(c["args"], "config") == f"{mounts['docks']}/docks.yaml"
+    for p in service["spec"]["ports"]:
+        assert p["targetPort"] in ports
+    grpc_port = [p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc"][0]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["grpc"]["port"] == ports["grpc"], probe
+
+    ds = objs[("DaemonSet", "tdock-shard")]
+    pod = ds["spec"]["template"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (c,) = pod["spec"]["containers"]
+    assert "--role=shard" in c["args"]
+    assert _flag(c["args"], "controller") == f"{service['metadata']['name']}:{grpc_port}"
+    env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
+    assert env == {"NODE_NAME": "spec.nodeName", "HOST_IP": "status.hostIP"}
+    (grpc,) = [p for p in c["ports"] if p["name"] == "grpc"]
+    assert grpc["hostPort"] == grpc["containerPort"]
+    assert _flag(c["args"], "listen") == f"0.0.0.0:{grpc['containerPort']}"
+    assert _flag(c["args"], "node") == "$(NODE_NAME)"
+    assert _flag(c["args"], "advertise") == f"$(HOST_IP):{grpc['hostPort']}"
+    assert not any(a.startswith("--shard_id") for a in c["args"])  # from the node's name
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["grpc"]["port"] == grpc["containerPort"], probe
+    metrics = [p["containerPort"] for p in c["ports"] if p["name"] == "metrics"][0]
+    assert int(pod["metadata"]["annotations"]["prometheus.io/port"]) == metrics
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path):
+    """The manifests' own command lines, run here: the controller's with its
+    config and journal paths and ports made local, two shards' with the
+    downward API's values filled in (two node names, this host's address)
+    and the controller's address for its Service's; a worker on each node
+    puts rows through its node's shard and the docks of deploy/docks.yaml
+    hand them back from both."""
+    import numpy as np
+
+    objs = sharded_objects()
+    (controller_c,) = objs[("StatefulSet", "tdock-controller")]["spec"]["template"]["spec"][
+        "containers"]
+    (shard_c,) = objs[("DaemonSet", "tdock-shard")]["spec"]["template"]["spec"]["containers"]
+
+    def local(args, replace):
+        return [replace.get(a.split("=", 1)[0], a) if "=" in a else a for a in args]
+
+    controller_args = local(controller_c["args"], {
+        "--listen": "--listen=127.0.0.1:0",
+        "--metrics_listen": "--metrics_listen=127.0.0.1:0",
+        "--config": f"--config={DEPLOY / 'docks.yaml'}",
+        "--data_dir": f"--data_dir={tmp_path / 'journal'}"})
+    controller, address = start_server(*controller_args)
+    drain(controller)
+    procs = [controller]
+    try:
+        for node in ("node-a", "node-b"):
+            port = _free_port()
+            args = local(shard_c["args"], {
+                "--controller": f"--controller={address}",
+                "--listen": f"--listen=127.0.0.1:{port}",
+                "--metrics_listen": "--metrics_listen=127.0.0.1:0",
+                "--advertise": f"--advertise=127.0.0.1:{port}"})
+            args = [a.replace("$(NODE_NAME)", node) for a in args]
+            shard, _ = start_server(*args)
+            drain(shard)
+            procs.append(shard)
+        (spec,) = load_yaml_docs(DEPLOY / "docks.yaml")
+        with tdock.Client(address, timeout=30.0) as client:
+            assert sorted(s.node for s in client.shards()) == ["node-a", "node-b"]
+            dock = client.dock(spec["name"])
+            n = spec["n_samples_per_prompt"]
+            import os
+            for group, node in enumerate(("node-a", "node-b")):
+                os.environ["TDOCK_NODE"] = node
+                rows = list(range(group * n, (group + 1) * n))
+                dock.put(0, rows, {"prompt_ids": [np.arange(3, dtype=np.int32)] * n,
+                                   "response_ids": [np.arange(5, dtype=np.int32) + r
+                                                    for r in rows]})
+            os.environ.pop("TDOCK_NODE")
+            got = {}
+            for _ in range(2):
+                b = dock.get("reward", wait=10, count=n)
+                for i, row in enumerate(b.rows):
+                    got[int(row)] = b.row("response_ids", i).tolist()
+            assert got == {r: list(range(r, r + 5)) for r in range(2 * n)}
+    finally:
+        for proc in reversed(procs):
+            stop_server(proc)

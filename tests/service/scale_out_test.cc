@@ -305,7 +305,10 @@ TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
   options.role = ServerRole::kShard;
   EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument, "needs --controller");
   options.shard.controller = "127.0.0.1:1";
-  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument, "needs --shard_id");
+  EXPECT_OK(options.Validate());  // the id from the node's name
+  EXPECT_EQ(ShardIdOfNode("node-a"), ShardIdOfNode("node-a"));
+  EXPECT_NE(ShardIdOfNode("node-a"), ShardIdOfNode("node-b"));
+  EXPECT_LT(ShardIdOfNode("node-a"), uint64_t{1} << 53);
   options.shard.id = 3;
   EXPECT_OK(options.Validate());
   options.persistence.data_dir = "/tmp/x";
