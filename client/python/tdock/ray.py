@@ -36,7 +36,8 @@ from tdock import errors
 from tdock.client import Client, Dock
 from tdock.server import LocalServer
 
-__all__ = ["ServerHandle", "TdockServer", "get_server", "start_server"]
+__all__ = ["ClusterHandle", "ServerHandle", "TdockServer", "get_server", "start_cluster",
+           "start_server"]
 
 
 class TdockServer:
@@ -193,3 +194,84 @@ def get_server(name: str = "tdock", *, namespace: str | None = None,
     address, metrics_url = ray.get([actor.address.remote(), actor.metrics_url.remote()])
     return ServerHandle(name, namespace, address, metrics_url, dict(client_options or {}),
                         actor)
+
+
+@dataclass
+class ClusterHandle:
+    """A controller and its shards, each run by a TdockServer actor
+    (start_cluster). Pickles; `client()` connects to the controller, and
+    names this process's Ray node (TDOCK_NODE) so that its Puts go to the
+    shard on that node."""
+
+    controller: ServerHandle
+    shards: list
+
+    @property
+    def address(self) -> str:
+        return self.controller.address
+
+    def client(self) -> Client:
+        os.environ.setdefault("TDOCK_NODE", ray.get_runtime_context().get_node_id())
+        return self.controller.client()
+
+    def dock(self, name: str) -> Dock:
+        return self.client().dock(name)
+
+    def stop(self) -> int:
+        """Stops the shards, then the controller; the first non-zero exit
+        code, else 0. A shard whose actor is gone already (its node left the
+        cluster) is passed over."""
+        codes = []
+        for server in [*self.shards, self.controller]:
+            try:
+                codes.append(server.stop())
+            except (ray.exceptions.RayActorError, ValueError):
+                pass  # the actor, and its server, are gone
+        return next((code for code in codes if code), 0)
+
+
+def start_cluster(name: str = "tdock", *, namespace: str | None = None,
+                  binary: str | None = None, data_dir: str | None = None,
+                  config: str | None = None, controller_args: Iterable[str] = (),
+                  shard_args: Iterable[str] = (), shard_resource: str | None = None,
+                  controller_node_id: str | None = None, num_cpus: float = 1,
+                  detached: bool = False, client_options: dict | None = None,
+                  timeout: float = 300.0) -> ClusterHandle:
+    """Starts a sharded tdock on the Ray cluster (docs/scale-out.md): the
+    controller in an actor named `name` (on controller_node_id if given; its
+    journal in data_dir, its docks from config), and one shard on every
+    alive node, or on every node that advertises the custom resource
+    `shard_resource`, each in an actor named `<name>-shard-<node id>` placed
+    on its node (hard affinity) and registered under that node's id.
+    Returns once every shard has registered. Other arguments as
+    start_server's; errors as start_server's, and errors.Unavailable when no
+    node takes a shard."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if shard_resource is not None:
+        nodes = [n for n in nodes if n.get("Resources", {}).get(shard_resource, 0) > 0]
+    if not nodes:
+        raise errors.Unavailable(
+            "tdock.ray.start_cluster: no alive node"
+            + (f" advertises the resource '{shard_resource}'" if shard_resource else ""))
+    controller = start_server(name, namespace=namespace, binary=binary, data_dir=data_dir,
+                              config=config, args=["--role=controller", *controller_args],
+                              node_id=controller_node_id, num_cpus=num_cpus,
+                              detached=detached, client_options=client_options,
+                              timeout=timeout)
+    shards = []
+    try:
+        for node in nodes:
+            node_id = node["NodeID"]
+            shards.append(start_server(
+                f"{name}-shard-{node_id}", namespace=namespace, binary=binary,
+                args=["--role=shard", f"--controller={controller.address}",
+                      f"--node={node_id}", *shard_args],
+                node_id=node_id, num_cpus=0, detached=detached,
+                client_options=client_options, timeout=timeout))
+    except BaseException:
+        for shard in shards:
+            shard.stop()
+        controller.stop()
+        raise
+    return ClusterHandle(controller, shards)
+

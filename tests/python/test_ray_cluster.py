@@ -1,0 +1,86 @@
+"""tdock.ray.start_cluster on a two-node Ray cluster (ray.cluster_utils on
+this machine): a controller and a shard on each node; actors on each node
+put through their node's shard (each shard takes in payload, the controller
+none) and a trainer reads every row back; once a node leaves the cluster,
+its rows' cells are gone and a Get of them says so, while the other node's
+rows are still read."""
+
+import urllib.request
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+import tdock  # noqa: E402
+import tdock.ray  # noqa: E402
+from conftest import grpo_spec  # noqa: E402
+from server_process import server_binary  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"node_a": 1}, "include_dashboard": False,
+        "object_store_memory": 100 << 20,
+        "temp_dir": str(tmp_path_factory.mktemp("ray"))})
+    worker = cluster.add_node(num_cpus=1, resources={"node_b": 1},
+                              object_store_memory=100 << 20)
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    yield cluster, worker
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@ray.remote(num_cpus=0)
+class Producer:
+    def write(self, cluster, dock, rows):
+        cluster.dock(dock).put(0, rows, {"prompt_ids": [np.full(2, r, np.int32) for r in rows]})
+        return ray.get_runtime_context().get_node_id()
+
+
+def payload_in(url):
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    (line,) = [x for x in text.splitlines()
+               if x.startswith('tdock_payload_bytes_total{direction="in"}')]
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_a_shard_on_each_node_keeps_that_nodes_rows(two_nodes):
+    cluster, worker = two_nodes
+    head = ray.get_runtime_context().get_node_id()  # the driver's node, which stays
+    handle = tdock.ray.start_cluster("tdock-two", binary=server_binary(), num_cpus=0,
+                                     controller_node_id=head)
+    try:
+        nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        assert sorted(s.node for s in handle.client().shards()) == sorted(nodes)
+        dock = handle.client().create_dock(grpo_spec(
+            "two", prompts=2, n=2, length_columns=["prompt_ids"],
+            columns={"prompt_ids": {"dtype": "int32"}},
+            consumers={"trainer": {"columns": ["prompt_ids"], "whole_groups": True,
+                                   "dispatch_size": 2}}))
+        # Group 0 from node a, group 1 from node b.
+        wrote = ray.get([
+            Producer.options(resources={"node_a": 0.1}).remote().write.remote(
+                handle, dock.name, [0, 1]),
+            Producer.options(resources={"node_b": 0.1}).remote().write.remote(
+                handle, dock.name, [2, 3])])
+        assert len(set(wrote)) == 2
+        assert all(payload_in(s.metrics_url) > 0 for s in handle.shards)
+        assert payload_in(handle.controller.metrics_url) == 0
+        first = dock.get("trainer", wait=10)
+        assert len(first.rows) == 2
+        # Node b leaves: its shard, and its rows' cells, go with it.
+        cluster.remove_node(worker)
+        took = {int(r) for r in first.rows}
+        if took == {0, 1}:
+            with pytest.raises(tdock.errors.DataLoss, match=r"rows \[2, 3\]"):
+                dock.get("trainer", wait=10)
+        else:
+            assert [int(first.row("prompt_ids", i)[0]) for i in range(2)] == [2, 3]
+            second = dock.get("trainer", wait=10)
+            assert [int(second.row("prompt_ids", i)[0]) for i in range(2)] == [0, 1]
+    finally:
+        handle.stop()
