@@ -416,7 +416,8 @@ absl::Status Server::Impl::JoinController(int port) {
   if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = host_name_;
   registration_.set_address(!shard.advertise.empty() ? shard.advertise
                                                      : absl::StrCat(host, ":", port));
-  TDOCK_RETURN_IF_ERROR(Register(/*wait=*/absl::Seconds(30)));
+  // The controller may still be recovering its journal: wait for it.
+  TDOCK_RETURN_IF_ERROR(Register(/*wait=*/absl::Minutes(5)));
   TDOCK_LOG(INFO) << "tdock-server shard " << registration_.id() << " registered with controller "
                   << shard.controller << " as " << registration_.address() << " on node "
                   << registration_.node();

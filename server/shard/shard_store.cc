@@ -1,6 +1,7 @@
 #include "server/shard/shard_store.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/refusal.h"
@@ -10,7 +11,11 @@
 namespace tdock::shard {
 
 ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes)
-    : shard_(shard), pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)) {}
+    : shard_(shard), pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)) {
+  // The high 32 bits: this store's incarnation; extents count up from it.
+  std::random_device random;
+  next_extent_ = (uint64_t{random()} << 32) | 1;
+}
 
 absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
                                                      std::optional<int64_t> step,

@@ -129,7 +129,10 @@ class ShardStore final {
   const std::shared_ptr<internal::ChunkPool> pool_;
 
   mutable tdock::Mutex mu_;
-  uint64_t next_extent_ ABSL_GUARDED_BY(mu_) = 1;
+  // Starts at a random number for each store: a location from before a
+  // restart of the shard (same id, same address) names no extent of this
+  // one, so it is refused instead of reading another Put's cells.
+  uint64_t next_extent_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, DockCells> docks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Extent> extents_ ABSL_GUARDED_BY(mu_);
 };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/core/dock_test_util.h"
 #include "tests/test_util.h"
@@ -87,7 +88,8 @@ TEST(ShardStore, ReadsRefuseLocationsNotHeldHereNamingThem) {
   CellLocation other_shard = staged.locations[0][0];
   other_shard.shard = 8;
   EXPECT_STATUS(store.Read("d", {other_shard}), absl::StatusCode::kNotFound,
-                "shard 8 extent 1 offset 0 (8 bytes): this is shard 7");
+                absl::StrCat("shard 8 extent ", staged.extent,
+                             " offset 0 (8 bytes): this is shard 7"));
   CellLocation unknown = staged.locations[0][0];
   unknown.extent = 99;
   EXPECT_STATUS(store.Read("d", {unknown}), absl::StatusCode::kNotFound,
@@ -114,7 +116,7 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   EXPECT_STATUS(store.Read("d", aborted.locations[0]), absl::StatusCode::kNotFound,
                 "holds no such extent");
   EXPECT_STATUS(store.Commit(aborted.extent, 0), absl::StatusCode::kNotFound,
-                "shard 7 holds no staged Put 1");
+                absl::StrCat("shard 7 holds no staged Put ", aborted.extent));
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged kept, store.Stage("d", 0, put.views, put.item_bytes));
   ASSERT_OK(store.Commit(kept.extent, 0));
   ASSERT_OK_AND_ASSIGN(ShardStore::Cells held, store.Read("d", kept.locations[0]));
@@ -150,6 +152,19 @@ TEST(ShardStore, APutOfAnUnknownStepTakesTheStepItIsCommittedIn) {
   ASSERT_OK(store.Read("d", staged.locations[1]).status());
   store.Release("d", 3);
   EXPECT_STATUS(store.Read("d", staged.locations[1]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+}
+
+// A shard that restarts (a new store, the same id) does not take a location
+// from before for one of its own: it is refused, not read as another Put's.
+TEST(ShardStore, ALocationFromBeforeARestartIsRefused) {
+  Put put;
+  ShardStore before(7, 4096, 0);
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged old, before.Stage("d", 0, put.views, put.item_bytes));
+  ShardStore after(7, 4096, 0);
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged fresh, after.Stage("d", 0, put.views, put.item_bytes));
+  EXPECT_NE(old.extent, fresh.extent);
+  EXPECT_STATUS(after.Read("d", {old.locations[0][0]}), absl::StatusCode::kNotFound,
                 "holds no such extent");
 }
 

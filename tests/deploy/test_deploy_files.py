@@ -7,6 +7,7 @@ tdock-server."""
 import re
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 import yaml
@@ -330,7 +331,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path):
+def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path, monkeypatch):
     """The manifests' own command lines, run here: the controller's with its
     config and journal paths and ports made local, two shards' with the
     downward API's values filled in (two node names, this host's address)
@@ -372,14 +373,17 @@ def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path):
             assert sorted(s.node for s in client.shards()) == ["node-a", "node-b"]
             dock = client.dock(spec["name"])
             n = spec["n_samples_per_prompt"]
-            import os
             for group, node in enumerate(("node-a", "node-b")):
-                os.environ["TDOCK_NODE"] = node
+                monkeypatch.setenv("TDOCK_NODE", node)
                 rows = list(range(group * n, (group + 1) * n))
                 dock.put(0, rows, {"prompt_ids": [np.arange(3, dtype=np.int32)] * n,
                                    "response_ids": [np.arange(5, dtype=np.int32) + r
                                                     for r in rows]})
-            os.environ.pop("TDOCK_NODE")
+            monkeypatch.delenv("TDOCK_NODE")
+            # Each worker's rows went to its node's shard.
+            for shard in procs[1:]:
+                text = urllib.request.urlopen(shard.metrics_url, timeout=10).read().decode()
+                assert re.search(r'tdock_payload_bytes_total\{direction="in"\} [1-9]', text)
             got = {}
             for _ in range(2):
                 b = dock.get("reward", wait=10, count=n)
@@ -387,5 +391,11 @@ def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path):
                     got[int(row)] = b.row("response_ids", i).tolist()
             assert got == {r: list(range(r, r + 5)) for r in range(2 * n)}
     finally:
-        for proc in reversed(procs):
-            stop_server(proc)
+        unclean = []
+        for proc in reversed(procs):  # every one stopped, then the first bad exit
+            try:
+                stop_server(proc)
+            except AssertionError as e:
+                unclean.append(e)
+        if unclean:
+            raise unclean[0]

@@ -16,8 +16,11 @@ import pytest
 
 import tdock
 import tdock.aio
-from conftest import grpo_spec
+from conftest import SHARDED, grpo_spec
 from server_process import drain, start_server, start_sharded, stop_server
+
+# It starts its own controllers and shards: once is enough.
+pytestmark = pytest.mark.skipif(SHARDED, reason="runs its own sharded deployments")
 
 
 @pytest.fixture

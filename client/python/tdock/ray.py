@@ -211,7 +211,8 @@ class ClusterHandle:
         return self.controller.address
 
     def client(self) -> Client:
-        os.environ.setdefault("TDOCK_NODE", ray.get_runtime_context().get_node_id())
+        # The shards are named by Ray node id: this process's is its node.
+        os.environ["TDOCK_NODE"] = ray.get_runtime_context().get_node_id()
         return self.controller.client()
 
     def dock(self, name: str) -> Dock:
@@ -243,6 +244,7 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
     alive node, or on every node that advertises the custom resource
     `shard_resource`, each in an actor named `<name>-shard-<node id>` placed
     on its node (hard affinity) and registered under that node's id.
+    controller_node_id defaults to this driver's node.
     Returns once every shard has registered. Other arguments as
     start_server's; errors as start_server's, and errors.Unavailable when no
     node takes a shard."""
@@ -255,7 +257,9 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
             + (f" advertises the resource '{shard_resource}'" if shard_resource else ""))
     controller = start_server(name, namespace=namespace, binary=binary, data_dir=data_dir,
                               config=config, args=["--role=controller", *controller_args],
-                              node_id=controller_node_id, num_cpus=num_cpus,
+                              node_id=controller_node_id
+                              or ray.get_runtime_context().get_node_id(),
+                              num_cpus=num_cpus,
                               detached=detached, client_options=client_options,
                               timeout=timeout)
     shards = []
@@ -269,9 +273,7 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
                 node_id=node_id, num_cpus=0, detached=detached,
                 client_options=client_options, timeout=timeout))
     except BaseException:
-        for shard in shards:
-            shard.stop()
-        controller.stop()
+        ClusterHandle(controller, shards).stop()
         raise
     return ClusterHandle(controller, shards)
 
