@@ -107,6 +107,10 @@ ABSL_FLAG(std::string, controller_tls_name, "",
           "the host of --controller.");
 ABSL_FLAG(int64_t, shard_memory_limit_mb, 0,
           "--role=shard: MiB of cells the shard holds at most (0: no limit).");
+ABSL_FLAG(int64_t, shard_read_grace_ms, 10'000,
+          "--role=shard: how long a released step's cells stay readable, for consumers "
+          "without leases that read a batch after its step was released (a Put that needs "
+          "the memory frees them sooner).");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -136,6 +140,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shard.advertise = absl::GetFlag(FLAGS_advertise);
   options.shard.node = absl::GetFlag(FLAGS_node);
   options.shard.memory_limit_bytes = absl::GetFlag(FLAGS_shard_memory_limit_mb) << 20;
+  options.shard.read_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shard_read_grace_ms));
   options.shard.controller_ca = absl::GetFlag(FLAGS_controller_ca);
   options.shard.controller_tls_name = absl::GetFlag(FLAGS_controller_tls_name);
   options.listen = absl::GetFlag(FLAGS_listen);

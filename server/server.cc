@@ -117,6 +117,10 @@ absl::Status ServerOptions::Validate() const {
           "a shard's memory limit must be >= 0 (got ", shard.memory_limit_bytes,
           "), its chunk size and release interval positive"));
     }
+    if (shard.read_grace < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shard_read_grace_ms must be >= 0, got ", absl::ToInt64Milliseconds(shard.read_grace)));
+    }
   }
   if (!metrics_listen.empty() && (absl::StartsWith(metrics_listen, "unix:") ||
                                   !ValidateListen(metrics_listen).ok())) {
@@ -381,7 +385,7 @@ absl::Status Server::Impl::StartShard() {
   registration_.set_node(!shard.node.empty() ? shard.node : host_name_);
   registration_.set_id(shard.id != 0 ? shard.id : ShardIdOfNode(registration_.node()));
   shard_store_ = std::make_unique<shard::ShardStore>(registration_.id(), shard.chunk_bytes,
-                                                     shard.memory_limit_bytes);
+                                                     shard.memory_limit_bytes, shard.read_grace);
   ClientOptions to_controller;
   to_controller.address = shard.controller;
   if (!shard.controller_ca.empty()) {

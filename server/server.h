@@ -53,6 +53,11 @@ struct ServerOptions {
     // How often the shard asks the controller which steps were released,
     // to free their cells (and registers again).
     absl::Duration release_sync = absl::Seconds(1);
+    // How long a released step's cells stay readable at the shard: a
+    // consumer without a lease reads its batch's cells after the controller
+    // released their step (its last rows handed out). Memory a Put needs
+    // ends it early.
+    absl::Duration read_grace = absl::Seconds(10);
     // PEM file of the CA that signed the controller's certificate: TLS to
     // the controller (the shard's own tls_cert and tls_key, when set, are
     // its client certificate). Empty: plaintext.

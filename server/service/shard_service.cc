@@ -312,6 +312,7 @@ grpc::ServerUnaryReactor* ShardService::ReadCells(grpc::CallbackServerContext* c
 }
 
 absl::Status ShardService::SyncReleases(absl::Duration timeout) {
+  store_->Sweep();
   absl::Status first;
   for (const auto& [dock, steps] : store_->HeldSteps()) {
     grpc::ClientContext context;

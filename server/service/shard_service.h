@@ -19,9 +19,10 @@
 // the Put's new_columns, else its dtype (add_columns_on_write), and the
 // controller checks every location's size against its spec.
 //
-// SyncReleases frees the cells of steps the controller released: it asks for
-// each dock the shard holds cells of, and frees the steps below its front
-// step (GetDockStatusResponse.front_step; every step of a dock deleted).
+// SyncReleases retires the cells of steps the controller released: it asks
+// for each dock the shard holds cells of, and retires the steps below its
+// front step (GetDockStatusResponse.front_step; every step of a dock
+// deleted); retired cells whose read grace has passed are freed.
 //
 // Thread safety: handlers run concurrently on gRPC's threads; the item-size
 // cache has its own lock. Ownership: the store and token are borrowed and

@@ -10,8 +10,12 @@
 
 namespace tdock::shard {
 
-ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes)
-    : shard_(shard), pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)) {
+ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
+                       absl::Duration read_grace, std::shared_ptr<Clock> clock)
+    : shard_(shard),
+      pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)),
+      read_grace_(read_grace),
+      clock_(clock != nullptr ? std::move(clock) : Clock::Real()) {
   // The high 32 bits: this store's incarnation; extents count up from it.
   std::random_device random;
   next_extent_ = (uint64_t{random()} << 32) | 1;
@@ -53,7 +57,20 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   const std::string where =
       step.has_value() ? absl::StrCat("dock '", dock, "' step ", *step)
                        : absl::StrCat("dock '", dock, "' (a reservation's step)");
-  if (!cells->Write(columns, item_bytes, /*past_limit=*/false, blocks)) {
+  bool written = cells->Write(columns, item_bytes, /*past_limit=*/false, blocks);
+  if (!written) {
+    // Retired cells give way to a Put: their grace ends early.
+    std::vector<Extent> retired;
+    {
+      tdock::MutexLock lock(&mu_);
+      retired = TakeRetired(absl::InfiniteFuture());
+    }
+    if (!retired.empty()) {
+      retired.clear();
+      written = cells->Write(columns, item_bytes, /*past_limit=*/false, blocks);
+    }
+  }
+  if (!written) {
     return CapacityError(absl::StrCat("shard ", shard_, " has no room for ", columns.size(),
                                       " columns of ", where, " under its memory limit of ",
                                       pool_->limit_bytes(), " bytes"));
@@ -90,6 +107,10 @@ absl::Status ShardStore::Commit(uint64_t extent, int64_t step) {
   if (it == extents_.end()) {
     return absl::NotFoundError(
         absl::StrCat("shard ", shard_, " holds no staged Put ", extent));
+  }
+  if (it->second.free_at != absl::InfiniteFuture()) {
+    return absl::NotFoundError(absl::StrCat("shard ", shard_, " staged Put ", extent,
+                                            " was released with its step"));
   }
   it->second.committed = true;
   it->second.step = step;
@@ -148,35 +169,54 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
 
 void ShardStore::Release(const std::string& dock, int64_t step) {
   // Freed once the lock is let go.
-  std::shared_ptr<internal::StepCells> freed;
-  std::vector<Extent> extents;
+  std::shared_ptr<internal::StepCells> step_cells;
+  std::vector<Extent> freed;
   tdock::MutexLock lock(&mu_);
   DockCells& held = docks_[dock];
   held.released.insert(step);
   if (auto it = held.steps.find(step); it != held.steps.end()) {
-    freed = std::move(it->second);
+    step_cells = std::move(it->second);
     held.steps.erase(it);
   }
-  for (auto it = extents_.begin(); it != extents_.end();) {
-    if (it->second.dock == dock && it->second.step == step) {
-      extents.push_back(std::move(it->second));
-      extents_.erase(it++);
-    } else {
-      ++it;
+  Retire(dock, step);
+  freed = TakeRetired(clock_->Now());
+}
+
+void ShardStore::ForgetDock(const std::string& dock) {
+  std::vector<Extent> freed;
+  tdock::MutexLock lock(&mu_);
+  docks_.erase(dock);
+  Retire(dock, std::nullopt);
+  freed = TakeRetired(clock_->Now());
+}
+
+void ShardStore::Sweep() {
+  std::vector<Extent> freed;
+  tdock::MutexLock lock(&mu_);
+  freed = TakeRetired(clock_->Now());
+}
+
+void ShardStore::Retire(const std::string& dock, std::optional<int64_t> step) {
+  const absl::Time free_at = clock_->Now() + read_grace_;
+  for (auto& [id, extent] : extents_) {
+    if (extent.dock == dock && (!step.has_value() || extent.step == *step) &&
+        extent.free_at == absl::InfiniteFuture()) {
+      extent.free_at = free_at;
     }
   }
 }
 
-void ShardStore::ForgetDock(const std::string& dock) {
-  tdock::MutexLock lock(&mu_);
-  docks_.erase(dock);
+std::vector<ShardStore::Extent> ShardStore::TakeRetired(absl::Time by) {
+  std::vector<Extent> out;
   for (auto it = extents_.begin(); it != extents_.end();) {
-    if (it->second.dock == dock) {
+    if (it->second.free_at != absl::InfiniteFuture() && it->second.free_at <= by) {
+      out.push_back(std::move(it->second));
       extents_.erase(it++);
     } else {
       ++it;
     }
   }
+  return out;
 }
 
 std::map<std::string, std::vector<int64_t>> ShardStore::HeldSteps() const {
@@ -185,7 +225,9 @@ std::map<std::string, std::vector<int64_t>> ShardStore::HeldSteps() const {
   for (const auto& [name, dock] : docks_) {
     for (const auto& [step, cells] : dock.steps) held[name].insert(step);
   }
-  for (const auto& [id, extent] : extents_) held[extent.dock].insert(extent.step);
+  for (const auto& [id, extent] : extents_) {
+    if (extent.free_at == absl::InfiniteFuture()) held[extent.dock].insert(extent.step);
+  }
   std::map<std::string, std::vector<int64_t>> out;
   for (auto& [name, steps] : held) out[name].assign(steps.begin(), steps.end());
   return out;
@@ -195,6 +237,10 @@ ShardStore::Stats ShardStore::GetStats() const {
   Stats stats;
   tdock::ReaderMutexLock lock(&mu_);
   for (const auto& [id, extent] : extents_) {
+    if (extent.free_at != absl::InfiniteFuture()) {
+      stats.retired_bytes += extent.bytes;
+      continue;
+    }
     (extent.committed ? stats.committed_puts : stats.staged_puts) += 1;
     stats.cell_bytes += extent.bytes;
   }

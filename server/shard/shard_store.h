@@ -12,14 +12,18 @@
 // Commit records the controller's answer (and the step it stored the Put in);
 // Abort forgets a Put the controller refused (its bytes go back with its
 // step's). A Put whose answer never came stays staged until its step is
-// released. Release frees a
-// step's cells once the controller has released the step; a reader holding
+// released. Release retires a step's cells once the controller has released
+// the step: later Puts of it are refused at once, but its cells stay
+// readable for `read_grace` more, because the controller releases a step
+// when it hands out its last rows, before the consumer (one without a
+// lease) has read them from here. Retired cells are freed when the grace
+// ends (Sweep) or, earlier, when a Put needs their memory. A reader holding
 // cells keeps their memory until it lets go (the pin).
 //
 //   ShardStore store(/*shard=*/2, 4 << 20, 8ll << 30);
 //   ASSIGN_OR_RETURN(ShardStore::Staged staged, store.Stage("d", 0, columns, item_bytes));
 //   ... the controller stores staged.locations ...
-//   store.Commit(staged.extent);
+//   store.Commit(staged.extent, 0);
 //   ASSIGN_OR_RETURN(ShardStore::Cells cells, store.Read("d", where));
 //
 // Thread safety: thread-safe. Read runs under a shared lock; the copy of a
@@ -29,8 +33,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,8 +42,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/cell_location.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/packed.h"
 #include "server/dock/arena.h"
@@ -50,8 +56,12 @@ namespace tdock::shard {
 class ShardStore final {
  public:
   // shard: this shard's id, in every location it gives; chunk_bytes: the
-  // arenas' chunk size; limit_bytes: the memory limit (0: none).
-  ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes);
+  // arenas' chunk size; limit_bytes: the memory limit (0: none);
+  // read_grace: how long a released step's cells stay readable; clock:
+  // what tells the time (null: the real clock).
+  ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
+             absl::Duration read_grace = absl::ZeroDuration(),
+             std::shared_ptr<Clock> clock = nullptr);
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
 
@@ -63,7 +73,8 @@ class ShardStore final {
   // Stages a Put of `dock`'s `step`: columns[i], items of item_bytes[i]
   // bytes (checked whole: INVALID_ARGUMENT naming the column). All or none:
   // RESOURCE_EXHAUSTED, nothing kept, when the memory limit does not allow
-  // it; FAILED_PRECONDITION when the step was released here. A step not
+  // it, even after freeing every retired cell early; FAILED_PRECONDITION
+  // when the step was released here. A step not
   // known yet (nullopt: a Put naming a reservation, whose step the
   // controller says) stages in an arena of the Put's own.
   absl::StatusOr<Staged> Stage(const std::string& dock, std::optional<int64_t> step,
@@ -72,7 +83,7 @@ class ShardStore final {
   // The controller stored the staged Put `extent` in `step` (a Put naming a
   // reservation learns its step from the controller): its cells are
   // readable, and freed with that step. NOT_FOUND if no Put is staged as
-  // `extent` (aborted, released, unknown).
+  // `extent` (aborted, unknown) or its step was released meanwhile.
   absl::Status Commit(uint64_t extent, int64_t step);
   // The controller did not store it: it is forgotten.
   void Abort(uint64_t extent);
@@ -87,18 +98,23 @@ class ShardStore final {
   // start and length): the reader's listing or batch is stale.
   absl::StatusOr<Cells> Read(const std::string& dock, absl::Span<const CellLocation> where) const;
 
-  // The controller released `dock`'s `step`: its cells are freed (staged
-  // ones too) and later Puts of it are refused.
+  // The controller released `dock`'s `step`: later Puts of it are refused
+  // and its cells (staged ones too) retire: readable until read_grace has
+  // passed, then freed.
   void Release(const std::string& dock, int64_t step);
-  // `dock` was deleted: every cell of it is freed.
+  // `dock` was deleted: every cell of it retires.
   void ForgetDock(const std::string& dock);
-  // The steps each dock has cells of here (staged or committed), ascending.
+  // Frees the retired cells whose grace has passed.
+  void Sweep();
+  // The steps each dock has cells of here (staged or committed, not
+  // retired), ascending.
   std::map<std::string, std::vector<int64_t>> HeldSteps() const;
 
   struct Stats {
     int64_t staged_puts = 0;
     int64_t committed_puts = 0;
     int64_t cell_bytes = 0;      // payload of staged and committed Puts
+    int64_t retired_bytes = 0;   // payload of released ones still readable
     int64_t reserved_bytes = 0;  // memory held by the arenas' pool
     int64_t limit_bytes = 0;
   };
@@ -117,6 +133,8 @@ class ShardStore final {
     int64_t bytes = 0;
     std::vector<Cell> cells;  // by offset
     std::shared_ptr<internal::StepCells> step_cells;  // keeps the bytes
+    // When a release retired it, the time it is freed; InfiniteFuture: live.
+    absl::Time free_at = absl::InfiniteFuture();
   };
   struct DockCells {
     std::map<int64_t, std::shared_ptr<internal::StepCells>> steps;  // live here
@@ -124,9 +142,17 @@ class ShardStore final {
   };
 
   static absl::Status NotHeld(const CellLocation& where, const std::string& why);
+  // Moves the retired extents due by `by` out of extents_ (to be destroyed
+  // once mu_ is let go).
+  std::vector<Extent> TakeRetired(absl::Time by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets free_at on `dock`'s live extents (of `step`, or of every step).
+  void Retire(const std::string& dock, std::optional<int64_t> step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t shard_;
   const std::shared_ptr<internal::ChunkPool> pool_;
+  const absl::Duration read_grace_;
+  const std::shared_ptr<Clock> clock_;
 
   mutable tdock::Mutex mu_;
   // Starts at a random number for each store: a location from before a

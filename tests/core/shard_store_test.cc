@@ -2,7 +2,8 @@
 // (offsets in the Put's payload, its columns one after the other), readable
 // as soon as staged; reads return exactly the cells' bytes and refuse
 // a location the shard does not hold readable, naming it; an aborted or
-// released Put is gone; the memory limit refuses a Put whole; a reader's pin
+// released Put is gone once its read grace has passed, or sooner when a Put
+// needs its memory; the memory limit refuses a Put whole; a reader's pin
 // keeps released cells' memory.
 #include "server/shard/shard_store.h"
 
@@ -138,6 +139,72 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
   EXPECT_TRUE(store.HeldSteps().empty());
   EXPECT_STATUS(store.Read("d", next.locations[0]), absl::StatusCode::kNotFound,
                 "holds no such extent");
+}
+
+// The controller releases a step when it hands out its last rows; a
+// consumer without a lease reads their cells after that. A released step's
+// cells stay readable for the grace (later Puts of it are refused at once),
+// then are freed; a deleted dock's cells alike.
+TEST(ShardStore, ReleasedCellsStayReadableForTheGrace) {
+  auto clock = std::make_shared<ManualClock>();
+  ShardStore store(7, 4096, 0, absl::Seconds(10), clock);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged released, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(released.extent, 0));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged deleted, store.Stage("e", 0, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(deleted.extent, 0));
+  const int64_t bytes = store.GetStats().cell_bytes / 2;
+
+  store.Release("d", 0);
+  store.ForgetDock("e");
+  EXPECT_STATUS(store.Stage("d", 0, put.views, put.item_bytes),
+                absl::StatusCode::kFailedPrecondition, "dock 'd' step 0 was released");
+  EXPECT_TRUE(store.HeldSteps().empty());
+  EXPECT_EQ(store.GetStats().cell_bytes, 0);
+  EXPECT_EQ(store.GetStats().retired_bytes, 2 * bytes);
+  clock->Advance(absl::Seconds(10) - absl::Milliseconds(1));
+  store.Sweep();
+  ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, store.Read("d", released.locations[0]));
+  EXPECT_EQ(AsFloats(cells.cells[2]), (std::vector<float>{2, 3, 4}));
+  ASSERT_OK(store.Read("e", deleted.locations[1]).status());
+
+  clock->Advance(absl::Milliseconds(1));
+  store.Sweep();
+  EXPECT_STATUS(store.Read("d", released.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+  EXPECT_STATUS(store.Read("e", deleted.locations[1]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+  EXPECT_EQ(store.GetStats().retired_bytes, 0);
+}
+
+// A Put staged while its step was released is not committed: the
+// controller's answer came too late for the shard to keep it.
+TEST(ShardStore, APutStagedBeforeItsStepsReleaseIsNotCommitted) {
+  ShardStore store(7, 4096, 0, absl::Seconds(10), std::make_shared<ManualClock>());
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, store.Stage("d", 0, put.views, put.item_bytes));
+  store.Release("d", 0);
+  EXPECT_STATUS(store.Commit(staged.extent, 0), absl::StatusCode::kNotFound,
+                absl::StrCat("shard 7 staged Put ", staged.extent, " was released with its step"));
+}
+
+// Retired cells give way to a Put that needs their memory.
+TEST(ShardStore, APutThatNeedsTheMemoryEndsTheGrace) {
+  auto clock = std::make_shared<ManualClock>();
+  ShardStore store(7, 4096, 8192, absl::Hours(1), clock);
+  std::vector<int64_t> lengths(3, 512);  // 6 KiB: two of the two 4 KiB chunks
+  const OwnedColumn big = Floats("a", lengths, 0);
+  const std::vector<PackedColumn> views = {big.View()};
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged first, store.Stage("d", 0, views, {int64_t{4}}));
+  ASSERT_OK(store.Commit(first.extent, 0));
+  EXPECT_STATUS(store.Stage("d", 1, views, {int64_t{4}}), absl::StatusCode::kResourceExhausted,
+                "under its memory limit of 8192 bytes");
+  store.Release("d", 0);
+  ASSERT_OK(store.Read("d", first.locations[0]).status());
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged second, store.Stage("d", 1, views, {int64_t{4}}));
+  EXPECT_STATUS(store.Read("d", first.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+  ASSERT_OK(store.Read("d", second.locations[0]).status());
 }
 
 // A Put whose step is not known yet (it names a reservation) is staged on

@@ -4,10 +4,11 @@
 // controller carries the locations, which each shard reads back byte for
 // byte; refusals are specific (bytes Put to the controller, locations Put to
 // a standalone server or to a shard, a read at the wrong shard, a held shard
-// id) and a refused Put leaves no readable cell; a released step's cells are
-// freed at its shard.
+// id) and a refused Put leaves no readable cell; a released step's cells
+// stay readable at its shard for the read grace, then are freed.
 #include <map>
 
+#include "absl/strings/match.h"
 #include "common/cell_location.h"
 #include "gtest/gtest.h"
 #include "server/metrics/server_metrics.h"
@@ -32,12 +33,50 @@ class ScaleOutTest : public ServiceTest {
       options.shard.id = id;
       options.shard.node = absl::StrCat("node-", id);
       options.shard.release_sync = absl::Milliseconds(20);
+      options.shard.read_grace = ReadGrace();
       auto shard = std::make_unique<Server>(std::move(options));
       ASSERT_OK(shard->Start());
       shard_stubs_[id] = v1::Shard::NewStub(grpc::CreateChannel(
           absl::StrCat("127.0.0.1:", shard->port()), grpc::InsecureChannelCredentials()));
       shards_.push_back(std::move(shard));
     }
+  }
+
+  virtual absl::Duration ReadGrace() const { return absl::Hours(1); }
+
+  // Step 1 starts (a row put through `shard`), so the controller's oldest
+  // live step passes 0; returns once `shard` has learnt that step 0 was
+  // released (it refuses a Put of it itself, where before the controller
+  // did): a synchronization point, not a timing assertion.
+  void StartStepOneAndWaitForTheRelease(uint64_t shard) {
+    v1::PutRequest next;
+    next.set_dock("grpo");
+    next.set_step(1);
+    next.add_rows(0);
+    *next.add_columns() = Int32Column("prompt_ids", {{1}});
+    ASSERT_OK(ShardPut(shard, next).status());
+    v1::PutRequest late = next;
+    late.set_step(0);
+    late.set_rows(0, 3);
+    absl::Status put = absl::OkStatus();
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+         !absl::StrContains(put.message(), "takes no Put of it") && absl::Now() < give_up;
+         absl::SleepFor(absl::Milliseconds(5))) {
+      put = ShardPut(shard, late).status();
+    }
+    EXPECT_STATUS(put, absl::StatusCode::kFailedPrecondition,
+                  absl::StrCat("dock 'grpo' step 0 was released: shard ", shard));
+  }
+
+  // Releases step 0 at the controller, at once (as handing out its last
+  // rows does), and waits for `shard` to learn it.
+  void ReleaseStepZero(uint64_t shard) {
+    v1::ReleaseStepRequest release;
+    release.set_dock("grpo");
+    release.set_step(0);
+    v1::ReleaseStepResponse released;
+    ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
+    StartStepOneAndWaitForTheRelease(shard);
   }
 
   void TearDown() override {
@@ -235,32 +274,34 @@ TEST_F(ScaleOutTest, AStandaloneServerTakesNoLocationsAndListsNoShards) {
   standalone.Shutdown();
 }
 
-TEST_F(ScaleOutTest, AReleasedStepsCellsAreFreedAtItsShard) {
+// The controller releases a step once its last rows are handed out (here,
+// at once, by ReleaseStep); a consumer without a lease reads their cells
+// after that: the shard keeps them readable for the grace.
+TEST_F(ScaleOutTest, AReleasedStepsCellsStayReadableAtItsShardForTheGrace) {
+  PutStepZero();
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
+  const v1::PackedColumn& column = batch.columns(0);
+  const uint64_t shard = LocationsOf(column)[0].shard;
+  ReleaseStepZero(shard);
+  ASSERT_EQ(column.name(), "prompt_ids");
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(shard, ReadOf(column, {0})));
+  EXPECT_EQ(CellBytes(cells.columns(0), 0, 4), CellBytes(FullStepPut().columns(0), batch.rows(0), 4));
+}
+
+class ScaleOutNoGraceTest : public ScaleOutTest {
+ protected:
+  absl::Duration ReadGrace() const override { return absl::ZeroDuration(); }
+};
+
+TEST_F(ScaleOutNoGraceTest, AReleasedStepsCellsAreFreedAtItsShard) {
   PutStepZero();
   ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
   const v1::PackedColumn& column = batch.columns(0);
   const uint64_t shard = LocationsOf(column)[0].shard;
   ASSERT_OK(ReadCells(shard, ReadOf(column, {0})).status());
-  v1::ReleaseStepRequest release;
-  release.set_dock("grpo");
-  release.set_step(0);
-  v1::ReleaseStepResponse released;
-  ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
-  // Step 1 starts, so the controller's oldest live step passes 0.
-  v1::PutRequest next;
-  next.set_dock("grpo");
-  next.set_step(1);
-  next.add_rows(0);
-  *next.add_columns() = Int32Column("prompt_ids", {{1}});
-  ASSERT_OK(ShardPut(1, next).status());
-  // The shard learns of the release on its next sync: a synchronization
-  // point, not a timing assertion.
-  absl::Status read = absl::OkStatus();
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(30);
-       read.ok() && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
-    read = ReadCells(shard, ReadOf(column, {0})).status();
-  }
-  EXPECT_STATUS(read, absl::StatusCode::kNotFound, "holds no such extent");
+  ReleaseStepZero(shard);
+  EXPECT_STATUS(ReadCells(shard, ReadOf(column, {0})).status(), absl::StatusCode::kNotFound,
+                "holds no such extent");
 }
 
 // A Put naming a reservation, its step unset, is stored at the
@@ -310,6 +351,11 @@ TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
   EXPECT_NE(ShardIdOfNode("node-a"), ShardIdOfNode("node-b"));
   EXPECT_LT(ShardIdOfNode("node-a"), uint64_t{1} << 53);
   options.shard.id = 3;
+  EXPECT_OK(options.Validate());
+  options.shard.read_grace = absl::Milliseconds(-1);
+  EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument,
+                "--shard_read_grace_ms must be >= 0, got -1");
+  options.shard.read_grace = absl::ZeroDuration();
   EXPECT_OK(options.Validate());
   options.persistence.data_dir = "/tmp/x";
   EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument,
