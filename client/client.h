@@ -136,6 +136,13 @@ struct ClientPut {
   // lacks is added first, from its definition here or else its name and
   // dtype.
   std::vector<ColumnSpec> new_columns;
+  // Non-zero: an id for this Put chosen by the writer (a random 64-bit
+  // number). A Put sent again with the id of one the dock stored, its step
+  // still live, writes nothing and gets that Put's PutAck with `replayed`
+  // set: send a Put again with the same put_id when its answer was lost
+  // (UNAVAILABLE, DEADLINE_EXCEEDED); ABORTED means the first is still being
+  // stored: ask again.
+  uint64_t put_id = 0;
 };
 
 // Rows asked for before generating (Client::Reserve): `rows`, or groups of
@@ -279,6 +286,7 @@ struct PutAck {
   int64_t rows = 0;
   int64_t bytes = 0;
   std::vector<int64_t> assigned;  // the rows the server assigned (new_rows)
+  bool replayed = false;  // an earlier Put's answer (same put_id): nothing written
 };
 
 class Client final {

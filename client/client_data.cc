@@ -98,6 +98,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.mutable_group_sizes()->Assign(put.group_sizes.begin(), put.group_sizes.end());
   header.mutable_versions()->Assign(put.versions.begin(), put.versions.end());
   header.set_reservation(put.reservation);
+  header.set_put_id(put.put_id);
   for (const ColumnSpec& column : put.new_columns) *header.add_new_columns() = ToProto(column);
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
@@ -203,7 +204,8 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
   return PutAck{.rows = response.rows(),
                 .bytes = response.bytes(),
-                .assigned = {response.assigned().begin(), response.assigned().end()}};
+                .assigned = {response.assigned().begin(), response.assigned().end()},
+                .replayed = response.replayed()};
 }
 
 absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {

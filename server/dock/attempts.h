@@ -56,6 +56,8 @@ struct PutAttempt {
 // carries and what applying it needs (DockImpl::ApplyPut).
 struct StagedPut {
   int64_t step = 0;
+  uint64_t put_id = 0;  // PutInput::put_id: its answer is kept with its cells
+  uint64_t put_fingerprint = 0;
   PutResult result;
   std::vector<WrittenColumn> columns;
   // Holds the cells' bytes while they are recorded; the step is still the

@@ -62,6 +62,10 @@ absl::Status DockRecovery::Version(int64_t step, int64_t row, int64_t version) {
   return impl_->RecoverVersion(step, row, version);
 }
 
+void DockRecovery::PutAnswer(uint64_t put_id, const PutResult& answer, uint64_t fingerprint) {
+  impl_->RecoverPutAnswer(put_id, answer, fingerprint);
+}
+
 absl::Status DockRecovery::Reserved(const DockJournal::ReservationRecord& record) {
   return impl_->RecoverReservation(record);
 }

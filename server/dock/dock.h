@@ -256,6 +256,10 @@ class DockRecovery final {
   absl::Status Key(int64_t step, int64_t row, const std::string& key);
   // A write of row `row` of `step` carried `version`: after the step's cells.
   absl::Status Version(int64_t step, int64_t row, int64_t version);
+  // The answer of a Put with its writer's id (PutInput::put_id) and its
+  // fingerprint, after the step's cells: a Put sent again with the id gets
+  // it (ignored unless the step is live).
+  void PutAnswer(uint64_t put_id, const PutResult& answer, uint64_t fingerprint);
   // A reservation: after the cells, before versions and drops.
   absl::Status Reserved(const DockJournal::ReservationRecord& record);
   // Units of rows carried into `step` count as done for `consumer`: after

@@ -135,7 +135,15 @@ std::shared_ptr<StepCells> DockImpl::ApplyReleaseLocked(Partition& part, int64_t
   leases_->DropStep(part.step(mu_));
   reservations_.ForgetStep(part.step(mu_));
   keys_.ForgetStep(mu_, step, part.row_index(), rows_per_step_);
+  put_ids_.ForgetStep(step);
   return part.Release(mu_);
+}
+
+void DockImpl::RecoverPutAnswer(uint64_t put_id, const PutResult& answer,
+                                uint64_t fingerprint) {
+  tdock::ReaderMutexLock lock(&mu_);
+  // Under the lock, as Finish is: a release forgets it.
+  if (put_id != 0 && ring_.Holds(mu_, answer.step)) put_ids_.Restore(put_id, {answer, fingerprint});
 }
 
 absl::Status DockImpl::NotLiveLocked(int64_t step) const {

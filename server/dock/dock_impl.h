@@ -38,6 +38,7 @@
 #include "server/dock/partition.h"
 #include "server/dock/policy_version.h"
 #include "server/dock/put_checks.h"
+#include "server/dock/put_id_table.h"
 #include "server/dock/reservation_table.h"
 #include "server/dock/response_sizes.h"
 #include "server/dock/retry_times.h"
@@ -109,6 +110,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // Row `row` of `step` (which holds its cells) has `key`.
   absl::Status RecoverKey(int64_t step, int64_t row, const std::string& key);
   absl::Status RecoverVersion(int64_t step, int64_t row, int64_t version);
+  void RecoverPutAnswer(uint64_t put_id, const PutResult& answer, uint64_t fingerprint);
   absl::Status RecoverReservation(const DockJournal::ReservationRecord& record);
   // Step `step` owes `rows` (dropped as carried) to the next step.
   absl::Status RecoverCarry(int64_t step, std::vector<int64_t> rows,
@@ -564,6 +566,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
 
   // Keys of live rows (dock_keys.cc); its lock is a leaf.
   KeyIndex keys_;
+  // The answers of live steps' Puts by their writers' ids (dock_put.cc);
+  // its lock is a leaf.
+  PutIdTable put_ids_;
 
   // Parked calls; its lock comes before mu_ (a parking call re-checks its
   // condition under it).

@@ -34,6 +34,8 @@ void DockImpl::RecordPut(const PutInput& in, PutResult result, std::shared_ptr<S
                          std::vector<WrittenColumn> columns, PutCallback done) {
   auto put = std::make_unique<StagedPut>();
   put->step = in.step;
+  put->put_id = in.put_id;
+  put->put_fingerprint = in.put_fingerprint;
   put->result = result;
   put->columns = std::move(columns);
   put->cells = std::move(cells);
@@ -125,6 +127,9 @@ void DockImpl::StorePut(const PutInput& in, const StagedPut& put, DockJournal& j
   record.unused = unused.has_value() ? &*unused : nullptr;
   record.carried_from = put.carried_from;
   record.carried_done = put.carried_done;
+  record.put_id = put.put_id;
+  record.put_fingerprint = put.put_fingerprint;
+  record.answer = &put.result;
   journal.Put(record, std::move(stored));
 }
 
@@ -148,6 +153,8 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
         for (const ConsumerUnits& units : put.carried_done) {
           CountCarriedDoneLocked(part, consumers_.plan(mu_, units.consumer), units.units);
         }
+        // While the step is live, so its release forgets the id.
+        if (put.put_id != 0) put_ids_.Finish(put.put_id, {put.result, put.put_fingerprint});
       }
       // Records complete in the order they were submitted, so the last
       // rewrite of a cell stored is the one left visible.

@@ -385,6 +385,35 @@ void DockImpl::EndAppend(int64_t step, uint64_t claim) {
 }
 
 void DockImpl::Put(PutInput input, PutCallback done) {
+  if (input.put_id != 0) {
+    input.put_fingerprint = PutFingerprint(input);
+    PutIdTable::Stored stored;
+    switch (put_ids_.Begin(input.put_id, &stored)) {
+      case PutIdTable::Claim::kAnswered:
+        if (stored.fingerprint != input.put_fingerprint) {
+          std::move(done)(absl::InvalidArgumentError(absl::StrCat(
+              Where(input.step), ": put_id ", input.put_id, " is the id of another Put, stored "
+              "in step ", stored.answer.step, " (its step, rows, keys, lease, reservation or "
+              "columns differ); each Put needs an id of its own")));
+          return;
+        }
+        stored.answer.replayed = true;
+        std::move(done)(std::move(stored.answer));
+        return;
+      case PutIdTable::Claim::kInFlight:
+        std::move(done)(absl::AbortedError(absl::StrCat(
+            Where(input.step), ": a Put with put_id ", input.put_id,
+            " is being stored; ask again for its answer")));
+        return;
+      case PutIdTable::Claim::kNew:
+        done = [this, id = input.put_id,
+                done = std::move(done)](absl::StatusOr<PutResult> result) mutable {
+          put_ids_.End(id);
+          std::move(done)(std::move(result));
+        };
+        break;
+    }
+  }
   if (input.ack_lease != 0) {
     PutAndAck(std::move(input), std::move(done));
     return;

@@ -65,6 +65,13 @@ class DockJournal {
     // Per consumer, the units of the carried rows it had taken in step
     // `carried_from`: done for it in this step.
     std::vector<ConsumerUnits> carried_done;
+    // Non-zero: the writer's id for the Put (PutInput::put_id), recorded
+    // with `answer`, what a Put sent again with the id is answered, and the
+    // Put's fingerprint (PutFingerprint), which tells another Put sent with
+    // the id.
+    uint64_t put_id = 0;
+    uint64_t put_fingerprint = 0;
+    const PutResult* answer = nullptr;
   };
   virtual void Put(const PutRecord& put, Done done) = 0;
 

@@ -81,6 +81,14 @@ struct PutInput {
   // the positions of the Put's rows it had taken there, done for it here.
   int64_t carried_from = -1;
   std::vector<std::pair<int, std::vector<size_t>>> carried_taken;
+  // Non-zero: the writer's id for this Put. A Put with the id of one the
+  // dock stored (in a step still live) is not written again: it gets that
+  // Put's answer, with `replayed` set; one sent while a Put with its id is
+  // being stored is refused (ABORTED: ask again).
+  uint64_t put_id = 0;
+  // Set by the dock for a Put with a put_id: PutFingerprint of the Put as
+  // it came, kept with its answer.
+  uint64_t put_fingerprint = 0;
   int64_t version_of(size_t i) const { return versions.size() == 1 ? versions[0] : versions[i]; }
   // The rows the Put writes: `rows`, or as many as it asks the server for.
   int64_t row_count() const {
@@ -93,6 +101,7 @@ struct PutResult {
   int64_t bytes = 0;
   std::vector<int64_t> assigned;  // the rows the server assigned (new_rows)
   int64_t step = 0;               // the step written (a reservation's, too)
+  bool replayed = false;  // the answer of an earlier Put with the same put_id
 };
 
 struct GetInput {

@@ -130,6 +130,13 @@ std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id) {
   return key;
 }
 
+std::string PutIdKey(absl::string_view dock, int64_t step, uint64_t put_id) {
+  std::string key = StepPrefix(dock, step);
+  key.push_back('p');
+  PutBe(key, put_id, 8);
+  return key;
+}
+
 std::string CarryKey(absl::string_view dock, int64_t step) {
   std::string key = StepPrefix(dock, step);
   key.push_back('C');
@@ -211,6 +218,22 @@ bool DecodeReservation(absl::string_view value, DockJournal::ReservationRecord& 
   if (!in.ReadI64(r.version) || !in.ReadI64(r.deadline_unix_ms)) return false;
   int64_t row = 0;
   while (in.ReadI64(row)) r.rows.push_back(row);
+  return in.done();
+}
+
+std::string EncodePutAnswer(const PutResult& answer, uint64_t fingerprint) {
+  std::string value;
+  PutBe(value, fingerprint, 8);
+  PutBe(value, static_cast<uint64_t>(answer.rows), 8);
+  PutBe(value, static_cast<uint64_t>(answer.bytes), 8);
+  return value + EncodeNumbers(answer.assigned);
+}
+
+bool DecodePutAnswer(absl::string_view value, PutResult& answer, uint64_t& fingerprint) {
+  Reader in(value);
+  if (!in.Read(fingerprint, 8) || !in.ReadI64(answer.rows) || !in.ReadI64(answer.bytes)) return false;
+  int64_t row = 0;
+  while (in.ReadI64(row)) answer.assigned.push_back(row);
   return in.done();
 }
 

@@ -16,6 +16,10 @@
 //   D <dock> \0 <step:8> k <lease:8>            a lease acknowledged
 //   D <dock> \0 <step:8> v <row:8> <version:8>  a version a write of the row carried
 //                                               (empty; the lowest counts)
+//   D <dock> \0 <step:8> p <put id:8>           a Put's answer, kept for a Put sent
+//                                               again with its writer's id:
+//                                               <fingerprint:8> <rows:8> <bytes:8>
+//                                               <assigned row:8>...
 //   D <dock> \0 <step:8> R <id:8>               rows reserved before generation:
 //                                               <version:8> <deadline unix ms:8> <row:8>...
 //   D <dock> \0 <step:8> x <seq:8>              rows dropped (or the step sealed):
@@ -122,6 +126,7 @@ std::string DeliveryKey(absl::string_view dock, int64_t step, int consumer, int6
 std::string AckKey(absl::string_view dock, int64_t step, uint64_t lease);
 std::string DropKey(absl::string_view dock, int64_t step, uint64_t seq);
 std::string ReservationKey(absl::string_view dock, int64_t step, uint64_t id);
+std::string PutIdKey(absl::string_view dock, int64_t step, uint64_t put_id);
 std::string CarryKey(absl::string_view dock, int64_t step);
 std::string CarriedDoneKey(absl::string_view dock, int64_t step, int64_t from, int consumer);
 // A pending carry's value: <rows:8> <row:8>..., then per consumer that took
@@ -150,6 +155,11 @@ bool DecodeDrop(absl::string_view value, DockJournal::DropRecord& d);
 // fills those; false if it does not decode.
 std::string EncodeReservation(const DockJournal::ReservationRecord& r);
 bool DecodeReservation(absl::string_view value, DockJournal::ReservationRecord& r);
+// A Put's answer: its fingerprint, rows, bytes and assigned rows.
+// DecodePutAnswer fills those (not step: it is in the key); false if it
+// does not decode.
+std::string EncodePutAnswer(const PutResult& answer, uint64_t fingerprint);
+bool DecodePutAnswer(absl::string_view value, PutResult& answer, uint64_t& fingerprint);
 
 }  // namespace tdock::persist::records
 

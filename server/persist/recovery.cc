@@ -114,6 +114,7 @@ class DockScan {
       case 'k': return Ack(step, in);
       case 'x': return Drop(step, in, value);
       case 'R': return Reservation(step, in, value);
+      case 'p': return PutAnswer(step, in, value);
       case 'C': return Carry(step, in, value);
       case 'o': return CarriedDone(step, in, value);
       default:
@@ -132,6 +133,9 @@ class DockScan {
       TDOCK_RETURN_IF_ERROR(dock_.Reserved(r));
     }
     for (const auto& [step, row, key] : keys_) TDOCK_RETURN_IF_ERROR(dock_.Key(step, row, key));
+    for (const auto& [id, answer, fingerprint] : put_answers_) {
+      dock_.PutAnswer(id, answer, fingerprint);
+    }
     for (const auto& [step, row, version] : versions_) {
       TDOCK_RETURN_IF_ERROR(dock_.Version(step, row, version));
     }
@@ -178,6 +182,17 @@ class DockScan {
       return absl::DataLossError(absl::StrCat("a key of step ", step, " does not decode"));
     }
     keys_.emplace_back(step, static_cast<int64_t>(row), std::string(value));
+    return absl::OkStatus();
+  }
+
+  absl::Status PutAnswer(int64_t step, Reader& in, absl::string_view value) {
+    uint64_t id = 0, fingerprint = 0;
+    PutResult answer;
+    answer.step = step;
+    if (!in.Read(id, 8) || !in.done() || !records::DecodePutAnswer(value, answer, fingerprint)) {
+      return absl::DataLossError(absl::StrCat("a Put's answer in step ", step, " does not decode"));
+    }
+    put_answers_.push_back({id, std::move(answer), fingerprint});
     return absl::OkStatus();
   }
 
@@ -317,6 +332,7 @@ class DockScan {
   std::vector<std::pair<int64_t, ConsumerUnits>> carried_done_;  // by step
   std::vector<std::tuple<int64_t, int64_t, std::string>> keys_;  // step, row, key
   std::vector<std::tuple<int64_t, int64_t, int64_t>> versions_;  // step, row, version
+  std::vector<std::tuple<uint64_t, PutResult, uint64_t>> put_answers_;  // id, answer, fingerprint
   std::set<std::pair<int64_t, uint64_t>> acked_;  // (step, lease)
   uint64_t next_handout_ = 0;
 };

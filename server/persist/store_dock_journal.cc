@@ -22,12 +22,14 @@ using records::DropKey;
 using records::EncodeDrop;
 using records::EncodeHandOut;
 using records::EncodeNumbers;
+using records::EncodePutAnswer;
 using records::EncodeReservation;
 using records::EncodeRound;
 using records::HandOutKey;
 using records::KeyKey;
 using records::PrefixEnd;
 using records::PutBe;
+using records::PutIdKey;
 using records::ReservationKey;
 using records::RoundKey;
 using records::SpecKey;
@@ -57,6 +59,9 @@ void StoreDockJournal::Put(const PutRecord& put, Done done) {
                 EncodeNumbers(d.units));
     }
     batch.Delete(CarryKey(dock_, put.carried_from));
+  }
+  if (put.put_id != 0 && put.answer != nullptr) {
+    batch.Put(PutIdKey(dock_, put.step, put.put_id), EncodePutAnswer(*put.answer, put.put_fingerprint));
   }
   Submit(std::move(batch), std::move(done), put.unused);
 }

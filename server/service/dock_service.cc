@@ -64,6 +64,7 @@ absl::Status WritePutResponse(const PutResult& result,
   reply.set_bytes(result.bytes);
   reply.mutable_assigned()->Assign(result.assigned.begin(), result.assigned.end());
   reply.set_step(result.step);
+  reply.set_replayed(result.replayed);
   bool own_buffer = false;
   return FromGrpcStatus(grpc::SerializationTraits<v1::PutResponse>::Serialize(
       reply, response, &own_buffer));
@@ -192,6 +193,7 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
   input.versions.assign(header.versions().begin(), header.versions().end());
   input.reservation = header.reservation();
+  input.put_id = header.put_id();
   for (int i = 0; i < header.new_columns_size(); ++i) {
     absl::StatusOr<ColumnSpec> column = FromProto(header.new_columns(i));
     if (!column.ok()) {
@@ -210,7 +212,9 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
                                      absl::StatusOr<PutResult> result) {
     absl::Status status = result.status();
     if (status.ok()) status = WritePutResponse(*result, response);
-    if (status.ok() && payload != nullptr) payload->OnPayload(result->bytes, 0);
+    if (status.ok() && payload != nullptr && !result->replayed) {
+      payload->OnPayload(result->bytes, 0);
+    }
     reactor->Finish(ToGrpcStatus(status));
   });
   return reactor;

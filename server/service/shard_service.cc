@@ -136,6 +136,15 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   }
 
   void Committed(grpc::Status status) {
+    if (status.ok() && commit_response_.replayed()) {
+      // An earlier Put with this put_id was stored (its cells staged by this
+      // shard or another): this one's copy is not needed.
+      service_->store_->Abort(extent_);
+      bool own_buffer = false;
+      Finish(grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_, response_,
+                                                                   &own_buffer));
+      return;
+    }
     if (status.ok()) {
       absl::Status committed = service_->store_->Commit(extent_, commit_response_.step());
       if (committed.ok()) {

@@ -108,18 +108,26 @@ absl::Status ShardStore::Commit(uint64_t extent, int64_t step) {
     return absl::NotFoundError(
         absl::StrCat("shard ", shard_, " holds no staged Put ", extent));
   }
-  if (it->second.free_at != absl::InfiniteFuture()) {
-    return absl::NotFoundError(absl::StrCat("shard ", shard_, " staged Put ", extent,
-                                            " was released with its step"));
+  Extent& held = it->second;
+  held.committed = true;
+  held.step = step;
+  // Its step was released meanwhile (a reservation's, learnt only now): it
+  // retires as the step's other cells did.
+  if (auto dock = docks_.find(held.dock);
+      held.free_at == absl::InfiniteFuture() && dock != docks_.end() &&
+      dock->second.released.count(step) != 0) {
+    held.free_at = clock_->Now() + read_grace_;
   }
-  it->second.committed = true;
-  it->second.step = step;
   return absl::OkStatus();
 }
 
 void ShardStore::Abort(uint64_t extent) {
+  std::optional<Extent> freed;  // destroyed once the lock is let go
   tdock::MutexLock lock(&mu_);
-  extents_.erase(extent);
+  if (auto it = extents_.find(extent); it != extents_.end()) {
+    freed = std::move(it->second);
+    extents_.erase(it);
+  }
 }
 
 absl::Status ShardStore::NotHeld(const CellLocation& where, const std::string& why) {
@@ -133,6 +141,7 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
                                                    absl::Span<const CellLocation> where) const {
   Cells out;
   out.cells.reserve(where.size());
+  const absl::Time now = clock_->Now();
   tdock::ReaderMutexLock lock(&mu_);
   const internal::StepCells* last_pinned = nullptr;
   for (const CellLocation& cell : where) {
@@ -143,6 +152,9 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
     if (it == extents_.end() || it->second.dock != dock) {
       return NotHeld(cell, absl::StrCat("shard ", shard_, " holds no such extent of dock '",
                                         dock, "'"));
+    }
+    if (it->second.free_at <= now) {
+      return NotHeld(cell, "its step was released and its read grace has passed");
     }
     // A staged Put's cells are read too: the controller hands out only
     // locations it stored, and may do so before the shard hears its answer.
@@ -184,8 +196,12 @@ void ShardStore::Release(const std::string& dock, int64_t step) {
 
 void ShardStore::ForgetDock(const std::string& dock) {
   std::vector<Extent> freed;
+  std::optional<DockCells> forgotten;
   tdock::MutexLock lock(&mu_);
-  docks_.erase(dock);
+  if (auto it = docks_.find(dock); it != docks_.end()) {
+    forgotten = std::move(it->second);
+    docks_.erase(it);
+  }
   Retire(dock, std::nullopt);
   freed = TakeRetired(clock_->Now());
 }

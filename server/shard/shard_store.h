@@ -82,8 +82,9 @@ class ShardStore final {
                                absl::Span<const int64_t> item_bytes);
   // The controller stored the staged Put `extent` in `step` (a Put naming a
   // reservation learns its step from the controller): its cells are
-  // readable, and freed with that step. NOT_FOUND if no Put is staged as
-  // `extent` (aborted, unknown) or its step was released meanwhile.
+  // readable, and freed with that step (retired at once if that step was
+  // released here meanwhile). NOT_FOUND if no Put is staged as `extent`
+  // (aborted, unknown).
   absl::Status Commit(uint64_t extent, int64_t step);
   // The controller did not store it: it is forgotten.
   void Abort(uint64_t extent);

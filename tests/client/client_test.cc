@@ -145,6 +145,23 @@ TEST_F(ClientTest, PutThenGetReturnsSameValues) {
   }
 }
 
+// A Put sent again with its put_id gets the stored Put's answer, replayed,
+// and writes nothing (its rows are not refused as written).
+TEST_F(ClientTest, APutSentAgainWithItsIdIsReplayed) {
+  ASSERT_OK(client_->CreateDock(TestSpec("d")).status());
+  ClientPut put{.dock = "d", .step = 0, .rows = {0, 1}, .put_id = 0xfeed};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {kIds[0], kIds[1]}));
+  ASSERT_OK_AND_ASSIGN(PutAck first, client_->Put(put));
+  EXPECT_FALSE(first.replayed);
+  ASSERT_OK_AND_ASSIGN(PutAck again, client_->Put(put));
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(again.rows, 2);
+  EXPECT_EQ(again.bytes, first.bytes);
+  put.put_id = 0;  // without one, the same Put is refused: its cells are written
+  EXPECT_STATUS(client_->Put(put).status(), absl::StatusCode::kAlreadyExists,
+                "is already written");
+}
+
 // Columns put by separate calls are served together once all are ready; the
 // batch stays valid after the client that fetched it is gone.
 TEST_F(ClientTest, SeparatePutsPerColumn) {

@@ -65,6 +65,14 @@ inline absl::StatusOr<PutResult> PutSync(Dock& dock, int64_t step,
   return PutSync(dock, std::move(in));
 }
 
+// Rows of `step` with a cell of column `column` ready (0: not live).
+inline int64_t ReadyRows(Dock& dock, int64_t step, int column = 0) {
+  for (const StepStats& s : dock.Stats().steps) {
+    if (s.step == step) return s.ready_rows[column];
+  }
+  return 0;
+}
+
 inline absl::StatusOr<Batch> GetSync(Dock& dock, GetInput in) {
   std::promise<absl::StatusOr<Batch>> promise;
   auto future = promise.get_future();

@@ -177,15 +177,31 @@ TEST(ShardStore, ReleasedCellsStayReadableForTheGrace) {
   EXPECT_EQ(store.GetStats().retired_bytes, 0);
 }
 
-// A Put staged while its step was released is not committed: the
-// controller's answer came too late for the shard to keep it.
-TEST(ShardStore, APutStagedBeforeItsStepsReleaseIsNotCommitted) {
-  ShardStore store(7, 4096, 0, absl::Seconds(10), std::make_shared<ManualClock>());
+// A Put staged before its step was released and committed after (the
+// controller stored it, the release came meanwhile) is kept readable for
+// the grace, as the step's other cells are; so is a reservation's Put
+// committed into a step released here before.
+TEST(ShardStore, APutCommittedAfterItsStepsReleaseRetires) {
+  auto clock = std::make_shared<ManualClock>();
+  ShardStore store(7, 4096, 0, absl::Seconds(10), clock);
   Put put;
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged reserved,
+                       store.Stage("d", std::nullopt, put.views, put.item_bytes));
   store.Release("d", 0);
-  EXPECT_STATUS(store.Commit(staged.extent, 0), absl::StatusCode::kNotFound,
-                absl::StrCat("shard 7 staged Put ", staged.extent, " was released with its step"));
+  store.Release("d", 3);
+  ASSERT_OK(store.Commit(staged.extent, 0));
+  ASSERT_OK(store.Commit(reserved.extent, 3));
+  EXPECT_TRUE(store.HeldSteps().empty());
+  ASSERT_OK(store.Read("d", staged.locations[0]).status());
+  ASSERT_OK(store.Read("d", reserved.locations[0]).status());
+  clock->Advance(absl::Seconds(10));
+  // Past the grace a read is refused even before the sweep frees them.
+  EXPECT_STATUS(store.Read("d", staged.locations[0]), absl::StatusCode::kNotFound,
+                "its step was released and its read grace has passed");
+  store.Sweep();
+  EXPECT_STATUS(store.Read("d", reserved.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
 }
 
 // Retired cells give way to a Put that needs their memory.

@@ -274,6 +274,37 @@ TEST_F(ScaleOutTest, AStandaloneServerTakesNoLocationsAndListsNoShards) {
   standalone.Shutdown();
 }
 
+// A Put sent again with its put_id, through another shard, is answered as
+// the stored one was (replayed) and the other shard's copy is not used:
+// the rows' cells stay where the first Put left them.
+TEST_F(ScaleOutTest, APutSentAgainWithItsIdThroughAnotherShardIsReplayed) {
+  v1::PutRequest put;
+  put.set_dock("grpo");
+  put.set_new_rows(2);
+  put.set_put_id(0x5eed);
+  *put.add_columns() = Int32Column("prompt_ids", {{1, 2}, {3}});
+  *put.add_columns() = Int32Column("response_ids", {{4}, {5, 6, 7}});
+  ASSERT_OK_AND_ASSIGN(v1::PutResponse first, ShardPut(1, put));
+  EXPECT_FALSE(first.replayed());
+  ASSERT_OK_AND_ASSIGN(v1::PutResponse again, ShardPut(2, put));
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(std::vector<int64_t>(again.assigned().begin(), again.assigned().end()),
+            std::vector<int64_t>(first.assigned().begin(), first.assigned().end()));
+  EXPECT_EQ(again.bytes(), first.bytes());
+  v1::ReadRequest read;
+  read.set_dock("grpo");
+  read.set_step(0);
+  read.mutable_rows()->Assign(first.assigned().begin(), first.assigned().end());
+  read.add_columns("response_ids");
+  v1::GetResponse located;
+  ASSERT_TRUE(stub_->Read(Context().get(), read, &located).ok());
+  for (const CellLocation& where : LocationsOf(located.columns(0))) EXPECT_EQ(where.shard, 1u);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(1, ReadOf(located.columns(0), {0, 1})));
+  EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(put.columns(1), 1, 4));
+  // Shard 2 took in no payload for it: its copy was dropped, not counted.
+  EXPECT_EQ(PayloadBytes(*shards_[1], "in"), 0);
+}
+
 // The controller releases a step once its last rows are handed out (here,
 // at once, by ReleaseStep); a consumer without a lease reads their cells
 // after that: the shard keeps them readable for the grace.

@@ -271,8 +271,8 @@ class _DockCalls:
                      keys: Iterable[str] | None = None, new_rows: int = 0,
                      group_sizes: Iterable[int] | None = None,
                      versions: int | Iterable[int] | None = None,
-                     reservation: int = 0, add_columns: bool = False
-                     ) -> tuple[bytes, list[batch_mod.Batch]]:
+                     reservation: int = 0, add_columns: bool = False,
+                     put_id: int = 0) -> tuple[bytes, list[batch_mod.Batch]]:
         """The encoded PutRequest and the leased batches it acknowledges (the
         first with the write, the rest after it). A column `spec` lacks raises
         _UnknownColumn, unless `add_columns` (with `spec` just fetched) and the
@@ -322,7 +322,7 @@ class _DockCalls:
                                      ack_lease=leased[0].lease if leased else 0, keys=keys,
                                      new_rows=new_rows, group_sizes=group_sizes,
                                      versions=versions, reservation=reservation,
-                                     new_columns=new_columns)
+                                     new_columns=new_columns, put_id=put_id)
         return wire.encode_put(header, wire_columns), leased
 
     def _put_went_in(self, step: int, rows: Any, keys: Any,
@@ -672,6 +672,17 @@ def _leased(batches: Any) -> list[batch_mod.Batch]:
         if b.lease is not None:
             out.append(b)
     return out
+
+
+def _put_id(put_id: Any) -> int:
+    """A Put's put_id argument on the wire (0: none)."""
+    if put_id is None:
+        return 0
+    if (isinstance(put_id, bool) or not isinstance(put_id, (int, np.integer))
+            or not 0 < put_id < 1 << 64):
+        raise errors.InvalidArgument(
+            f"put: put_id must be an int in [1, 2**64), got {put_id!r}")
+    return int(put_id)
 
 
 def _millis(seconds: float, what: str) -> int:

@@ -26,7 +26,7 @@ from tdock import _shards, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, NackAll, PutAck, RowState, Tls,
                           _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
-                          _raw, _stub, _summaries, _UnknownColumn)
+                          _put_id, _raw, _stub, _summaries, _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "Tls"]
@@ -181,22 +181,24 @@ class Dock(_DockCalls):
                   keys: Iterable[str] | None = None, new_rows: int = 0,
                   group_sizes: Iterable[int] | None = None,
                   versions: int | Iterable[int] | None = None,
-                  reservation: Any = None) -> PutAck:
+                  reservation: Any = None, put_id: int | None = None) -> PutAck:
         """As tdock.Dock.put."""
         rows, keys, group_sizes, versions, reserved = self._put_arguments(
             step, rows, keys, group_sizes, versions, reservation)
+        wire_id = _put_id(put_id)
         # Before the Put may add columns (and drop the spec).
         group_size = (await self.fetch_spec()).n_samples_per_prompt
         try:
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
-                                                group_sizes, versions, reserved)
+                                                group_sizes, versions, reserved,
+                                                put_id=wire_id)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
                                                 group_sizes, versions, reserved,
-                                                add_columns=True)
+                                                add_columns=True, put_id=wire_id)
             self._spec = None  # and those the Put adds
         try:
             shards = await self.client.shards()
@@ -217,7 +219,7 @@ class Dock(_DockCalls):
             raise self._written_before(e, step, rows, leased) from None
         self._put_went_in(step, rows, keys, leased)
         await self.ack(leased[1:])
-        return PutAck(resp.rows, resp.bytes, list(resp.assigned))
+        return PutAck(resp.rows, resp.bytes, list(resp.assigned), resp.replayed)
 
     async def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
                   count: int | None = None, wait: float = 30.0,

@@ -33,7 +33,8 @@ from tdock._calls import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll, 
                           Reservation,
                           RowState, StalenessStatus, StepStatus,
                           Tls, _Connection, _create_dock_request, _DockCalls, _Drain,
-                          _joined, _leased, _raw, _stub, _summaries, _UnknownColumn)
+                          _joined, _leased, _put_id, _raw, _stub, _summaries,
+                          _UnknownColumn)
 from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "Lease", "LeaseStatus", "NackAll",
@@ -205,7 +206,7 @@ class Dock(_DockCalls):
             keys: Iterable[str] | None = None, new_rows: int = 0,
             group_sizes: Iterable[int] | None = None,
             versions: int | Iterable[int] | None = None,
-            reservation: Any = None) -> PutAck:
+            reservation: Any = None, put_id: int | None = None) -> PutAck:
         """Writes cells (rows x columns) of a step. Each column's value holds
         one entry per row (see tdock.columns). `ack`: a Batch (or list of
         them) whose lease this write completes: the first lease is checked
@@ -235,18 +236,27 @@ class Dock(_DockCalls):
         (>= 0); a row keeps the oldest it was given, and batches
         (`batch.versions`) and list_rows carry it.
         `reservation`: a Reservation (Dock.reserve) or its id whose rows this
-        writes, at its step (with `rows` None, all of them)."""
+        writes, at its step (with `rows` None, all of them).
+        `put_id`: an id for this Put chosen by the writer, in [1, 2**64)
+        (e.g. secrets.randbits(64) or 1): a Put sent again with the id of one
+        the dock stored, its step still live, writes nothing and returns that
+        Put's PutAck with `replayed` True. Send a Put again with the same
+        put_id when its answer was lost (errors.Unavailable,
+        errors.DeadlineExceeded); errors.Aborted means the first is still
+        being stored: ask again."""
         rows, keys, group_sizes, versions, reserved = self._put_arguments(
             step, rows, keys, group_sizes, versions, reservation)
+        wire_id = _put_id(put_id)
         group_size = self.spec.n_samples_per_prompt  # before the Put may add columns
         try:
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
-                                                keys, new_rows, group_sizes, versions, reserved)
+                                                keys, new_rows, group_sizes, versions, reserved,
+                                                put_id=wire_id)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
             payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved,
-                                                add_columns=True)
+                                                add_columns=True, put_id=wire_id)
             self._spec = None  # and those the Put adds
         try:
             shards = self.client.shards()
@@ -266,7 +276,7 @@ class Dock(_DockCalls):
             raise self._written_before(e, step, rows, leased) from None
         self._put_went_in(step, rows, keys, leased)
         self.ack(leased[1:])
-        return PutAck(resp.rows, resp.bytes, list(resp.assigned))
+        return PutAck(resp.rows, resp.bytes, list(resp.assigned), resp.replayed)
 
     def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
             count: int | None = None, wait: float = 30.0,

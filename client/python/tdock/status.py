@@ -124,6 +124,8 @@ class PutAck:
     rows: int
     bytes: int
     assigned: list[int] = field(default_factory=list)  # rows the server assigned
+    # The answer of an earlier Put with the same put_id: nothing was written.
+    replayed: bool = False
 
 
 def drop_counts(counts: Iterable[dock_pb2.DropCount]) -> dict[str, int]:
