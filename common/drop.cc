@@ -13,6 +13,7 @@ absl::string_view DropReasonName(DropReason reason) {
     case DropReason::kOther: return "other";
     case DropReason::kUnused: return "unused";
     case DropReason::kCarried: return "carried";
+    case DropReason::kLost: return "lost";
     case DropReason::kUnspecified: break;
   }
   return "unspecified";
@@ -22,7 +23,7 @@ const std::array<DropReason, kDropReasons - 1>& AllDropReasons() {
   static constexpr std::array<DropReason, kDropReasons - 1> kAll = {
       DropReason::kFiltered, DropReason::kFailed,  DropReason::kStale, DropReason::kSealed,
       DropReason::kExpired,  DropReason::kSurplus, DropReason::kOther,
-      DropReason::kUnused,   DropReason::kCarried};
+      DropReason::kUnused,   DropReason::kCarried, DropReason::kLost};
   return kAll;
 }
 

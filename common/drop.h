@@ -23,17 +23,19 @@ enum class DropReason : uint8_t {
   kUnused = 8,       // beyond its group's size, declared when the group was appended (the
                      // server's own reason: a Drop cannot give it)
   kCarried = 9,      // carried into the next step by seal_when.carry (the server's own)
+  kLost = 10,        // a cell of it was on a shard declared lost (the server's own)
 };
-inline constexpr int kDropReasons = 10;  // values 0..9; counts are indexed by value
+inline constexpr int kDropReasons = 11;  // values 0..10; counts are indexed by value
 
 // "filtered", "failed", ... ("unspecified" for kUnspecified).
 absl::string_view DropReasonName(DropReason reason);
 // The reason a name (lower case) stands for; false if it names none (or
 // "unspecified").
 bool ParseDropReason(absl::string_view name, DropReason* reason);
-// The reasons only the server gives (unused, carried): a Drop cannot.
+// The reasons only the server gives (unused, carried, lost): a Drop cannot.
 inline bool ServerOwnDropReason(DropReason reason) {
-  return reason == DropReason::kUnused || reason == DropReason::kCarried;
+  return reason == DropReason::kUnused || reason == DropReason::kCarried ||
+         reason == DropReason::kLost;
 }
 // The valid reasons, in value order.
 const std::array<DropReason, kDropReasons - 1>& AllDropReasons();

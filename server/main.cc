@@ -111,6 +111,9 @@ ABSL_FLAG(int64_t, shard_read_grace_ms, 10'000,
           "--role=shard: how long a released step's cells stay readable, for consumers "
           "without leases that read a batch after its step was released (a Put that needs "
           "the memory frees them sooner).");
+ABSL_FLAG(int64_t, shard_lost_after_ms, 60'000,
+          "--role=controller: a shard not heard from for this long (shards register every "
+          "second) is declared lost: rows with cells on it are dropped as lost.");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -141,6 +144,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shard.node = absl::GetFlag(FLAGS_node);
   options.shard.memory_limit_bytes = absl::GetFlag(FLAGS_shard_memory_limit_mb) << 20;
   options.shard.read_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shard_read_grace_ms));
+  options.controller.shard_lost_after =
+      absl::Milliseconds(absl::GetFlag(FLAGS_shard_lost_after_ms));
   options.shard.controller_ca = absl::GetFlag(FLAGS_controller_ca);
   options.shard.controller_tls_name = absl::GetFlag(FLAGS_controller_tls_name);
   options.listen = absl::GetFlag(FLAGS_listen);

@@ -99,6 +99,13 @@ absl::Status ServerOptions::Validate() const {
         "--controller_ca and --controller_tls_name are for --role=shard; this server's role "
         "is ", ServerRoleName(role)));
   }
+  if (controller.shard_lost_after <= absl::ZeroDuration() ||
+      controller.shard_check <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_lost_after_ms must be positive, got ",
+        absl::ToInt64Milliseconds(controller.shard_lost_after),
+        " (and the shard check interval, ", absl::FormatDuration(controller.shard_check), ")"));
+  }
   if (role == ServerRole::kShard) {
     if (shard.controller.empty()) {
       return absl::InvalidArgumentError("--role=shard needs --controller (its host:port)");
@@ -198,6 +205,10 @@ class Server::Impl {
   absl::Status Start();
   int port() const;
   DockRegistry& registry() { return registry_; }
+  const shard::ShardTable* shard_table() const { return shards_.get(); }
+  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now) {
+    return service_->DeclareLostShards(now, options_.controller.shard_lost_after);
+  }
   const ServerMetrics* metrics() const;
   persist::Persistence* persistence() { return persistence_.get(); }
   void Shutdown();
@@ -244,6 +255,9 @@ class Server::Impl {
   // role kShard: frees released steps' cells every release_sync until
   // stopping_ is set.
   std::thread release_sync_;
+  // role kController: declares shards lost every controller.shard_check
+  // until stopping_ is set.
+  std::thread shard_watch_;
   v1::ShardInfo registration_;  // what the shard registers as; set before the thread
   std::string host_name_;       // role kShard
   absl::Mutex sync_mu_;
@@ -317,6 +331,9 @@ absl::Status Server::Impl::StartLocked() {
   if (options_.role == ServerRole::kController) {
     shards_ = std::make_unique<shard::ShardTable>();
     service_->SetController(shards_.get());
+    shard_watch_ = std::thread([this] {
+      while (!Stopping(options_.controller.shard_check)) DeclareLostShards(absl::Now());
+    });
   }
   if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
@@ -491,13 +508,12 @@ void Server::Impl::Shutdown() {
   server_->GetHealthCheckService()->SetServingStatus(false);
   // Completes parked Gets and Puts so they do not hold up the drain below.
   registry_.Shutdown();
-  if (release_sync_.joinable()) {
-    {
-      absl::MutexLock lock(&sync_mu_);
-      stopping_ = true;
-    }
-    release_sync_.join();
+  {
+    absl::MutexLock lock(&sync_mu_);
+    stopping_ = true;
   }
+  if (release_sync_.joinable()) release_sync_.join();
+  if (shard_watch_.joinable()) shard_watch_.join();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   keeper_.reset();
@@ -519,6 +535,10 @@ Server::~Server() { impl_->Shutdown(); }
 absl::Status Server::Start() { return impl_->Start(); }
 int Server::port() const { return impl_->port(); }
 DockRegistry& Server::registry() { return impl_->registry(); }
+const shard::ShardTable* Server::shard_table() const { return impl_->shard_table(); }
+std::vector<shard::ShardEntry> Server::DeclareLostShards(absl::Time now) {
+  return impl_->DeclareLostShards(now);
+}
 const ServerMetrics* Server::metrics() const { return impl_->metrics(); }
 persist::Persistence* Server::persistence() { return impl_->persistence(); }
 void Server::Shutdown() { impl_->Shutdown(); }

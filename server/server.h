@@ -18,6 +18,7 @@
 #include "server/dock/registry.h"
 #include "server/persist/persistence.h"
 #include "server/service/security.h"
+#include "server/shard/shard_table.h"
 
 namespace tdock {
 
@@ -66,6 +67,15 @@ struct ServerOptions {
     // address's host. Empty: the host.
     std::string controller_tls_name;
   } shard;
+  // role kController: watching its shards.
+  struct Controller {
+    // A shard not heard from for this long (it registers every
+    // release_sync) is declared lost: rows with cells on it are dropped as
+    // "lost" and its id is free again.
+    absl::Duration shard_lost_after = absl::Seconds(60);
+    // How often the controller looks for lost shards.
+    absl::Duration shard_check = absl::Seconds(1);
+  } controller;
   // Address to listen on, host:port. Port 0 picks a free port (see port()).
   // Default: 127.0.0.1:50051.
   std::string listen = "127.0.0.1:50051";
@@ -120,6 +130,12 @@ class Server final {
   const ServerMetrics* metrics() const;
   // The journal and store (after Start; null without a data_dir).
   persist::Persistence* persistence();
+  // role kController (after Start; null otherwise): its shards.
+  const shard::ShardTable* shard_table() const;
+  // role kController: what it does every controller.shard_check, as of
+  // `now`: the shards not heard from for controller.shard_lost_after are
+  // declared lost (DockService::DeclareLostShards). Returns them.
+  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now);
   // Stops accepting calls, completes parked ones, lets in-flight calls finish
   // (up to shutdown_grace), and returns.
   void Shutdown();

@@ -78,8 +78,8 @@ absl::StatusOr<std::vector<int64_t>> DockImpl::DropRowsLocked(const DropInput& i
   if (ServerOwnDropReason(in.reason)) {
     return absl::InvalidArgumentError(absl::StrCat(
         Where(in.step), ": reason '", DropReasonName(in.reason),
-        "' is the server's own (rows past a group's declared size, or carried into the next "
-        "step); give one of ", ReasonList()));
+        "' is the server's own (rows past a group's declared size, carried into the next "
+        "step, or with cells on a lost shard); give one of ", ReasonList()));
   }
   if (in.rows.empty() && in.groups.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(Where(in.step), ": the drop names no rows or groups"));

@@ -51,7 +51,15 @@ ServeMetrics::ServeMetrics(prometheus::Registry& registry)
                          "counted: it carries none.")
                    .Register(registry)),
       payload_in_(payload_.Add({{"direction", "in"}})),
-      payload_out_(payload_.Add({{"direction", "out"}})) {}
+      payload_out_(payload_.Add({{"direction", "out"}})),
+      shards_lost_(prometheus::BuildCounter()
+                       .Name("tdock_shards_lost_total")
+                       .Help("Shards this controller declared lost (not heard from for "
+                             "--shard_lost_after_ms); their rows are dropped as lost.")
+                       .Register(registry)
+                       .Add({})) {}
+
+void ServeMetrics::OnShardLost() { shards_lost_.Increment(); }
 
 void ServeMetrics::OnPayload(int64_t in_bytes, int64_t out_bytes) {
   if (in_bytes > 0) payload_in_.Increment(static_cast<double>(in_bytes));

@@ -35,6 +35,7 @@ class ServeMetrics final : public ServiceObserver {
 
   void OnGetServed(const ServedGet& get) override;
   void OnPayload(int64_t in_bytes, int64_t out_bytes) override;
+  void OnShardLost() override;
 
  private:
   struct Series {
@@ -61,6 +62,8 @@ class ServeMetrics final : public ServiceObserver {
   prometheus::Family<prometheus::Counter>& payload_;
   prometheus::Counter& payload_in_;
   prometheus::Counter& payload_out_;
+  // tdock_shards_lost_total: a controller's shards declared lost.
+  prometheus::Counter& shards_lost_;
 
   absl::Mutex mu_;
   // Values are stable (heap nodes): a Series stays valid while this lives.

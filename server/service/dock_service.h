@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -148,6 +149,10 @@ class DockService final
   // cell_locations, and `shards` (borrowed) is its shard table.
   // REQUIRES: before serving.
   void SetController(shard::ShardTable* shards) { shards_ = shards; }
+  // A controller: the shards not heard from for `after` by `now` are taken
+  // out of the table and declared lost: in every dock, the rows with a cell
+  // on one are dropped as "lost" (Dock::DropLost). Returns them.
+  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now, absl::Duration after);
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "proto/tdock/v1/convert.h"
 #include "server/service/dock_service.h"
@@ -384,6 +386,31 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
   }
   const v1::ShardInfo& shard = request->shard();
   return FinishNow(context, shards_->Register({shard.id(), shard.address(), shard.node()}));
+}
+
+std::vector<shard::ShardEntry> DockService::DeclareLostShards(absl::Time now,
+                                                             absl::Duration after) {
+  if (shards_ == nullptr) return {};
+  std::vector<shard::ShardEntry> lost = shards_->TakeUnseen(now, after);
+  for (const shard::ShardEntry& shard : lost) {
+    TDOCK_LOG(WARNING) << "shard " << shard.id << " at " << shard.address << " on node "
+                       << shard.node << " was not heard from for "
+                       << absl::FormatDuration(after)
+                       << ": declared lost; rows with cells on it are dropped as lost";
+    if (observer_ != nullptr) observer_->OnShardLost();
+    for (const std::shared_ptr<Dock>& dock : registry_->List()) {
+      dock->DropLost(shard.id, [name = dock->name(), id = shard.id](absl::StatusOr<int64_t> rows) {
+        if (!rows.ok()) {
+          TDOCK_LOG(ERROR) << "dock '" << name << "': the rows of lost shard " << id
+                           << " were not dropped: " << rows.status();
+        } else if (*rows > 0) {
+          TDOCK_LOG(WARNING) << "dock '" << name << "': " << *rows
+                             << " rows with cells on lost shard " << id << " dropped as lost";
+        }
+      });
+    }
+  }
+  return lost;
 }
 
 grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,

@@ -38,6 +38,8 @@ class ServiceObserver {
   // Read's, a shard's ReadCells). A controller's cell locations are not
   // payload: it reports none.
   virtual void OnPayload(int64_t in_bytes, int64_t out_bytes) {}
+  // A controller declared one of its shards lost.
+  virtual void OnShardLost() {}
 };
 
 }  // namespace tdock

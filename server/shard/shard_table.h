@@ -1,7 +1,9 @@
 // ShardTable: the shards a controller knows, by id: where clients reach each
-// and on which node it runs. A shard registers when it starts (and again
-// after either side restarts); clients list the table to find the shard on
-// their node and the shards holding a batch's cells.
+// and on which node it runs. A shard registers when it starts and again
+// every second or so (so a restarted controller learns of it); clients list
+// the table to find the shard on their node and the shards holding a
+// batch's cells. A shard not heard from for long is taken out (TakeUnseen):
+// its controller declares it lost, and its id is free again.
 //
 // Thread safety: thread-safe.
 #ifndef TDOCK_SERVER_SHARD_SHARD_TABLE_H_
@@ -9,10 +11,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/mutex.h"
 
 namespace tdock::shard {
@@ -29,14 +34,23 @@ class ShardTable final {
  public:
   // INVALID_ARGUMENT for id 0 or an empty address; ALREADY_EXISTS when
   // another shard holds the id (another address). The same shard
-  // registering again (a restart) is OK and may change its node.
-  absl::Status Register(ShardEntry shard);
+  // registering again (a restart) is OK and may change its node. `now`:
+  // when it was heard from.
+  absl::Status Register(ShardEntry shard, absl::Time now = absl::Now());
   // By id.
   std::vector<ShardEntry> List() const;
+  // When shard `id` last registered (nullopt: not in the table).
+  std::optional<absl::Time> LastSeen(uint64_t id) const;
+  // Takes out and returns the shards last heard from before `now - after`.
+  std::vector<ShardEntry> TakeUnseen(absl::Time now, absl::Duration after);
 
  private:
+  struct Held {
+    ShardEntry entry;
+    absl::Time seen;
+  };
   mutable tdock::Mutex mu_;
-  std::map<uint64_t, ShardEntry> shards_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Held> shards_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tdock::shard

@@ -3,9 +3,11 @@
 // their checks (common/cell_location.h), LocationCellStore, and a dock over
 // it deciding by the cells' real lengths (token counts, balanced rounds,
 // response bounds) exactly as a dock holding the bytes does, while its
-// batches, reads and listings carry the locations.
+// batches, reads and listings carry the locations; a lost shard's rows are
+// dropped.
 #include "server/dock/location_cell_store.h"
 
+#include <future>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -268,6 +270,42 @@ TEST(LocationDock, ReadsAndListingsGiveLocations) {
                                    8 * static_cast<uint64_t>(row.row),
                                    static_cast<uint64_t>(kLengths[row.row] * 4)}));
   }
+}
+
+// A shard declared lost: every live row with a cell there is dropped as
+// "lost" (its whole group when a consumer takes whole groups), the rest are
+// served; a dock holding bytes drops nothing.
+TEST(LocationDock, DropLostDropsTheRowsWithACellOnTheShard) {
+  DockSpec spec = BalancedSpec();
+  spec.n_samples_per_prompt = 2;
+  spec.num_prompts = 4;
+  spec.consumers = {ConsumerSpec{"groups", {"tokens"}, 8, 1, /*whole_groups=*/true,
+                                 Policy::kFifo, 0}};
+  std::unique_ptr<Dock> dock = MakeDock(CellForm::kLocations, 0, spec);
+  // Rows 0-3 on shard 1; rows 4-7 have tokens on shard 1 but logp of row 5
+  // on shard 2 (group 2: rows 4, 5).
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 4, 5, 6, 7},
+                    {Locations("tokens", DType::kInt32, kLengths, 4, 1)}));
+  ASSERT_OK(PutSync(*dock, 0, {5}, {Locations("logp", DType::kFloat32, {6}, 4, 2)}));
+  std::promise<absl::StatusOr<int64_t>> dropped;
+  dock->DropLost(2, [&dropped](absl::StatusOr<int64_t> rows) { dropped.set_value(rows); });
+  ASSERT_OK_AND_ASSIGN(int64_t rows, dropped.get_future().get());
+  EXPECT_EQ(rows, 2) << "row 5 and its group's other row, 4";
+  EXPECT_EQ(dock->Stats().steps[0].dropped_rows[static_cast<int>(DropReason::kLost)], 2);
+  ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("groups")));
+  EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 2, 3, 6, 7}));
+  std::promise<absl::StatusOr<int64_t>> again;
+  dock->DropLost(2, [&again](absl::StatusOr<int64_t> rows) { again.set_value(rows); });
+  EXPECT_EQ(*again.get_future().get(), 0) << "nothing left there";
+
+  std::unique_ptr<Dock> bytes = MakeDock(CellForm::kBytes, 0, spec);
+  ASSERT_OK(PutSync(*bytes, 0, AllRows(), {Tokens(kLengths)}));
+  std::promise<absl::StatusOr<int64_t>> none;
+  bytes->DropLost(1, [&none](absl::StatusOr<int64_t> rows) { none.set_value(rows); });
+  EXPECT_EQ(*none.get_future().get(), 0);
+  // Nobody may give the server's own reason.
+  EXPECT_STATUS(dock->Drop(DropInput{0, {0}, {}, DropReason::kLost}),
+                absl::StatusCode::kInvalidArgument, "reason 'lost' is the server's own");
 }
 
 // A location dock bounds a response by what it carries, the locations: rows

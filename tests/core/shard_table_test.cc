@@ -1,7 +1,7 @@
 // ShardTable, the controller's shards: a shard registers under a free id and
 // again after a restart (its node may change); another address under a held
 // id is refused, naming both; bad registrations are refused and change
-// nothing.
+// nothing; a shard not heard from for long is taken out.
 #include "server/shard/shard_table.h"
 
 #include "gtest/gtest.h"
@@ -28,6 +28,24 @@ TEST(ShardTable, RegistersShardsByIdAndRefusesAHeldId) {
                 "shard 3 registers with no address");
   EXPECT_EQ(table.List(), (std::vector<ShardEntry>{{1, "10.0.0.1:7000", "node-a"},
                                                     {2, "10.0.0.2:7000", "node-b2"}}));
+}
+
+// A shard not heard from for longer than the bound is taken out, once; one
+// that registered again since is kept; a taken-out shard's id is free.
+TEST(ShardTable, TakesOutTheShardsNotHeardFrom) {
+  ShardTable table;
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a"}, start));
+  ASSERT_OK(table.Register({2, "10.0.0.2:7000", "node-b"}, start));
+  ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a"}, start + absl::Seconds(50)));
+  EXPECT_EQ(table.LastSeen(1), start + absl::Seconds(50));
+  EXPECT_EQ(table.LastSeen(3), std::nullopt);
+  EXPECT_TRUE(table.TakeUnseen(start + absl::Seconds(60), absl::Seconds(60)).empty());
+  EXPECT_EQ(table.TakeUnseen(start + absl::Seconds(61), absl::Seconds(60)),
+            (std::vector<ShardEntry>{{2, "10.0.0.2:7000", "node-b"}}));
+  EXPECT_TRUE(table.TakeUnseen(start + absl::Seconds(61), absl::Seconds(60)).empty());
+  EXPECT_EQ(table.List(), (std::vector<ShardEntry>{{1, "10.0.0.1:7000", "node-a"}}));
+  ASSERT_OK(table.Register({2, "10.0.0.9:7000", "node-c"}, start + absl::Seconds(62)));
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 //   - every Put acknowledged by then is there, every cell at the location it
 //     was put with and of its length; a Put in doubt is all there or absent;
 //   - draining the consumer hands out no row whose acknowledgement was
-//     answered by then, and every written row that was not.
+//     answered by then, and every written row that was not;
+// and a lost shard's drop is kept like any drop.
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -143,6 +145,38 @@ TEST(LocationRestart, EveryCrashPointKeepsAcknowledgedLocations) {
         EXPECT_EQ(handed.count(cell), 1u)
             << "step " << cell.first << " row " << cell.second << " was never handed out";
       }
+    }
+  }
+}
+
+// The rows of a lost shard are dropped as "lost" through the journal: at
+// every crash point after the drop was answered they are dropped, before it
+// was issued they are not, and in between it is all or nothing.
+TEST(LocationRestart, ALostShardsDropIsKeptAcrossARestart) {
+  Recording recording(LocationSpec(), nullptr, CellForm::kLocations);
+  RecordingStore& store = *recording.store;
+  std::vector<int64_t> rows(kRows);
+  for (int64_t row = 0; row < kRows; ++row) rows[row] = row;
+  ASSERT_OK(testing::PutSync(*recording.dock, 0, rows, {LocationsFor(0, rows)}));
+  const int64_t before = store.writes();
+  std::promise<absl::StatusOr<int64_t>> dropped;
+  recording.dock->DropLost(2, [&dropped](absl::StatusOr<int64_t> n) { dropped.set_value(n); });
+  ASSERT_OK_AND_ASSIGN(int64_t lost, dropped.get_future().get());
+  EXPECT_EQ(lost, kRows / 2) << "every odd row's cell is on shard 2";
+  const int64_t after = store.writes();
+  recording.Stop();
+  for (int64_t k = before; k <= store.writes(); ++k) {
+    SCOPED_TRACE(absl::StrCat("crash point ", k));
+    Restarted restarted(store, k, nullptr, CellForm::kLocations);
+    ASSERT_NE(restarted.dock, nullptr);
+    const int64_t dropped_rows =
+        restarted.dock->Stats().steps[0].dropped_rows[static_cast<int>(DropReason::kLost)];
+    if (k >= after) {
+      EXPECT_EQ(dropped_rows, kRows / 2);
+    } else if (k <= before) {
+      EXPECT_EQ(dropped_rows, 0);
+    } else {
+      EXPECT_TRUE(dropped_rows == 0 || dropped_rows == kRows / 2);
     }
   }
 }

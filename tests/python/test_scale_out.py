@@ -2,7 +2,8 @@
 the shard listing (empty for a standalone server), Puts going to the shard on
 the writer's node (TDOCK_NODE) and batches read back from the shards that
 hold their cells, the asyncio client too; what a controller refuses
-(seal_when.carry); a shard gone away fails the read naming it."""
+(seal_when.carry); a shard gone away fails the read naming it, and one
+killed for good is declared lost and its rows dropped."""
 
 import asyncio
 import json
@@ -228,5 +229,52 @@ def test_a_controller_killed_comes_back_from_its_journal_with_its_shards_cells(t
             assert dock.ack(held) == 2  # the lease held across the crash
     finally:
         for proc in [*shards, controller]:
+            if proc.poll() is None:
+                stop_server(proc)
+
+
+def test_a_shard_killed_is_declared_lost_and_a_balanced_leased_pipeline_goes_on(monkeypatch):
+    """kill -9 of a shard under a leased, balanced consumer of whole groups:
+    once the controller has not heard from it for --shard_lost_after_ms it
+    is declared lost and its groups are dropped as lost; both ranks get
+    their shares of the groups left, read from the other shard, and once
+    their leases are acknowledged the step ends and is released."""
+    procs, address = start_sharded(2, "--shard_lost_after_ms=5000")
+    drain(procs[0])
+    try:
+        with tdock.Client(address) as client:
+            dock = client.create_dock(grpo_spec(
+                "lost", prompts=4, n=2,
+                consumers={"actor": {"columns": ["prompt_ids", "response_ids"],
+                                     "dp_size": 2, "dispatch_size": 4,
+                                     "policy": "balanced", "whole_groups": True,
+                                     "lease_ms": 600000}}))
+            for _ in _put_groups_on_both_nodes(dock.put, monkeypatch):
+                pass  # groups 0, 2 on node-1's shard; 1, 3 on node-2's
+            procs[2].kill()
+            procs[2].wait()
+            # The controller declares it lost after 5 s without a word: a
+            # synchronization point, not a timing assertion.
+            give_up = time.monotonic() + 120
+            while dock.status().steps[0].dropped.get("lost", 0) < 4:
+                assert time.monotonic() < give_up, "shard 2 was never declared lost"
+                time.sleep(0.1)
+            assert dock.status().steps[0].dropped == {"lost": 4}
+            assert [s.id for s in client.shards(refresh=True)] == [1]
+            shares = [dock.get("actor", rank=rank, wait=30) for rank in (0, 1)]
+            assert sorted(r for b in shares for r in b.rows.tolist()) == [0, 1, 4, 5]
+            assert all(b.end_of_step and b.round == shares[0].round for b in shares)
+            for b in shares:
+                for i, row in enumerate(b.rows.tolist()):
+                    group = row // 2
+                    np.testing.assert_array_equal(
+                        b.row("response_ids", i),
+                        np.arange(group + 1 + row % 2, dtype=np.int32))
+            dock.ack(shares)
+            while any(s.step == 0 for s in dock.status().steps):
+                assert time.monotonic() < give_up, "step 0 was never released"
+                time.sleep(0.05)
+    finally:
+        for proc in reversed(procs):
             if proc.poll() is None:
                 stop_server(proc)

@@ -5,7 +5,8 @@
 // byte; refusals are specific (bytes Put to the controller, locations Put to
 // a standalone server or to a shard, a read at the wrong shard, a held shard
 // id) and a refused Put leaves no readable cell; a released step's cells
-// stay readable at its shard for the read grace, then are freed.
+// stay readable at its shard for the read grace, then are freed; a shard
+// not heard from for long is declared lost and its rows dropped as lost.
 #include <map>
 
 #include "absl/strings/match.h"
@@ -130,14 +131,18 @@ class ScaleOutTest : public ServiceTest {
   std::map<uint64_t, std::unique_ptr<v1::Shard::Stub>> shard_stubs_;
 };
 
+// The value of `series` (its name and labels) in a server's metrics.
+double MetricValue(const Server& server, const std::string& series) {
+  const std::string text = "\n" + server.metrics()->Scrape();
+  const size_t at = text.find("\n" + series + " ");  // a sample's line, not a # HELP line
+  EXPECT_NE(at, std::string::npos) << series;
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
 // tdock_payload_bytes_total{direction} in a server's metrics.
 double PayloadBytes(const Server& server, const std::string& direction) {
-  const std::string text = server.metrics()->Scrape();
-  const std::string series =
-      absl::StrCat("tdock_payload_bytes_total{direction=\"", direction, "\"} ");
-  const size_t at = text.find(series);
-  EXPECT_NE(at, std::string::npos) << series;
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size()));
+  return MetricValue(server,
+                     absl::StrCat("tdock_payload_bytes_total{direction=\"", direction, "\"}"));
 }
 
 std::vector<CellLocation> LocationsOf(const v1::PackedColumn& column) {
@@ -274,6 +279,59 @@ TEST_F(ScaleOutTest, AStandaloneServerTakesNoLocationsAndListsNoShards) {
   standalone.Shutdown();
 }
 
+// A shard gone for good: not heard from for shard_lost_after, it is
+// declared lost; the rows with a cell on it are dropped as lost, its id is
+// free again, and the other shard's rows are served.
+TEST_F(ScaleOutTest, AShardNotHeardFromIsDeclaredLostAndItsRowsAreDropped) {
+  PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
+  shards_[1]->Shutdown();
+  const absl::Time gone = absl::Now();
+  // Shard 1 registers again after that (every 20 ms), shard 2 no more: a
+  // synchronization point, not a timing assertion.
+  const shard::ShardTable& table = *server_->shard_table();
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       *table.LastSeen(1) <= gone && absl::Now() < give_up;
+       absl::SleepFor(absl::Milliseconds(5))) {
+  }
+  ASSERT_GT(*table.LastSeen(1), gone);
+  ASSERT_LT(*table.LastSeen(2), gone);
+  const absl::Duration after = ServerOptions().controller.shard_lost_after;
+  const std::vector<shard::ShardEntry> lost = server_->DeclareLostShards(gone + after);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, 2u);
+  EXPECT_TRUE(server_->DeclareLostShards(gone + after).empty()) << "declared once";
+
+  // The drop is recorded and applied after DeclareLostShards returns.
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, server_->registry().Find("grpo"));
+  auto lost_rows = [&dock] {
+    for (const StepStats& step : dock->Stats().steps) {
+      if (step.step == 0) return step.dropped_rows[static_cast<int>(DropReason::kLost)];
+    }
+    return int64_t{-1};
+  };
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       lost_rows() != 2 && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+  }
+  EXPECT_EQ(lost_rows(), 2);
+  EXPECT_EQ(MetricValue(*server_, "tdock_shards_lost_total"), 1);
+
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  ASSERT_EQ(listing.shards_size(), 1);
+  EXPECT_EQ(listing.shards(0).id(), 1u);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
+  EXPECT_EQ(std::vector<int64_t>(batch.rows().begin(), batch.rows().end()),
+            (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(batch.end_of_step());
+  for (const CellLocation& where : LocationsOf(batch.columns(0))) EXPECT_EQ(where.shard, 1u);
+  // Its id is free: another shard may take it.
+  v1::RegisterShardRequest again;
+  again.mutable_shard()->set_id(2);
+  again.mutable_shard()->set_address("127.0.0.9:1");
+  v1::RegisterShardResponse registered;
+  EXPECT_TRUE(stub_->RegisterShard(Context().get(), again, &registered).ok());
+}
+
 // A Put sent again with its put_id, through another shard, is answered as
 // the stored one was (replayed) and the other shard's copy is not used:
 // the rows' cells stay where the first Put left them.
@@ -383,6 +441,10 @@ TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
   EXPECT_LT(ShardIdOfNode("node-a"), uint64_t{1} << 53);
   options.shard.id = 3;
   EXPECT_OK(options.Validate());
+  ServerOptions lost;
+  lost.controller.shard_lost_after = absl::ZeroDuration();
+  EXPECT_STATUS(lost.Validate(), absl::StatusCode::kInvalidArgument,
+                "--shard_lost_after_ms must be positive, got 0");
   options.shard.read_grace = absl::Milliseconds(-1);
   EXPECT_STATUS(options.Validate(), absl::StatusCode::kInvalidArgument,
                 "--shard_read_grace_ms must be >= 0, got -1");

@@ -182,7 +182,7 @@ _REFUSALS = (None, RowDropped, StepSealed, Expired, Stale, StepReleased,
 # DropReason's names (dock.proto), the index being the value.
 _DROP_REASONS = (None, "filtered", "failed", "stale", "sealed", "expired",
                  "surplus", "other", "unused",
-                 "carried")
+                 "carried", "lost")
 _DETAILS_KEY = "grpc-status-details-bin"
 _REFUSAL_TYPE = "type.googleapis.com/tdock.v1.Refusal"
 
