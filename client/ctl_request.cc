@@ -174,7 +174,7 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
   }
   if (args.command == "drop") {
     const std::string reason = args.Get("reason", "");
-    // "unused" and "carried" are the server's own reasons.
+    // "unused", "carried" and "lost" are the server's own reasons.
     if (!ParseDropReason(reason, &request.reason) || ServerOwnDropReason(request.reason)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--reason '", reason,

@@ -99,12 +99,15 @@ absl::Status ServerOptions::Validate() const {
         "--controller_ca and --controller_tls_name are for --role=shard; this server's role "
         "is ", ServerRoleName(role)));
   }
-  if (controller.shard_lost_after <= absl::ZeroDuration() ||
-      controller.shard_check <= absl::ZeroDuration()) {
+  if (controller.shard_lost_after <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--shard_lost_after_ms must be positive, got ",
-        absl::ToInt64Milliseconds(controller.shard_lost_after),
-        " (and the shard check interval, ", absl::FormatDuration(controller.shard_check), ")"));
+        absl::ToInt64Milliseconds(controller.shard_lost_after)));
+  }
+  if (controller.shard_check <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the controller's shard check interval must be positive, got ",
+        absl::FormatDuration(controller.shard_check)));
   }
   if (role == ServerRole::kShard) {
     if (shard.controller.empty()) {
@@ -207,6 +210,7 @@ class Server::Impl {
   DockRegistry& registry() { return registry_; }
   const shard::ShardTable* shard_table() const { return shards_.get(); }
   std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now) {
+    if (service_ == nullptr) return {};  // not started
     return service_->DeclareLostShards(now, options_.controller.shard_lost_after);
   }
   const ServerMetrics* metrics() const;
@@ -255,6 +259,7 @@ class Server::Impl {
   // role kShard: frees released steps' cells every release_sync until
   // stopping_ is set.
   std::thread release_sync_;
+  std::thread heartbeat_;  // role kShard: registers every release_sync
   // role kController: declares shards lost every controller.shard_check
   // until stopping_ is set.
   std::thread shard_watch_;
@@ -331,9 +336,6 @@ absl::Status Server::Impl::StartLocked() {
   if (options_.role == ServerRole::kController) {
     shards_ = std::make_unique<shard::ShardTable>();
     service_->SetController(shards_.get());
-    shard_watch_ = std::thread([this] {
-      while (!Stopping(options_.controller.shard_check)) DeclareLostShards(absl::Now());
-    });
   }
   if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
@@ -358,6 +360,14 @@ absl::Status Server::Impl::StartLocked() {
       server_.reset();
       return joined;
     }
+  }
+  if (options_.role == ServerRole::kController) {
+    // Started once nothing can fail: a failed Start leaves no thread.
+    shard_watch_ = std::thread([this] {
+      while (!Stopping(options_.controller.shard_check)) {
+        DeclareLostShards(shard::ShardTable::Now());
+      }
+    });
   }
   keeper_ = std::make_unique<internal::CallbackQueueKeeper>();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
@@ -403,6 +413,7 @@ absl::Status Server::Impl::StartShard() {
   registration_.set_id(shard.id != 0 ? shard.id : ShardIdOfNode(registration_.node()));
   shard_store_ = std::make_unique<shard::ShardStore>(registration_.id(), shard.chunk_bytes,
                                                      shard.memory_limit_bytes, shard.read_grace);
+  registration_.set_incarnation(shard_store_->incarnation());
   ClientOptions to_controller;
   to_controller.address = shard.controller;
   if (!shard.controller_ca.empty()) {
@@ -442,13 +453,19 @@ absl::Status Server::Impl::JoinController(int port) {
   TDOCK_LOG(INFO) << "tdock-server shard " << registration_.id() << " registered with controller "
                   << shard.controller << " as " << registration_.address() << " on node "
                   << registration_.node();
-  release_sync_ = std::thread([this] {
+  // Registering is the shard's heartbeat (a controller declares a shard it
+  // has not heard from lost): on a thread of its own, so a slow release
+  // sync never delays it.
+  heartbeat_ = std::thread([this] {
     while (!Stopping(options_.shard.release_sync)) {
       // Again each time: a controller that restarted learns of this shard.
       if (absl::Status registered = Register(absl::Seconds(10)); !registered.ok()) {
         TDOCK_LOG(WARNING) << registered;
-        continue;
       }
+    }
+  });
+  release_sync_ = std::thread([this] {
+    while (!Stopping(options_.shard.release_sync)) {
       if (absl::Status synced = shard_service_->SyncReleases(absl::Seconds(10)); !synced.ok()) {
         TDOCK_LOG(WARNING) << "shard " << registration_.id()
                            << " cannot learn the released steps: " << synced;
@@ -513,6 +530,7 @@ void Server::Impl::Shutdown() {
     stopping_ = true;
   }
   if (release_sync_.joinable()) release_sync_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
   if (shard_watch_.joinable()) shard_watch_.join();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();

@@ -153,8 +153,8 @@ uint64_t Dock::Reserve(ReserveInput input, ReserveCallback done) {
 void Dock::Drop(DropInput input, RowsCallback done) {
   impl_->Drop(std::move(input), std::move(done));
 }
-void Dock::DropLost(uint64_t shard, RowsCallback done) {
-  impl_->DropLost(shard, std::move(done));
+void Dock::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
+  impl_->DropLost(shard, incarnation, std::move(done));
 }
 void Dock::Seal(SealInput input, RowsCallback done) {
   impl_->Seal(std::move(input), std::move(done));

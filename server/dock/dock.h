@@ -177,12 +177,13 @@ class Dock final {
   // journal the drop is recorded before it takes effect (UNAVAILABLE: not
   // stored, nothing dropped).
   void Drop(DropInput input, RowsCallback done);
-  // A controller's dock (DockLimits::cells kLocations): shard `shard` is
+  // A controller's dock (DockLimits::cells kLocations): shard `shard`'s
+  // incarnation `incarnation` (the high 32 bits of its extents; 0: any) is
   // gone, its cells with it. Every row of a live step with a cell there is
   // dropped as "lost" (with its group, when a consumer takes whole groups),
   // as Drop drops rows. Answers with the rows dropped (0 for a dock that
   // holds cells itself, or none there).
-  void DropLost(uint64_t shard, RowsCallback done);
+  void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
   // Seals a live step: its rows that lack a cell of a required column (with
   // none named: every row with no cell) are dropped as "sealed", so every
   // row left can be completed and a consumer's end of step comes once each

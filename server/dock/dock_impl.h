@@ -93,7 +93,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // recovered); returns the version now.
   int64_t AdvanceVersion(int64_t version);
   void Drop(DropInput input, RowsCallback done);
-  void DropLost(uint64_t shard, RowsCallback done);  // dock_lost.cc
+  void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);  // dock_lost.cc
   void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;
   void Shutdown();

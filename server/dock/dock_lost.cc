@@ -11,14 +11,15 @@
 
 namespace tdock::internal {
 
-void DockImpl::DropLost(uint64_t shard, RowsCallback done) {
+void DockImpl::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
   std::vector<DockJournal::DropRecord> drops;
   if (limits_.cells == CellForm::kLocations) {
     tdock::ReaderMutexLock lock(&mu_);
     bool whole_groups = false;
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) whole_groups |= plan.whole_groups;
     for (const auto& part : ring_.partitions()) {
-      if (!part->live(mu_)) continue;
+      // A step being released goes with its cells anyway.
+      if (!part->live(mu_) || part->releasing(mu_)) continue;
       const std::shared_ptr<StepCells>& cells = part->cells(mu_);
       std::vector<int64_t> rows;
       for (int64_t row = 0; row < rows_per_step_; ++row) {
@@ -29,7 +30,8 @@ void DockImpl::DropLost(uint64_t shard, RowsCallback done) {
           if (block == nullptr) continue;
           absl::StatusOr<CellLocation> where =
               DecodeCellLocation(cells->Bytes(*block, columns_[c].item_bytes()));
-          lost = where.ok() && where->shard == shard;
+          lost = where.ok() && where->shard == shard &&
+                 (incarnation == 0 || where->extent >> 32 == incarnation);
         }
         if (!lost) continue;
         // A whole-group consumer could never take the group: all of it goes.

@@ -153,6 +153,9 @@ class DockService final
   // out of the table and declared lost: in every dock, the rows with a cell
   // on one are dropped as "lost" (Dock::DropLost). Returns them.
   std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now, absl::Duration after);
+  // `shard` (its incarnation) is gone, and its cells with it: in every
+  // dock, the rows with a cell of it are dropped as "lost".
+  void LoseShard(const shard::ShardEntry& shard, const std::string& why);
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,

@@ -385,7 +385,14 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
                                   "(tdock-server --role=controller)"));
   }
   const v1::ShardInfo& shard = request->shard();
-  return FinishNow(context, shards_->Register({shard.id(), shard.address(), shard.node()}));
+  std::optional<shard::ShardEntry> restarted;
+  absl::Status registered =
+      shards_->Register({shard.id(), shard.address(), shard.node(), shard.incarnation()},
+                        shard::ShardTable::Now(), &restarted);
+  if (registered.ok() && restarted.has_value()) {
+    LoseShard(*restarted, absl::StrCat("restarted (now incarnation ", shard.incarnation(), ")"));
+  }
+  return FinishNow(context, registered);
 }
 
 std::vector<shard::ShardEntry> DockService::DeclareLostShards(absl::Time now,
@@ -393,24 +400,29 @@ std::vector<shard::ShardEntry> DockService::DeclareLostShards(absl::Time now,
   if (shards_ == nullptr) return {};
   std::vector<shard::ShardEntry> lost = shards_->TakeUnseen(now, after);
   for (const shard::ShardEntry& shard : lost) {
-    TDOCK_LOG(WARNING) << "shard " << shard.id << " at " << shard.address << " on node "
-                       << shard.node << " was not heard from for "
-                       << absl::FormatDuration(after)
-                       << ": declared lost; rows with cells on it are dropped as lost";
-    if (observer_ != nullptr) observer_->OnShardLost();
-    for (const std::shared_ptr<Dock>& dock : registry_->List()) {
-      dock->DropLost(shard.id, [name = dock->name(), id = shard.id](absl::StatusOr<int64_t> rows) {
-        if (!rows.ok()) {
-          TDOCK_LOG(ERROR) << "dock '" << name << "': the rows of lost shard " << id
-                           << " were not dropped: " << rows.status();
-        } else if (*rows > 0) {
-          TDOCK_LOG(WARNING) << "dock '" << name << "': " << *rows
-                             << " rows with cells on lost shard " << id << " dropped as lost";
-        }
-      });
-    }
+    LoseShard(shard, absl::StrCat("was not heard from for ", absl::FormatDuration(after)));
   }
   return lost;
+}
+
+void DockService::LoseShard(const shard::ShardEntry& shard, const std::string& why) {
+  TDOCK_LOG(WARNING) << "shard " << shard.id << " (incarnation " << shard.incarnation << ") at "
+                     << shard.address << " on node " << shard.node << " " << why
+                     << ": declared lost; rows with cells on it are dropped as lost";
+  if (observer_ != nullptr) observer_->OnShardLost();
+  for (const std::shared_ptr<Dock>& dock : registry_->List()) {
+    dock->DropLost(shard.id, shard.incarnation,
+                   [name = dock->name(), id = shard.id](absl::StatusOr<int64_t> rows) {
+                     if (!rows.ok()) {
+                       TDOCK_LOG(ERROR) << "dock '" << name << "': the rows of lost shard " << id
+                                        << " were not dropped: " << rows.status();
+                     } else if (*rows > 0) {
+                       TDOCK_LOG(WARNING) << "dock '" << name << "': " << *rows
+                                          << " rows with cells on lost shard " << id
+                                          << " dropped as lost";
+                     }
+                   });
+  }
 }
 
 grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,
@@ -427,6 +439,7 @@ grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* c
     shard->set_id(entry.id);
     shard->set_address(entry.address);
     shard->set_node(entry.node);
+    shard->set_incarnation(entry.incarnation);
   }
   return FinishNow(context, absl::OkStatus());
 }

@@ -10,16 +10,26 @@
 
 namespace tdock::shard {
 
+namespace {
+
+uint32_t RandomIncarnation() {
+  std::random_device random;
+  uint32_t incarnation = 0;
+  while (incarnation == 0) incarnation = static_cast<uint32_t>(random());
+  return incarnation;
+}
+
+}  // namespace
+
 ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
                        absl::Duration read_grace, std::shared_ptr<Clock> clock)
     : shard_(shard),
+      incarnation_(RandomIncarnation()),
       pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)),
       read_grace_(read_grace),
-      clock_(clock != nullptr ? std::move(clock) : Clock::Real()) {
-  // The high 32 bits: this store's incarnation; extents count up from it.
-  std::random_device random;
-  next_extent_ = (uint64_t{random()} << 32) | 1;
-}
+      clock_(clock != nullptr ? std::move(clock) : Clock::Real()),
+      // The high 32 bits: this store's incarnation; extents count up from it.
+      next_extent_((uint64_t{incarnation_} << 32) | 1) {}
 
 absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
                                                      std::optional<int64_t> step,

@@ -121,6 +121,9 @@ class ShardStore final {
   };
   Stats GetStats() const;
   uint64_t shard() const { return shard_; }
+  // This store's incarnation, random for each: the high 32 bits of every
+  // extent it gives. A controller tells a restarted shard by it.
+  uint32_t incarnation() const { return incarnation_; }
 
  private:
   struct Cell {
@@ -151,6 +154,7 @@ class ShardStore final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t shard_;
+  const uint32_t incarnation_;
   const std::shared_ptr<internal::ChunkPool> pool_;
   const absl::Duration read_grace_;
   const std::shared_ptr<Clock> clock_;

@@ -1,13 +1,21 @@
 #include "server/shard/shard_table.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace tdock::shard {
 
-absl::Status ShardTable::Register(ShardEntry shard, absl::Time now) {
+absl::Time ShardTable::Now() {
+  return absl::FromUnixNanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+}
+
+absl::Status ShardTable::Register(ShardEntry shard, absl::Time now,
+                                  std::optional<ShardEntry>* restarted) {
   if (shard.id == 0) return absl::InvalidArgumentError("a shard's id must be positive, got 0");
   if (shard.address.empty()) {
     return absl::InvalidArgumentError(
@@ -20,6 +28,10 @@ absl::Status ShardTable::Register(ShardEntry shard, absl::Time now) {
       return absl::AlreadyExistsError(absl::StrCat(
           "shard id ", shard.id, " is held by the shard at ", it->second.entry.address,
           "; the shard at ", shard.address, " needs another id"));
+    }
+    if (restarted != nullptr && shard.incarnation != 0 && it->second.entry.incarnation != 0 &&
+        shard.incarnation != it->second.entry.incarnation) {
+      *restarted = it->second.entry;
     }
     it->second = Held{std::move(shard), std::max(now, it->second.seen)};
   }

@@ -26,6 +26,7 @@ struct ShardEntry {
   uint64_t id = 0;
   std::string address;  // host:port clients reach it at
   std::string node;     // the node it runs on
+  uint32_t incarnation = 0;  // random for each start of the shard (0: not said)
 
   bool operator==(const ShardEntry&) const = default;
 };
@@ -34,9 +35,15 @@ class ShardTable final {
  public:
   // INVALID_ARGUMENT for id 0 or an empty address; ALREADY_EXISTS when
   // another shard holds the id (another address). The same shard
-  // registering again (a restart) is OK and may change its node. `now`:
-  // when it was heard from.
-  absl::Status Register(ShardEntry shard, absl::Time now = absl::Now());
+  // registering again is OK and may change its node; if it comes with
+  // another incarnation it restarted, and `restarted` (when given) is set
+  // to the entry it replaces, whose cells are gone. `now`: when it was
+  // heard from (Now()).
+  absl::Status Register(ShardEntry shard, absl::Time now = Now(),
+                        std::optional<ShardEntry>* restarted = nullptr);
+  // The time shards are heard from by: a steady clock (as an absl::Time),
+  // which a step of the wall clock does not move.
+  static absl::Time Now();
   // By id.
   std::vector<ShardEntry> List() const;
   // When shard `id` last registered (nullopt: not in the table).

@@ -287,21 +287,25 @@ TEST(LocationDock, DropLostDropsTheRowsWithACellOnTheShard) {
   ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 4, 5, 6, 7},
                     {Locations("tokens", DType::kInt32, kLengths, 4, 1)}));
   ASSERT_OK(PutSync(*dock, 0, {5}, {Locations("logp", DType::kFloat32, {6}, 4, 2)}));
+  // Another incarnation of shard 2 (extents with other high bits) held none.
+  std::promise<absl::StatusOr<int64_t>> other;
+  dock->DropLost(2, 7, [&other](absl::StatusOr<int64_t> rows) { other.set_value(rows); });
+  EXPECT_EQ(*other.get_future().get(), 0);
   std::promise<absl::StatusOr<int64_t>> dropped;
-  dock->DropLost(2, [&dropped](absl::StatusOr<int64_t> rows) { dropped.set_value(rows); });
+  dock->DropLost(2, 0, [&dropped](absl::StatusOr<int64_t> rows) { dropped.set_value(rows); });
   ASSERT_OK_AND_ASSIGN(int64_t rows, dropped.get_future().get());
   EXPECT_EQ(rows, 2) << "row 5 and its group's other row, 4";
   EXPECT_EQ(dock->Stats().steps[0].dropped_rows[static_cast<int>(DropReason::kLost)], 2);
   ASSERT_OK_AND_ASSIGN(Batch batch, GetSync(*dock, GetOf("groups")));
   EXPECT_EQ(batch.rows, (std::vector<int64_t>{0, 1, 2, 3, 6, 7}));
   std::promise<absl::StatusOr<int64_t>> again;
-  dock->DropLost(2, [&again](absl::StatusOr<int64_t> rows) { again.set_value(rows); });
+  dock->DropLost(2, 0, [&again](absl::StatusOr<int64_t> rows) { again.set_value(rows); });
   EXPECT_EQ(*again.get_future().get(), 0) << "nothing left there";
 
   std::unique_ptr<Dock> bytes = MakeDock(CellForm::kBytes, 0, spec);
   ASSERT_OK(PutSync(*bytes, 0, AllRows(), {Tokens(kLengths)}));
   std::promise<absl::StatusOr<int64_t>> none;
-  bytes->DropLost(1, [&none](absl::StatusOr<int64_t> rows) { none.set_value(rows); });
+  bytes->DropLost(1, 0, [&none](absl::StatusOr<int64_t> rows) { none.set_value(rows); });
   EXPECT_EQ(*none.get_future().get(), 0);
   // Nobody may give the server's own reason.
   EXPECT_STATUS(dock->Drop(DropInput{0, {0}, {}, DropReason::kLost}),

@@ -48,5 +48,19 @@ TEST(ShardTable, TakesOutTheShardsNotHeardFrom) {
   ASSERT_OK(table.Register({2, "10.0.0.9:7000", "node-c"}, start + absl::Seconds(62)));
 }
 
+// A shard registering again with another incarnation restarted: the entry
+// it replaces is given back (its cells are gone); the same incarnation is
+// only a heartbeat.
+TEST(ShardTable, TellsARestartedShardByItsIncarnation) {
+  ShardTable table;
+  std::optional<ShardEntry> restarted;
+  ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a", 7}, ShardTable::Now(), &restarted));
+  ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a", 7}, ShardTable::Now(), &restarted));
+  EXPECT_EQ(restarted, std::nullopt);
+  ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a", 8}, ShardTable::Now(), &restarted));
+  EXPECT_EQ(restarted, (ShardEntry{1, "10.0.0.1:7000", "node-a", 7}));
+  EXPECT_EQ(table.List(), (std::vector<ShardEntry>{{1, "10.0.0.1:7000", "node-a", 8}}));
+}
+
 }  // namespace
 }  // namespace tdock::shard

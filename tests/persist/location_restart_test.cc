@@ -160,7 +160,7 @@ TEST(LocationRestart, ALostShardsDropIsKeptAcrossARestart) {
   ASSERT_OK(testing::PutSync(*recording.dock, 0, rows, {LocationsFor(0, rows)}));
   const int64_t before = store.writes();
   std::promise<absl::StatusOr<int64_t>> dropped;
-  recording.dock->DropLost(2, [&dropped](absl::StatusOr<int64_t> n) { dropped.set_value(n); });
+  recording.dock->DropLost(2, 0, [&dropped](absl::StatusOr<int64_t> n) { dropped.set_value(n); });
   ASSERT_OK_AND_ASSIGN(int64_t lost, dropped.get_future().get());
   EXPECT_EQ(lost, kRows / 2) << "every odd row's cell is on shard 2";
   const int64_t after = store.writes();

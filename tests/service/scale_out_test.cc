@@ -285,7 +285,7 @@ TEST_F(ScaleOutTest, AStandaloneServerTakesNoLocationsAndListsNoShards) {
 TEST_F(ScaleOutTest, AShardNotHeardFromIsDeclaredLostAndItsRowsAreDropped) {
   PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
   shards_[1]->Shutdown();
-  const absl::Time gone = absl::Now();
+  const absl::Time gone = shard::ShardTable::Now();
   // Shard 1 registers again after that (every 20 ms), shard 2 no more: a
   // synchronization point, not a timing assertion.
   const shard::ShardTable& table = *server_->shard_table();
@@ -330,6 +330,31 @@ TEST_F(ScaleOutTest, AShardNotHeardFromIsDeclaredLostAndItsRowsAreDropped) {
   again.mutable_shard()->set_address("127.0.0.9:1");
   v1::RegisterShardResponse registered;
   EXPECT_TRUE(stub_->RegisterShard(Context().get(), again, &registered).ok());
+}
+
+// A shard that registers with another incarnation restarted without its
+// cells: the rows with a cell of its former incarnation are dropped as
+// lost at once.
+TEST_F(ScaleOutTest, AShardThatRestartedLosesTheRowsOfItsFormerIncarnation) {
+  PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  v1::RegisterShardRequest restarted;
+  *restarted.mutable_shard() = listing.shards(0);
+  ASSERT_EQ(restarted.shard().id(), 1u);
+  ASSERT_NE(restarted.shard().incarnation(), 0u);
+  restarted.mutable_shard()->set_incarnation(restarted.shard().incarnation() + 1);
+  v1::RegisterShardResponse registered;
+  ASSERT_TRUE(stub_->RegisterShard(Context().get(), restarted, &registered).ok());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, server_->registry().Find("grpo"));
+  auto lost_rows = [&dock] { return dock->Stats().steps[0].dropped_rows[static_cast<int>(DropReason::kLost)]; };
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       lost_rows() != 2 && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+  }
+  EXPECT_EQ(lost_rows(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
+  EXPECT_EQ(std::vector<int64_t>(batch.rows().begin(), batch.rows().end()),
+            (std::vector<int64_t>{2, 3}));
 }
 
 // A Put sent again with its put_id, through another shard, is answered as
@@ -424,6 +449,23 @@ TEST_F(ScaleOutTest, APutOfAReservationGoesToItsStep) {
   ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(2, ReadOf(located.columns(0), {0, 1})));
   EXPECT_EQ(CellBytes(cells.columns(0), 0, 4), CellBytes(put.columns(1), 0, 4));
   EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(put.columns(1), 1, 4));
+}
+
+// A controller that cannot listen fails to start, and goes, cleanly.
+TEST(ServerRoles, AControllerThatCannotListenFailsToStart) {
+  ServerOptions first;
+  first.role = ServerRole::kController;
+  first.listen = "127.0.0.1:0";
+  Server holder(first);
+  ASSERT_OK(holder.Start());
+  ServerOptions second = first;
+  second.listen = absl::StrCat("127.0.0.1:", holder.port());
+  {
+    Server taken(second);
+    EXPECT_STATUS(taken.Start(), absl::StatusCode::kUnavailable, "cannot listen");
+    EXPECT_TRUE(taken.DeclareLostShards(shard::ShardTable::Now()).empty());
+  }
+  holder.Shutdown();
 }
 
 TEST(ServerRoles, ShardOptionsAreCheckedAndOnlyForShards) {
