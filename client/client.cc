@@ -175,7 +175,12 @@ absl::StatusOr<std::vector<ShardInfo>> Client::ListShards() {
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(impl_->stub->ListShards(&context, {}, &response)));
   std::vector<ShardInfo> shards;
   for (const v1::ShardInfo& shard : response.shards()) {
-    shards.push_back({shard.id(), shard.address(), shard.node()});
+    shards.push_back({.id = shard.id(),
+                      .address = shard.address(),
+                      .node = shard.node(),
+                      .away = shard.state() == v1::SHARD_AWAY,
+                      .memory_bytes = static_cast<int64_t>(shard.memory_bytes()),
+                      .memory_limit_bytes = static_cast<int64_t>(shard.memory_limit_bytes())});
   }
   return shards;
 }

@@ -273,6 +273,11 @@ struct ShardInfo {
   uint64_t id = 0;
   std::string address;
   std::string node;
+  // Not heard from by the controller lately: its rows are not handed out.
+  bool away = false;
+  // As it last said: the bytes its cells take, its limit (0: none).
+  int64_t memory_bytes = 0;
+  int64_t memory_limit_bytes = 0;
 };
 
 struct DockSummaryInfo {

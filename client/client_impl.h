@@ -90,6 +90,7 @@ class Client::Impl final {
     uint64_t id = 0;
     std::string address;
     std::string node;
+    bool away = false;  // its controller has not heard from it lately
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>> put_stub;
     std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>> read_stub;
@@ -99,8 +100,9 @@ class Client::Impl final {
   // first moves, again with `refresh`.
   absl::StatusOr<Shards> ListShards(bool refresh = false) const;
   // The shard a Put goes to: the one on this node (TDOCK_NODE, else the
-  // host name), else one a hash of (dock, step, its first row or key)
-  // picks. REQUIRES: `shards` is not empty.
+  // host name) unless it is listed away, else one a hash of (dock, step,
+  // its first row or key) picks among those not away (among all when every
+  // one is). REQUIRES: `shards` is not empty.
   static const Shard& ShardForPut(const Shards& shards, const ClientPut& put);
   // A controller's batch (cell_locations) with its cells: each column's
   // locations read from the shards holding them, one call a shard, and the

@@ -70,6 +70,7 @@ absl::StatusOr<Client::Impl::Shards> Client::Impl::ListShards(bool refresh) cons
       shard->id = info.id();
       shard->address = info.address();
       shard->node = info.node();
+      shard->away = info.state() == v1::SHARD_AWAY;
       shard->put_stub =
           std::make_unique<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>>(
               shard_channel);
@@ -89,13 +90,18 @@ const Client::Impl::Shard& Client::Impl::ShardForPut(const Shards& shards,
                                                      const ClientPut& put) {
   const std::string node = LocalNode();
   for (const auto& shard : shards) {
-    if (shard->node == node) return *shard;
+    if (shard->node == node && !shard->away) return *shard;
   }
   const std::string first = !put.rows.empty()   ? absl::StrCat(put.rows.front())
                             : !put.keys.empty() ? put.keys.front()
                                                 : std::string();
   const size_t hash = absl::HashOf(put.dock, put.step, first);
-  return *shards[hash % shards.size()];
+  std::vector<const Shard*> live;
+  for (const auto& shard : shards) {
+    if (!shard->away) live.push_back(shard.get());
+  }
+  if (live.empty()) return *shards[hash % shards.size()];
+  return *live[hash % live.size()];
 }
 
 absl::Status Client::Impl::ReadCells(const std::string& what, const std::string& dock,

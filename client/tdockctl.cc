@@ -255,8 +255,15 @@ absl::Status RunSimple(Client& client, const Request& request) {
     Json list = Json::array();
     std::string text;
     for (const ShardInfo& shard : shards) {
-      list.push_back({{"id", shard.id}, {"address", shard.address}, {"node", shard.node}});
-      absl::StrAppend(&text, shard.id, "\t", shard.address, "\t", shard.node, "\n");
+      const char* state = shard.away ? "away" : "live";
+      list.push_back({{"id", shard.id},
+                      {"address", shard.address},
+                      {"node", shard.node},
+                      {"state", state},
+                      {"memory_bytes", shard.memory_bytes},
+                      {"memory_limit_bytes", shard.memory_limit_bytes}});
+      absl::StrAppend(&text, shard.id, "\t", shard.address, "\t", shard.node, "\t", state,
+                      "\t", shard.memory_bytes, "\t", shard.memory_limit_bytes, "\n");
     }
     Print(request, {{"shards", std::move(list)}}, text);
   } else if (command == "health") {

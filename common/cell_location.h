@@ -21,6 +21,7 @@
 #ifndef TDOCK_COMMON_CELL_LOCATION_H_
 #define TDOCK_COMMON_CELL_LOCATION_H_
 
+#include <compare>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,21 @@ struct CellLocation {
 };
 
 inline constexpr int64_t kCellLocationBytes = 32;
+
+// One start of one shard: its id and its incarnation, random at each start
+// and the high 32 bits of every extent it names (0: any incarnation).
+struct ShardIncarnation {
+  uint64_t shard = 0;
+  uint32_t incarnation = 0;
+
+  // `where` is a cell of this incarnation.
+  bool Holds(const CellLocation& where) const {
+    return where.shard == shard &&
+           (incarnation == 0 || static_cast<uint32_t>(where.extent >> 32) == incarnation);
+  }
+  friend bool operator==(const ShardIncarnation&, const ShardIncarnation&) = default;
+  friend auto operator<=>(const ShardIncarnation&, const ShardIncarnation&) = default;
+};
 
 // Writes `where` as kCellLocationBytes little-endian bytes at `out`.
 void EncodeCellLocation(const CellLocation& where, char* out);

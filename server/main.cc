@@ -114,6 +114,9 @@ ABSL_FLAG(int64_t, shard_read_grace_ms, 10'000,
 ABSL_FLAG(int64_t, shard_lost_after_ms, 60'000,
           "--role=controller: a shard not heard from for this long (shards register every "
           "second) is declared lost: rows with cells on it are dropped as lost.");
+ABSL_FLAG(int64_t, shard_away_after_ms, 5'000,
+          "--role=controller: a shard not heard from for this long is away: rows with cells "
+          "on it are not handed out (they wait) until it is heard from again.");
 ABSL_FLAG(std::string, log_level, "info",
           "Lowest level logged: debug, info, warning or error.");
 
@@ -146,6 +149,8 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shard.read_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shard_read_grace_ms));
   options.controller.shard_lost_after =
       absl::Milliseconds(absl::GetFlag(FLAGS_shard_lost_after_ms));
+  options.controller.shard_away_after =
+      absl::Milliseconds(absl::GetFlag(FLAGS_shard_away_after_ms));
   options.shard.controller_ca = absl::GetFlag(FLAGS_controller_ca);
   options.shard.controller_tls_name = absl::GetFlag(FLAGS_controller_tls_name);
   options.listen = absl::GetFlag(FLAGS_listen);

@@ -104,6 +104,17 @@ absl::Status ServerOptions::Validate() const {
         "--shard_lost_after_ms must be positive, got ",
         absl::ToInt64Milliseconds(controller.shard_lost_after)));
   }
+  if (controller.shard_away_after <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_away_after_ms must be positive, got ",
+        absl::ToInt64Milliseconds(controller.shard_away_after)));
+  }
+  if (controller.shard_away_after >= controller.shard_lost_after) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_away_after_ms (", absl::ToInt64Milliseconds(controller.shard_away_after),
+        ") must be less than --shard_lost_after_ms (",
+        absl::ToInt64Milliseconds(controller.shard_lost_after), ")"));
+  }
   if (controller.shard_check <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the controller's shard check interval must be positive, got ",
@@ -209,9 +220,9 @@ class Server::Impl {
   int port() const;
   DockRegistry& registry() { return registry_; }
   const shard::ShardTable* shard_table() const { return shards_.get(); }
-  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now) {
-    if (service_ == nullptr) return {};  // not started
-    return service_->DeclareLostShards(now, options_.controller.shard_lost_after);
+  std::vector<shard::ShardEntry> WatchShards(absl::Time now) {
+    if (shard_watch_ == nullptr) return {};  // not started, or not a controller
+    return shard_watch_->Watch(now);
   }
   const ServerMetrics* metrics() const;
   persist::Persistence* persistence() { return persistence_.get(); }
@@ -253,16 +264,17 @@ class Server::Impl {
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<BearerToken> token_;
   std::unique_ptr<DockService> service_;
-  std::unique_ptr<shard::ShardTable> shards_;  // role kController
+  std::unique_ptr<shard::ShardTable> shards_;      // role kController
+  std::unique_ptr<shard::ShardWatch> shard_watch_;  // role kController, over shards_
   std::unique_ptr<shard::ShardStore> shard_store_;  // role kShard
   std::unique_ptr<ShardService> shard_service_;     // role kShard
   // role kShard: frees released steps' cells every release_sync until
   // stopping_ is set.
   std::thread release_sync_;
   std::thread heartbeat_;  // role kShard: registers every release_sync
-  // role kController: declares shards lost every controller.shard_check
+  // role kController: watches the shards every controller.shard_check
   // until stopping_ is set.
-  std::thread shard_watch_;
+  std::thread watch_thread_;
   v1::ShardInfo registration_;  // what the shard registers as; set before the thread
   std::string host_name_;       // role kShard
   absl::Mutex sync_mu_;
@@ -335,7 +347,15 @@ absl::Status Server::Impl::StartLocked() {
                     .max_wait_ms = options_.limits.max_wait_ms});
   if (options_.role == ServerRole::kController) {
     shards_ = std::make_unique<shard::ShardTable>();
-    service_->SetController(shards_.get());
+    ServiceObserver* observer = metrics_->observer();
+    shard_watch_ = std::make_unique<shard::ShardWatch>(
+        shards_.get(), &registry_,
+        shard::ShardWatchOptions{.away_after = options_.controller.shard_away_after,
+                                 .lost_after = options_.controller.shard_lost_after},
+        [observer] { observer->OnShardLost(); });
+    // The recovered docks' rows wait for their shards to register.
+    shard_watch_->ExpectRecovered();
+    service_->SetController(shard_watch_.get());
   }
   if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
@@ -363,9 +383,9 @@ absl::Status Server::Impl::StartLocked() {
   }
   if (options_.role == ServerRole::kController) {
     // Started once nothing can fail: a failed Start leaves no thread.
-    shard_watch_ = std::thread([this] {
+    watch_thread_ = std::thread([this] {
       while (!Stopping(options_.controller.shard_check)) {
-        DeclareLostShards(shard::ShardTable::Now());
+        shard_watch_->Watch(shard::ShardTable::Now());
       }
     });
   }
@@ -478,6 +498,9 @@ absl::Status Server::Impl::JoinController(int port) {
 absl::Status Server::Impl::Register(absl::Duration wait) {
   v1::RegisterShardRequest request;
   *request.mutable_shard() = registration_;
+  const shard::ShardStore::Stats stats = shard_store_->GetStats();
+  request.mutable_shard()->set_memory_bytes(static_cast<uint64_t>(stats.reserved_bytes));
+  request.mutable_shard()->set_memory_limit_bytes(static_cast<uint64_t>(stats.limit_bytes));
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
   context.set_deadline(absl::ToChronoTime(absl::Now() + wait));
@@ -531,7 +554,7 @@ void Server::Impl::Shutdown() {
   }
   if (release_sync_.joinable()) release_sync_.join();
   if (heartbeat_.joinable()) heartbeat_.join();
-  if (shard_watch_.joinable()) shard_watch_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();
   keeper_.reset();
@@ -554,8 +577,8 @@ absl::Status Server::Start() { return impl_->Start(); }
 int Server::port() const { return impl_->port(); }
 DockRegistry& Server::registry() { return impl_->registry(); }
 const shard::ShardTable* Server::shard_table() const { return impl_->shard_table(); }
-std::vector<shard::ShardEntry> Server::DeclareLostShards(absl::Time now) {
-  return impl_->DeclareLostShards(now);
+std::vector<shard::ShardEntry> Server::WatchShards(absl::Time now) {
+  return impl_->WatchShards(now);
 }
 const ServerMetrics* Server::metrics() const { return impl_->metrics(); }
 persist::Persistence* Server::persistence() { return impl_->persistence(); }

@@ -19,6 +19,7 @@
 #include "server/persist/persistence.h"
 #include "server/service/security.h"
 #include "server/shard/shard_table.h"
+#include "server/shard/shard_watch.h"
 
 namespace tdock {
 
@@ -73,7 +74,10 @@ struct ServerOptions {
     // release_sync) is declared lost: rows with cells on it are dropped as
     // "lost" and its id is free again.
     absl::Duration shard_lost_after = absl::Seconds(60);
-    // How often the controller looks for lost shards.
+    // A shard not heard from for this long is away: rows with cells on it
+    // are not handed out (they wait) until it is heard from again.
+    absl::Duration shard_away_after = absl::Seconds(5);
+    // How often the controller looks for away and lost shards.
     absl::Duration shard_check = absl::Seconds(1);
   } controller;
   // Address to listen on, host:port. Port 0 picks a free port (see port()).
@@ -133,9 +137,10 @@ class Server final {
   // role kController (after Start; null otherwise): its shards.
   const shard::ShardTable* shard_table() const;
   // role kController: what it does every controller.shard_check, as of
-  // `now`: the shards not heard from for controller.shard_lost_after are
-  // declared lost (DockService::DeclareLostShards). Returns them.
-  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now);
+  // `now` (ShardWatch::Watch): the shards not heard from for
+  // controller.shard_lost_after are declared lost (returned), and rows on
+  // those not heard from for shard_away_after are held.
+  std::vector<shard::ShardEntry> WatchShards(absl::Time now);
   // Stops accepting calls, completes parked ones, lets in-flight calls finish
   // (up to shutdown_grace), and returns.
   void Shutdown();

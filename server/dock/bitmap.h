@@ -47,6 +47,11 @@ class AtomicBitmap final {
     // acq_rel: see what the ready bits published; order competing claims.
     return mask & ~words_[w].fetch_or(mask, std::memory_order_acq_rel);
   }
+  // Replaces word w with `bits`; returns the word it held.
+  uint64_t Exchange(int64_t w, uint64_t bits) {
+    // acq_rel: readers that load the word see the bits in order.
+    return words_[w].exchange(bits, std::memory_order_acq_rel);
+  }
   // Clears `mask` in word w (undoing a Claim).
   void Clear(int64_t w, uint64_t mask) {
     // release: a later claimer of these bits sees our undo in order.

@@ -156,6 +156,8 @@ void Dock::Drop(DropInput input, RowsCallback done) {
 void Dock::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
   impl_->DropLost(shard, incarnation, std::move(done));
 }
+void Dock::HoldShards(std::vector<ShardIncarnation> away) { impl_->HoldShards(std::move(away)); }
+std::vector<ShardIncarnation> Dock::ShardsOfLiveRows() const { return impl_->ShardsOfLiveRows(); }
 void Dock::Seal(SealInput input, RowsCallback done) {
   impl_->Seal(std::move(input), std::move(done));
 }

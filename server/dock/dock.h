@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/cell_location.h"
 #include "common/spec.h"
 #include "server/dock/journal_hook.h"
 #include "server/dock/types.h"
@@ -184,6 +185,18 @@ class Dock final {
   // as Drop drops rows. Answers with the rows dropped (0 for a dock that
   // holds cells itself, or none there).
   void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
+  // A controller's dock: the shards in `away` (each an incarnation, 0: any)
+  // cannot be read for now. Until the next call, every row of a live step
+  // with a cell on one of them is held back from hand-outs (it waits; a
+  // parked Get is answered once it is let go, or without it), and a call
+  // without them lets them go. Rows committed between calls are held from
+  // the next. Nothing is recorded: a restarted controller holds what its
+  // shards' state holds then. A dock that holds cells itself ignores it.
+  void HoldShards(std::vector<ShardIncarnation> away);
+  // A controller's dock: the shard incarnations holding a cell of a live
+  // row (the extents' high 32 bits), ascending; empty for a dock that holds
+  // cells itself.
+  std::vector<ShardIncarnation> ShardsOfLiveRows() const;
   // Seals a live step: its rows that lack a cell of a required column (with
   // none named: every row with no cell) are dropped as "sealed", so every
   // row left can be completed and a consumer's end of step comes once each

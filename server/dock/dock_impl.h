@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/cell_location.h"
 #include "common/mutex.h"
 #include "common/spec.h"
 #include "common/timer_service.h"
@@ -93,7 +94,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // recovered); returns the version now.
   int64_t AdvanceVersion(int64_t version);
   void Drop(DropInput input, RowsCallback done);
-  void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);  // dock_lost.cc
+  // dock_lost.cc: a controller's rows on shards that are gone or away.
+  void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
+  void HoldShards(std::vector<ShardIncarnation> away);
+  std::vector<ShardIncarnation> ShardsOfLiveRows() const;
   void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;
   void Shutdown();
@@ -121,6 +125,16 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void FinishRecovery();
 
  private:
+  // A controller's dock: the rows a stored Put (sent again as `input`,
+  // answered `answer`) wrote that were dropped as lost since, with their
+  // shard's cells (dock_lost.cc). Empty for a released step.
+  std::vector<int64_t> LostRowsOfPut(const PutInput& input, const PutResult& answer) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The rows of `part` (a live step of a controller's dock) not dropped
+  // with a cell on one of `shards` (dock_lost.cc).
+  std::vector<int64_t> RowsOnShards(const Partition& part,
+                                    const std::vector<ShardIncarnation>& shards) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // ---- Consumers changing (dock_consumers.cc): additions, removals and
   // joins of optional consumers, one at a time in the order asked: the first
   // of the ConsumerTable's queue is checked, recorded (with a journal), then
@@ -570,6 +584,11 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   // The answers of live steps' Puts by their writers' ids (dock_put.cc);
   // its lock is a leaf.
   PutIdTable put_ids_;
+
+  // HoldShards: one change of the held rows at a time; before mu_ (and
+  // released before it wakes parked Gets).
+  tdock::Mutex holds_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<ShardIncarnation> held_shards_ ABSL_GUARDED_BY(holds_mu_);
 
   // Parked calls; its lock comes before mu_ (a parking call re-checks its
   // condition under it).

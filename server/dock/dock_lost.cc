@@ -1,15 +1,116 @@
-// DockImpl's drops of rows whose cells were on a shard that is gone (a
+// DockImpl's rows whose cells are on a shard that is gone or away (a
 // controller's docks, whose cells are locations): found by reading each
-// live row's locations, dropped as "lost" through the drop path.
+// live row's locations; a gone shard's are dropped as "lost" through the
+// drop path, an away shard's are held back from hand-outs until it is back.
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/cell_location.h"
 #include "server/dock/dock_impl.h"
 
 namespace tdock::internal {
+namespace {
+
+// Calls `on(where)` for the location of each cell of `row` in `part` until
+// it returns true; returns whether one did.
+template <typename On>
+bool AnyLocation(const Partition& part, const StepCells& cells, const ColumnTable& columns,
+                 int64_t row, On on) {
+  for (int c = 0; c < static_cast<int>(columns.size()); ++c) {
+    const CellBlock* block = part.cell(c, row);
+    if (block == nullptr) continue;
+    absl::StatusOr<CellLocation> where =
+        DecodeCellLocation(cells.Bytes(*block, columns[c].item_bytes()));
+    if (where.ok() && on(*where)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<int64_t> DockImpl::RowsOnShards(const Partition& part,
+                                            const std::vector<ShardIncarnation>& shards) const {
+  std::vector<int64_t> rows;
+  const StepCells& cells = *part.cells(mu_);
+  for (int64_t row = 0; row < rows_per_step_; ++row) {
+    if (part.dropped(row)) continue;
+    if (AnyLocation(part, cells, columns_, row, [&shards](const CellLocation& where) {
+          return std::any_of(shards.begin(), shards.end(),
+                             [&where](const ShardIncarnation& s) { return s.Holds(where); });
+        })) {
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+std::vector<int64_t> DockImpl::LostRowsOfPut(const PutInput& input,
+                                             const PutResult& answer) const {
+  std::vector<int64_t> lost;
+  if (limits_.cells != CellForm::kLocations) return lost;
+  tdock::ReaderMutexLock lock(&mu_);
+  if (!ring_.Holds(mu_, answer.step)) return lost;
+  const Partition& part = ring_.Of(answer.step);
+  std::vector<int64_t> rows = !input.rows.empty() ? input.rows : answer.assigned;
+  if (rows.empty() && !input.keys.empty()) {
+    // Rows named by their keys: a dropped row's key is out of the key
+    // index, but its row keeps it.
+    const absl::flat_hash_set<std::string> keys(input.keys.begin(), input.keys.end());
+    for (int64_t row = 0; row < rows_per_step_; ++row) {
+      const std::string* key = part.row_index().key(row);
+      if (key != nullptr && keys.contains(*key)) rows.push_back(row);
+    }
+  }
+  for (int64_t row : rows) {
+    if (row >= 0 && row < rows_per_step_ && part.dropped(row) &&
+        part.drop_reason(mu_, row) == DropReason::kLost) {
+      lost.push_back(row);
+    }
+  }
+  return lost;
+}
+
+std::vector<ShardIncarnation> DockImpl::ShardsOfLiveRows() const {
+  std::set<ShardIncarnation> found;
+  if (limits_.cells == CellForm::kLocations) {
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : ring_.partitions()) {
+      if (!part->live(mu_)) continue;
+      const StepCells& cells = *part->cells(mu_);
+      for (int64_t row = 0; row < rows_per_step_; ++row) {
+        if (part->dropped(row)) continue;
+        AnyLocation(*part, cells, columns_, row, [&found](const CellLocation& where) {
+          found.insert({where.shard, static_cast<uint32_t>(where.extent >> 32)});
+          return false;
+        });
+      }
+    }
+  }
+  return {found.begin(), found.end()};
+}
+
+void DockImpl::HoldShards(std::vector<ShardIncarnation> away) {
+  if (limits_.cells != CellForm::kLocations) return;
+  bool let_go = false;
+  {
+    tdock::MutexLock serial(&holds_mu_);
+    if (away.empty() && held_shards_.empty()) return;
+    held_shards_ = std::move(away);
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : ring_.partitions()) {
+      std::vector<int64_t> rows;
+      // A step being released too: its release may fail and serve it again.
+      if (!held_shards_.empty() && part->live(mu_)) rows = RowsOnShards(*part, held_shards_);
+      let_go |= part->SetHeld(rows);
+    }
+  }
+  if (let_go) WakeGets({});
+}
 
 void DockImpl::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
   std::vector<DockJournal::DropRecord> drops;
@@ -20,28 +121,16 @@ void DockImpl::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done)
     for (const auto& part : ring_.partitions()) {
       // A step being released goes with its cells anyway.
       if (!part->live(mu_) || part->releasing(mu_)) continue;
-      const std::shared_ptr<StepCells>& cells = part->cells(mu_);
       std::vector<int64_t> rows;
-      for (int64_t row = 0; row < rows_per_step_; ++row) {
-        if (part->dropped(row)) continue;
-        bool lost = false;
-        for (int c = 0; c < static_cast<int>(columns_.size()) && !lost; ++c) {
-          const CellBlock* block = part->cell(c, row);
-          if (block == nullptr) continue;
-          absl::StatusOr<CellLocation> where =
-              DecodeCellLocation(cells->Bytes(*block, columns_[c].item_bytes()));
-          lost = where.ok() && where->shard == shard &&
-                 (incarnation == 0 || where->extent >> 32 == incarnation);
-        }
-        if (!lost) continue;
-        // A whole-group consumer could never take the group: all of it goes.
-        if (whole_groups) {
-          const int64_t first = row / group_size_ * group_size_;
-          for (int64_t r = first; r < first + group_size_; ++r) {
-            if (rows.empty() || rows.back() < r) rows.push_back(r);
-          }
-        } else {
+      for (int64_t row : RowsOnShards(*part, {{shard, incarnation}})) {
+        if (!whole_groups) {
           rows.push_back(row);
+          continue;
+        }
+        // A whole-group consumer could never take the group: all of it goes.
+        const int64_t first = row / group_size_ * group_size_;
+        for (int64_t r = first; r < first + group_size_; ++r) {
+          if (rows.empty() || rows.back() < r) rows.push_back(r);
         }
       }
       if (rows.empty()) continue;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/refusal.h"
 #include "common/status.h"
 #include "server/dock/dock_impl.h"
@@ -395,6 +396,15 @@ void DockImpl::Put(PutInput input, PutCallback done) {
               Where(input.step), ": put_id ", input.put_id, " is the id of another Put, stored "
               "in step ", stored.answer.step, " (its step, rows, keys, lease, reservation or "
               "columns differ); each Put needs an id of its own")));
+          return;
+        }
+        // Its rows were lost with their shard since: what it stored is gone.
+        if (std::vector<int64_t> lost = LostRowsOfPut(input, stored.answer); !lost.empty()) {
+          std::move(done)(absl::DataLossError(absl::StrCat(
+              Where(stored.answer.step), ": the Put with put_id ", input.put_id,
+              " was stored, but rows ", absl::StrJoin(lost, ", "),
+              " were dropped as lost since, with their shard's cells; what it wrote there is "
+              "gone: write those samples again in new rows")));
           return;
         }
         stored.answer.replayed = true;

@@ -26,6 +26,8 @@ Partition::Partition(const tdock::Mutex* dock_mu, int index, int64_t rows,
       drop_reasons_(static_cast<size_t>(rows), DropReason::kUnspecified),
       dropped_(rows),
       live_rows_(new std::atomic<int32_t>[rows / group_size]),
+      held_rows_(rows),
+      held_groups_(rows / group_size),
       row_index_(rows) {
   for (int64_t g = 0; g < groups_; ++g) {
     live_rows_[g].store(group_size_, std::memory_order_relaxed);
@@ -104,6 +106,9 @@ std::shared_ptr<StepCells> Partition::Release(const tdock::Mutex& dock_mu) {
     row_index_.Reset();
   }
   dropped_.Reset();
+  held_rows_.Reset();
+  held_groups_.Reset();
+  holding_.store(false, std::memory_order_relaxed);
   std::fill(drop_reasons_.begin(), drop_reasons_.end(), DropReason::kUnspecified);
   drops_.fill(0);
   for (int64_t g = 0; g < groups_; ++g) {
@@ -116,6 +121,34 @@ std::shared_ptr<StepCells> Partition::Release(const tdock::Mutex& dock_mu) {
   step_ = -1;
   releasing_ = false;
   return std::exchange(cells_, nullptr);
+}
+
+bool Partition::SetHeld(const std::vector<int64_t>& rows) {
+  if (rows.empty() && !holding()) return false;
+  std::vector<uint64_t> row_words(static_cast<size_t>(held_rows_.num_words()));
+  std::vector<uint64_t> group_words(static_cast<size_t>(held_groups_.num_words()));
+  for (int64_t row : rows) {
+    row_words[row >> 6] |= uint64_t{1} << (row & 63);
+    const int64_t group = row / group_size_;
+    group_words[group >> 6] |= uint64_t{1} << (group & 63);
+  }
+  // release: a claim that sees the flag sees the bits set after it.
+  if (!rows.empty()) holding_.store(true, std::memory_order_release);
+  bool let_go = false;
+  bool changed = false;
+  auto store = [&](AtomicBitmap& bits, const std::vector<uint64_t>& words) {
+    for (int64_t w = 0; w < bits.num_words(); ++w) {
+      const uint64_t before = bits.Exchange(w, words[w]);
+      let_go |= (before & ~words[w]) != 0;
+      changed |= before != words[w];
+    }
+  };
+  store(held_rows_, row_words);
+  store(held_groups_, group_words);
+  if (rows.empty()) holding_.store(false, std::memory_order_release);
+  // A claim order built before (oldest_first) may list units held now.
+  if (changed) NoteAvailable();
+  return let_go;
 }
 
 void Partition::Publish(int c, int64_t row, const CellBlock* block) {

@@ -325,6 +325,17 @@ class Partition final {
   // (DockImpl::EndHandOut); a stale pass-over's end runs it in any case.
   std::atomic<int64_t>& unrecorded_handouts() { return unrecorded_handouts_; }
   std::atomic<bool>& release_waits() { return release_waits_; }
+  // ---- held units: a controller's rows with a cell on a shard that is
+  // away (DockImpl::HoldShards) are held back from claims, per row and per
+  // group (a group with a held row); they wait, nobody takes them. Set
+  // under the dock's mutex (shared; one change at a time), cleared with the
+  // step.
+  bool holding() const { return holding_.load(std::memory_order_acquire); }
+  const AtomicBitmap& held(bool groups) const { return groups ? held_groups_ : held_rows_; }
+  // Holds exactly `rows` (ascending). Returns whether a unit held before
+  // is let go (claims may take it now). Raises availability() on a change.
+  bool SetHeld(const std::vector<int64_t>& rows);
+
   // Units may have become available to claims (cells made ready, a row
   // dropped, which can complete a group): raised (release) after the bits.
   void NoteAvailable() { availability_.fetch_add(1, std::memory_order_release); }
@@ -392,6 +403,9 @@ class Partition final {
   std::atomic<int64_t> unrecorded_handouts_{0};
   std::atomic<bool> release_waits_{false};
   std::atomic<uint64_t> availability_{0};  // NoteAvailable
+  std::atomic<bool> holding_{false};  // some unit is held
+  AtomicBitmap held_rows_;
+  AtomicBitmap held_groups_;
 
   mutable RowIndex row_index_;
 };

@@ -35,7 +35,7 @@ bool MayBeStale(const Partition& part, int64_t min_version) {
 }
 
 // Units of word w that are ready in every needed column (not yet masked by
-// the consumed bits) and not stale.
+// the consumed bits), not held and not stale.
 uint64_t ReadyWord(const Partition& part, const AtomicBitmap& consumed,
                    const ConsumerPlan& plan, int64_t w, int64_t min_version) {
   uint64_t word = consumed.valid_mask(w);
@@ -43,6 +43,8 @@ uint64_t ReadyWord(const Partition& part, const AtomicBitmap& consumed,
     word &= ReadyBits(part, plan, c).word(w);
     if (word == 0) break;
   }
+  // A held unit's cells are on a shard that is away: it waits.
+  if (word != 0 && part.holding()) word &= ~part.held(plan.whole_groups).word(w);
   if (word != 0 && MayBeStale(part, min_version)) {
     word = FreshBits(part, plan, w, word, min_version);
   }

@@ -33,7 +33,7 @@
 #include "server/dock/registry.h"
 #include "server/service/observer.h"
 #include "server/service/security.h"
-#include "server/shard/shard_table.h"
+#include "server/shard/shard_watch.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
 // overloads of the same method by design; clang's -Woverloaded-virtual flags
@@ -146,16 +146,9 @@ class DockService final
                                        v1::ListShardsResponse* response) override;
   // Makes this the service of a controller (tdock-server --role=controller),
   // whose docks hold cell locations: its Puts come from shards and carry
-  // cell_locations, and `shards` (borrowed) is its shard table.
+  // cell_locations, and `shards` (borrowed) watches its shards.
   // REQUIRES: before serving.
-  void SetController(shard::ShardTable* shards) { shards_ = shards; }
-  // A controller: the shards not heard from for `after` by `now` are taken
-  // out of the table and declared lost: in every dock, the rows with a cell
-  // on one are dropped as "lost" (Dock::DropLost). Returns them.
-  std::vector<shard::ShardEntry> DeclareLostShards(absl::Time now, absl::Duration after);
-  // `shard` (its incarnation) is gone, and its cells with it: in every
-  // dock, the rows with a cell of it are dropped as "lost".
-  void LoseShard(const shard::ShardEntry& shard, const std::string& why);
+  void SetController(shard::ShardWatch* shards) { shards_ = shards; }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,
@@ -213,7 +206,7 @@ class DockService final
   const BearerToken* const token_;
   const ServiceLimits limits_;
   std::function<void(const std::string& dir, StatusCallback done)> checkpoint_;
-  shard::ShardTable* shards_ = nullptr;  // set on a controller
+  shard::ShardWatch* shards_ = nullptr;  // set on a controller
 };
 
 }  // namespace tdock

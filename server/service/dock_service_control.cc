@@ -385,44 +385,14 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
                                   "(tdock-server --role=controller)"));
   }
   const v1::ShardInfo& shard = request->shard();
-  std::optional<shard::ShardEntry> restarted;
-  absl::Status registered =
-      shards_->Register({shard.id(), shard.address(), shard.node(), shard.incarnation()},
-                        shard::ShardTable::Now(), &restarted);
-  if (registered.ok() && restarted.has_value()) {
-    LoseShard(*restarted, absl::StrCat("restarted (now incarnation ", shard.incarnation(), ")"));
-  }
-  return FinishNow(context, registered);
-}
-
-std::vector<shard::ShardEntry> DockService::DeclareLostShards(absl::Time now,
-                                                             absl::Duration after) {
-  if (shards_ == nullptr) return {};
-  std::vector<shard::ShardEntry> lost = shards_->TakeUnseen(now, after);
-  for (const shard::ShardEntry& shard : lost) {
-    LoseShard(shard, absl::StrCat("was not heard from for ", absl::FormatDuration(after)));
-  }
-  return lost;
-}
-
-void DockService::LoseShard(const shard::ShardEntry& shard, const std::string& why) {
-  TDOCK_LOG(WARNING) << "shard " << shard.id << " (incarnation " << shard.incarnation << ") at "
-                     << shard.address << " on node " << shard.node << " " << why
-                     << ": declared lost; rows with cells on it are dropped as lost";
-  if (observer_ != nullptr) observer_->OnShardLost();
-  for (const std::shared_ptr<Dock>& dock : registry_->List()) {
-    dock->DropLost(shard.id, shard.incarnation,
-                   [name = dock->name(), id = shard.id](absl::StatusOr<int64_t> rows) {
-                     if (!rows.ok()) {
-                       TDOCK_LOG(ERROR) << "dock '" << name << "': the rows of lost shard " << id
-                                        << " were not dropped: " << rows.status();
-                     } else if (*rows > 0) {
-                       TDOCK_LOG(WARNING) << "dock '" << name << "': " << *rows
-                                          << " rows with cells on lost shard " << id
-                                          << " dropped as lost";
-                     }
-                   });
-  }
+  return FinishNow(context,
+                   shards_->Register({.id = shard.id(),
+                                      .address = shard.address(),
+                                      .node = shard.node(),
+                                      .incarnation = shard.incarnation(),
+                                      .memory_bytes = static_cast<int64_t>(shard.memory_bytes()),
+                                      .memory_limit_bytes =
+                                          static_cast<int64_t>(shard.memory_limit_bytes())}));
 }
 
 grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,
@@ -440,6 +410,9 @@ grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* c
     shard->set_address(entry.address);
     shard->set_node(entry.node);
     shard->set_incarnation(entry.incarnation);
+    shard->set_state(entry.away ? v1::SHARD_AWAY : v1::SHARD_LIVE);
+    shard->set_memory_bytes(static_cast<uint64_t>(entry.memory_bytes));
+    shard->set_memory_limit_bytes(static_cast<uint64_t>(entry.memory_limit_bytes));
   }
   return FinishNow(context, absl::OkStatus());
 }

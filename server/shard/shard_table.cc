@@ -15,33 +15,60 @@ absl::Time ShardTable::Now() {
 }
 
 absl::Status ShardTable::Register(ShardEntry shard, absl::Time now,
-                                  std::optional<ShardEntry>* restarted) {
+                                  std::vector<ShardEntry>* gone) {
   if (shard.id == 0) return absl::InvalidArgumentError("a shard's id must be positive, got 0");
   if (shard.address.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", shard.id, " registers with no address"));
   }
+  shard.away = false;
   tdock::MutexLock lock(&mu_);
-  auto [it, added] = shards_.emplace(shard.id, Held{shard, now});
-  if (!added) {
-    if (it->second.entry.address != shard.address) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "shard id ", shard.id, " is held by the shard at ", it->second.entry.address,
-          "; the shard at ", shard.address, " needs another id"));
-    }
-    if (restarted != nullptr && shard.incarnation != 0 && it->second.entry.incarnation != 0 &&
-        shard.incarnation != it->second.entry.incarnation) {
-      *restarted = it->second.entry;
-    }
-    it->second = Held{std::move(shard), std::max(now, it->second.seen)};
+  auto it = shards_.find(shard.id);
+  if (it != shards_.end() && it->second.entry.address != shard.address) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "shard id ", shard.id, " is held by the shard at ", it->second.entry.address,
+        "; the shard at ", shard.address, " needs another id"));
   }
+  if (auto expected = expected_.find(shard.id); expected != expected_.end()) {
+    for (uint32_t incarnation : expected->second.incarnations) {
+      // A shard that does not say its incarnation is taken to be the one;
+      // cells of no incarnation (0) are any incarnation's.
+      if (gone != nullptr && shard.incarnation != 0 && incarnation != 0 &&
+          incarnation != shard.incarnation) {
+        gone->push_back({.id = shard.id, .incarnation = incarnation});
+      }
+    }
+    expected_.erase(expected);
+  }
+  if (it == shards_.end()) {
+    shards_.emplace(shard.id, Held{std::move(shard), now});
+    return absl::OkStatus();
+  }
+  if (gone != nullptr && shard.incarnation != 0 && it->second.entry.incarnation != 0 &&
+      shard.incarnation != it->second.entry.incarnation) {
+    gone->push_back(it->second.entry);
+  }
+  it->second = Held{std::move(shard), std::max(now, it->second.seen)};
   return absl::OkStatus();
 }
 
-std::vector<ShardEntry> ShardTable::List() const {
+void ShardTable::Expect(ShardIncarnation expected, absl::Time now) {
+  tdock::MutexLock lock(&mu_);
+  if (auto it = shards_.find(expected.shard);
+      it != shards_.end() && it->second.entry.incarnation == expected.incarnation) {
+    return;
+  }
+  auto [it, added] = expected_.emplace(expected.shard, Expected{{}, now});
+  it->second.incarnations.insert(expected.incarnation);
+}
+
+std::vector<ShardEntry> ShardTable::List(absl::Time now, absl::Duration away_after) const {
   tdock::ReaderMutexLock lock(&mu_);
   std::vector<ShardEntry> out;
-  for (const auto& [id, held] : shards_) out.push_back(held.entry);
+  for (const auto& [id, held] : shards_) {
+    out.push_back(held.entry);
+    out.back().away = now - held.seen > away_after;
+  }
   return out;
 }
 
@@ -52,6 +79,20 @@ std::optional<absl::Time> ShardTable::LastSeen(uint64_t id) const {
   return it->second.seen;
 }
 
+std::vector<ShardIncarnation> ShardTable::Unavailable(absl::Time now,
+                                                      absl::Duration away_after) const {
+  std::vector<ShardIncarnation> out;
+  tdock::ReaderMutexLock lock(&mu_);
+  for (const auto& [id, held] : shards_) {
+    if (now - held.seen > away_after) out.push_back({id, held.entry.incarnation});
+  }
+  for (const auto& [id, expected] : expected_) {
+    for (uint32_t incarnation : expected.incarnations) out.push_back({id, incarnation});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<ShardEntry> ShardTable::TakeUnseen(absl::Time now, absl::Duration after) {
   std::vector<ShardEntry> out;
   tdock::MutexLock lock(&mu_);
@@ -59,6 +100,16 @@ std::vector<ShardEntry> ShardTable::TakeUnseen(absl::Time now, absl::Duration af
     if (now - it->second.seen > after) {
       out.push_back(std::move(it->second.entry));
       it = shards_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    if (now - it->second.since > after) {
+      for (uint32_t incarnation : it->second.incarnations) {
+        out.push_back({.id = it->first, .incarnation = incarnation});
+      }
+      it = expected_.erase(it);
     } else {
       ++it;
     }

@@ -4,7 +4,7 @@
 // it deciding by the cells' real lengths (token counts, balanced rounds,
 // response bounds) exactly as a dock holding the bytes does, while its
 // batches, reads and listings carry the locations; a lost shard's rows are
-// dropped.
+// dropped, an away shard's held back.
 #include "server/dock/location_cell_store.h"
 
 #include <future>
@@ -310,6 +310,105 @@ TEST(LocationDock, DropLostDropsTheRowsWithACellOnTheShard) {
   // Nobody may give the server's own reason.
   EXPECT_STATUS(dock->Drop(DropInput{0, {0}, {}, DropReason::kLost}),
                 absl::StatusCode::kInvalidArgument, "reason 'lost' is the server's own");
+}
+
+// A Put sent again with its put_id after its rows were dropped as lost (its
+// shard died after the controller stored it, before the writer heard the
+// answer) is not answered as stored: DATA_LOSS names the rows, whether the
+// Put named its rows or its keys; a Put whose rows are on a shard that
+// lives is replayed as always.
+TEST(LocationDock, APutSentAgainAfterItsRowsWereLostIsNotReplayed) {
+  std::unique_ptr<Dock> dock = MakeDock(CellForm::kLocations);
+  std::vector<OwnedColumn> columns;  // outlive the Puts
+  columns.reserve(8);
+  // `column` of rows of lengths 2 (rows empty: those with `keys`) on `shard`.
+  auto put = [&columns](const std::string& column, std::vector<int64_t> rows, uint64_t shard,
+                        uint64_t put_id, std::vector<std::string> keys = {}) {
+    PutInput in;
+    const size_t n = rows.empty() ? keys.size() : rows.size();
+    in.rows = std::move(rows);
+    in.keys = std::move(keys);
+    in.put_id = put_id;
+    const DType dtype = column == "tokens" ? DType::kInt32 : DType::kFloat32;
+    columns.push_back(Locations(column, dtype, std::vector<int64_t>(n, 2), 4, shard));
+    in.columns.push_back(columns.back().View());
+    return in;
+  };
+  ASSERT_OK(PutSync(*dock, put("tokens", {0, 1}, 1, 11)).status());
+  ASSERT_OK(PutSync(*dock, put("tokens", {2, 3}, 2, 12)).status());
+  // Rows 4, 5 by their keys: their tokens on shard 2, their logp on shard 1.
+  ASSERT_OK(PutSync(*dock, put("tokens", {4, 5}, 2, 0, {"a", "b"})).status());
+  ASSERT_OK(PutSync(*dock, put("logp", {}, 1, 13, {"a", "b"})).status());
+  std::promise<absl::StatusOr<int64_t>> dropped;
+  dock->DropLost(2, 0, [&dropped](absl::StatusOr<int64_t> rows) { dropped.set_value(rows); });
+  ASSERT_OK_AND_ASSIGN(int64_t rows, dropped.get_future().get());
+  EXPECT_EQ(rows, 4);
+
+  ASSERT_OK_AND_ASSIGN(PutResult kept, PutSync(*dock, put("tokens", {0, 1}, 1, 11)));
+  EXPECT_TRUE(kept.replayed);
+  EXPECT_STATUS(PutSync(*dock, put("tokens", {2, 3}, 2, 12)).status(),
+                absl::StatusCode::kDataLoss,
+                "dock 'controller' step 0: the Put with put_id 12 was stored, but rows 2, 3 "
+                "were dropped as lost since");
+  EXPECT_STATUS(PutSync(*dock, put("logp", {}, 1, 13, {"a", "b"})).status(),
+                absl::StatusCode::kDataLoss, "put_id 13 was stored, but rows 4, 5");
+}
+
+// A shard away: the rows with a cell on it (that incarnation's) are held
+// back from hand-outs, a whole group with one of them too, while the others
+// are served; let go, a parked Get takes them. The shard incarnations
+// holding live rows are named.
+TEST(LocationDock, HoldShardsHoldsBackTheRowsOnAShardThatIsAway) {
+  DockSpec spec = BalancedSpec();
+  spec.n_samples_per_prompt = 2;
+  spec.num_prompts = 4;
+  spec.consumers = {ConsumerSpec{"rows", {"tokens"}, 1, 1, false, Policy::kFifo, 0},
+                    ConsumerSpec{"groups", {"tokens"}, 2, 1, /*whole_groups=*/true,
+                                 Policy::kFifo, 0}};
+  std::unique_ptr<Dock> dock = MakeDock(CellForm::kLocations, 0, spec);
+  // Rows 0-4 on shard 1 (incarnation 0); rows 5-7 on shard 2, incarnation 9.
+  ASSERT_OK(PutSync(*dock, 0, {0, 1, 2, 3, 4},
+                    {Locations("tokens", DType::kInt32, {7, 6, 8, 5, 1}, 4, 1)}));
+  OwnedColumn on_two{"tokens", DType::kInt32, {0}, {}};
+  for (uint64_t i = 0; i < 3; ++i) {
+    on_two.offsets.push_back(on_two.offsets.back() + 2);
+    on_two.bytes += EncodeCellLocation({2, (uint64_t{9} << 32) + i, 8 * i, 8});
+  }
+  ASSERT_OK(PutSync(*dock, 0, {5, 6, 7}, {on_two}));
+  EXPECT_EQ(dock->ShardsOfLiveRows(),
+            (std::vector<ShardIncarnation>{{1, 0}, {2, 9}}));
+
+  dock->HoldShards({{2, 9}});
+  ASSERT_OK_AND_ASSIGN(Batch rows, GetSync(*dock, GetOf("rows", 5)));
+  EXPECT_EQ(rows.rows, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  ASSERT_OK_AND_ASSIGN(Batch none, GetSync(*dock, GetOf("rows", 1)));
+  EXPECT_TRUE(none.rows.empty()) << "rows 5-7 wait";
+  ASSERT_OK_AND_ASSIGN(Batch groups, GetSync(*dock, GetOf("groups", 4)));
+  EXPECT_EQ(groups.rows, (std::vector<int64_t>{0, 1, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(Batch no_group, GetSync(*dock, GetOf("groups", 2)));
+  EXPECT_TRUE(no_group.rows.empty()) << "group 2 (rows 4, 5) waits for row 5";
+  EXPECT_EQ(dock->Stats().steps[0].available_rows, (std::vector<int64_t>{0, 0}));
+  // Another incarnation of shard 2 holds none of them.
+  dock->HoldShards({{2, 8}});
+  ASSERT_OK_AND_ASSIGN(Batch other, GetSync(*dock, GetOf("groups", 4)));
+  EXPECT_EQ(other.rows, (std::vector<int64_t>{4, 5, 6, 7}));
+
+  dock->HoldShards({{2, 0}});  // any incarnation
+  std::promise<absl::StatusOr<Batch>> parked;
+  dock->Get(GetOf("rows", 3, absl::Minutes(5)),
+            [&parked](absl::StatusOr<Batch> batch) { parked.set_value(std::move(batch)); });
+  dock->HoldShards({});  // back
+  ASSERT_OK_AND_ASSIGN(Batch back, parked.get_future().get());
+  EXPECT_EQ(back.rows, (std::vector<int64_t>{5, 6, 7}));
+  EXPECT_TRUE(back.end_of_step);
+
+  // A dock holding bytes ignores holds and names no shard.
+  std::unique_ptr<Dock> bytes = MakeDock(CellForm::kBytes, 0, spec);
+  ASSERT_OK(PutSync(*bytes, 0, AllRows(), {Tokens(kLengths)}));
+  bytes->HoldShards({{1, 0}});
+  EXPECT_TRUE(bytes->ShardsOfLiveRows().empty());
+  ASSERT_OK_AND_ASSIGN(Batch all, GetSync(*bytes, GetOf("rows", 8)));
+  EXPECT_EQ(all.rows.size(), 8u);
 }
 
 // A location dock bounds a response by what it carries, the locations: rows

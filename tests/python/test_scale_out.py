@@ -53,13 +53,14 @@ def test_the_listing_names_each_shard_and_a_standalone_server_has_none(sharded):
         shards = client.shards()
         assert [(s.id, s.node) for s in shards] == [(1, "node-1"), (2, "node-2")]
         assert all(s.address.startswith("127.0.0.1:") for s in shards)
+        assert [s.state for s in shards] == ["live", "live"]
     # tdockctl lists them too.
     ctl = subprocess.run([os.environ.get("TDOCK_CTL_BIN", "build/client/tdockctl"),
                           "--server", address, "--json", "shards"],
                          capture_output=True, text=True, timeout=60)
     assert ctl.returncode == 0, ctl.stderr
-    assert [(s["id"], s["node"]) for s in json.loads(ctl.stdout)["shards"]] == [
-        (1, "node-1"), (2, "node-2")]
+    assert [(s["id"], s["node"], s["state"]) for s in json.loads(ctl.stdout)["shards"]] == [
+        (1, "node-1", "live"), (2, "node-2", "live")]
     proc, standalone = start_server()
     drain(proc)
     try:
@@ -235,35 +236,44 @@ def test_a_controller_killed_comes_back_from_its_journal_with_its_shards_cells(t
 
 def test_a_shard_killed_is_declared_lost_and_a_balanced_leased_pipeline_goes_on(monkeypatch):
     """kill -9 of a shard under a leased, balanced consumer of whole groups:
-    once the controller has not heard from it for --shard_lost_after_ms it
-    is declared lost and its groups are dropped as lost; both ranks get
-    their shares of the groups left, read from the other shard, and once
-    their leases are acknowledged the step ends and is released."""
-    procs, address = start_sharded(2, "--shard_lost_after_ms=10000")
+    once the controller has not heard from it for --shard_away_after_ms it
+    is listed away and its groups wait: both ranks get their shares of a
+    round of the groups on the other shard, which they read; after --shard_lost_after_ms
+    it is declared lost and its groups are dropped as lost, and once the
+    leases are acknowledged the step ends and is released."""
+    procs, address = start_sharded(2, "--shard_lost_after_ms=20000",
+                                   "--shard_away_after_ms=2000")
     drain(procs[0])
     try:
         with tdock.Client(address) as client:
             dock = client.create_dock(grpo_spec(
                 "lost", prompts=4, n=2,
                 consumers={"actor": {"columns": ["prompt_ids", "response_ids"],
-                                     "dp_size": 2, "dispatch_size": 4,
+                                     "dp_size": 2, "dispatch_size": 2,
                                      "policy": "balanced", "whole_groups": True,
                                      "lease_ms": 600000}}))
             for _ in _put_groups_on_both_nodes(dock.put, monkeypatch):
                 pass  # groups 0, 2 on node-1's shard; 1, 3 on node-2's
             procs[2].kill()
             procs[2].wait()
-            # The controller declares it lost after 10 s without a word: a
+            # The controller lists it away after 2 s without a word: a
             # synchronization point, not a timing assertion.
             give_up = time.monotonic() + 120
+            while [s.state for s in client.shards(refresh=True)] != ["live", "away"]:
+                assert time.monotonic() < give_up, "shard 2 was never listed away"
+                time.sleep(0.1)
+            # Its groups wait: a round of two groups is formed of the groups on
+            # shard 1, before shard 2 is declared lost.
+            shares = [dock.get("actor", rank=rank, wait=30) for rank in (0, 1)]
+            assert sorted(r for b in shares for r in b.rows.tolist()) == [0, 1, 4, 5]
+            assert all(b.round == shares[0].round for b in shares)
+            assert dock.status().steps[0].dropped.get("lost", 0) == 0
+            # Declared lost after 20 s.
             while dock.status().steps[0].dropped.get("lost", 0) < 4:
                 assert time.monotonic() < give_up, "shard 2 was never declared lost"
                 time.sleep(0.1)
             assert dock.status().steps[0].dropped == {"lost": 4}
             assert [s.id for s in client.shards(refresh=True)] == [1]
-            shares = [dock.get("actor", rank=rank, wait=30) for rank in (0, 1)]
-            assert sorted(r for b in shares for r in b.rows.tolist()) == [0, 1, 4, 5]
-            assert all(b.end_of_step and b.round == shares[0].round for b in shares)
             for b in shares:
                 for i, row in enumerate(b.rows.tolist()):
                     group = row // 2

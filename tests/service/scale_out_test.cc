@@ -10,9 +10,11 @@
 #include <map>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "common/cell_location.h"
 #include "gtest/gtest.h"
 #include "server/metrics/server_metrics.h"
+#include "tests/persist/persist_test_util.h"
 #include "tests/service/service_fixture.h"
 
 namespace tdock::service_testing {
@@ -20,7 +22,12 @@ namespace {
 
 class ScaleOutTest : public ServiceTest {
  protected:
-  void Configure(ServerOptions& options) override { options.role = ServerRole::kController; }
+  void Configure(ServerOptions& options) override {
+    options.role = ServerRole::kController;
+    // The tests watch the shards themselves (Server::WatchShards), at the
+    // times they choose.
+    options.controller.shard_check = absl::Hours(1);
+  }
 
   void SetUp() override {
     ServiceTest::SetUp();
@@ -127,8 +134,74 @@ class ScaleOutTest : public ServiceTest {
     }
   }
 
+  // Waits until shard `id` registered after `after`: a synchronization
+  // point, not a timing assertion (shards register every 20 ms here).
+  void WaitUntilHeardFrom(uint64_t id, absl::Time after) {
+    const shard::ShardTable& table = *server_->shard_table();
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+         table.LastSeen(id).value_or(absl::InfinitePast()) <= after && absl::Now() < give_up;
+         absl::SleepFor(absl::Milliseconds(5))) {
+    }
+    ASSERT_GT(table.LastSeen(id).value_or(absl::InfinitePast()), after);
+  }
+
+  // The rows of `step` dropped as lost at the controller, once the drop
+  // is applied (or -1 after a minute).
+  int64_t LostRowsOnceThereAre(int64_t want) {
+    auto dock = server_->registry().Find("grpo");
+    EXPECT_TRUE(dock.ok());
+    if (!dock.ok()) return -1;
+    auto lost_rows = [&dock] {
+      for (const StepStats& step : (*dock)->Stats().steps) {
+        if (step.step == 0) return step.dropped_rows[static_cast<int>(DropReason::kLost)];
+      }
+      return int64_t{-1};
+    };
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+         lost_rows() != want && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+    }
+    return lost_rows();
+  }
+
+  // The rows of a Get.
+  static std::vector<int64_t> RowsOf(const v1::GetResponse& batch) {
+    return std::vector<int64_t>(batch.rows().begin(), batch.rows().end());
+  }
+
   std::vector<std::unique_ptr<Server>> shards_;
   std::map<uint64_t, std::unique_ptr<v1::Shard::Stub>> shard_stubs_;
+};
+
+// A controller with a data dir, restarted on its port while its shards run.
+class ScaleOutRestartTest : public ScaleOutTest {
+ protected:
+  void Configure(ServerOptions& options) override {
+    ScaleOutTest::Configure(options);
+    if (data_dir_.empty()) data_dir_ = persist::TempDir("scale_out_restart");
+    options.persistence.data_dir = data_dir_;
+  }
+
+  void TearDown() override {
+    ScaleOutTest::TearDown();
+    persist::RemoveDir(data_dir_);
+  }
+
+  // Shuts the controller down and starts it again from its data dir.
+  void RestartController() {
+    const int port = server_->port();
+    server_->Shutdown();
+    ServerOptions options;
+    options.listen = absl::StrCat("127.0.0.1:", port);
+    options.shutdown_grace = absl::Seconds(5);
+    Configure(options);
+    server_ = std::make_unique<Server>(std::move(options));
+    ASSERT_OK(server_->Start());
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Dock::NewStub(channel_);
+  }
+
+  std::string data_dir_;
 };
 
 // The value of `series` (its name and labels) in a server's metrics.
@@ -286,34 +359,20 @@ TEST_F(ScaleOutTest, AShardNotHeardFromIsDeclaredLostAndItsRowsAreDropped) {
   PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
   shards_[1]->Shutdown();
   const absl::Time gone = shard::ShardTable::Now();
-  // Shard 1 registers again after that (every 20 ms), shard 2 no more: a
-  // synchronization point, not a timing assertion.
-  const shard::ShardTable& table = *server_->shard_table();
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
-       *table.LastSeen(1) <= gone && absl::Now() < give_up;
-       absl::SleepFor(absl::Milliseconds(5))) {
-  }
-  ASSERT_GT(*table.LastSeen(1), gone);
-  ASSERT_LT(*table.LastSeen(2), gone);
+  // Shard 1 registers again after that, shard 2 no more.
+  WaitUntilHeardFrom(1, gone);
+  ASSERT_LT(*server_->shard_table()->LastSeen(2), gone);
   const absl::Duration after = ServerOptions().controller.shard_lost_after;
-  const std::vector<shard::ShardEntry> lost = server_->DeclareLostShards(gone + after);
+  const std::vector<shard::ShardEntry> lost = server_->WatchShards(gone + after);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].id, 2u);
-  EXPECT_TRUE(server_->DeclareLostShards(gone + after).empty()) << "declared once";
+  EXPECT_TRUE(server_->WatchShards(gone + after).empty()) << "declared once";
 
-  // The drop is recorded and applied after DeclareLostShards returns.
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, server_->registry().Find("grpo"));
-  auto lost_rows = [&dock] {
-    for (const StepStats& step : dock->Stats().steps) {
-      if (step.step == 0) return step.dropped_rows[static_cast<int>(DropReason::kLost)];
-    }
-    return int64_t{-1};
-  };
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
-       lost_rows() != 2 && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
-  }
-  EXPECT_EQ(lost_rows(), 2);
+  // The drop is recorded and applied after WatchShards returns.
+  EXPECT_EQ(LostRowsOnceThereAre(2), 2);
   EXPECT_EQ(MetricValue(*server_, "tdock_shards_lost_total"), 1);
+  // As of then shard 1 looked away too; now it is not: its rows are let go.
+  server_->WatchShards(shard::ShardTable::Now());
 
   v1::ListShardsResponse listing;
   ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
@@ -346,15 +405,83 @@ TEST_F(ScaleOutTest, AShardThatRestartedLosesTheRowsOfItsFormerIncarnation) {
   restarted.mutable_shard()->set_incarnation(restarted.shard().incarnation() + 1);
   v1::RegisterShardResponse registered;
   ASSERT_TRUE(stub_->RegisterShard(Context().get(), restarted, &registered).ok());
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, server_->registry().Find("grpo"));
-  auto lost_rows = [&dock] { return dock->Stats().steps[0].dropped_rows[static_cast<int>(DropReason::kLost)]; };
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
-       lost_rows() != 2 && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
-  }
-  EXPECT_EQ(lost_rows(), 2);
+  EXPECT_EQ(LostRowsOnceThereAre(2), 2);
   ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("reward", 4, 0)));
   EXPECT_EQ(std::vector<int64_t>(batch.rows().begin(), batch.rows().end()),
             (std::vector<int64_t>{2, 3}));
+}
+
+// A shard not heard from for shard_away_after is away: its rows are held
+// back (nobody is handed rows whose cells cannot be read) while the others
+// are handed out, and the listing says so; heard from again, its rows are
+// let go. A listed shard says how much memory its cells take.
+TEST_F(ScaleOutTest, AnAwayShardsRowsWaitUntilItIsHeardFromAgain) {
+  PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  ASSERT_EQ(listing.shards_size(), 2);
+  shards_[1]->Shutdown();
+  const absl::Time gone = shard::ShardTable::Now();
+  WaitUntilHeardFrom(1, gone + absl::Milliseconds(50));
+  // As of just past shard 2's bound (shard 1 was heard from since).
+  const absl::Duration away = ServerOptions().controller.shard_away_after;
+  const absl::Time at = gone + away + absl::Milliseconds(10);
+  EXPECT_TRUE(server_->WatchShards(at).empty()) << "away is not lost";
+  v1::ListShardsResponse held;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &held).ok());
+  ASSERT_EQ(held.shards_size(), 2);
+  EXPECT_EQ(held.shards(0).state(), v1::SHARD_LIVE);
+  EXPECT_EQ(held.shards(1).state(), v1::SHARD_AWAY) << "as its rows are held";
+
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse four, Get(GetFor("reward", 4, 0)));
+  EXPECT_EQ(four.rows_size(), 0) << "rows 2, 3 wait for shard 2";
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse two, Get(GetFor("reward", 2, 0)));
+  EXPECT_EQ(RowsOf(two), (std::vector<int64_t>{0, 1}));
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse none, Get(GetFor("reward", 2, 0)));
+  EXPECT_EQ(none.rows_size(), 0);
+
+  // Shard 2 is heard from again (the registration it last sent).
+  v1::RegisterShardRequest again;
+  *again.mutable_shard() = listing.shards(1);
+  ASSERT_EQ(again.shard().id(), 2u);
+  v1::RegisterShardResponse registered;
+  ASSERT_TRUE(stub_->RegisterShard(Context().get(), again, &registered).ok());
+  server_->WatchShards(shard::ShardTable::Now());
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse back, Get(GetFor("reward", 2, 0)));
+  EXPECT_EQ(RowsOf(back), (std::vector<int64_t>{2, 3}));
+
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  ASSERT_EQ(listing.shards_size(), 2);
+  EXPECT_EQ(listing.shards(0).state(), v1::SHARD_LIVE);
+  EXPECT_GT(listing.shards(0).memory_bytes(), 0u) << "shard 1 holds cells";
+}
+
+// A restarted controller expects the shard incarnations its recovered rows
+// have cells on: their rows wait until each registers again. A shard that
+// died while the controller was down never does: after shard_lost_after it
+// is declared lost and its rows are dropped as lost.
+TEST_F(ScaleOutRestartTest, ARestartedControllerWaitsForItsShardsAndLosesOneThatIsGone) {
+  PutStepZero();  // rows 0, 1 on shard 1; rows 2, 3 on shard 2
+  shards_[1]->Shutdown();
+  RestartController();
+  const absl::Time started = shard::ShardTable::Now();
+  WaitUntilHeardFrom(1, started + absl::Milliseconds(50));
+  // Let go once its registration is through (a wait, not a timing assertion).
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse two, Get(GetFor("reward", 2, 60'000)));
+  EXPECT_EQ(RowsOf(two), (std::vector<int64_t>{0, 1})) << "shard 1 is back";
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse none, Get(GetFor("reward", 2, 0)));
+  EXPECT_EQ(none.rows_size(), 0) << "rows 2, 3 wait for shard 2";
+
+  const absl::Duration after = ServerOptions().controller.shard_lost_after;
+  const std::vector<shard::ShardEntry> lost =
+      server_->WatchShards(started + after + absl::Milliseconds(10));
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].id, 2u);
+  EXPECT_NE(lost[0].incarnation, 0u);
+  EXPECT_EQ(LostRowsOnceThereAre(2), 2);
+  EXPECT_EQ(MetricValue(*server_, "tdock_shards_lost_total"), 1);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse end, Get(GetFor("reward", 2, 0)));
+  EXPECT_EQ(end.rows_size(), 0);
 }
 
 // A Put sent again with its put_id, through another shard, is answered as
@@ -386,6 +513,31 @@ TEST_F(ScaleOutTest, APutSentAgainWithItsIdThroughAnotherShardIsReplayed) {
   EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(put.columns(1), 1, 4));
   // Shard 2 took in no payload for it: its copy was dropped, not counted.
   EXPECT_EQ(PayloadBytes(*shards_[1], "in"), 0);
+}
+
+// The crash point between the controller storing a Put and its shard
+// answering: the shard restarts (another incarnation), so the Put's rows are
+// dropped as lost; its writer, never answered, sends it again with its
+// put_id through another shard and is told DATA_LOSS naming the rows, not
+// that it was stored.
+TEST_F(ScaleOutTest, APutSentAgainAfterItsShardRestartedIsNotAnsweredAsStored) {
+  v1::PutRequest put;
+  put.set_dock("grpo");
+  put.set_new_rows(2);
+  put.set_put_id(0x1057);
+  *put.add_columns() = Int32Column("prompt_ids", {{1, 2}, {3}});
+  ASSERT_OK_AND_ASSIGN(v1::PutResponse first, ShardPut(1, put));
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  v1::RegisterShardRequest restarted;
+  *restarted.mutable_shard() = listing.shards(0);
+  restarted.mutable_shard()->set_incarnation(restarted.shard().incarnation() + 1);
+  v1::RegisterShardResponse registered;
+  ASSERT_TRUE(stub_->RegisterShard(Context().get(), restarted, &registered).ok());
+  EXPECT_EQ(LostRowsOnceThereAre(2), 2);
+  EXPECT_STATUS(ShardPut(2, put).status(), absl::StatusCode::kDataLoss,
+                absl::StrCat("the Put with put_id ", 0x1057, " was stored, but rows ",
+                             absl::StrJoin(first.assigned(), ", "), " were dropped as lost"));
 }
 
 // The controller releases a step once its last rows are handed out (here,
@@ -463,7 +615,7 @@ TEST(ServerRoles, AControllerThatCannotListenFailsToStart) {
   {
     Server taken(second);
     EXPECT_STATUS(taken.Start(), absl::StatusCode::kUnavailable, "cannot listen");
-    EXPECT_TRUE(taken.DeclareLostShards(shard::ShardTable::Now()).empty());
+    EXPECT_TRUE(taken.WatchShards(shard::ShardTable::Now()).empty());
   }
   holder.Shutdown();
 }

@@ -32,14 +32,21 @@ _LOCATION = np.dtype([("shard", "<u8"), ("extent", "<u8"), ("offset", "<u8"),
 
 @dataclass(frozen=True)
 class ShardInfo:
-    """A shard as the controller lists it."""
+    """A shard as the controller lists it: `state` "live", or "away" when the
+    controller has not heard from it lately (its rows are not handed out);
+    `memory_bytes` its cells take and its limit (0: none), as it last said."""
     id: int
     address: str
     node: str
+    state: str = "live"
+    memory_bytes: int = 0
+    memory_limit_bytes: int = 0
 
 
 def from_listing(resp: dock_pb2.ListShardsResponse) -> list[ShardInfo]:
-    return [ShardInfo(s.id, s.address, s.node) for s in resp.shards]
+    return [ShardInfo(s.id, s.address, s.node,
+                      "away" if s.state == dock_pb2.SHARD_AWAY else "live",
+                      s.memory_bytes, s.memory_limit_bytes) for s in resp.shards]
 
 
 def local_node() -> str:
@@ -49,11 +56,12 @@ def local_node() -> str:
 
 def for_put(shards: Sequence[ShardInfo], dock: str, step: int, rows: Any,
             keys: Sequence[str], group_size: int) -> ShardInfo:
-    """The shard a Put goes to: this node's, else one picked by a hash of
-    (dock, step, the first row's group or the first key)."""
+    """The shard a Put goes to: this node's unless it is listed away, else
+    one picked by a hash of (dock, step, the first row's group or the first
+    key) among those not away (among all when every one is)."""
     node = local_node()
     for shard in shards:
-        if shard.node == node:
+        if shard.node == node and shard.state != "away":
             return shard
     if rows is not None and len(rows):
         what = str(int(rows[0]) // max(1, group_size))
@@ -61,7 +69,8 @@ def for_put(shards: Sequence[ShardInfo], dock: str, step: int, rows: Any,
         what = keys[0]
     else:
         what = ""
-    return shards[zlib.crc32(f"{dock}\0{step}\0{what}".encode()) % len(shards)]
+    live = [shard for shard in shards if shard.state != "away"] or list(shards)
+    return live[zlib.crc32(f"{dock}\0{step}\0{what}".encode()) % len(live)]
 
 
 def locations(column: WireColumn) -> np.ndarray:
