@@ -90,6 +90,10 @@ struct StaleTake {
 struct GetAttempt {
   std::optional<absl::StatusOr<Batch>> done;  // unset: park
   bool wake_consumer = false;  // a claim was undone: others may now serve
+  // A hand-out of a consumer that is not balanced: the rows of its step it
+  // has not taken since, and its dispatch size (AfterGet).
+  int64_t rows_left = -1;
+  int64_t dispatch_rows = 0;
   std::optional<int64_t> maybe_release;  // step that may be fully consumed
   // BALANCED: a round this Get began to form, to plan and commit once
   // the locks are released (AfterGet).

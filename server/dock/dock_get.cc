@@ -235,6 +235,8 @@ GetAttempt DockImpl::ServeLocked(Partition& part, const GetInput& in,
     // step's last rows) must now learn that the step is over: near the end
     // of a step, let the consumer's parked Gets look again.
     if (rows_per_step_ - total < count * unit_rows) attempt.wake_consumer = true;
+    attempt.rows_left = rows_per_step_ - total;  // another Get may ask for more
+    attempt.dispatch_rows = plan.dispatch_size;
     // acq_rel: counted before the hand-out is visible to auto-release.
     part.unrecorded_handouts().fetch_add(1, std::memory_order_acq_rel);
     if (batch.end_of_step) attempt.maybe_release = part.step(mu_);
@@ -266,6 +268,14 @@ HandedOut DockImpl::HandOutLocked(Partition& part, const ConsumerPlan& plan,
 void DockImpl::AfterGet(GetAttempt& attempt, int consumer) {
   for (StaleTake& take : std::exchange(attempt.stale, {})) RecordStale(std::move(take));
   if (attempt.draft.has_value()) FormAndCommitRound(*std::exchange(attempt.draft, {}));
+  // A parked Get asking for more rows than are left now (it parked while
+  // these rows were claimed but not yet counted, or asks for more than this
+  // Get did) may take the remainder: it looks again. A Get parked after
+  // this look ran its last check after these rows were counted.
+  if (!attempt.wake_consumer && attempt.rows_left >= 0 &&
+      attempt.rows_left < waiters_.Asked(consumer, attempt.dispatch_rows).most) {
+    attempt.wake_consumer = true;
+  }
   if (attempt.wake_consumer) {
     std::vector<bool> wanted(static_cast<size_t>(consumer) + 1, false);
     wanted[consumer] = true;

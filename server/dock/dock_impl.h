@@ -199,8 +199,12 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void MarkRoundRecorded(int64_t step, int consumer, int64_t round);
   void ReturnUnrecorded(int consumer, int32_t rank, int32_t replica, const Batch& batch);
   void JournalLeaseEnd(const Lease& lease, bool acked, DockJournal::Done done);
-  // Wakes the consumers that need any of `columns`.
-  void WakeConsumersOf(const std::vector<int>& columns);
+  // A Put of `step` made cells of `columns` ready: wakes the parked Gets of
+  // the consumers that need any of them. With `step`, only those of a
+  // consumer that could now be answered in that step: it has as many units
+  // available there as its parked Get that asks for the fewest needs (or
+  // the step is over for it, or it has a staleness bound). Without, all.
+  void WakeConsumersOf(const std::vector<int>& columns, std::optional<int64_t> step);
 
   DockImpl(DockSpec spec, DockLimits limits);
 

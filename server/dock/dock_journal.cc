@@ -190,11 +190,15 @@ void DockImpl::ApplyPut(StagedPut& put, const absl::Status& stored) {
     return;
   }
   // Answered once the seal it causes (seal_when) is applied; before the
-  // Gets it wakes are served (`in` may be gone once it is answered).
-  MaybeAutoSeal(step, [this, result = put.result, written = std::move(put.written),
+  // Gets it wakes are served (`in` may be gone once it is answered). A Put
+  // that closes unused rows or carries rows changes what the consumers have
+  // done of the step too: every Get of the consumers it wrote for is tried.
+  const std::optional<int64_t> only_in =
+      put.unused.empty() && put.carried_from < 0 ? std::optional<int64_t>(step) : std::nullopt;
+  MaybeAutoSeal(step, [this, result = put.result, written = std::move(put.written), only_in,
                        done = std::move(put.done)]() mutable {
     std::move(done)(result);
-    WakeConsumersOf(written);
+    WakeConsumersOf(written, only_in);
   });
 }
 

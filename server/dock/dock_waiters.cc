@@ -203,16 +203,54 @@ void DockImpl::OnAlarm() {
   if (expiry.puts_parked) WakePuts();
 }
 
-void DockImpl::WakeConsumersOf(const std::vector<int>& columns) {
+void DockImpl::WakeConsumersOf(const std::vector<int>& columns, std::optional<int64_t> step) {
   std::vector<bool> wanted;
+  std::vector<int64_t> dispatch;
   {
     tdock::ReaderMutexLock lock(&mu_);
     wanted.assign(consumers_.plans(mu_).size(), false);
     for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
+      dispatch.push_back(plan.dispatch_size);
       for (int c : plan.columns) {
         if (std::find(columns.begin(), columns.end(), c) != columns.end()) {
           wanted[plan.index] = true;
         }
+      }
+    }
+  }
+  if (std::find(wanted.begin(), wanted.end(), true) == wanted.end()) return;
+  if (step.has_value()) {
+    // Retrying a parked Get that cannot be answered costs a claim attempt;
+    // with thousands of ranks parked, every Put paid it for each of them.
+    // The waiters' lock comes before the dock's: the counts first. A Get
+    // parked after them ran its last check after this Put's cells were
+    // ready.
+    std::vector<int64_t> fewest(dispatch.size(), 0);
+    for (size_t c = 0; c < dispatch.size(); ++c) {
+      if (wanted[c]) fewest[c] = waiters_.Asked(static_cast<int>(c), dispatch[c]).fewest;
+    }
+    tdock::ReaderMutexLock lock(&mu_);
+    Partition& part = ring_.Of(*step);
+    const bool live = part.live(mu_) && part.step(mu_) == *step && !part.releasing(mu_);
+    for (const ConsumerPlan& plan : consumers_.plans(mu_)) {
+      if (plan.index >= static_cast<int>(fewest.size()) || !wanted[plan.index]) continue;
+      if (fewest[plan.index] == 0) {  // none parked
+        wanted[plan.index] = false;
+        continue;
+      }
+      if (!live || plan.max_staleness.has_value()) continue;  // tried, as before
+      const ConsumerState& state = part.consumer(mu_, plan.index);
+      const int32_t unit_rows = plan.whole_groups ? group_size_ : 1;
+      const int64_t units = plan.whole_groups ? part.groups() : part.rows();
+      // acquire: pairs with the claimers' increments (as ServeLocked reads it).
+      const int64_t remaining =
+          units - state.consumed_rows.load(std::memory_order_acquire) / unit_rows;
+      if (remaining == 0) continue;  // the step may be over for it
+      const int64_t count = fewest[plan.index] / unit_rows;
+      const int64_t need =
+          std::min(plan.policy == Policy::kBalanced ? count * plan.dp_size : count, remaining);
+      if (CountAvailable(part, state, plan, need, kNoVersion) < need) {
+        wanted[plan.index] = false;  // as TryGet would find: nothing to answer
       }
     }
   }

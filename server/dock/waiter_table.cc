@@ -1,5 +1,6 @@
 #include "server/dock/waiter_table.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -162,6 +163,23 @@ bool WaiterTable::shutting_down() const {
   return shutting_down_;
 }
 
+WaiterTable::RowsAsked WaiterTable::Asked(int consumer, int64_t dispatch) const {
+  RowsAsked asked;
+  tdock::MutexLock lock(&mu_);
+  auto it = counts_.find(consumer);
+  if (it == counts_.end() || it->second.empty()) return asked;
+  const std::multiset<int64_t>& counts = it->second;
+  const auto counted = counts.upper_bound(0);  // the first Get that asks for a count
+  const bool dispatched = *counts.begin() == 0;
+  asked.fewest = counted == counts.end() ? dispatch : *counted;
+  asked.most = counted == counts.end() ? dispatch : *counts.rbegin();
+  if (dispatched) {
+    asked.fewest = std::min(asked.fewest, dispatch);
+    asked.most = std::max(asked.most, dispatch);
+  }
+  return asked;
+}
+
 WaiterTable::Counts WaiterTable::Count(size_t consumers) const {
   Counts counts;
   counts.gets.assign(consumers, 0);
@@ -180,6 +198,7 @@ void WaiterTable::AddLocked(const std::shared_ptr<Waiter>& w) {
   waiters_.emplace(w->id, w);
   deadlines_.emplace(w->deadline, w->id);
   IdsOfLocked(*w, /*add=*/true)->insert(w->id);
+  if (w->kind == Waiter::Kind::kGet) counts_[w->consumer].insert(w->get.count);
 }
 
 void WaiterTable::RemoveLocked(uint64_t id) {
@@ -191,6 +210,9 @@ void WaiterTable::RemoveLocked(uint64_t id) {
   if (w.kind == Waiter::Kind::kGet) {
     auto consumer = gets_.find(w.consumer);
     if (consumer->second.empty()) gets_.erase(consumer);
+    auto counts = counts_.find(w.consumer);
+    counts->second.erase(counts->second.find(w.get.count));
+    if (counts->second.empty()) counts_.erase(counts);
   }
   waiters_.erase(it);
 }

@@ -20,10 +20,10 @@
 #define TDOCK_SERVER_DOCK_WAITER_TABLE_H_
 
 #include <cstdint>
-#include <set>
-#include <utility>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -106,6 +106,14 @@ class WaiterTable final {
   std::vector<std::shared_ptr<Waiter>> Shutdown();
   bool shutting_down() const;
 
+  // The rows a consumer's parked Gets ask for: each its count, or
+  // `dispatch` (the consumer's dispatch size) for one that asks for none.
+  struct RowsAsked {
+    int64_t fewest = 0;  // 0: none parked
+    int64_t most = 0;
+  };
+  RowsAsked Asked(int consumer, int64_t dispatch) const;
+
   struct Counts {
     std::vector<int64_t> gets;  // per consumer, for the first `consumers`
     int64_t puts = 0;
@@ -131,6 +139,8 @@ class WaiterTable final {
   // Ids parked (in retry included) by kind, Gets by consumer: a wake-up or
   // a cap looks at its kind only, however many others wait.
   absl::flat_hash_map<int, absl::flat_hash_set<uint64_t>> gets_ ABSL_GUARDED_BY(mu_);
+  // Per consumer, the counts its parked Gets ask for (0: the dispatch size).
+  absl::flat_hash_map<int, std::multiset<int64_t>> counts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> puts_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> reserves_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

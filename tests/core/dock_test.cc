@@ -136,6 +136,32 @@ TEST(Dock, LongPollWakesOnPut) {
   EXPECT_EQ(dock->Stats().waiters[0], 0);
 }
 
+// A Put wakes a consumer's parked Gets only once one of them can be
+// answered, and then each that can be: with Gets of 1 and 4 rows parked, a
+// Put of one row's prompt alone answers nothing, its response answers the
+// 1-row Get; the 4-row Get, short of rows, is answered by the Put that ends
+// what is left of the step (3 rows).
+TEST(Dock, APutAnswersTheParkedGetsItCanServeAndLeavesTheRest) {
+  auto dock = MakeDock(SmallSpec());
+  std::promise<absl::StatusOr<Batch>> one, four;
+  dock->Get(GetOf("actor", 1, absl::Minutes(5)),
+            [&](absl::StatusOr<Batch> b) { one.set_value(std::move(b)); });
+  dock->Get(GetOf("actor", 4, absl::Minutes(5)),
+            [&](absl::StatusOr<Batch> b) { four.set_value(std::move(b)); });
+  EXPECT_EQ(dock->Stats().waiters[0], 2);
+  ASSERT_OK(PutSync(*dock, 0, {0}, {Prompts({0})}));
+  EXPECT_EQ(dock->Stats().waiters[0], 2) << "row 0 lacks its response";
+  ASSERT_OK(PutSync(*dock, 0, {0}, {Responses({0})}));
+  ASSERT_OK_AND_ASSIGN(Batch first, one.get_future().get());
+  EXPECT_EQ(first.rows, (std::vector<int64_t>{0}));
+  EXPECT_EQ(dock->Stats().waiters[0], 1);
+  ASSERT_OK(PutSync(*dock, 0, {1, 2}, {Prompts({1, 2}), Responses({1, 2})}));
+  EXPECT_EQ(dock->Stats().waiters[0], 1) << "2 rows of the 3 left";
+  ASSERT_OK(PutSync(*dock, 0, {3}, {Prompts({3}), Responses({3})}));
+  ASSERT_OK_AND_ASSIGN(Batch rest, four.get_future().get());
+  EXPECT_EQ(rest.rows, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_TRUE(rest.end_of_step);
+}
 
 // A Put is answered before the parked Gets it wakes are served: a producer
 // never waits for its consumers' work.
