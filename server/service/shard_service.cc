@@ -43,6 +43,9 @@ bool OutcomeUnknown(grpc::StatusCode code) {
          code == grpc::StatusCode::INTERNAL;
 }
 
+// How often a Put waiting for memory at the shard is tried again.
+constexpr absl::Duration kMemoryRetry = absl::Milliseconds(50);
+
 }  // namespace
 
 // One Put: sizes its columns (asking the controller for the spec when it
@@ -57,7 +60,12 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
         context_(context),
         bytes_(std::move(bytes)),
         put_(std::move(put)),
-        response_(response) {}
+        response_(response),
+        started_(absl::Now()),
+        wait_(absl::Milliseconds(std::max<int64_t>(
+            0, service->limits_.max_wait_ms > 0
+                   ? std::min(put_.header.wait_ms(), service->limits_.max_wait_ms)
+                   : put_.header.wait_ms()))) {}
 
   void Start() {
     if (ItemSizes()) {
@@ -76,12 +84,37 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
                             return;
                           }
                           service_->CacheSpec(spec_response_.spec());
+                          service_->store_->SetFrontStep(put_.header.dock(),
+                                                         spec_response_.front_step());
                           ItemSizes(/*fall_back=*/true);
                           StageAndCommit();
                         });
   }
 
   void OnDone() override { delete this; }
+
+  // Tried again after waiting for memory.
+  void StageAndCommit() {
+    const v1::PutRequest& header = put_.header;
+    // A Put naming a reservation is of the reservation's step, which the
+    // controller says.
+    const std::optional<int64_t> step =
+        header.reservation() != 0 ? std::nullopt : std::optional<int64_t>(header.step());
+    absl::StatusOr<shard::ShardStore::Staged> staged =
+        service_->store_->Stage(header.dock(), step, put_.columns, items_);
+    if (staged.status().code() == absl::StatusCode::kResourceExhausted &&
+        absl::Now() + kMemoryRetry < started_ + wait_) {
+      service_->WaitForMemory(this);  // memory comes back as steps are released
+      return;
+    }
+    if (!staged.ok()) {
+      Finish(ToGrpcStatus(WithMessage(
+          staged.status(),
+          absl::StrCat("Put on dock '", header.dock(), "': ", staged.status().message()))));
+      return;
+    }
+    Commit(*std::move(staged));
+  }
 
  private:
   // Sizes every column from the cached spec; with `fall_back`, a column it
@@ -103,27 +136,20 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     return true;
   }
 
-  void StageAndCommit() {
+  void Commit(shard::ShardStore::Staged staged) {
     const v1::PutRequest& header = put_.header;
-    // A Put naming a reservation is of the reservation's step, which the
-    // controller says.
-    const std::optional<int64_t> step =
-        header.reservation() != 0 ? std::nullopt : std::optional<int64_t>(header.step());
-    absl::StatusOr<shard::ShardStore::Staged> staged =
-        service_->store_->Stage(header.dock(), step, put_.columns, items_);
-    if (!staged.ok()) {
-      Finish(ToGrpcStatus(WithMessage(
-          staged.status(),
-          absl::StrCat("Put on dock '", header.dock(), "': ", staged.status().message()))));
-      return;
-    }
-    extent_ = staged->extent;
+    extent_ = staged.extent;
     for (const PackedColumn& column : put_.columns) staged_bytes_ += column.data_bytes();
     commit_request_ = header;  // every field; the columns are set below
     commit_request_.clear_columns();
     commit_request_.set_cell_locations(true);
     for (size_t i = 0; i < put_.columns.size(); ++i) {
-      AddLocations(put_.columns[i], staged->locations[i], commit_request_);
+      AddLocations(put_.columns[i], staged.locations[i], commit_request_);
+    }
+    // What it waited here for memory is taken off its wait at the controller.
+    if (header.wait_ms() > 0) {
+      commit_request_.set_wait_ms(std::max<int64_t>(
+          0, header.wait_ms() - absl::ToInt64Milliseconds(absl::Now() - started_)));
     }
     // The payload is in the store now: the request's slices can go.
     put_.columns.clear();
@@ -174,6 +200,12 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   // The caller gave up: so do the calls to the controller (an unanswered
   // commit leaves its cells staged, as any lost answer does).
   void OnCancel() override {
+    if (service_->StopWaiting(this)) {
+      Finish(ToGrpcStatus(absl::CancelledError(absl::StrCat(
+          "Put on dock '", put_.header.dock(), "' cancelled while it waited for memory at the "
+          "shard"))));
+      return;
+    }
     spec_context_.TryCancel();
     commit_context_.TryCancel();
   }
@@ -183,6 +215,8 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   std::optional<internal::RequestBytes> bytes_;
   bulk::Decoded<v1::PutRequest> put_;
   grpc::ByteBuffer* const response_;
+  const absl::Time started_;
+  const absl::Duration wait_;  // for memory, at most
   std::vector<int64_t> items_;
   uint64_t extent_ = 0;
   int64_t staged_bytes_ = 0;
@@ -203,7 +237,32 @@ ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Chann
       controller_token_(std::move(controller_token)),
       token_(token),
       limits_(limits),
-      observer_(observer) {}
+      observer_(observer),
+      retry_(timers_.NewAlarm([this] { RetryWaiting(); })) {}
+
+void ShardService::WaitForMemory(PutCall* call) {
+  tdock::MutexLock lock(&waiting_mu_);
+  waiting_.push_back(call);
+  retry_->RingAt(absl::Now() + kMemoryRetry);
+}
+
+void ShardService::RetryWaiting() {
+  std::vector<PutCall*> calls;
+  {
+    tdock::MutexLock lock(&waiting_mu_);
+    calls.swap(waiting_);
+  }
+  // Out of the list, each is its own again: tried, then answered or back.
+  for (PutCall* call : calls) call->StageAndCommit();
+}
+
+bool ShardService::StopWaiting(PutCall* call) {
+  tdock::MutexLock lock(&waiting_mu_);
+  auto it = std::find(waiting_.begin(), waiting_.end(), call);
+  if (it == waiting_.end()) return false;
+  waiting_.erase(it);
+  return true;
+}
 
 v1::Dock::Stub& ShardService::controller(grpc::ClientContext& context) const {
   SetToken(context, controller_token_);
@@ -339,6 +398,7 @@ absl::Status ShardService::SyncReleases(absl::Duration timeout) {
       if (first.ok()) first = FromGrpcStatus(asked);
       continue;
     }
+    store_->SetFrontStep(dock, status.front_step());
     // Every step below the front is released; a step past it may still be
     // started (a free partition's next), so it is kept.
     for (int64_t step : steps) {

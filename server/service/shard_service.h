@@ -24,8 +24,15 @@
 // front step (GetDockStatusResponse.front_step; every step of a dock
 // deleted); retired cells whose read grace has passed are freed.
 //
+// Memory: a Put short of room under the shard's memory limit waits at the
+// shard, up to its wait_ms (the server's max_wait_ms at most), and is tried
+// again every 50 ms (cells are freed as the controller releases steps); the
+// wait it used is taken off what it may wait at the controller. A Put of
+// the dock's oldest live step goes in past the limit (ShardStore::
+// SetFrontStep), so the step that must end first always can.
+//
 // Thread safety: handlers run concurrently on gRPC's threads; the item-size
-// cache has its own lock. Ownership: the store and token are borrowed and
+// cache and the waiting Puts have their own locks. Ownership: the store and token are borrowed and
 // outlive the service.
 #ifndef TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
 #define TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
@@ -37,6 +44,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
+#include "common/timer_service.h"
 #include "grpcpp/channel.h"
 #include "server/service/dock_service.h"
 #include "server/service/security.h"
@@ -85,12 +93,24 @@ class ShardService final
   void ForgetSpec(const std::string& dock);
   absl::Status DoReadCells(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
 
+  // A Put waiting for memory; tried again by the retry alarm.
+  void WaitForMemory(PutCall* call);
+  // The alarm rang: every waiting Put is tried again.
+  void RetryWaiting();
+  // `call` was cancelled: true if it was waiting (it is no more).
+  bool StopWaiting(PutCall* call);
+
   shard::ShardStore* const store_;
   const std::unique_ptr<v1::Dock::Stub> controller_;
   const std::string controller_token_;
   const BearerToken* const token_;
   const ServiceLimits limits_;
   ServiceObserver* const observer_;
+
+  TimerService timers_;
+  std::unique_ptr<TimerService::Alarm> retry_;  // rings while Puts wait
+  tdock::Mutex waiting_mu_;
+  std::vector<PutCall*> waiting_ ABSL_GUARDED_BY(waiting_mu_);
 
   mutable tdock::Mutex mu_;
   // Per dock, per column: its item size, from the controller's spec.

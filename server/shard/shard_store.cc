@@ -44,9 +44,11 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   }
   std::shared_ptr<internal::StepCells> cells;
   uint64_t extent = 0;
+  bool oldest = false;
   {
     tdock::MutexLock lock(&mu_);
     DockCells& held = docks_[dock];
+    oldest = step.has_value() && *step == held.front;
     if (!step.has_value()) {
       cells = std::make_shared<internal::LocalStepCells>(pool_);
     } else {
@@ -67,7 +69,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   const std::string where =
       step.has_value() ? absl::StrCat("dock '", dock, "' step ", *step)
                        : absl::StrCat("dock '", dock, "' (a reservation's step)");
-  bool written = cells->Write(columns, item_bytes, /*past_limit=*/false, blocks);
+  bool written = cells->Write(columns, item_bytes, /*past_limit=*/oldest, blocks);
   if (!written) {
     // Retired cells give way to a Put: their grace ends early.
     std::vector<Extent> retired;
@@ -187,6 +189,12 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
     }
   }
   return out;
+}
+
+void ShardStore::SetFrontStep(const std::string& dock, int64_t step) {
+  tdock::MutexLock lock(&mu_);
+  DockCells& held = docks_[dock];
+  held.front = std::max(held.front, step);
 }
 
 void ShardStore::Release(const std::string& dock, int64_t step) {

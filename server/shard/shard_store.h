@@ -103,6 +103,10 @@ class ShardStore final {
   // and its cells (staged ones too) retire: readable until read_grace has
   // passed, then freed.
   void Release(const std::string& dock, int64_t step);
+  // The controller's oldest live step of `dock` (every step below it is
+  // released): a Put of it goes in past the memory limit, so the step that
+  // must end first always can.
+  void SetFrontStep(const std::string& dock, int64_t step);
   // `dock` was deleted: every cell of it retires.
   void ForgetDock(const std::string& dock);
   // Frees the retired cells whose grace has passed.
@@ -143,6 +147,7 @@ class ShardStore final {
   struct DockCells {
     std::map<int64_t, std::shared_ptr<internal::StepCells>> steps;  // live here
     std::set<int64_t> released;  // steps the controller released
+    int64_t front = -1;  // the oldest step not released, as last learnt (-1: not yet)
   };
 
   static absl::Status NotHeld(const CellLocation& where, const std::string& why);

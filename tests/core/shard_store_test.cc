@@ -3,7 +3,8 @@
 // as soon as staged; reads return exactly the cells' bytes and refuse
 // a location the shard does not hold readable, naming it; an aborted or
 // released Put is gone once its read grace has passed, or sooner when a Put
-// needs its memory; the memory limit refuses a Put whole; a reader's pin
+// needs its memory; the memory limit refuses a Put whole, but for the
+// dock's oldest live step; a reader's pin
 // keeps released cells' memory.
 #include "server/shard/shard_store.h"
 
@@ -267,6 +268,27 @@ TEST(ShardStore, TheMemoryLimitRefusesAPutWhole) {
   const std::vector<PackedColumn> ragged_views = {ragged.View()};
   EXPECT_STATUS(store.Stage("d", 0, ragged_views, {int64_t{4}}),
                 absl::StatusCode::kInvalidArgument, "column 'a'");
+}
+
+// The dock's oldest live step (the front step the controller says) goes in
+// past the memory limit, so the step that must end first always can; a
+// later step's Put is refused, and so is the front's once it moved on.
+TEST(ShardStore, ThePutOfTheOldestLiveStepGoesInPastTheLimit) {
+  ShardStore store(7, 4096, 4096);
+  std::vector<int64_t> lengths(3, 512);  // 3 rows of 2 KiB: over one 4 KiB chunk
+  const OwnedColumn big = Floats("a", lengths, 0);
+  const std::vector<PackedColumn> views = {big.View()};
+  store.SetFrontStep("d", 2);
+  EXPECT_STATUS(store.Stage("d", 3, views, {int64_t{4}}).status(),
+                absl::StatusCode::kResourceExhausted, "step 3 under its memory limit");
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, store.Stage("d", 2, views, {int64_t{4}}));
+  EXPECT_GT(store.GetStats().reserved_bytes, store.GetStats().limit_bytes);
+  store.SetFrontStep("d", 1);  // an older answer: the front never goes back
+  store.SetFrontStep("d", 3);
+  EXPECT_OK(store.Stage("d", 3, views, {int64_t{4}}).status());
+  // Another dock's front is not known here.
+  EXPECT_STATUS(store.Stage("e", 0, views, {int64_t{4}}).status(),
+                absl::StatusCode::kResourceExhausted, "dock 'e' step 0");
 }
 
 }  // namespace

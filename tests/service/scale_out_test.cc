@@ -8,6 +8,7 @@
 // stay readable at its shard for the read grace, then are freed; a shard
 // not heard from for long is declared lost and its rows dropped as lost.
 #include <map>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -42,6 +43,7 @@ class ScaleOutTest : public ServiceTest {
       options.shard.node = absl::StrCat("node-", id);
       options.shard.release_sync = absl::Milliseconds(20);
       options.shard.read_grace = ReadGrace();
+      ConfigureShard(options);
       auto shard = std::make_unique<Server>(std::move(options));
       ASSERT_OK(shard->Start());
       shard_stubs_[id] = v1::Shard::NewStub(grpc::CreateChannel(
@@ -51,6 +53,7 @@ class ScaleOutTest : public ServiceTest {
   }
 
   virtual absl::Duration ReadGrace() const { return absl::Hours(1); }
+  virtual void ConfigureShard(ServerOptions& options) {}
 
   // Step 1 starts (a row put through `shard`), so the controller's oldest
   // live step passes 0; returns once `shard` has learnt that step 0 was
@@ -538,6 +541,46 @@ TEST_F(ScaleOutTest, APutSentAgainAfterItsShardRestartedIsNotAnsweredAsStored) {
   EXPECT_STATUS(ShardPut(2, put).status(), absl::StatusCode::kDataLoss,
                 absl::StrCat("the Put with put_id ", 0x1057, " was stored, but rows ",
                              absl::StrJoin(first.assigned(), ", "), " were dropped as lost"));
+}
+
+// Shards of 8 KiB at most, in chunks of 4 KiB.
+class ScaleOutMemoryTest : public ScaleOutTest {
+ protected:
+  void ConfigureShard(ServerOptions& options) override {
+    options.shard.chunk_bytes = 4096;
+    options.shard.memory_limit_bytes = 8192;
+  }
+};
+
+// A Put short of memory at its shard waits there (up to its wait_ms; with
+// none it is refused at once) and goes in once its step is the dock's
+// oldest live one, past the limit: the step that must end first always can.
+TEST_F(ScaleOutMemoryTest, APutShortOfMemoryWaitsAtItsShardUntilItsStepIsTheOldest) {
+  v1::PutRequest small;  // the shard holds cells of the dock
+  small.set_dock("grpo");
+  small.add_rows(0);
+  *small.add_columns() = Int32Column("prompt_ids", {{1}});
+  ASSERT_OK(ShardPut(1, small).status());
+  v1::PutRequest big = small;  // 16 KiB of step 1
+  big.set_step(1);
+  big.clear_columns();
+  *big.add_columns() = Int32Column("prompt_ids", {std::vector<int32_t>(4096, 7)});
+  EXPECT_STATUS(ShardPut(1, big).status(), absl::StatusCode::kResourceExhausted,
+                "shard 1 has no room for 1 columns of dock 'grpo' step 1 under its memory "
+                "limit of 8192 bytes");
+  big.set_wait_ms(60'000);
+  absl::StatusOr<v1::PutResponse> waited;
+  std::thread writer([&] { waited = ShardPut(1, big); });
+  // Step 0 released: step 1 is the oldest live step once the shard learns it.
+  v1::ReleaseStepRequest release;
+  release.set_dock("grpo");
+  release.set_step(0);
+  v1::ReleaseStepResponse released;
+  ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
+  writer.join();
+  ASSERT_OK(waited.status());
+  EXPECT_EQ(waited->step(), 1);
+  EXPECT_EQ(waited->rows(), 1);
 }
 
 // The controller releases a step once its last rows are handed out (here,
