@@ -105,7 +105,7 @@ class Client::Impl final {
   // one is). REQUIRES: `shards` is not empty.
   static const Shard& ShardForPut(const Shards& shards, const ClientPut& put);
   // A controller's batch (cell_locations) with its cells: each column's
-  // locations read from the shards holding them, one call a shard, and the
+  // locations read from the shards holding them, one call a shard, all at once, and the
   // batch's columns replaced by their cells in one buffer from the pool.
   absl::Status ReadCells(const std::string& what, const std::string& dock,
                          ClientBatch& batch);

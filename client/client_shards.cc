@@ -150,6 +150,20 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   }
   std::shared_ptr<char> buffer =
       total > 0 ? buffers.Acquire(static_cast<size_t>(total)) : nullptr;
+  // Every shard's read at once, on one completion queue; the answers are
+  // copied in shard order once all are in.
+  struct ShardRead {
+    uint64_t id = 0;
+    const std::vector<std::vector<size_t>>* positions = nullptr;
+    grpc::ClientContext context;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call;
+  };
+  grpc::CompletionQueue cq;  // outlives the calls
+  std::vector<std::unique_ptr<ShardRead>> reads;
+  absl::Status prepared;
   for (const auto& [id, positions] : by_shard) {
     v1::ReadCellsRequest request;
     request.set_dock(dock);
@@ -164,25 +178,40 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
         asked->mutable_data()->append(EncodeCellLocation(where[c][r]));
       }
     }
-    grpc::ByteBuffer request_bytes;
+    auto read = std::make_unique<ShardRead>();
+    read->id = id;
+    read->positions = &positions;
     bool own_buffer = false;
-    TDOCK_RETURN_IF_ERROR(
-        FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
-            request, &request_bytes, &own_buffer)));
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    grpc::ByteBuffer response;
-    const grpc::Status status = internal::UnaryCall(*listed[id]->read_stub,
-                                                    "/tdock.v1.Shard/ReadCells", &context,
-                                                    request_bytes, &response);
-    if (!status.ok()) {
-      const absl::Status failed = FromGrpcStatus(status);
+    prepared = FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
+        request, &read->request, &own_buffer));
+    if (!prepared.ok()) break;
+    SetDeadline(&read->context);
+    read->call = listed[id]->read_stub->PrepareUnaryCall(&read->context,
+                                                         "/tdock.v1.Shard/ReadCells",
+                                                         read->request, &cq);
+    read->call->StartCall();
+    read->call->Finish(&read->response, &read->status, read.get());
+    reads.push_back(std::move(read));
+  }
+  // Every call started finishes (an error, at the deadline at the latest).
+  void* tag = nullptr;
+  bool ok = false;
+  for (size_t done = 0; done < reads.size(); ++done) cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  TDOCK_RETURN_IF_ERROR(prepared);
+  for (const std::unique_ptr<ShardRead>& read : reads) {
+    const uint64_t id = read->id;
+    const std::vector<std::vector<size_t>>& positions = *read->positions;
+    if (!read->status.ok()) {
+      const absl::Status failed = FromGrpcStatus(read->status);
       return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
                                                       listed[id]->address, ": ",
                                                       failed.message()));
     }
     std::vector<grpc::Slice> slices;
-    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(response.Dump(&slices)));
+    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(read->response.Dump(&slices)));
     std::vector<ByteSpan> spans;
     for (const grpc::Slice& slice : slices) {
       spans.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());

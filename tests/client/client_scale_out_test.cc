@@ -113,6 +113,18 @@ TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
   int64_t total = 0;
   for (int32_t v : batch.Values<int32_t>(*batch.column("ids"))) total += v;
   EXPECT_EQ(total, 0 + (1 + 2) + (2 + 3 + 4) + (3 + 4 + 5 + 6));
+
+  // The shards are read all at once; one that does not answer fails the
+  // read, named, while the other's answer is in.
+  for (int64_t r = 0; r < 2; ++r) {
+    setenv("TDOCK_NODE", r == 0 ? "node-1" : "node-2", 1);
+    ClientPut put{.dock = "both", .step = 1, .rows = {r}};
+    put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {IdsOf(r)}));
+    ASSERT_OK(client_->Put(put).status());
+  }
+  shards_[1]->Shutdown();
+  EXPECT_STATUS(client_->Read("both", 1, {0, 1}, {"ids"}).status(),
+                absl::StatusCode::kUnavailable, "reading shard 2 at 127.0.0.1:");
 }
 
 }  // namespace
