@@ -479,7 +479,17 @@ absl::Status Server::Impl::JoinController(int port) {
   heartbeat_ = std::thread([this] {
     while (!Stopping(options_.shard.release_sync)) {
       // Again each time: a controller that restarted learns of this shard.
-      if (absl::Status registered = Register(absl::Seconds(10)); !registered.ok()) {
+      absl::Status registered = Register(absl::Seconds(10));
+      if (registered.code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(registered.message(), "was declared lost")) {
+        // Cut off for longer than the controller waits: its cells are
+        // counted gone there, so here too; a new incarnation serves on.
+        registration_.set_incarnation(shard_store_->Reincarnate());
+        TDOCK_LOG(WARNING) << registered << "; the shard dropped its cells and is now "
+                           << "incarnation " << registration_.incarnation();
+        registered = Register(absl::Seconds(10));
+      }
+      if (!registered.ok()) {
         TDOCK_LOG(WARNING) << registered;
       }
     }

@@ -155,6 +155,29 @@ absl::Status ServiceLimits::Check(int64_t value, int64_t limit, absl::string_vie
 
 // ---- control plane ----
 
+absl::Status DockService::CellsOnLiveShards(const std::string& dock,
+                                           const std::vector<PackedColumn>& columns) const {
+  std::optional<ShardIncarnation> last;  // rows of one Put are mostly on one shard
+  for (const PackedColumn& column : columns) {
+    char record[kCellLocationBytes];
+    for (int64_t r = 0; r * kCellLocationBytes + kCellLocationBytes <= column.data_bytes(); ++r) {
+      CopyFromSegments(column.segments, r * kCellLocationBytes, kCellLocationBytes, record);
+      absl::StatusOr<CellLocation> where = DecodeCellLocation(ByteSpan(record, sizeof(record)));
+      if (!where.ok()) continue;  // the dock's checks name it
+      const ShardIncarnation on{where->shard, static_cast<uint32_t>(where->extent >> 32)};
+      if (last == on) continue;
+      last = on;
+      if (shards_->Lost(on)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Put on dock '", dock, "': its cells are on shard ", on.shard, " incarnation ",
+            on.incarnation, ", which was declared lost: this controller counts its cells gone "
+            "(the shard restarts to serve again)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) {
@@ -186,6 +209,11 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.step = header.step();
   input.rows.assign(header.rows().begin(), header.rows().end());
   input.columns = std::move(message->columns);  // spans into *bytes
+  if (shards_ != nullptr) {
+    if (absl::Status alive = CellsOnLiveShards(header.dock(), input.columns); !alive.ok()) {
+      return FinishNow(context, alive);
+    }
+  }
   input.wait = ClampToDeadline(*wait, *context);
   input.ack_lease = header.ack_lease();
   input.keys.assign(header.keys().begin(), header.keys().end());

@@ -200,6 +200,10 @@ class DockService final
                                      v1::AckResponse* response);
   absl::Status DoRead(const grpc::ByteBuffer& request,
                       grpc::ByteBuffer* response);
+  // A controller's Put: FAILED_PRECONDITION when a cell is on a shard
+  // incarnation declared lost.
+  absl::Status CellsOnLiveShards(const std::string& dock,
+                                 const std::vector<PackedColumn>& columns) const;
 
   DockRegistry* const registry_;
   ServiceObserver* const observer_;

@@ -29,7 +29,23 @@ ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
       read_grace_(read_grace),
       clock_(clock != nullptr ? std::move(clock) : Clock::Real()),
       // The high 32 bits: this store's incarnation; extents count up from it.
-      next_extent_((uint64_t{incarnation_} << 32) | 1) {}
+      next_extent_((uint64_t{incarnation_.load()} << 32) | 1) {}
+
+uint32_t ShardStore::Reincarnate() {
+  // Freed once the lock is let go.
+  absl::flat_hash_map<std::string, DockCells> docks;
+  absl::flat_hash_map<uint64_t, Extent> extents;
+  tdock::MutexLock lock(&mu_);
+  docks.swap(docks_);
+  extents.swap(extents_);
+  uint32_t incarnation = RandomIncarnation();
+  while (incarnation == incarnation_.load(std::memory_order_relaxed)) {
+    incarnation = RandomIncarnation();
+  }
+  incarnation_.store(incarnation, std::memory_order_release);
+  next_extent_ = (uint64_t{incarnation} << 32) | 1;
+  return incarnation;
+}
 
 absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
                                                      std::optional<int64_t> step,

@@ -31,6 +31,7 @@
 #ifndef TDOCK_SERVER_SHARD_SHARD_STORE_H_
 #define TDOCK_SERVER_SHARD_SHARD_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -127,7 +128,11 @@ class ShardStore final {
   uint64_t shard() const { return shard_; }
   // This store's incarnation, random for each: the high 32 bits of every
   // extent it gives. A controller tells a restarted shard by it.
-  uint32_t incarnation() const { return incarnation_; }
+  uint32_t incarnation() const { return incarnation_.load(std::memory_order_acquire); }
+  // Its controller declared this incarnation lost (counts its cells gone):
+  // every cell is dropped and the store starts again as a new incarnation,
+  // as a restarted shard would. Returns it.
+  uint32_t Reincarnate();
 
  private:
   struct Cell {
@@ -159,7 +164,7 @@ class ShardStore final {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t shard_;
-  const uint32_t incarnation_;
+  std::atomic<uint32_t> incarnation_;  // changed under mu_
   const std::shared_ptr<internal::ChunkPool> pool_;
   const absl::Duration read_grace_;
   const std::shared_ptr<Clock> clock_;

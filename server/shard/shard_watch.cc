@@ -24,11 +24,12 @@ absl::Status ShardWatch::Register(ShardEntry shard, absl::Time now) {
     tdock::MutexLock lock(&holds_mu_);
     {
       tdock::MutexLock losing(&losses_->mu);
-      if (incarnation != 0 && losses_->losing.contains({id, incarnation})) {
+      if (incarnation != 0 && (losses_->losing.contains({id, incarnation}) ||
+                               losses_->lost.contains({id, incarnation}))) {
         return absl::FailedPreconditionError(absl::StrCat(
             "shard ", id, " incarnation ", incarnation,
-            " was declared lost and its rows are being dropped; it registers again once "
-            "that is done, or restarted (a new incarnation)"));
+            " was declared lost: its cells are counted gone; it drops them and registers "
+            "as a new incarnation"));
       }
     }
     if (absl::Status registered = table_->Register(std::move(shard), now, &gone);
@@ -80,7 +81,21 @@ std::vector<ShardEntry> ShardWatch::Watch(absl::Time now) {
 
 void ShardWatch::MarkLosing(const std::vector<ShardEntry>& shards) {
   tdock::MutexLock lock(&losses_->mu);
-  for (const ShardEntry& shard : shards) losses_->losing.try_emplace({shard.id, shard.incarnation});
+  for (const ShardEntry& shard : shards) {
+    const ShardIncarnation lost{shard.id, shard.incarnation};
+    losses_->losing.try_emplace(lost);
+    if (lost.incarnation == 0 || !losses_->lost.insert(lost).second) continue;
+    losses_->lost_order.push_back(lost);
+    if (losses_->lost_order.size() > kRemembered) {
+      losses_->lost.erase(losses_->lost_order.front());
+      losses_->lost_order.pop_front();
+    }
+  }
+}
+
+bool ShardWatch::Lost(ShardIncarnation shard) const {
+  tdock::MutexLock lock(&losses_->mu);
+  return losses_->lost.contains(shard);
 }
 
 void ShardWatch::Lose(const ShardEntry& shard, const std::string& why) {

@@ -12,7 +12,9 @@
 //   restarted without its cells) is gone with its cells: in every dock the
 //   rows with a cell on it are dropped as "lost" (Dock::DropLost, recorded
 //   first). Its rows stay held until the drops are stored; a drop that failed
-//   is tried again at the next Watch.
+//   is tried again at the next Watch. The incarnation stays lost (Lost): its
+//   registrations and Puts of cells on it are refused, and the shard starts
+//   again as a new incarnation (ShardStore::Reincarnate).
 // - A restarted controller expects the shard incarnations its recovered
 //   docks' live rows name (ExpectRecovered): they are away until they
 //   register, lost if they do not within lost_after, and an incarnation
@@ -27,9 +29,11 @@
 #define TDOCK_SERVER_SHARD_SHARD_WATCH_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,8 +63,9 @@ class ShardWatch final {
 
   // A shard registers (ShardTable::Register): incarnations it replaces are
   // lost; a shard whose rows were held (away, expected) is let go.
-  // FAILED_PRECONDITION for an incarnation declared lost whose rows are
-  // still being dropped (a drop tried again would take its new rows).
+  // FAILED_PRECONDITION for an incarnation declared lost (one of the latest
+  // 4096): its cells are counted gone, and a drop tried again would take
+  // its new rows; the shard starts again as a new incarnation.
   absl::Status Register(ShardEntry shard, absl::Time now = ShardTable::Now());
   // After recovery, before serving: every shard incarnation holding a cell of
   // a live row is expected since `now`, and its rows are held until it
@@ -74,6 +79,9 @@ class ShardWatch final {
   // last Watch or registration).
   std::vector<ShardEntry> List() const;
   const ShardWatchOptions& options() const { return options_; }
+  // `shard` was declared lost (one of the latest 4096 so declared): a Put
+  // of cells there is refused, since the controller counts them gone.
+  bool Lost(ShardIncarnation shard) const;
 
  private:
   // A lost incarnation: its rows stay held while drops are being stored.
@@ -96,7 +104,11 @@ class ShardWatch final {
   struct Losses {
     tdock::Mutex mu;
     std::map<ShardIncarnation, Losing> losing ABSL_GUARDED_BY(mu);
+    // Every incarnation declared lost, the latest kRemembered, oldest first.
+    std::set<ShardIncarnation> lost ABSL_GUARDED_BY(mu);
+    std::deque<ShardIncarnation> lost_order ABSL_GUARDED_BY(mu);
   };
+  static constexpr size_t kRemembered = 4096;
 
   ShardTable* const table_;
   DockRegistry* const docks_;

@@ -487,6 +487,52 @@ TEST_F(ScaleOutRestartTest, ARestartedControllerWaitsForItsShardsAndLosesOneThat
   EXPECT_EQ(end.rows_size(), 0);
 }
 
+// A shard incarnation declared lost stays lost: a Put of cells there is
+// refused at the controller, and the shard, refused when it registers
+// again, drops its cells and comes back as a new incarnation, whose Puts
+// are stored.
+TEST_F(ScaleOutTest, AnIncarnationDeclaredLostStaysLostAndItsShardComesBackAsANewOne) {
+  v1::ListShardsResponse listing;
+  ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+  const uint32_t first = listing.shards(0).incarnation();
+  // Shard 1 is declared lost by a registration in its name as another
+  // incarnation (as a restart would be).
+  v1::RegisterShardRequest other;
+  *other.mutable_shard() = listing.shards(0);
+  other.mutable_shard()->set_incarnation(first + 1);
+  v1::RegisterShardResponse registered;
+  ASSERT_TRUE(stub_->RegisterShard(Context().get(), other, &registered).ok());
+  // Cells of the lost incarnation, put to the controller as a shard would.
+  v1::PutRequest put;
+  put.set_dock("grpo");
+  put.set_cell_locations(true);
+  put.add_rows(0);
+  v1::PackedColumn* prompt = put.add_columns();
+  prompt->set_name("prompt_ids");
+  prompt->set_dtype(v1::INT32);
+  prompt->add_offsets(0);
+  prompt->add_offsets(1);
+  *prompt->mutable_data() = EncodeCellLocation({1, (uint64_t{first} << 32) | 77, 0, 4});
+  ExpectRejected([&] { return Put(put); }, absl::StatusCode::kFailedPrecondition,
+                 {"shard 1 incarnation", "which was declared lost"});
+  // The shard is refused at its next registration and comes back anew (a
+  // synchronization point, not a timing assertion).
+  uint32_t now = first;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       (now == first || now == first + 1) && absl::Now() < give_up;
+       absl::SleepFor(absl::Milliseconds(5))) {
+    ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
+    now = listing.shards(0).incarnation();
+  }
+  ASSERT_NE(now, first);
+  ASSERT_NE(now, first + 1);
+  v1::PutRequest fresh;
+  fresh.set_dock("grpo");
+  fresh.add_rows(1);
+  *fresh.add_columns() = Int32Column("prompt_ids", {{5}});
+  ASSERT_OK(ShardPut(1, fresh).status());
+}
+
 // A Put sent again with its put_id, through another shard, is answered as
 // the stored one was (replayed) and the other shard's copy is not used:
 // the rows' cells stay where the first Put left them.
