@@ -13,7 +13,10 @@ metrics on what the dock holds and checks every row.
 
     .venv/bin/python examples/verl_ray.py --server_bin build/server/tdock-server
 
-Every line that exists only because tdock is used ends in "# tdock" (9;
+With --sharded, tdock runs as a controller and a shard on every Ray node
+(tdock.ray.start_cluster; docs/scale-out.md) instead of one server.
+
+Every line that exists only because tdock is used ends in "# tdock" (10;
 tests/python/test_verl_engine.py counts them). Needs ray, torch and verl
 (scripts/python-env.sh installs them). The model is a stand-in: responses
 and log-probs are deterministic functions of the prompt.
@@ -151,12 +154,14 @@ def main(argv=None) -> int:
     ap.add_argument("--server_bin", default=os.environ.get("TDOCK_SERVER_BIN"))
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--sharded", action="store_true")
     args = ap.parse_args(argv)
     config, rows = verl_config(args.prompts), args.prompts * N
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              object_store_memory=200 << 20)
     try:
-        server = tdock_ray.start_server("tdock-verl", binary=args.server_bin, num_cpus=0)  # tdock
+        start = tdock_ray.start_cluster if args.sharded else tdock_ray.start_server  # tdock
+        server = start("tdock-verl", binary=args.server_bin, num_cpus=0)  # tdock
         dock = server.client().create_dock(tv.dock_spec(config, columns=COLUMNS, trainer=True))  # tdock
         rollout = Rollout.remote()
         workers = [ActorWorker.remote(config, r, q) for r in range(DP) for q in range(TP)]

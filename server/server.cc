@@ -26,6 +26,7 @@
 #include "server/service/callback_queue_keeper.h"
 #include "server/service/dock_service.h"
 #include "server/service/shard_service.h"
+#include "server/service/step_feed.h"
 #include "server/shard/shard_store.h"
 #include "server/shard/shard_table.h"
 #include "client/channel.h"
@@ -206,6 +207,9 @@ class Server::Impl {
  public:
   explicit Impl(ServerOptions options)
       : options_(std::move(options)),
+        step_feed_(options_.role == ServerRole::kController
+                       ? std::make_unique<StepFeed>(&registry_)
+                       : nullptr),
         registry_(RegistryLimits{
             .max_docks = options_.limits.max_docks,
             .max_columns_per_dock = options_.limits.max_columns_per_dock,
@@ -214,7 +218,8 @@ class Server::Impl {
                          options_.limits.max_parked_gets_per_consumer,
                      .max_parked_reserves = options_.limits.max_parked_reserves_per_dock,
                      .cells = options_.role == ServerRole::kController ? CellForm::kLocations
-                                                                       : CellForm::kBytes}}) {}
+                                                                       : CellForm::kBytes,
+                     .steps_changed = StepsChanged(step_feed_.get())}}) {}
 
   absl::Status Start();
   int port() const;
@@ -253,8 +258,17 @@ class Server::Impl {
     return sync_mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
   }
 
+  // A dock's released step, told to `feed` (none: nothing to tell).
+  static std::function<void(const std::string&)> StepsChanged(StepFeed* feed) {
+    if (feed == nullptr) return nullptr;
+    return [feed](const std::string& dock) { feed->Changed(dock); };
+  }
+
   // Constant after construction.
   const ServerOptions options_;
+  // role kController: the docks' step windows, fed to the shards. Declared
+  // before the registry, whose docks tell it of their releases.
+  const std::unique_ptr<StepFeed> step_feed_;
   // Declared before the registry: the docks' journal outlives them.
   std::unique_ptr<persist::Persistence> persistence_;
   DockRegistry registry_;
@@ -272,6 +286,9 @@ class Server::Impl {
   // stopping_ is set.
   std::thread release_sync_;
   std::thread heartbeat_;  // role kShard: registers every release_sync
+  // role kShard: watches the controller's step feed (ShardService::
+  // WatchSteps), again release_sync after it ends, until stopping_ is set.
+  std::thread step_watch_;
   // role kController: watches the shards every controller.shard_check
   // until stopping_ is set.
   std::thread watch_thread_;
@@ -355,7 +372,7 @@ absl::Status Server::Impl::StartLocked() {
         [observer] { observer->OnShardLost(); });
     // The recovered docks' rows wait for their shards to register.
     shard_watch_->ExpectRecovered();
-    service_->SetController(shard_watch_.get());
+    service_->SetController(shard_watch_.get(), step_feed_.get());
   }
   if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
@@ -491,7 +508,25 @@ absl::Status Server::Impl::JoinController(int port) {
       }
       if (!registered.ok()) {
         TDOCK_LOG(WARNING) << registered;
+        // The step feed may be as unheard as this: it starts again, and the
+        // shard asks meanwhile.
+        shard_service_->EndWatch();
       }
+    }
+  });
+  step_watch_ = std::thread([this, id = registration_.id()] {
+    absl::Status last;
+    while (!Stopping(absl::ZeroDuration())) {
+      absl::Status ended = shard_service_->WatchSteps(id);
+      // Said once until it changes: a controller down for a while is not
+      // a warning a second.
+      if (!ended.ok() && ended.code() != last.code()) {
+        TDOCK_LOG(WARNING) << "shard " << id << " is not watching the controller's steps (it asks every "
+                           << absl::FormatDuration(options_.shard.release_sync)
+                           << " instead): " << ended;
+      }
+      last = ended;
+      if (Stopping(options_.shard.release_sync)) break;
     }
   });
   release_sync_ = std::thread([this] {
@@ -562,8 +597,12 @@ void Server::Impl::Shutdown() {
     absl::MutexLock lock(&sync_mu_);
     stopping_ = true;
   }
+  if (shard_service_ != nullptr) shard_service_->StopWatching();
+  if (step_watch_.joinable()) step_watch_.join();
   if (release_sync_.joinable()) release_sync_.join();
   if (heartbeat_.joinable()) heartbeat_.join();
+  // A shard's watch of the steps would hold the grpc::Server's shutdown up.
+  if (step_feed_ != nullptr) step_feed_->Shutdown();
   if (watch_thread_.joinable()) watch_thread_.join();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.shutdown_grace));
   server_->Wait();

@@ -221,6 +221,7 @@ absl::StatusOr<int64_t> Dock::Seal(SealInput input) {
       [&](RowsCallback done) { Seal(std::move(input), std::move(done)); });
 }
 DockStats Dock::Stats() const { return impl_->Stats(); }
+StepWindow Dock::Window() const { return impl_->Window(); }
 void Dock::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace tdock

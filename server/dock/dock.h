@@ -222,6 +222,8 @@ class Dock final {
   absl::StatusOr<int64_t> Seal(SealInput input);
 
   DockStats Stats() const;
+  // The steps it takes Puts of now (see StepWindow).
+  StepWindow Window() const;
 
   // Completes every parked Get and Put with UNAVAILABLE ("shutting down") and
   // makes later calls that would park fail the same way. For server shutdown.

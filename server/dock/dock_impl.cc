@@ -272,6 +272,15 @@ void DockImpl::AfterRelease(std::shared_ptr<StepCells> cells) {
   WakePuts();
   WakeReservations();  // a step is free: admission may grant more
   WakeGets({});  // Gets for the released step must now fail
+  if (limits_.steps_changed) limits_.steps_changed(name_);
+}
+
+StepWindow DockImpl::Window() const {
+  tdock::ReaderMutexLock lock(&mu_);
+  StepWindow window;
+  window.admitted = ring_.NextSteps(mu_);
+  window.front_step = *std::min_element(window.admitted.begin(), window.admitted.end());
+  return window;
 }
 
 DockStats DockImpl::Stats() const {

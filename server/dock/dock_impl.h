@@ -100,6 +100,7 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<ShardIncarnation> ShardsOfLiveRows() const;
   void Seal(SealInput input, RowsCallback done);
   DockStats Stats() const;
+  StepWindow Window() const ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown();
 
   // Recovery (dock_journal.cc, dock_recovery.cc), for DockRecovery: before

@@ -1,7 +1,6 @@
 #include "server/dock/step_ring.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "common/logging.h"
 
@@ -41,20 +40,23 @@ int64_t StepRing::BlockingStep(const tdock::Mutex& dock_mu, int64_t step) const 
   return part.live(dock_mu) ? part.step(dock_mu) : step - steps_in_flight();
 }
 
+int64_t StepRing::NextStep(const tdock::Mutex& dock_mu, const Partition& part) const {
+  if (part.live(dock_mu)) return part.step(dock_mu);
+  if (part.last_released(dock_mu) < 0) return part.index();
+  return part.last_released(dock_mu) + steps_in_flight();
+}
+
 int64_t StepRing::FrontStep(const tdock::Mutex& dock_mu) const {
-  int64_t front = std::numeric_limits<int64_t>::max();
-  for (const auto& part : partitions_) {
-    int64_t next = 0;
-    if (part->live(dock_mu)) {
-      next = part->step(dock_mu);
-    } else if (part->last_released(dock_mu) < 0) {
-      next = part->index();
-    } else {
-      next = part->last_released(dock_mu) + steps_in_flight();
-    }
-    front = std::min(front, next);
-  }
+  int64_t front = NextStep(dock_mu, *partitions_.front());
+  for (const auto& part : partitions_) front = std::min(front, NextStep(dock_mu, *part));
   return front;
+}
+
+std::vector<int64_t> StepRing::NextSteps(const tdock::Mutex& dock_mu) const {
+  std::vector<int64_t> next;
+  next.reserve(partitions_.size());
+  for (const auto& part : partitions_) next.push_back(NextStep(dock_mu, *part));
+  return next;
 }
 
 std::vector<int64_t> StepRing::LiveSteps(const tdock::Mutex& dock_mu) const {

@@ -61,6 +61,10 @@ class StepRing final {
   // The oldest step not released: the oldest live one, or the next one a
   // free partition takes.
   int64_t FrontStep(const tdock::Mutex& dock_mu) const ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
+  // Per partition, in order: the step it holds (live or being released),
+  // else the one it takes next.
+  std::vector<int64_t> NextSteps(const tdock::Mutex& dock_mu) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   // The steps the partitions hold, ascending.
   std::vector<int64_t> LiveSteps(const tdock::Mutex& dock_mu) const
       ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
@@ -80,6 +84,9 @@ class StepRing final {
   }
 
  private:
+  // The step `part` holds, or takes next.
+  int64_t NextStep(const tdock::Mutex& dock_mu, const Partition& part) const
+      ABSL_SHARED_LOCKS_REQUIRED(dock_mu);
   // Tell the analysis that `dock_mu` held is the ring's guard, and check it.
   void Held(const tdock::Mutex& dock_mu) const ABSL_ASSERT_SHARED_LOCK(dock_mu_);
 

@@ -212,6 +212,19 @@ struct DockLimits {
   // CellLocation a row, common/cell_location.h; the bytes' memory limit is
   // the shards', so the dock's own memory_limit_bytes is not enforced).
   CellForm cells = CellForm::kBytes;
+  // Called with the dock's name after one of its steps is released (its
+  // StepWindow moved), on the thread that applied the release, with no lock
+  // of the dock held. Default: none.
+  std::function<void(const std::string& dock)> steps_changed;
+};
+
+// Which steps a dock takes Puts of (Dock::Window).
+struct StepWindow {
+  int64_t front_step = 0;  // every step below it is released
+  // Per partition, in order: the step it holds, or takes next. A Put of
+  // that step is admitted; a later step of the partition waits for it; an
+  // earlier one is released.
+  std::vector<int64_t> admitted;
 };
 
 using PutCallback = absl::AnyInvocable<void(absl::StatusOr<PutResult>) &&>;

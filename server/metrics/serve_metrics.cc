@@ -57,9 +57,30 @@ ServeMetrics::ServeMetrics(prometheus::Registry& registry)
                        .Help("Shards this controller declared lost (not heard from for "
                              "--shard_lost_after_ms); their rows are dropped as lost.")
                        .Register(registry)
-                       .Add({})) {}
+                       .Add({})),
+      shard_waits_(prometheus::BuildCounter()
+                       .Name("tdock_shard_put_waits_total")
+                       .Help("Puts that waited at this shard: for their step to be admitted "
+                             "(the controller's step feed), or for memory under "
+                             "--shard_memory_limit_mb.")
+                       .Register(registry)),
+      shard_waits_admission_(shard_waits_.Add({{"reason", "admission"}})),
+      shard_waits_memory_(shard_waits_.Add({{"reason", "memory"}})),
+      step_feed_up_(prometheus::BuildGauge()
+                        .Name("tdock_shard_step_feed_up")
+                        .Help("1 while this shard follows its controller's step feed (Puts "
+                              "of steps not yet admitted wait here, released steps' cells "
+                              "are freed as told); 0: it asks every second instead.")
+                        .Register(registry)
+                        .Add({})) {}
 
 void ServeMetrics::OnShardLost() { shards_lost_.Increment(); }
+
+void ServeMetrics::OnStepFeed(bool live) { step_feed_up_.Set(live ? 1 : 0); }
+
+void ServeMetrics::OnShardWait(ShardWait reason) {
+  (reason == ShardWait::kAdmission ? shard_waits_admission_ : shard_waits_memory_).Increment();
+}
 
 void ServeMetrics::OnPayload(int64_t in_bytes, int64_t out_bytes) {
   if (in_bytes > 0) payload_in_.Increment(static_cast<double>(in_bytes));

@@ -36,6 +36,8 @@ class ServeMetrics final : public ServiceObserver {
   void OnGetServed(const ServedGet& get) override;
   void OnPayload(int64_t in_bytes, int64_t out_bytes) override;
   void OnShardLost() override;
+  void OnShardWait(ShardWait reason) override;
+  void OnStepFeed(bool live) override;
 
  private:
   struct Series {
@@ -64,6 +66,14 @@ class ServeMetrics final : public ServiceObserver {
   prometheus::Counter& payload_out_;
   // tdock_shards_lost_total: a controller's shards declared lost.
   prometheus::Counter& shards_lost_;
+  // tdock_shard_put_waits_total{reason="admission"|"memory"}: Puts that
+  // waited at a shard.
+  prometheus::Family<prometheus::Counter>& shard_waits_;
+  prometheus::Counter& shard_waits_admission_;
+  prometheus::Counter& shard_waits_memory_;
+  // tdock_shard_step_feed_up: 1 while a shard follows its controller's
+  // step feed.
+  prometheus::Gauge& step_feed_up_;
 
   absl::Mutex mu_;
   // Values are stable (heap nodes): a Series stays valid while this lives.

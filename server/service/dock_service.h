@@ -33,6 +33,7 @@
 #include "server/dock/registry.h"
 #include "server/service/observer.h"
 #include "server/service/security.h"
+#include "server/service/step_feed.h"
 #include "server/shard/shard_watch.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
@@ -144,11 +145,18 @@ class DockService final
   grpc::ServerUnaryReactor* ListShards(grpc::CallbackServerContext* context,
                                        const v1::ListShardsRequest* request,
                                        v1::ListShardsResponse* response) override;
+  // A shard's feed of the docks' step windows (StepFeed).
+  grpc::ServerWriteReactor<v1::StepWatermarks>* WatchSteps(
+      grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) override;
   // Makes this the service of a controller (tdock-server --role=controller),
   // whose docks hold cell locations: its Puts come from shards and carry
-  // cell_locations, and `shards` (borrowed) watches its shards.
+  // cell_locations, `shards` (borrowed) watches its shards, and `steps`
+  // (borrowed) feeds them the docks' step windows.
   // REQUIRES: before serving.
-  void SetController(shard::ShardWatch* shards) { shards_ = shards; }
+  void SetController(shard::ShardWatch* shards, StepFeed* steps) {
+    shards_ = shards;
+    steps_ = steps;
+  }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
   grpc::ServerUnaryReactor* Ack(grpc::CallbackServerContext* context,
                                 const v1::AckRequest* request,
@@ -211,6 +219,7 @@ class DockService final
   const ServiceLimits limits_;
   std::function<void(const std::string& dir, StatusCallback done)> checkpoint_;
   shard::ShardWatch* shards_ = nullptr;  // set on a controller
+  StepFeed* steps_ = nullptr;            // set on a controller
 };
 
 }  // namespace tdock

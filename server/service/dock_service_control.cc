@@ -69,8 +69,11 @@ grpc::ServerUnaryReactor* DockService::CreateDock(
   // Answered once the spec is stored: no RPC thread waits on the journal.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   registry_->Create(*std::move(spec),
-                    [reactor, response](absl::StatusOr<std::shared_ptr<Dock>> dock) {
-                      if (dock.ok()) *response->mutable_spec() = ToProto((*dock)->spec());
+                    [this, reactor, response](absl::StatusOr<std::shared_ptr<Dock>> dock) {
+                      if (dock.ok()) {
+                        *response->mutable_spec() = ToProto((*dock)->spec());
+                        if (steps_ != nullptr) steps_->Changed((*dock)->name());
+                      }
                       reactor->Finish(ToGrpcStatus(dock.status()));
                     });
   return reactor;
@@ -89,7 +92,8 @@ grpc::ServerUnaryReactor* DockService::DeleteDock(
     v1::DeleteDockResponse* /*response*/) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  registry_->Delete(request->dock(), [reactor](absl::Status deleted) {
+  registry_->Delete(request->dock(), [this, reactor, dock = request->dock()](absl::Status deleted) {
+    if (deleted.ok() && steps_ != nullptr) steps_->Deleted(dock);
     reactor->Finish(ToGrpcStatus(deleted));
   });
   return reactor;
@@ -415,6 +419,26 @@ grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* c
     shard->set_memory_limit_bytes(static_cast<uint64_t>(entry.memory_limit_bytes));
   }
   return FinishNow(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::StepWatermarks>* DockService::WatchSteps(
+    grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) {
+  absl::Status refused = Authorize(*context);
+  if (refused.ok() && steps_ == nullptr) {
+    refused = absl::UnimplementedError(
+        "WatchSteps: this server is standalone, not a controller (tdock-server "
+        "--role=controller)");
+  }
+  if (!refused.ok()) {
+    // A watch that ends at once.
+    class Refused final : public grpc::ServerWriteReactor<v1::StepWatermarks> {
+     public:
+      explicit Refused(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(refused);
+  }
+  return steps_->Watch(request->shard_id());
 }
 
 grpc::ServerUnaryReactor* DockService::EndLease(grpc::CallbackServerContext* context,

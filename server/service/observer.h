@@ -40,6 +40,13 @@ class ServiceObserver {
   virtual void OnPayload(int64_t in_bytes, int64_t out_bytes) {}
   // A controller declared one of its shards lost.
   virtual void OnShardLost() {}
+  // Why a Put waits at a shard rather than at its controller.
+  enum class ShardWait { kAdmission, kMemory };
+  // A Put began to wait at this shard (once a Put and reason).
+  virtual void OnShardWait(ShardWait reason) {}
+  // A shard's watch of its controller's step feed started (its snapshot
+  // applied) or ended.
+  virtual void OnStepFeed(bool live) {}
 };
 
 }  // namespace tdock

@@ -43,8 +43,9 @@ bool OutcomeUnknown(grpc::StatusCode code) {
          code == grpc::StatusCode::INTERNAL;
 }
 
-// How often a Put waiting for memory at the shard is tried again.
-constexpr absl::Duration kMemoryRetry = absl::Milliseconds(50);
+// How often a Put waiting at the shard (for memory, or for its step to be
+// admitted) is tried again.
+constexpr absl::Duration kRetry = absl::Milliseconds(50);
 
 }  // namespace
 
@@ -100,11 +101,17 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     // controller says.
     const std::optional<int64_t> step =
         header.reservation() != 0 ? std::nullopt : std::optional<int64_t>(header.step());
+    const bool can_wait = absl::Now() + kRetry < started_ + wait_;
+    // Not admitted yet, as the feed says: it waits here, not at the
+    // controller. Once its wait is over, the controller decides.
+    if (step.has_value() && can_wait && service_->store_->Waits(header.dock(), *step)) {
+      Wait(ServiceObserver::ShardWait::kAdmission);
+      return;
+    }
     absl::StatusOr<shard::ShardStore::Staged> staged =
         service_->store_->Stage(header.dock(), step, put_.columns, items_);
-    if (staged.status().code() == absl::StatusCode::kResourceExhausted &&
-        absl::Now() + kMemoryRetry < started_ + wait_) {
-      service_->WaitForMemory(this);  // memory comes back as steps are released
+    if (staged.status().code() == absl::StatusCode::kResourceExhausted && can_wait) {
+      Wait(ServiceObserver::ShardWait::kMemory);  // memory comes back as steps are released
       return;
     }
     if (!staged.ok()) {
@@ -146,8 +153,8 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     for (size_t i = 0; i < put_.columns.size(); ++i) {
       AddLocations(put_.columns[i], staged.locations[i], commit_request_);
     }
-    // What it waited here for memory is taken off its wait at the controller.
     if (header.wait_ms() > 0) {
+      // What it waited here is taken off its wait at the controller.
       commit_request_.set_wait_ms(std::max<int64_t>(
           0, header.wait_ms() - absl::ToInt64Milliseconds(absl::Now() - started_)));
     }
@@ -159,6 +166,17 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
         .async()
         ->Put(&commit_context_, &commit_request_, &commit_response_,
               [this](grpc::Status status) { Committed(std::move(status)); });
+  }
+
+  // Waits at the shard, `reason` counted once.
+  void Wait(ServiceObserver::ShardWait reason) {
+    waiting_for_ = reason;
+    const int bit = 1 << static_cast<int>(reason);
+    if ((counted_ & bit) == 0 && service_->observer_ != nullptr) {
+      service_->observer_->OnShardWait(reason);
+    }
+    counted_ |= bit;
+    service_->WaitAtShard(this);
   }
 
   void Committed(grpc::Status status) {
@@ -202,8 +220,10 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   void OnCancel() override {
     if (service_->StopWaiting(this)) {
       Finish(ToGrpcStatus(absl::CancelledError(absl::StrCat(
-          "Put on dock '", put_.header.dock(), "' cancelled while it waited for memory at the "
-          "shard"))));
+          "Put on dock '", put_.header.dock(), "' cancelled while it waited at the shard for ",
+          waiting_for_ == ServiceObserver::ShardWait::kAdmission
+              ? absl::StrCat("step ", put_.header.step(), " to be admitted")
+              : std::string("memory")))));
       return;
     }
     spec_context_.TryCancel();
@@ -216,7 +236,9 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   bulk::Decoded<v1::PutRequest> put_;
   grpc::ByteBuffer* const response_;
   const absl::Time started_;
-  const absl::Duration wait_;  // for memory, at most
+  const absl::Duration wait_;  // at the shard, at most
+  ServiceObserver::ShardWait waiting_for_ = ServiceObserver::ShardWait::kMemory;
+  int counted_ = 0;  // the reasons counted, a bit each
   std::vector<int64_t> items_;
   uint64_t extent_ = 0;
   int64_t staged_bytes_ = 0;
@@ -240,10 +262,10 @@ ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Chann
       observer_(observer),
       retry_(timers_.NewAlarm([this] { RetryWaiting(); })) {}
 
-void ShardService::WaitForMemory(PutCall* call) {
+void ShardService::WaitAtShard(PutCall* call) {
   tdock::MutexLock lock(&waiting_mu_);
   waiting_.push_back(call);
-  retry_->RingAt(absl::Now() + kMemoryRetry);
+  retry_->RingAt(absl::Now() + kRetry);
 }
 
 void ShardService::RetryWaiting() {
@@ -381,6 +403,8 @@ grpc::ServerUnaryReactor* ShardService::ReadCells(grpc::CallbackServerContext* c
 
 absl::Status ShardService::SyncReleases(absl::Duration timeout) {
   store_->Sweep();
+  // The feed tells of every release and deletion as it comes.
+  if (feed_live_.load() && !ask_once_.exchange(false)) return absl::OkStatus();
   absl::Status first;
   for (const auto& [dock, steps] : store_->HeldSteps()) {
     grpc::ClientContext context;
@@ -406,6 +430,61 @@ absl::Status ShardService::SyncReleases(absl::Duration timeout) {
     }
   }
   return first;
+}
+
+absl::Status ShardService::WatchSteps(uint64_t shard) {
+  grpc::ClientContext context;
+  {
+    tdock::MutexLock lock(&watch_mu_);
+    if (watch_stopped_) return absl::CancelledError("the shard is shutting down");
+    watch_context_ = &context;
+  }
+  v1::WatchStepsRequest request;
+  request.set_shard_id(shard);
+  std::unique_ptr<grpc::ClientReader<v1::StepWatermarks>> reader =
+      controller(context).WatchSteps(&context, request);
+  v1::StepWatermarks message;
+  while (reader->Read(&message)) ApplySteps(message);
+  const grpc::Status ended = reader->Finish();
+  {
+    tdock::MutexLock lock(&watch_mu_);
+    watch_context_ = nullptr;
+  }
+  // Nothing heard now: Puts go to the controller, which knows.
+  if (feed_live_.exchange(false) && observer_ != nullptr) observer_->OnStepFeed(false);
+  store_->ForgetWindows();
+  RetryWaiting();
+  return FromGrpcStatus(ended);
+}
+
+void ShardService::StopWatching() {
+  tdock::MutexLock lock(&watch_mu_);
+  watch_stopped_ = true;
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
+}
+
+void ShardService::EndWatch() {
+  tdock::MutexLock lock(&watch_mu_);
+  if (watch_context_ != nullptr) watch_context_->TryCancel();
+}
+
+void ShardService::ApplySteps(const v1::StepWatermarks& message) {
+  if (message.snapshot()) store_->ForgetWindows();
+  for (const v1::DockSteps& dock : message.docks()) {
+    if (dock.deleted()) {
+      store_->ForgetDock(dock.dock());
+      ForgetSpec(dock.dock());
+      continue;
+    }
+    store_->SetWindow(dock.dock(), dock.front_step(),
+                      std::vector<int64_t>(dock.admitted_steps().begin(),
+                                           dock.admitted_steps().end()));
+  }
+  if (message.snapshot()) {
+    ask_once_.store(true);
+    if (!feed_live_.exchange(true) && observer_ != nullptr) observer_->OnStepFeed(true);
+  }
+  RetryWaiting();  // a step admitted, or memory freed
 }
 
 }  // namespace tdock

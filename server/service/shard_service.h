@@ -19,17 +19,29 @@
 // the Put's new_columns, else its dtype (add_columns_on_write), and the
 // controller checks every location's size against its spec.
 //
-// SyncReleases retires the cells of steps the controller released: it asks
-// for each dock the shard holds cells of, and retires the steps below its
+// WatchSteps follows the controller's step feed (Dock.WatchSteps, a
+// StepFeed there): each dock's window as it moves. The cells of steps the
+// controller released retire as soon as it says so, those of a deleted dock
+// too, and a Put of a step the controller would not admit yet waits here,
+// up to its wait_ms, until the window admits it; only then are its cells
+// staged and committed (what is left of its wait goes with it). The feed
+// only spares the round trip: a Put whose wait ran out goes to the
+// controller, which decides as always, and while the feed is down every Put
+// goes there at once.
+//
+// SyncReleases frees retired cells whose read grace has passed. While the
+// feed is down, and once after it (re)starts, it also asks the controller
+// for each dock the shard holds cells of and retires the steps below its
 // front step (GetDockStatusResponse.front_step; every step of a dock
-// deleted); retired cells whose read grace has passed are freed.
+// deleted).
 //
 // Memory: a Put short of room under the shard's memory limit waits at the
 // shard, up to its wait_ms (the server's max_wait_ms at most), and is tried
-// again every 50 ms (cells are freed as the controller releases steps); the
-// wait it used is taken off what it may wait at the controller. A Put of
-// the dock's oldest live step goes in past the limit (ShardStore::
-// SetFrontStep), so the step that must end first always can.
+// again every 50 ms and whenever the feed moves a window (cells are freed as
+// the controller releases steps); the wait it used is taken off what it may
+// wait at the controller. A Put of the dock's oldest live step goes in past
+// the limit (ShardStore::SetFrontStep), so the step that must end first
+// always can.
 //
 // Thread safety: handlers run concurrently on gRPC's threads; the item-size
 // cache and the waiting Puts have their own locks. Ownership: the store and token are borrowed and
@@ -37,6 +49,7 @@
 #ifndef TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
 #define TDOCK_SERVER_SERVICE_SHARD_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +89,15 @@ class ShardService final
   // Frees the cells of released steps (see above); blocks on the controller
   // for up to `timeout` a dock. Returns the first error met.
   absl::Status SyncReleases(absl::Duration timeout);
+  // Follows the controller's step feed as shard `shard` until it ends (the
+  // controller gone or refusing, StopWatching); returns why it ended.
+  absl::Status WatchSteps(uint64_t shard);
+  // Ends the watch and refuses new ones (at shutdown).
+  void StopWatching();
+  // Ends the watch in progress, if any (the controller did not answer
+  // otherwise: a stream on a connection gone silent would wait forever);
+  // the next WatchSteps starts anew.
+  void EndWatch();
 
   // The controller's stub, with the token set on `context`.
   v1::Dock::Stub& controller(grpc::ClientContext& context) const;
@@ -93,8 +115,11 @@ class ShardService final
   void ForgetSpec(const std::string& dock);
   absl::Status DoReadCells(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
 
-  // A Put waiting for memory; tried again by the retry alarm.
-  void WaitForMemory(PutCall* call);
+  // A Put waiting at the shard (for admission or memory); tried again by
+  // the retry alarm, and when the feed moves a window.
+  void WaitAtShard(PutCall* call);
+  // One message of the step feed, applied.
+  void ApplySteps(const v1::StepWatermarks& message);
   // The alarm rang: every waiting Put is tried again.
   void RetryWaiting();
   // `call` was cancelled: true if it was waiting (it is no more).
@@ -111,6 +136,15 @@ class ShardService final
   std::unique_ptr<TimerService::Alarm> retry_;  // rings while Puts wait
   tdock::Mutex waiting_mu_;
   std::vector<PutCall*> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+
+  tdock::Mutex watch_mu_;
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(watch_mu_) = nullptr;
+  bool watch_stopped_ ABSL_GUARDED_BY(watch_mu_) = false;
+  // The feed's snapshot came and it runs: SyncReleases need not ask.
+  std::atomic<bool> feed_live_{false};
+  // SyncReleases asks once more (the feed just started: a dock deleted
+  // while it was down is not in its snapshot).
+  std::atomic<bool> ask_once_{false};
 
   mutable tdock::Mutex mu_;
   // Per dock, per column: its item size, from the controller's spec.

@@ -228,6 +228,56 @@ void ShardStore::Release(const std::string& dock, int64_t step) {
   freed = TakeRetired(clock_->Now());
 }
 
+void ShardStore::SetWindow(const std::string& dock, int64_t front_step,
+                           std::vector<int64_t> admitted) {
+  std::vector<int64_t> released;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    auto it = docks_.find(dock);
+    if (it != docks_.end() && it->second.front == front_step &&
+        it->second.admitted == admitted) {
+      return;  // nothing moved (a snapshot after the feed came back)
+    }
+    const int64_t partitions = static_cast<int64_t>(admitted.size());
+    const auto done = [&](int64_t step) {
+      return step >= 0 &&
+             (step < front_step || (partitions > 0 && step < admitted[step % partitions]));
+    };
+    if (it != docks_.end()) {
+      for (const auto& [step, cells] : it->second.steps) {
+        if (done(step)) released.push_back(step);
+      }
+    }
+    for (const auto& [id, extent] : extents_) {
+      if (extent.dock == dock && extent.free_at == absl::InfiniteFuture() && done(extent.step)) {
+        released.push_back(extent.step);
+      }
+    }
+  }
+  std::sort(released.begin(), released.end());
+  released.erase(std::unique(released.begin(), released.end()), released.end());
+  // Released first: a Put the new window admits never finds an older step
+  // of its partition still taking Puts here.
+  for (int64_t step : released) Release(dock, step);
+  tdock::MutexLock lock(&mu_);
+  DockCells& held = docks_[dock];
+  held.front = std::max(held.front, front_step);
+  held.admitted = std::move(admitted);
+}
+
+void ShardStore::ForgetWindows() {
+  tdock::MutexLock lock(&mu_);
+  for (auto& [name, held] : docks_) held.admitted.clear();
+}
+
+bool ShardStore::Waits(const std::string& dock, int64_t step) const {
+  tdock::ReaderMutexLock lock(&mu_);
+  auto it = docks_.find(dock);
+  if (it == docks_.end() || it->second.admitted.empty() || step < 0) return false;
+  const std::vector<int64_t>& admitted = it->second.admitted;
+  return step > admitted[step % static_cast<int64_t>(admitted.size())];
+}
+
 void ShardStore::ForgetDock(const std::string& dock) {
   std::vector<Extent> freed;
   std::optional<DockCells> forgotten;

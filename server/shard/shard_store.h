@@ -108,6 +108,17 @@ class ShardStore final {
   // released): a Put of it goes in past the memory limit, so the step that
   // must end first always can.
   void SetFrontStep(const std::string& dock, int64_t step);
+  // What the controller's step feed says of `dock` (StepWindow): every step
+  // below `front_step`, and every step of a partition below the one it
+  // admits, is released (Release); the front step is set (SetFrontStep);
+  // and Waits answers from `admitted` until ForgetWindows.
+  void SetWindow(const std::string& dock, int64_t front_step, std::vector<int64_t> admitted);
+  // The feed broke: Waits knows no dock's window until SetWindow again.
+  void ForgetWindows();
+  // A Put of `dock`'s `step` would wait at the controller for the step to
+  // be admitted, as the last window heard says (false when none is known,
+  // or the step is admitted or released).
+  bool Waits(const std::string& dock, int64_t step) const;
   // `dock` was deleted: every cell of it retires.
   void ForgetDock(const std::string& dock);
   // Frees the retired cells whose grace has passed.
@@ -153,6 +164,9 @@ class ShardStore final {
     std::map<int64_t, std::shared_ptr<internal::StepCells>> steps;  // live here
     std::set<int64_t> released;  // steps the controller released
     int64_t front = -1;  // the oldest step not released, as last learnt (-1: not yet)
+    // Per partition, the step it admits, from the controller's feed (empty:
+    // not known).
+    std::vector<int64_t> admitted;
   };
 
   static absl::Status NotHeld(const CellLocation& where, const std::string& why);

@@ -396,6 +396,30 @@ TEST(DockSteps, StepCannotSkipAheadOfItsPartition) {
   ASSERT_OK(PutSync(*dock, 2, {0}, {Prompts({0})}));
 }
 
+// The window a shard is fed: per partition the step it holds or takes
+// next, moved by each release (out of order too), each release told with
+// the dock's name.
+TEST(DockSteps, TheWindowSaysWhichStepEachPartitionAdmits) {
+  std::vector<std::string> told;
+  DockLimits limits;
+  limits.steps_changed = [&told](const std::string& dock) { told.push_back(dock); };
+  auto created = Dock::Create(SmallSpec(2), limits);
+  ASSERT_OK(created);
+  Dock& dock = **created;
+  auto window = [&dock] {
+    const StepWindow w = dock.Window();
+    return std::pair(w.front_step, w.admitted);
+  };
+  EXPECT_EQ(window(), std::pair(int64_t{0}, std::vector<int64_t>{0, 1}));
+  ASSERT_OK(PutSync(dock, 1, {0}, {Prompts({0})}));
+  ASSERT_OK(dock.ReleaseStep(1));  // before step 0
+  EXPECT_EQ(window(), std::pair(int64_t{0}, std::vector<int64_t>{0, 3}));
+  ASSERT_OK(PutSync(dock, 0, {0}, {Prompts({0})}));
+  ASSERT_OK(dock.ReleaseStep(0));
+  EXPECT_EQ(window(), std::pair(int64_t{2}, std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(told, (std::vector<std::string>{"small", "small"}));
+}
+
 // A Put refused for memory leaves nothing behind: no started step, no arena
 // space used, so a smaller Put that fits still succeeds.
 TEST(DockSteps, PutRefusedForMemoryLeavesNoTrace) {

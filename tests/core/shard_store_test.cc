@@ -142,6 +142,36 @@ TEST(ShardStore, AbortedAndReleasedPutsAreGone) {
                 "holds no such extent");
 }
 
+// The controller's step feed: a window releases the held steps below it
+// (below the front, and a partition's steps below the one it admits, out of
+// order too), and says which Puts would wait; a forgotten window says
+// nothing, so Puts go to the controller.
+TEST(ShardStore, AWindowReleasesTheStepsBelowItAndSaysWhichPutsWait) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  for (int64_t step : {0, 1, 2}) {
+    ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
+                         store.Stage("d", step, put.views, put.item_bytes));
+    ASSERT_OK(store.Commit(staged.extent, step));
+  }
+  EXPECT_FALSE(store.Waits("d", 9));  // no window yet
+  // Two partitions: 0 holds step 0; 1 released step 1 and admits 3.
+  store.SetWindow("d", 0, {0, 3});
+  EXPECT_EQ(store.HeldSteps(), (std::map<std::string, std::vector<int64_t>>{{"d", {0, 2}}}));
+  EXPECT_FALSE(store.Waits("d", 0));
+  EXPECT_FALSE(store.Waits("d", 3));
+  EXPECT_TRUE(store.Waits("d", 2));  // after step 0, in its partition
+  EXPECT_TRUE(store.Waits("d", 5));
+  EXPECT_FALSE(store.Waits("other", 5));
+  store.SetWindow("d", 2, {2, 3});
+  EXPECT_EQ(store.HeldSteps(), (std::map<std::string, std::vector<int64_t>>{{"d", {2}}}));
+  EXPECT_FALSE(store.Waits("d", 2));
+  EXPECT_STATUS(store.Stage("d", 1, put.views, put.item_bytes),
+                absl::StatusCode::kFailedPrecondition, "dock 'd' step 1 was released");
+  store.ForgetWindows();
+  EXPECT_FALSE(store.Waits("d", 5));
+}
+
 // The controller releases a step when it hands out its last rows; a
 // consumer without a lease reads their cells after that. A released step's
 // cells stay readable for the grace (later Puts of it are refused at once),

@@ -7,6 +7,7 @@
 // id) and a refused Put leaves no readable cell; a released step's cells
 // stay readable at its shard for the read grace, then are freed; a shard
 // not heard from for long is declared lost and its rows dropped as lost.
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -82,12 +83,17 @@ class ScaleOutTest : public ServiceTest {
   // Releases step 0 at the controller, at once (as handing out its last
   // rows does), and waits for `shard` to learn it.
   void ReleaseStepZero(uint64_t shard) {
+    ReleaseAtController(0);
+    StartStepOneAndWaitForTheRelease(shard);
+  }
+
+  // Releases `step` of dock grpo at the controller (ReleaseStep).
+  void ReleaseAtController(int64_t step) {
     v1::ReleaseStepRequest release;
     release.set_dock("grpo");
-    release.set_step(0);
+    release.set_step(step);
     v1::ReleaseStepResponse released;
     ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
-    StartStepOneAndWaitForTheRelease(shard);
   }
 
   void TearDown() override {
@@ -618,11 +624,7 @@ TEST_F(ScaleOutMemoryTest, APutShortOfMemoryWaitsAtItsShardUntilItsStepIsTheOlde
   absl::StatusOr<v1::PutResponse> waited;
   std::thread writer([&] { waited = ShardPut(1, big); });
   // Step 0 released: step 1 is the oldest live step once the shard learns it.
-  v1::ReleaseStepRequest release;
-  release.set_dock("grpo");
-  release.set_step(0);
-  v1::ReleaseStepResponse released;
-  ASSERT_TRUE(stub_->ReleaseStep(Context().get(), release, &released).ok());
+  ReleaseAtController(0);
   writer.join();
   ASSERT_OK(waited.status());
   EXPECT_EQ(waited->step(), 1);
@@ -690,6 +692,100 @@ TEST_F(ScaleOutTest, APutOfAReservationGoesToItsStep) {
   ASSERT_OK_AND_ASSIGN(v1::GetResponse cells, ReadCells(2, ReadOf(located.columns(0), {0, 1})));
   EXPECT_EQ(CellBytes(cells.columns(0), 0, 4), CellBytes(put.columns(1), 0, 4));
   EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(put.columns(1), 1, 4));
+}
+
+// Shards that never ask the controller which steps it released: they hear
+// of it only through its step feed.
+class ScaleOutFeedTest : public ScaleOutTest {
+ protected:
+  absl::Duration ReadGrace() const override { return absl::ZeroDuration(); }
+  void ConfigureShard(ServerOptions& options) override {
+    options.shard.release_sync = absl::Hours(1);
+  }
+
+  // Waits until `series` of `server` reads `value`: a synchronization
+  // point, not a timing assertion.
+  static void AwaitMetric(const Server& server, const std::string& series, double value) {
+    for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+         MetricValue(server, series) != value && absl::Now() < give_up;
+         absl::SleepFor(absl::Milliseconds(5))) {
+    }
+    ASSERT_EQ(MetricValue(server, series), value) << series;
+  }
+};
+
+// A Put of a step the controller does not admit yet (its partition holds an
+// older step) waits at its shard, and nothing of it reaches the controller;
+// it goes in once the feed says the older step was released, which also
+// retires that step's cells at the shard. With no wait it goes to the
+// controller, which refuses it as always.
+TEST_F(ScaleOutFeedTest, APutOfAStepNotYetAdmittedWaitsAtItsShardUntilTheFeedAdmitsIt) {
+  AwaitMetric(*shards_[0], "tdock_shard_step_feed_up", 1);
+  v1::PutRequest first;  // step 0 starts in partition 0
+  first.set_dock("grpo");
+  first.add_rows(0);
+  *first.add_columns() = Int32Column("prompt_ids", {{1}});
+  ASSERT_OK(ShardPut(1, first).status());
+  v1::PutRequest later = first;  // step 2: partition 0 again
+  later.set_step(2);
+  EXPECT_STATUS(ShardPut(1, later).status(), absl::StatusCode::kResourceExhausted,
+                "step 2 waits for step 0");
+  later.set_wait_ms(600'000);
+  std::atomic<bool> answered = false;
+  absl::StatusOr<v1::PutResponse> waited;
+  std::thread writer([&] {
+    waited = ShardPut(1, later);
+    answered = true;
+  });
+  AwaitMetric(*shards_[0], "tdock_shard_put_waits_total{reason=\"admission\"}", 1);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<Dock> dock, server_->registry().Find("grpo"));
+  EXPECT_EQ(dock->Stats().parked_puts, 0);  // it waits at the shard
+  EXPECT_FALSE(answered);  // nothing can answer it before the release
+  ReleaseAtController(0);
+  writer.join();
+  ASSERT_OK(waited.status());
+  EXPECT_EQ(waited->step(), 2);
+  EXPECT_EQ(waited->rows(), 1);
+  // The shard retired step 0 when the feed admitted step 2.
+  EXPECT_STATUS(ShardPut(1, first).status(), absl::StatusCode::kFailedPrecondition,
+                "dock 'grpo' step 0 was released: shard 1 takes no Put of it");
+}
+
+// A dock deleted at the controller is forgotten at its shards, told by the
+// feed: its cells go, and so do the steps it released there, so a dock made
+// anew under its name takes Puts of them again.
+TEST_F(ScaleOutFeedTest, ADeletedDocksCellsGoFromItsShardsAndItsNameCanBeMadeAnew) {
+  AwaitMetric(*shards_[1], "tdock_shard_step_feed_up", 1);
+  PutStepZero();
+  v1::PutRequest next;  // step 1, row 0, through shard 2
+  next.set_dock("grpo");
+  next.set_step(1);
+  next.add_rows(0);
+  *next.add_columns() = Int32Column("prompt_ids", {{5}});
+  ASSERT_OK(ShardPut(2, next).status());
+  ReleaseAtController(0);
+  v1::GetResponse located;
+  {
+    v1::ReadRequest read;
+    read.set_dock("grpo");
+    read.set_step(1);
+    read.add_rows(0);
+    read.add_columns("prompt_ids");
+    ASSERT_TRUE(stub_->Read(Context().get(), read, &located).ok());
+  }
+  ASSERT_OK(ReadCells(2, ReadOf(located.columns(0), {0})).status());
+  v1::DeleteDockRequest remove;
+  remove.set_dock("grpo");
+  v1::DeleteDockResponse removed;
+  ASSERT_TRUE(stub_->DeleteDock(Context().get(), remove, &removed).ok());
+  absl::Status read = absl::OkStatus();
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       read.ok() && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+    read = ReadCells(2, ReadOf(located.columns(0), {0})).status();
+  }
+  EXPECT_STATUS(read, absl::StatusCode::kNotFound, "holds no such extent");
+  ASSERT_OK(CreateDock(GrpoSpec()));
+  PutStepZero();  // step 0, released in the old dock, is the new one's first
 }
 
 // A controller that cannot listen fails to start, and goes, cleanly.
