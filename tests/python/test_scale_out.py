@@ -2,8 +2,9 @@
 the shard listing (empty for a standalone server), Puts going to the shard on
 the writer's node (TDOCK_NODE) and batches read back from the shards that
 hold their cells, the asyncio client too; what a controller refuses
-(seal_when.carry); a shard gone away fails the read naming it, and one
-killed for good is declared lost and its rows dropped."""
+(seal_when.carry); a shard gone away fails the read naming it (or, asked
+for, the batch comes without its rows), and one killed for good is declared
+lost and its rows dropped."""
 
 import asyncio
 import json
@@ -160,6 +161,67 @@ def test_a_controller_refuses_carry_and_a_gone_shard_is_named(sharded, monkeypat
         # which is told which rows and which shard.
         with pytest.raises(tdock.errors.DataLoss, match=r"rows \[0, 1\].*shard 1 at"):
             dock.get("reward", wait=5)
+
+
+def test_a_partial_get_comes_without_the_rows_of_a_shard_gone(sharded, monkeypatch):
+    """A shard that cannot be read: a Get fails naming the rows, unless it
+    asked for a partial batch, which comes with the rows whose cells are on
+    the shard that answered (their bytes as written) and names the others
+    in missing_rows; from the asyncio client too. With every shard gone
+    there is no batch to give: it fails."""
+    procs, address = sharded
+    leased = {"all": {**ALL_ROWS["all"], "lease_ms": 60_000}}
+    with tdock.Client(address) as client:
+        for name in ("partial", "partial_aio", "whole"):
+            dock = client.create_dock(grpo_spec(name, prompts=4, n=2, consumers=leased))
+            for _ in _put_groups_on_both_nodes(dock.put, monkeypatch):
+                pass
+    stop_server(procs[2])  # node-2's shard: rows 2, 3, 6, 7
+    with tdock.Client(address) as client:
+        with pytest.raises(tdock.errors.Unavailable, match=r"could not be read.*shard 2 at"):
+            client.dock("whole").get("all", wait=5)
+        b = client.dock("partial").get("all", wait=5, partial=True)
+        assert sorted(b.rows.tolist()) == [0, 1, 4, 5]
+        assert sorted(b.missing_rows.tolist()) == [2, 3, 6, 7]
+        for i, row in enumerate(b.rows):
+            assert b.row("response_ids", i).tolist() == _expected_response(int(row))
+            assert b.row("prompt_ids", i).tolist() == [int(row) // 2]
+        assert b.lease is not None
+        assert client.dock("partial").ack(b) == 8  # the lease covers the rows left out too
+
+    async def run():
+        async with tdock.aio.Client(address) as client:
+            b = await client.dock("partial_aio").get("all", wait=5, partial=True)
+            return sorted(b.rows.tolist()), sorted(b.missing_rows.tolist())
+
+    assert asyncio.run(run()) == ([0, 1, 4, 5], [2, 3, 6, 7])
+    stop_server(procs[1])
+    with tdock.Client(address) as client:
+        with pytest.raises(tdock.errors.Unavailable, match="could not be read"):
+            client.dock("whole").get("all", wait=5, partial=True)
+
+
+def test_a_partial_answer_renumbers_its_micro_batches_and_repeats():
+    """Rows left out of a partial batch go from every per-row field; the
+    micro-batches and repeats that named positions name the rows kept (a
+    micro-batch may be left empty: every rank keeps the same count)."""
+    from tdock import _shards
+    from tdock.v1 import dock_pb2
+
+    header = dock_pb2.GetResponse(step=3, rows=[10, 11, 12, 13, 14], token_counts=[1, 2, 3, 4, 5],
+                                  keys=["a", "b", "c", "d", "e"], versions=[7, 7, 8, 8, 9],
+                                  repeats=[1, 4], lease_id=5)
+    header.micro_batches.add(begin=0, end=2, padded_len=2, tokens=3, padded_tokens=4)
+    header.micro_batches.add(begin=2, end=3, padded_len=3, tokens=3, padded_tokens=3)
+    header.micro_batches.add(begin=3, end=5, padded_len=5, tokens=9, padded_tokens=10)
+    out, missing = _shards.narrowed(header, np.array([0, 1, 3]))
+    assert missing == [12, 14]
+    assert list(out.rows) == [10, 11, 13] and list(out.token_counts) == [1, 2, 4]
+    assert list(out.keys) == ["a", "b", "d"] and list(out.versions) == [7, 7, 8]
+    assert list(out.repeats) == [1]
+    assert [(m.begin, m.end, m.tokens, m.padded_tokens) for m in out.micro_batches] == [
+        (0, 2, 3, 4), (2, 2, 0, 0), (2, 3, 4, 5)]
+    assert out.step == 3 and out.lease_id == 5
 
 
 def test_a_put_of_bytes_to_the_controller_says_where_to_put(sharded):

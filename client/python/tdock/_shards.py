@@ -110,15 +110,18 @@ def read_request(dock: str, columns: Sequence[WireColumn], read: ReadPlan,
     return request.SerializeToString()
 
 
-def assemble(columns: Sequence[WireColumn], read: ReadPlan,
-             answers: dict) -> list[WireColumn]:
+def assemble(columns: Sequence[WireColumn], read: ReadPlan, answers: dict,
+             kept: np.ndarray | None = None) -> list[WireColumn]:
     """The batch's columns with their cells, from each shard's answer
-    (shard id -> its columns, in the order asked)."""
+    (shard id -> its columns, in the order asked); with `kept`, only the
+    rows at those positions (the others' shards may be missing from
+    `answers`)."""
     out = []
     for i, column in enumerate(columns):
         nbytes = read.where[i]["bytes"].astype(np.int64)
         holders = [s for s in read.by_shard if len(read.by_shard[s][i])]
-        if len(holders) == 1:
+        offsets = column.offsets
+        if len(holders) == 1 and kept is None:
             # One shard holds every row, in the batch's order: its data as is.
             data = answers[holders[0]][i].data
         else:
@@ -126,15 +129,74 @@ def assemble(columns: Sequence[WireColumn], read: ReadPlan,
             buffer = bytearray(int(starts[-1]))
             view = memoryview(buffer)
             for shard in holders:
+                if shard not in answers:
+                    continue  # its rows are not kept
                 got = answers[shard][i].data
                 pos = 0
                 for row in read.by_shard[shard][i]:
                     size = int(nbytes[row])
                     view[int(starts[row]):int(starts[row]) + size] = got[pos:pos + size]
                     pos += size
+            if kept is not None:
+                view = memoryview(b"".join(view[int(starts[r]):int(starts[r + 1])]
+                                           for r in kept))
+                lengths = np.diff(np.asarray(column.offsets, dtype=np.int64))[kept]
+                offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
             data = view.toreadonly()
-        out.append(WireColumn(column.name, column.dtype, column.offsets, data))
+        out.append(WireColumn(column.name, column.dtype, offsets, data))
     return out
+
+
+def gather(columns: Sequence[WireColumn], read: ReadPlan, results: dict,
+           partial: bool) -> tuple[list[WireColumn], np.ndarray | None]:
+    """The columns with their cells from the shards' `results` (shard id ->
+    its answer, or the error of its call). A shard failed: the error, unless
+    `partial` and another shard answered; then the rows with every cell on
+    the shards that answered, and their positions (else None)."""
+    failed = [e for e in results.values() if isinstance(e, Exception)]
+    if failed and (not partial or len(failed) == len(results)):
+        raise failed[0]
+    answers = {s: a for s, a in results.items() if not isinstance(a, Exception)}
+    for shard, answer in answers.items():
+        check_answer(shard, columns, read, answer)
+    if not failed:
+        return assemble(columns, read, answers), None
+    rows = len(read.where[0]) if read.where else 0
+    readable = np.ones(rows, dtype=bool)
+    for where in read.where:
+        readable &= np.isin(where["shard"], list(answers))
+    kept = np.flatnonzero(readable)
+    return assemble(columns, read, answers, kept), kept
+
+
+def narrowed(header: Any, kept: np.ndarray) -> tuple[Any, list[int]]:
+    """A Get's answer without the rows not at positions `kept`: its per-row
+    fields narrowed, its repeats and micro-batches renumbered (a micro-batch
+    may be left empty: every rank keeps the same count); and the rows left
+    out."""
+    out = type(header)()
+    out.CopyFrom(header)
+    positions = np.asarray(kept, dtype=np.int64)
+    rows = np.asarray(header.rows, dtype=np.int64)
+    tokens = np.asarray(header.token_counts, dtype=np.int64)
+    missing = np.setdiff1d(np.arange(len(rows)), positions)
+    out.rows[:] = rows[positions].tolist()
+    out.token_counts[:] = tokens[positions].tolist() if len(tokens) else []
+    if len(header.keys):
+        out.keys[:] = [header.keys[int(p)] for p in positions]
+    if len(header.versions):
+        out.versions[:] = np.asarray(header.versions)[positions].tolist()
+    def before(p: int) -> int:  # the new position of old position p (or of the next kept)
+        return int(np.searchsorted(positions, p))
+
+    kept_set = set(positions.tolist())
+    out.repeats[:] = [before(p) for p in header.repeats if p in kept_set]
+    for mb in out.micro_batches:
+        begin, end = before(mb.begin), before(mb.end)
+        mb.begin, mb.end = begin, end
+        mb.tokens = int(tokens[positions[begin:end]].sum()) if len(tokens) else 0
+        mb.padded_tokens = mb.padded_len * (end - begin)
+    return out, rows[missing].tolist()
 
 
 def listing_columns(resp: dock_pb2.ListRowsResponse) -> tuple[list, list]:

@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator, Iterable, Mapping
 
 import grpc
 import grpc.aio
+import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import _shards, errors, wire
@@ -104,14 +105,19 @@ class Client(_Connection):
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
 
-    async def cells_of(self, dock: str, answer: tuple) -> tuple:
+    async def cells_of(self, dock: str, answer: tuple, partial: bool = False) -> tuple:
         """As tdock.Client.cells_of: the shards are read concurrently."""
         header, columns = answer
         if not header.cell_locations:
-            return answer
-        return header, await self.read_located(dock, columns)
+            return answer, []
+        cells, kept = await self.read_located(dock, columns, partial)
+        if kept is None:
+            return (header, cells), []
+        header, missing = _shards.narrowed(header, kept)
+        return (header, cells), missing
 
-    async def read_located(self, dock: str, columns: list) -> list:
+    async def read_located(self, dock: str, columns: list,
+                           partial: bool = False) -> tuple[list, Any]:
         """As tdock.Client.read_located: the shards are read concurrently."""
         read = _shards.plan(columns)
         shards = await self.shards()
@@ -121,18 +127,14 @@ class Client(_Connection):
         held = list(read.by_shard)
         async def read_one(shard):
             try:
-                return await self.shard_call(by_id[shard], "ReadCells",
-                                             _shards.read_request(dock, columns, read, shard),
-                                             serialize=_raw, deserialize=wire.decode_get)
+                return (await self.shard_call(by_id[shard], "ReadCells",
+                                              _shards.read_request(dock, columns, read, shard),
+                                              serialize=_raw, deserialize=wire.decode_get))[1]
             except errors.TdockError as e:
-                raise _shards.at_shard(by_id[shard], e) from None
+                return _shards.at_shard(by_id[shard], e)
 
         got = await asyncio.gather(*(read_one(shard) for shard in held))
-        answers = {}
-        for shard, (_, cells) in zip(held, got):
-            _shards.check_answer(shard, columns, read, cells)
-            answers[shard] = cells
-        return _shards.assemble(columns, read, answers)
+        return _shards.gather(columns, read, dict(zip(held, got)), partial)
 
     async def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -223,14 +225,15 @@ class Dock(_DockCalls):
 
     async def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
                   count: int | None = None, wait: float = 30.0,
-                  round: int | None = None, replica: int = 0) -> batch_mod.Batch:
+                  round: int | None = None, replica: int = 0,
+                  partial: bool = False) -> batch_mod.Batch:
         """As tdock.Dock.get; while it waits, the event loop runs on."""
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
         header, columns = _joined(parts)
         try:
-            answer = await self.client.cells_of(self.name, (header, columns))
+            answer, missing = await self.client.cells_of(self.name, (header, columns), partial)
         except errors.TdockError as e:
             if header.lease_id:  # as tdock.Dock.get
                 await self.client.call("Nack", dock_pb2.AckRequest(
@@ -239,6 +242,7 @@ class Dock(_DockCalls):
             raise _shards.unreadable(self.name, consumer, header, e) from None
         answer = self._forget_stale_spec(answer)
         b = self._batch(await self.fetch_spec(), answer, consumer, rank)
+        b.missing_rows = np.asarray(missing, dtype=np.int64)
         self._leases.handed_out(b)
         return b
 
@@ -257,7 +261,7 @@ class Dock(_DockCalls):
         """As tdock.Dock.read."""
         answer = await self.client.call("Read", self._read_request(step, rows, columns, keys),
                                         deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(await self.client.cells_of(self.name, answer))
+        answer = self._forget_stale_spec((await self.client.cells_of(self.name, answer))[0])
         return self._batch(await self.fetch_spec(), answer)
 
     async def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -357,7 +361,7 @@ class Dock(_DockCalls):
         answer = await self.client.call("ListRows", request, dock_pb2.ListRowsResponse)
         if answer.cell_locations:
             located, held = _shards.listing_columns(answer)
-            _shards.fill_listing(held, await self.client.read_located(self.name, located))
+            _shards.fill_listing(held, (await self.client.read_located(self.name, located))[0])
         return self._list_rows(answer, await self.fetch_spec() if cells else None)
 
     async def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:

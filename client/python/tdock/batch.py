@@ -132,6 +132,10 @@ class Batch:
         # ascending) of rows that repeat a row of the round to fill this
         # rank's share; None when there are none. See repeat_mask.
         self.repeats = repeats
+        # Get(partial=True) through a controller: the rows handed out whose
+        # cells could not be read (their shard away or gone), left out of
+        # this batch; empty when none.
+        self.missing_rows = np.zeros(0, dtype=np.int64)
         self._columns = columns or {}
 
     def __len__(self) -> int:

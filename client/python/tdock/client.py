@@ -26,6 +26,7 @@ import time
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
+import numpy as np
 
 from tdock import batch as batch_mod
 from tdock import _shards, errors, wire
@@ -123,18 +124,27 @@ class Client(_Connection):
         except grpc.RpcError as e:
             raise errors.from_rpc_error(e) from None
 
-    def cells_of(self, dock: str, answer: tuple) -> tuple:
-        """A decoded Get or Read answer with its cells: as it came from a
-        standalone server; from a controller, read from the shards holding
-        them (one call each, in parallel)."""
+    def cells_of(self, dock: str, answer: tuple, partial: bool = False) -> tuple:
+        """A decoded Get or Read answer with its cells, and the rows left out:
+        as it came from a standalone server; from a controller, read from the
+        shards holding them (one call each, in parallel). A shard that cannot
+        be read fails it, unless `partial` and another shard answered: then
+        the answer is narrowed to the rows it could read, and the others are
+        the rows left out."""
         header, columns = answer
         if not header.cell_locations:
-            return answer
-        return header, self.read_located(dock, columns)
+            return answer, []
+        cells, kept = self.read_located(dock, columns, partial)
+        if kept is None:
+            return (header, cells), []
+        header, missing = _shards.narrowed(header, kept)
+        return (header, cells), missing
 
-    def read_located(self, dock: str, columns: list) -> list:
+    def read_located(self, dock: str, columns: list,
+                     partial: bool = False) -> tuple[list, Any]:
         """Columns of cell locations as columns of their cells, read from the
-        shards holding them (one call each, in parallel)."""
+        shards holding them (one call each, in parallel); and, when `partial`
+        left rows out, the positions of the rows kept (_shards.gather)."""
         read = _shards.plan(columns)
         shards = self.shards()
         if _shards.unknown(shards, read.by_shard):
@@ -145,14 +155,13 @@ class Client(_Connection):
                                         serialize=_raw, deserialize=wire.decode_get,
                                         future=True)
                  for shard in read.by_shard}
-        answers = {}
+        results = {}
         for shard, call in calls.items():
             try:
-                answers[shard] = call.result()[1]
+                results[shard] = call.result()[1]
             except grpc.RpcError as e:
-                raise _shards.at_shard(by_id[shard], errors.from_rpc_error(e)) from None
-            _shards.check_answer(shard, columns, read, answers[shard])
-        return _shards.assemble(columns, read, answers)
+                results[shard] = _shards.at_shard(by_id[shard], errors.from_rpc_error(e))
+        return _shards.gather(columns, read, results, partial)
 
     def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -280,14 +289,22 @@ class Dock(_DockCalls):
 
     def get(self, consumer: str, *, rank: int = 0, step: int | None = None,
             count: int | None = None, wait: float = 30.0,
-            round: int | None = None, replica: int = 0) -> batch_mod.Batch:
+            round: int | None = None, replica: int = 0,
+            partial: bool = False) -> batch_mod.Batch:
         """Claims rows for `consumer` (rank `rank`): up to `count` (default
         its dispatch_size) of `step` (default the oldest step with rows for
         it), waiting up to `wait` seconds. An empty batch with timed_out set
         when nothing came in time. BALANCED consumers: `round` serves an
         earlier round again; with `replicas` in the spec, `replica` names
         which of the rank's replicas (TP / PP / CP peers) asks — each gets
-        the rank's share of every round once."""
+        the rank's share of every round once.
+
+        Through a controller, rows handed out whose cells cannot be read (a
+        shard away or gone) fail the Get (DataLoss naming them; with a lease,
+        the lease is handed back and it is Unavailable). With `partial`, the
+        batch comes without them when any row could be read; they are in its
+        `missing_rows` (and under its lease, if any: acknowledging it
+        completes them too)."""
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
         # GetStream: the answer in parts of about 1 MiB, which grpcio takes in
         # faster than one large message (docs/benchmarks.md).
@@ -295,7 +312,7 @@ class Dock(_DockCalls):
                                         deserialize=wire.decode_get)
         header, columns = _joined(parts)
         try:
-            answer = self.client.cells_of(self.name, (header, columns))
+            answer, missing = self.client.cells_of(self.name, (header, columns), partial)
         except errors.TdockError as e:
             # The rows are handed out but their cells cannot be read: a lease
             # goes back at once; without one they are lost to this consumer.
@@ -306,6 +323,7 @@ class Dock(_DockCalls):
             raise _shards.unreadable(self.name, consumer, header, e) from None
         answer = self._forget_stale_spec(answer)
         b = self._batch(self.spec, answer, consumer, rank)
+        b.missing_rows = np.asarray(missing, dtype=np.int64)
         self._leases.handed_out(b)
         return b
 
@@ -325,7 +343,7 @@ class Dock(_DockCalls):
         or the rows that have `keys` (all in one step), in that order."""
         answer = self.client.call("Read", self._read_request(step, rows, columns, keys),
                                   deserialize=wire.decode_get)
-        answer = self._forget_stale_spec(self.client.cells_of(self.name, answer))
+        answer = self._forget_stale_spec(self.client.cells_of(self.name, answer)[0])
         return self._batch(self.spec, answer)
 
     def iter(self, consumer: str, *, rank: int = 0, step: int | None = None,
@@ -466,7 +484,7 @@ class Dock(_DockCalls):
         resp = self.client.call("ListRows", request, dock_pb2.ListRowsResponse)
         if resp.cell_locations:
             located, held = _shards.listing_columns(resp)
-            _shards.fill_listing(held, self.client.read_located(self.name, located))
+            _shards.fill_listing(held, self.client.read_located(self.name, located)[0])
         return self._list_rows(resp, self.spec if cells else None)
 
     def add_column(self, name: str, settings: Mapping[str, Any]) -> dock_pb2.ColumnSpec:
