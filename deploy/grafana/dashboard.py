@@ -217,6 +217,32 @@ ROWS = [
               "From the histogram of every batch's padding ratio.",
               quantiles("tdock_round_padding_ratio", "consumer", DOCK)),
     ]),
+    ("Scale-out: a controller and its shards (docs/scale-out.md)", [
+        panel("Payload bytes per second, by server",
+              "Cell bytes each server took in (Puts) and sent out (Gets, Reads, "
+              "a shard's ReadCells). A controller's stay at 0: it carries cell "
+              "locations only, counted under Requests' bytes.",
+              [("sum by (instance) (rate(tdock_payload_bytes_total"
+                '{direction="in"}[$__rate_interval]))', "in {{instance}}"),
+               ("sum by (instance) (rate(tdock_payload_bytes_total"
+                '{direction="out"}[$__rate_interval]))', "out {{instance}}")],
+              unit="Bps"),
+        panel("Puts waiting at a shard per second, by reason",
+              "Puts that waited at their shard: admission (their step not yet "
+              "admitted, as the controller's step feed says) or memory "
+              "(--shard_memory_limit_mb). Steady admission waits: rollout runs "
+              "ahead of training.",
+              [("sum by (instance, reason) (rate(tdock_shard_put_waits_total"
+                "[$__rate_interval]))", "{{reason}} {{instance}}")], unit="reqps"),
+        panel("Step feed up, by shard",
+              "1 while a shard follows its controller's step feed; 0: it asks "
+              "every second and Puts wait at the controller.",
+              [("tdock_shard_step_feed_up", "{{instance}}")]),
+        panel("Shards declared lost",
+              "Shards the controller declared lost (not heard from for "
+              "--shard_lost_after_ms); their rows were dropped as lost.",
+              [("sum(tdock_shards_lost_total)", "lost")], kind="stat"),
+    ]),
     ("Process", [
         panel("Resident memory", "tdock-server's resident set size.",
               [("tdock_process_resident_memory_bytes", "{{instance}}")],
