@@ -61,8 +61,8 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "File holding a bearer token every call must carry "
           "(authorization: Bearer <token>); the health service stays open.");
 ABSL_FLAG(std::string, data_dir, "",
-          "Directory of the RocksDB store that journals every dock; the server "
-          "rebuilds its docks from it at start-up. Empty: in memory only.");
+          "Directory of the RocksDB store that journals every dock (a shard: its "
+          "cells); the server rebuilds them from it at start-up. Empty: in memory only.");
 ABSL_FLAG(std::string, durability, "sync",
           "With --data_dir: sync (a change is acknowledged once it is in the "
           "synced WAL) or async (acknowledged at once, synced within "

@@ -27,6 +27,7 @@
 #include "server/service/dock_service.h"
 #include "server/service/shard_service.h"
 #include "server/service/step_feed.h"
+#include "server/persist/store_shard_journal.h"
 #include "server/shard/shard_store.h"
 #include "server/shard/shard_table.h"
 #include "client/channel.h"
@@ -129,9 +130,12 @@ absl::Status ServerOptions::Validate() const {
       return absl::InvalidArgumentError(
           "--config creates docks, which a shard does not hold: give it to the controller");
     }
-    if (!persistence.data_dir.empty()) {
+    if (!persistence.data_dir.empty() &&
+        persistence.durability != persist::Durability::kSync) {
       return absl::InvalidArgumentError(
-          "--data_dir with --role=shard: a shard keeps its cells in memory only");
+          "--durability=async with --role=shard: a shard records a Put's cells before their "
+          "locations go to the controller, which async durability would not wait for "
+          "(use --durability=sync)");
     }
     if (shard.memory_limit_bytes < 0 || shard.chunk_bytes <= 0 ||
         shard.release_sync <= absl::ZeroDuration()) {
@@ -246,12 +250,17 @@ class Server::Impl {
       std::shared_ptr<grpc::ServerCredentials> credentials, int* selected_port);
   // role kShard: the store, the service and the channel to the controller.
   absl::Status StartShard();
+  // role kShard with a data dir: opens it and recovers the store's cells.
+  absl::Status OpenShardDataDir();
   // role kShard, once listening: registers with the controller and starts
   // freeing released steps' cells.
   absl::Status JoinController(int port);
   // role kShard: announces the shard to its controller (registration_),
   // waiting up to `wait` for it.
   absl::Status Register(absl::Duration wait);
+  // Register; refused because its incarnation was declared lost, the store
+  // drops its cells and registers as a new incarnation.
+  absl::Status RegisterOrStartAnew(absl::Duration wait);
   // Waits up to `wait` for Shutdown; true once it began.
   bool Stopping(absl::Duration wait) {
     absl::MutexLock lock(&sync_mu_);
@@ -280,6 +289,11 @@ class Server::Impl {
   std::unique_ptr<DockService> service_;
   std::unique_ptr<shard::ShardTable> shards_;      // role kController
   std::unique_ptr<shard::ShardWatch> shard_watch_;  // role kController, over shards_
+  // role kShard with a data dir: its store, the journal over it, and the
+  // shard's records through that; declared before the store that uses them.
+  std::unique_ptr<persist::Store> shard_disk_;
+  std::unique_ptr<persist::Journal> shard_disk_journal_;
+  std::unique_ptr<persist::StoreShardJournal> shard_journal_;
   std::unique_ptr<shard::ShardStore> shard_store_;  // role kShard
   std::unique_ptr<ShardService> shard_service_;     // role kShard
   // role kShard: frees released steps' cells every release_sync until
@@ -318,7 +332,10 @@ absl::Status Server::Impl::Start() {
 }
 
 absl::Status Server::Impl::RecoverPersisted() {
-  if (options_.persistence.data_dir.empty()) return absl::OkStatus();
+  // A shard's data dir holds cells, opened in StartShard.
+  if (options_.persistence.data_dir.empty() || options_.role == ServerRole::kShard) {
+    return absl::OkStatus();
+  }
   TDOCK_ASSIGN_OR_RETURN(persistence_, persist::Persistence::Open(options_.persistence));
   TDOCK_ASSIGN_OR_RETURN(const persist::RecoveryStats stats, persistence_->Recover(registry_));
   TDOCK_LOG(INFO) << "tdock-server recovered " << stats.docks << " docks, " << stats.steps
@@ -450,6 +467,7 @@ absl::Status Server::Impl::StartShard() {
   registration_.set_id(shard.id != 0 ? shard.id : ShardIdOfNode(registration_.node()));
   shard_store_ = std::make_unique<shard::ShardStore>(registration_.id(), shard.chunk_bytes,
                                                      shard.memory_limit_bytes, shard.read_grace);
+  if (!options_.persistence.data_dir.empty()) TDOCK_RETURN_IF_ERROR(OpenShardDataDir());
   registration_.set_incarnation(shard_store_->incarnation());
   ClientOptions to_controller;
   to_controller.address = shard.controller;
@@ -478,6 +496,42 @@ absl::Status Server::Impl::StartShard() {
   return absl::OkStatus();
 }
 
+absl::Status Server::Impl::OpenShardDataDir() {
+  const persist::PersistenceOptions& disk = options_.persistence;
+  const absl::Time started = absl::Now();
+  TDOCK_ASSIGN_OR_RETURN(shard_disk_,
+                         persist::OpenRocksStore(disk.data_dir,
+                                                 {.segment_bytes = disk.segment_bytes}));
+  TDOCK_ASSIGN_OR_RETURN(shard::RecoveredShard recovered,
+                         persist::RecoverShard(*shard_disk_, disk.data_dir));
+  const size_t extents = recovered.extents.size();
+  shard_disk_journal_ = std::make_unique<persist::Journal>(
+      shard_disk_.get(), persist::Journal::Options{.durability = disk.durability,
+                                                   .flush_interval = disk.flush_interval});
+  shard_journal_ = std::make_unique<persist::StoreShardJournal>(shard_disk_journal_.get());
+  const bool new_dir = recovered.incarnation == 0;
+  TDOCK_RETURN_IF_ERROR(shard_store_->Recover(shard_journal_.get(), std::move(recovered)));
+  // A new data dir's incarnation is stored before the shard registers (a
+  // sync journal's Flush says nothing of a failed write: read it back).
+  TDOCK_RETURN_IF_ERROR(shard_disk_journal_->Flush());
+  if (new_dir) {
+    TDOCK_ASSIGN_OR_RETURN(const shard::RecoveredShard stored,
+                           persist::RecoverShard(*shard_disk_, disk.data_dir));
+    if (stored.incarnation != shard_store_->incarnation()) {
+      return absl::UnavailableError(absl::StrCat(
+          "'", disk.data_dir, "': the shard's incarnation could not be stored"));
+    }
+  }
+  const shard::ShardStore::Stats stats = shard_store_->GetStats();
+  TDOCK_LOG(INFO) << "tdock-server shard recovered incarnation " << shard_store_->incarnation()
+                  << " with " << extents << " Puts' cells (" << stats.cell_bytes << " bytes) from "
+                  << disk.data_dir << " in " << absl::FormatDuration(absl::Now() - started)
+                  << " ("
+                  << (disk.durability == persist::Durability::kSync ? "sync" : "async")
+                  << " durability)";
+  return absl::OkStatus();
+}
+
 absl::Status Server::Impl::JoinController(int port) {
   const ServerOptions::Shard& shard = options_.shard;
   std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
@@ -486,7 +540,7 @@ absl::Status Server::Impl::JoinController(int port) {
   registration_.set_address(!shard.advertise.empty() ? shard.advertise
                                                      : absl::StrCat(host, ":", port));
   // The controller may still be recovering its journal: wait for it.
-  TDOCK_RETURN_IF_ERROR(Register(/*wait=*/absl::Minutes(5)));
+  TDOCK_RETURN_IF_ERROR(RegisterOrStartAnew(/*wait=*/absl::Minutes(5)));
   TDOCK_LOG(INFO) << "tdock-server shard " << registration_.id() << " registered with controller "
                   << shard.controller << " as " << registration_.address() << " on node "
                   << registration_.node();
@@ -496,16 +550,7 @@ absl::Status Server::Impl::JoinController(int port) {
   heartbeat_ = std::thread([this] {
     while (!Stopping(options_.shard.release_sync)) {
       // Again each time: a controller that restarted learns of this shard.
-      absl::Status registered = Register(absl::Seconds(10));
-      if (registered.code() == absl::StatusCode::kFailedPrecondition &&
-          absl::StrContains(registered.message(), "was declared lost")) {
-        // Cut off for longer than the controller waits: its cells are
-        // counted gone there, so here too; a new incarnation serves on.
-        registration_.set_incarnation(shard_store_->Reincarnate());
-        TDOCK_LOG(WARNING) << registered << "; the shard dropped its cells and is now "
-                           << "incarnation " << registration_.incarnation();
-        registered = Register(absl::Seconds(10));
-      }
+      const absl::Status registered = RegisterOrStartAnew(absl::Seconds(10));
       if (!registered.ok()) {
         TDOCK_LOG(WARNING) << registered;
         // The step feed may be as unheard as this: it starts again, and the
@@ -538,6 +583,21 @@ absl::Status Server::Impl::JoinController(int port) {
     }
   });
   return absl::OkStatus();
+}
+
+absl::Status Server::Impl::RegisterOrStartAnew(absl::Duration wait) {
+  absl::Status registered = Register(wait);
+  if (registered.code() == absl::StatusCode::kFailedPrecondition &&
+      absl::StrContains(registered.message(), "was declared lost")) {
+    // Cut off (or down, data dir and all) for longer than the controller
+    // waits: its cells are counted gone there, so here too; a new
+    // incarnation serves on.
+    registration_.set_incarnation(shard_store_->Reincarnate());
+    TDOCK_LOG(WARNING) << registered << "; the shard dropped its cells and is now "
+                       << "incarnation " << registration_.incarnation();
+    registered = Register(wait);
+  }
+  return registered;
 }
 
 absl::Status Server::Impl::Register(absl::Duration wait) {

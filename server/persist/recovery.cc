@@ -368,6 +368,16 @@ absl::StatusOr<RecoveryStats> Persistence::Recover(DockRegistry& registry) {
     has_docks = true;
     return absl::OkStatus();
   }));
+  bool shard_cells = false;
+  TDOCK_RETURN_IF_ERROR(store_->Scan("H", [&](absl::string_view, absl::string_view) {
+    shard_cells = true;
+    return absl::OkStatus();
+  }));
+  if (shard_cells) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", options_.data_dir, "' holds a shard's cells (written by --role=shard), not "
+        "docks: give this server a data dir of its own"));
+  }
   const std::string form = CellFormName(registry.dock_limits().cells);
   if (stored_form.empty() && has_docks) stored_form = CellFormName(CellForm::kBytes);
   if (has_docks && !stored_form.empty() && stored_form != form) {

@@ -120,7 +120,20 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
           absl::StrCat("Put on dock '", header.dock(), "': ", staged.status().message()))));
       return;
     }
-    Commit(*std::move(staged));
+    // Recorded before the controller hears of it (with a data dir): every
+    // location it stores names cells a restarted shard still has.
+    const uint64_t extent = staged->extent;
+    service_->store_->Record(extent, [this, staged = *std::move(staged)](
+                                         absl::Status recorded) mutable {
+      if (!recorded.ok()) {
+        service_->store_->Abort(staged.extent);
+        Finish(ToGrpcStatus(absl::UnavailableError(absl::StrCat(
+            "Put on dock '", put_.header.dock(), "': shard ", service_->store_->shard(),
+            " could not record its cells: ", recorded.message()))));
+        return;
+      }
+      Commit(std::move(staged));
+    });
   }
 
  private:
@@ -189,21 +202,20 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
                                                                    &own_buffer));
       return;
     }
+    if (status.ok() && put_.header.reservation() != 0) {
+      // Its step is known only from this answer: recorded (with a data
+      // dir) before the writer hears it.
+      service_->store_
+          ->Commit(extent_, commit_response_.step(),
+                   [this](absl::Status recorded) { Answer(std::move(recorded)); })
+          .IgnoreError();  // answered through `recorded`, with it
+      return;
+    }
     if (status.ok()) {
-      absl::Status committed = service_->store_->Commit(extent_, commit_response_.step());
-      if (committed.ok()) {
-        if (service_->observer_ != nullptr) service_->observer_->OnPayload(staged_bytes_, 0);
-        bool own_buffer = false;
-        status = grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_,
-                                                                       response_, &own_buffer);
-      } else {
-        // Released meanwhile: the controller has them, this shard no more.
-        status = ToGrpcStatus(absl::FailedPreconditionError(
-            absl::StrCat("Put on dock '", put_.header.dock(), "' step ",
-                         commit_response_.step(), " was stored but its step was released "
-                         "before the shard could keep its cells: ", committed.message())));
-      }
-    } else if (!OutcomeUnknown(status.error_code())) {
+      Answer(service_->store_->Commit(extent_, commit_response_.step()));
+      return;
+    }
+    if (!OutcomeUnknown(status.error_code())) {
       service_->store_->Abort(extent_);
       // The dock may have been made anew with other columns: the spec is
       // asked again by the next Put.
@@ -211,6 +223,30 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
           status.error_code() == grpc::StatusCode::NOT_FOUND) {
         service_->ForgetSpec(put_.header.dock());
       }
+    }
+    Finish(status);
+  }
+
+  // The controller stored it; `committed`: how the shard kept it.
+  void Answer(absl::Status committed) {
+    grpc::Status status;
+    if (committed.ok()) {
+      if (service_->observer_ != nullptr) service_->observer_->OnPayload(staged_bytes_, 0);
+      bool own_buffer = false;
+      status = grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_, response_,
+                                                                     &own_buffer);
+    } else if (committed.code() == absl::StatusCode::kNotFound) {
+      // Released meanwhile: the controller has them, this shard no more.
+      status = ToGrpcStatus(absl::FailedPreconditionError(
+          absl::StrCat("Put on dock '", put_.header.dock(), "' step ", commit_response_.step(),
+                       " was stored but its step was released before the shard could keep "
+                       "its cells: ", committed.message())));
+    } else {
+      // Sending it again with its put_id is answered as stored.
+      status = ToGrpcStatus(absl::UnavailableError(
+          absl::StrCat("Put on dock '", put_.header.dock(), "' step ", commit_response_.step(),
+                       " was stored but shard ", service_->store_->shard(),
+                       " could not record its step: ", committed.message())));
     }
     Finish(status);
   }

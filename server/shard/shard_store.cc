@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/refusal.h"
@@ -31,6 +32,91 @@ ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
       // The high 32 bits: this store's incarnation; extents count up from it.
       next_extent_((uint64_t{incarnation_.load()} << 32) | 1) {}
 
+absl::Status ShardStore::Recover(ShardJournal* journal, RecoveredShard recovered) {
+  tdock::MutexLock lock(&mu_);
+  journal_ = journal;
+  if (recovered.incarnation == 0) {
+    if (journal_ != nullptr) journal_->Reincarnated(incarnation_.load());
+    return absl::OkStatus();
+  }
+  incarnation_.store(recovered.incarnation, std::memory_order_release);
+  next_extent_ = (uint64_t{recovered.incarnation} << 32) | 1;
+  for (ShardJournal::Extent& record : recovered.extents) {
+    if ((record.id >> 32) != recovered.incarnation) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shard_, ": extent ", record.id, " is not of incarnation ",
+          recovered.incarnation));
+    }
+    PackedColumn column;
+    column.name = "cells";
+    column.dtype = DType::kUint8;
+    column.offsets.push_back(0);
+    for (uint64_t bytes : record.cell_bytes) {
+      column.offsets.push_back(column.offsets.back() + static_cast<int64_t>(bytes));
+    }
+    column.segments.push_back(ByteSpan(record.payload.data(), record.payload.size()));
+    TDOCK_RETURN_IF_ERROR(ValidatePacked(column, column.rows(), 1));
+    DockCells& held = docks_[record.dock];
+    std::shared_ptr<internal::StepCells> cells;
+    if (record.step < 0) {
+      cells = std::make_shared<internal::LocalStepCells>(pool_);
+    } else {
+      std::shared_ptr<internal::StepCells>& slot = held.steps[record.step];
+      if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
+      cells = slot;
+    }
+    std::vector<const internal::CellBlock*> blocks;
+    // What was held before the restart is held again, limit or not.
+    if (!cells->Write({column}, {1}, /*past_limit=*/true, blocks)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "shard ", shard_, ": no memory for the ", record.payload.size(),
+          " bytes of extent ", record.id));
+    }
+    Extent extent{record.dock, record.step, record.committed,
+                  static_cast<int64_t>(record.payload.size()), {}, cells};
+    for (int64_t r = 0; r < column.rows(); ++r) {
+      extent.cells.push_back({static_cast<uint64_t>(column.offsets[r]),
+                              cells->Bytes(blocks[0][r], 1)});
+    }
+    extents_.emplace(record.id, std::move(extent));
+    next_extent_ = std::max(next_extent_, record.id + 1);
+  }
+  // Ids given to extents freed since are not given again.
+  if ((recovered.next_id >> 32) == recovered.incarnation) {
+    next_extent_ = std::max(next_extent_, recovered.next_id);
+  }
+  return absl::OkStatus();
+}
+
+void ShardStore::Record(uint64_t extent, ShardJournal::Done done) {
+  absl::AnyInvocable<void() &&> then;
+  {
+    // Queued under the lock: a release that frees the extent records that
+    // after this.
+    tdock::ReaderMutexLock lock(&mu_);
+    auto it = extents_.find(extent);
+    if (it == extents_.end()) {
+      then = [this, extent, done = std::move(done)]() mutable {
+        std::move(done)(absl::NotFoundError(
+            absl::StrCat("shard ", shard_, " holds no staged Put ", extent)));
+      };
+    } else if (journal_ == nullptr) {
+      then = [done = std::move(done)]() mutable { std::move(done)(absl::OkStatus()); };
+    } else {
+      const Extent& held = it->second;
+      ShardJournal::Extent record{extent, held.dock, held.step, held.committed, {}, {}};
+      std::vector<ByteSpan> cells;
+      for (const Cell& cell : held.cells) {
+        record.cell_bytes.push_back(cell.bytes.size());
+        cells.push_back(cell.bytes);
+      }
+      then = journal_->Staged(record, next_extent_, std::move(cells), held.step_cells,
+                              std::move(done));
+    }
+  }
+  if (then) std::move(then)();
+}
+
 uint32_t ShardStore::Reincarnate() {
   // Freed once the lock is let go.
   absl::flat_hash_map<std::string, DockCells> docks;
@@ -44,6 +130,7 @@ uint32_t ShardStore::Reincarnate() {
   }
   incarnation_.store(incarnation, std::memory_order_release);
   next_extent_ = (uint64_t{incarnation} << 32) | 1;
+  if (journal_ != nullptr) journal_->Reincarnated(incarnation);
   return incarnation;
 }
 
@@ -119,7 +206,9 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   tdock::MutexLock lock(&mu_);
   // A release meanwhile took the step: the Put is not kept.
   auto dock_it = docks_.find(dock);
-  if (dock_it == docks_.end() ||
+  // Reincarnated meanwhile: its cells went with the former incarnation.
+  if ((extent >> 32) != incarnation_.load(std::memory_order_relaxed) ||
+      dock_it == docks_.end() ||
       (step.has_value() && dock_it->second.released.count(*step) != 0)) {
     return Refuse(Refusal::kReleased,
                   absl::FailedPreconditionError(absl::StrCat(
@@ -129,7 +218,15 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   return staged;
 }
 
-absl::Status ShardStore::Commit(uint64_t extent, int64_t step) {
+absl::Status ShardStore::Commit(uint64_t extent, int64_t step, ShardJournal::Done recorded) {
+  absl::Status committed = DoCommit(extent, step, recorded);
+  // Without a journal (or not committed), answered here, with no lock held.
+  if (recorded) std::move(recorded)(committed);
+  return committed;
+}
+
+absl::Status ShardStore::DoCommit(uint64_t extent, int64_t step,
+                                      ShardJournal::Done& recorded) {
   tdock::MutexLock lock(&mu_);
   auto it = extents_.find(extent);
   if (it == extents_.end()) {
@@ -139,6 +236,7 @@ absl::Status ShardStore::Commit(uint64_t extent, int64_t step) {
   Extent& held = it->second;
   held.committed = true;
   held.step = step;
+  if (journal_ != nullptr) journal_->Committed(extent, step, std::exchange(recorded, nullptr));
   // Its step was released meanwhile (a reservation's, learnt only now): it
   // retires as the step's other cells did.
   if (auto dock = docks_.find(held.dock);
@@ -155,6 +253,7 @@ void ShardStore::Abort(uint64_t extent) {
   if (auto it = extents_.find(extent); it != extents_.end()) {
     freed = std::move(it->second);
     extents_.erase(it);
+    if (journal_ != nullptr) journal_->Freed({extent});
   }
 }
 
@@ -308,14 +407,17 @@ void ShardStore::Retire(const std::string& dock, std::optional<int64_t> step) {
 
 std::vector<ShardStore::Extent> ShardStore::TakeRetired(absl::Time by) {
   std::vector<Extent> out;
+  std::vector<uint64_t> ids;
   for (auto it = extents_.begin(); it != extents_.end();) {
     if (it->second.free_at != absl::InfiniteFuture() && it->second.free_at <= by) {
+      ids.push_back(it->first);
       out.push_back(std::move(it->second));
       extents_.erase(it++);
     } else {
       ++it;
     }
   }
+  if (journal_ != nullptr && !ids.empty()) journal_->Freed(ids);
   return out;
 }
 

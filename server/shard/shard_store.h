@@ -51,6 +51,7 @@
 #include "common/packed.h"
 #include "server/dock/arena.h"
 #include "server/dock/cell_store.h"
+#include "server/shard/shard_journal.h"
 
 namespace tdock::shard {
 
@@ -65,6 +66,17 @@ class ShardStore final {
              std::shared_ptr<Clock> clock = nullptr);
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
+
+  // With a data dir: records through `journal` (borrowed; outlives the
+  // store) from now on, after taking back what it held (`recovered`): its
+  // incarnation (a new data dir's is this store's, recorded now) and its
+  // extents, staged or committed as they were, under their ids.
+  // INVALID_ARGUMENT for an extent of another incarnation, or whose cells
+  // do not add up to its payload. REQUIRES: before any other call.
+  absl::Status Recover(ShardJournal* journal, RecoveredShard recovered);
+  // A staged Put is recorded (see shard_journal.h); `done` once it is (at
+  // once without a journal), with NOT_FOUND if `extent` is not staged here.
+  void Record(uint64_t extent, ShardJournal::Done done);
 
   struct Staged {
     uint64_t extent = 0;
@@ -85,8 +97,10 @@ class ShardStore final {
   // reservation learns its step from the controller): its cells are
   // readable, and freed with that step (retired at once if that step was
   // released here meanwhile). NOT_FOUND if no Put is staged as `extent`
-  // (aborted, unknown).
-  absl::Status Commit(uint64_t extent, int64_t step);
+  // (aborted, unknown). `recorded` (may be empty) gets the status once the
+  // commit is recorded (at once without a journal, or with an error), with
+  // no lock of the store held.
+  absl::Status Commit(uint64_t extent, int64_t step, ShardJournal::Done recorded = nullptr);
   // The controller did not store it: it is forgotten.
   void Abort(uint64_t extent);
 
@@ -170,8 +184,12 @@ class ShardStore final {
   };
 
   static absl::Status NotHeld(const CellLocation& where, const std::string& why);
+  // Commit's work, under the lock: `recorded` is moved to the journal if
+  // there is one and the extent is held (else left for Commit to answer).
+  absl::Status DoCommit(uint64_t extent, int64_t step, ShardJournal::Done& recorded)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Moves the retired extents due by `by` out of extents_ (to be destroyed
-  // once mu_ is let go).
+  // once mu_ is let go), recording that they are freed.
   std::vector<Extent> TakeRetired(absl::Time by) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets free_at on `dock`'s live extents (of `step`, or of every step).
   void Retire(const std::string& dock, std::optional<int64_t> step)
@@ -179,6 +197,8 @@ class ShardStore final {
 
   const uint64_t shard_;
   std::atomic<uint32_t> incarnation_;  // changed under mu_
+  // Set once, before serving (Recover).
+  ShardJournal* journal_ ABSL_GUARDED_BY(mu_) = nullptr;
   const std::shared_ptr<internal::ChunkPool> pool_;
   const absl::Duration read_grace_;
   const std::shared_ptr<Clock> clock_;

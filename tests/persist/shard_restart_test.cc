@@ -1,0 +1,217 @@
+// A shard with a data dir (server/persist/store_shard_journal.h): its cells
+// are recorded before their locations go to the controller, so at every
+// crash point (the store as it was after each of its writes) a restarted
+// shard holds, byte for byte and under the same incarnation and extent ids,
+// every staged Put whose record was acknowledged, committed ones with the
+// step the controller stored them in, until the write that frees them;
+// freed and aborted Puts stay gone once that write is in; and no extent id
+// is given again. A new
+// incarnation (the controller declared the old one lost) drops every
+// record. A data dir of docks is refused to a shard, and a shard's to a
+// dock server.
+#include <future>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/persist/journal.h"
+#include "server/persist/persistence.h"
+#include "server/persist/store_shard_journal.h"
+#include "server/shard/shard_store.h"
+#include "tests/core/dock_test_util.h"
+#include "tests/persist/persist_test_util.h"
+#include "tests/persist/recording_store.h"
+#include "tests/test_util.h"
+
+namespace tdock::persist {
+namespace {
+
+using shard::ShardStore;
+using testing::OwnedColumn;
+
+OwnedColumn Floats(const std::vector<int64_t>& lengths, float first) {
+  std::vector<std::vector<float>> rows;
+  float value = first;
+  for (int64_t len : lengths) {
+    std::vector<float>& row = rows.emplace_back();
+    for (int64_t k = 0; k < len; ++k) row.push_back(value++);
+  }
+  return OwnedColumn::Of<float>("a", DType::kFloat32, rows);
+}
+
+// The bytes of every cell `locations` name, read from `store`; empty if
+// any cannot be read.
+std::vector<std::string> CellsOf(const ShardStore& store,
+                                 const std::vector<CellLocation>& locations) {
+  absl::StatusOr<ShardStore::Cells> cells = store.Read("d", locations);
+  if (!cells.ok()) return {};
+  std::vector<std::string> out;
+  for (const ByteSpan& cell : cells->cells) out.emplace_back(cell.data(), cell.size());
+  return out;
+}
+
+absl::Status Recorded(ShardStore& store, uint64_t extent) {
+  std::promise<absl::Status> recorded;
+  store.Record(extent, [&recorded](absl::Status s) { recorded.set_value(std::move(s)); });
+  return recorded.get_future().get();
+}
+
+struct Put {
+  std::vector<CellLocation> locations;
+  std::vector<std::string> cells;
+  int64_t step = 0;             // committed in (-1: not committed)
+  int64_t recorded_at = 0;      // the store's writes once its record was acknowledged
+  int64_t freed_before = -1;    // the store's writes before it was freed (-1: never)
+  int64_t freed_after = -1;     // ... once the write freeing it was in
+};
+
+TEST(ShardRestart, EveryCrashPointKeepsEveryRecordedPutUntilItIsFreed) {
+  RecordingStore disk;
+  Journal journal(&disk, {.durability = Durability::kSync});
+  StoreShardJournal records(&journal);
+  ShardStore store(7, 4096, 0);
+  ASSERT_OK(store.Recover(&records, {}));  // a new data dir: its incarnation
+  std::map<uint64_t, Put> puts;
+  auto stage = [&](std::optional<int64_t> step, std::vector<int64_t> lengths, float first) {
+    OwnedColumn column = Floats(lengths, first);
+    std::vector<PackedColumn> views = {column.View()};
+    absl::StatusOr<ShardStore::Staged> staged = store.Stage("d", step, views, {4});
+    EXPECT_OK(staged);
+    Put& put = puts[staged->extent];
+    put.locations = staged->locations[0];
+    put.cells = CellsOf(store, put.locations);
+    put.step = -1;
+    EXPECT_OK(Recorded(store, staged->extent));
+    put.recorded_at = disk.writes();
+    return staged->extent;
+  };
+  const uint64_t first = stage(0, {2, 0, 3}, 0);
+  ASSERT_OK(store.Commit(first, 0));
+  puts[first].step = 0;
+  const uint64_t staged = stage(1, {1}, 10);  // its answer never came
+  const uint64_t reserved = stage(std::nullopt, {4, 1}, 20);
+  ASSERT_OK(store.Commit(reserved, 1));
+  puts[reserved].step = 1;
+  const uint64_t refused = stage(1, {2}, 30);
+  ASSERT_OK(journal.Flush());
+  puts[refused].freed_before = disk.writes();
+  store.Abort(refused);
+  ASSERT_OK(journal.Flush());
+  puts[refused].freed_after = disk.writes();
+  puts[first].freed_before = disk.writes();
+  store.Release("d", 0);  // no read grace: freed at once
+  ASSERT_OK(journal.Flush());
+  puts[first].freed_after = disk.writes();
+  const int64_t writes = disk.writes();
+  ASSERT_GE(writes, 4);  // each staged record was waited for: a write each at least
+
+  for (int64_t point = 0; point <= writes; ++point) {
+    SCOPED_TRACE(absl::StrCat("crash after ", point, " of ", writes, " writes"));
+    std::unique_ptr<Store> replayed = disk.Replay(point);
+    ASSERT_OK_AND_ASSIGN(shard::RecoveredShard recovered, RecoverShard(*replayed, "replayed"));
+    ShardStore restarted(7, 4096, 0);
+    ASSERT_OK(restarted.Recover(nullptr, recovered));
+    if (point > 0) {
+      EXPECT_EQ(restarted.incarnation(), store.incarnation());
+    }
+    std::map<uint64_t, int64_t> steps;  // recovered extent -> its step
+    for (const shard::ShardJournal::Extent& extent : recovered.extents) {
+      steps[extent.id] = extent.committed ? extent.step : -1;
+    }
+    for (const auto& [extent, put] : puts) {
+      SCOPED_TRACE(absl::StrCat("extent ", extent));
+      const bool held = point >= put.recorded_at &&
+                        (put.freed_before < 0 || point <= put.freed_before);
+      const bool gone = point < put.recorded_at ||
+                        (put.freed_after >= 0 && point >= put.freed_after);
+      ASSERT_FALSE(put.cells.empty());
+      if (held) {
+        EXPECT_EQ(CellsOf(restarted, put.locations), put.cells);
+        ASSERT_EQ(steps.count(extent), 1u);
+        // A commit is recorded after the Put (without waiting): it may be
+        // missing, never wrong.
+        if (steps[extent] >= 0) {
+          EXPECT_EQ(steps[extent], put.step);
+        }
+      }
+      if (gone) {
+        EXPECT_EQ(steps.count(extent), 0u);
+      }
+    }
+  }
+  // At the end: the Put whose answer never came and the reservation's,
+  // committed in step 1, are all that is held.
+  std::unique_ptr<Store> last = disk.Replay(writes);
+  ASSERT_OK_AND_ASSIGN(shard::RecoveredShard recovered, RecoverShard(*last, "last"));
+  ASSERT_EQ(recovered.extents.size(), 2u);
+  EXPECT_EQ(recovered.extents[0].id, staged);
+  EXPECT_FALSE(recovered.extents[0].committed);
+  EXPECT_EQ(recovered.extents[0].step, 1);
+  EXPECT_EQ(recovered.extents[1].id, reserved);
+  EXPECT_TRUE(recovered.extents[1].committed);
+  EXPECT_EQ(recovered.extents[1].step, 1);
+  // Extent ids go on past every id given, the freed ones' too: a stale
+  // location names no other Put's cells.
+  ShardStore restarted(7, 4096, 0);
+  ASSERT_OK(restarted.Recover(nullptr, recovered));
+  OwnedColumn column = Floats({1}, 0);
+  std::vector<PackedColumn> views = {column.View()};
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged next, restarted.Stage("d", 1, views, {4}));
+  EXPECT_GT(next.extent, refused);
+  EXPECT_GT(refused, reserved);
+}
+
+// The controller declared the incarnation lost: every record goes with
+// the cells, and the data dir holds the new incarnation only.
+TEST(ShardRestart, ANewIncarnationDropsEveryRecord) {
+  RecordingStore disk;
+  Journal journal(&disk, {.durability = Durability::kSync});
+  StoreShardJournal records(&journal);
+  ShardStore store(7, 4096, 0);
+  ASSERT_OK(store.Recover(&records, {}));
+  OwnedColumn column = Floats({3}, 0);
+  std::vector<PackedColumn> views = {column.View()};
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, store.Stage("d", 0, views, {4}));
+  ASSERT_OK(Recorded(store, staged.extent));
+  const uint32_t next = store.Reincarnate();
+  ASSERT_OK(journal.Flush());
+  ASSERT_OK_AND_ASSIGN(shard::RecoveredShard recovered,
+                       RecoverShard(*disk.Replay(disk.writes()), "dir"));
+  EXPECT_EQ(recovered.incarnation, next);
+  EXPECT_TRUE(recovered.extents.empty());
+}
+
+// A shard opens only a shard's data dir, and a dock server only its own.
+TEST(ShardRestart, ADataDirOfDocksAndAShardsAreNotMixedUp) {
+  const std::string dir = TempDir("shard_dir_kinds");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> disk, OpenRocksStore(dir));
+    StoreBatch batch;
+    batch.Put("Sdock", "spec");
+    ASSERT_OK(disk->Write(batch, true));
+    EXPECT_STATUS(RecoverShard(*disk, dir).status(), absl::StatusCode::kFailedPrecondition,
+                  "holds docks (written by a standalone server or a controller)");
+  }
+  RemoveDir(dir);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> disk, OpenRocksStore(dir));
+    Journal journal(disk.get(), {});
+    StoreShardJournal records(&journal);
+    ShardStore store(7, 4096, 0);
+    ASSERT_OK(store.Recover(&records, {}));
+    ASSERT_OK(journal.Flush());
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Persistence> persistence,
+                         Persistence::Open({.data_dir = dir}));
+    DockRegistry registry;
+    EXPECT_STATUS(persistence->Recover(registry).status(), absl::StatusCode::kFailedPrecondition,
+                  "holds a shard's cells (written by --role=shard)");
+  }
+  RemoveDir(dir);
+}
+
+}  // namespace
+}  // namespace tdock::persist
