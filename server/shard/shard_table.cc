@@ -24,7 +24,11 @@ absl::Status ShardTable::Register(ShardEntry shard, absl::Time now,
   shard.away = false;
   tdock::MutexLock lock(&mu_);
   auto it = shards_.find(shard.id);
-  if (it != shards_.end() && it->second.entry.address != shard.address) {
+  // The same incarnation at another address: the shard restarted with its
+  // data dir somewhere else (a new pod address); it is the same shard.
+  const bool same_incarnation = it != shards_.end() && shard.incarnation != 0 &&
+                                it->second.entry.incarnation == shard.incarnation;
+  if (it != shards_.end() && it->second.entry.address != shard.address && !same_incarnation) {
     return absl::AlreadyExistsError(absl::StrCat(
         "shard id ", shard.id, " is held by the shard at ", it->second.entry.address,
         "; the shard at ", shard.address, " needs another id"));

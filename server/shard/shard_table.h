@@ -49,8 +49,9 @@ struct ShardEntry {
 class ShardTable final {
  public:
   // INVALID_ARGUMENT for id 0 or an empty address; ALREADY_EXISTS when
-  // another shard holds the id (another address). The same shard
-  // registering again is OK and may change its node and memory. `gone`
+  // another shard holds the id (another address and incarnation). The same
+  // shard registering again is OK and may change its node and memory, and,
+  // as the same incarnation (restarted with its data dir), its address. `gone`
   // (when given) gets the incarnations of the id that are gone with this
   // registration, whose cells are gone with them: the one it replaces when
   // it comes with another incarnation (it restarted), and the ones expected

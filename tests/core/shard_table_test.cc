@@ -51,7 +51,7 @@ TEST(ShardTable, TakesOutTheShardsNotHeardFrom) {
 
 // A shard registering again with another incarnation restarted: the entry
 // it replaces is gone (its cells with it); the same incarnation is only a
-// heartbeat, and may change what it says of its memory.
+// heartbeat, and may change what it says of its memory and its address.
 TEST(ShardTable, TellsARestartedShardByItsIncarnation) {
   ShardTable table;
   std::vector<ShardEntry> gone;
@@ -64,6 +64,14 @@ TEST(ShardTable, TellsARestartedShardByItsIncarnation) {
   ASSERT_OK(table.Register({1, "10.0.0.1:7000", "node-a", 8}, ShardTable::Now(), &gone));
   EXPECT_EQ(gone, (std::vector<ShardEntry>{{1, "10.0.0.1:7000", "node-a", 7, 4096, 8192}}));
   EXPECT_EQ(table.List(), (std::vector<ShardEntry>{{1, "10.0.0.1:7000", "node-a", 8}}));
+  // The same incarnation at another address: restarted with its data dir
+  // elsewhere, still the same shard; another incarnation there is not.
+  gone.clear();
+  ASSERT_OK(table.Register({1, "10.0.0.5:7000", "node-a", 8}, ShardTable::Now(), &gone));
+  EXPECT_TRUE(gone.empty());
+  EXPECT_EQ(table.List(), (std::vector<ShardEntry>{{1, "10.0.0.5:7000", "node-a", 8}}));
+  EXPECT_STATUS(table.Register({1, "10.0.0.6:7000", "node-a", 9}, ShardTable::Now(), &gone),
+                absl::StatusCode::kAlreadyExists, "held by the shard at 10.0.0.5:7000");
 }
 
 // A shard not heard from for away_after is listed away and unavailable; it

@@ -34,19 +34,22 @@ _LOCATION = np.dtype([("shard", "<u8"), ("extent", "<u8"), ("offset", "<u8"),
 class ShardInfo:
     """A shard as the controller lists it: `state` "live", or "away" when the
     controller has not heard from it lately (its rows are not handed out);
-    `memory_bytes` its cells take and its limit (0: none), as it last said."""
+    `memory_bytes` its cells take and its limit (0: none), as it last said;
+    `incarnation`, which changes when it restarts without its cells (a data
+    dir keeps it)."""
     id: int
     address: str
     node: str
     state: str = "live"
     memory_bytes: int = 0
     memory_limit_bytes: int = 0
+    incarnation: int = 0
 
 
 def from_listing(resp: dock_pb2.ListShardsResponse) -> list[ShardInfo]:
     return [ShardInfo(s.id, s.address, s.node,
                       "away" if s.state == dock_pb2.SHARD_AWAY else "live",
-                      s.memory_bytes, s.memory_limit_bytes) for s in resp.shards]
+                      s.memory_bytes, s.memory_limit_bytes, s.incarnation) for s in resp.shards]
 
 
 def local_node() -> str:

@@ -131,6 +131,7 @@ class Client(_Connection):
                                               _shards.read_request(dock, columns, read, shard),
                                               serialize=_raw, deserialize=wire.decode_get))[1]
             except errors.TdockError as e:
+                self._shards = None  # it may be back at another address: listed again
                 return _shards.at_shard(by_id[shard], e)
 
         got = await asyncio.gather(*(read_one(shard) for shard in held))

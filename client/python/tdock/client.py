@@ -161,6 +161,9 @@ class Client(_Connection):
                 results[shard] = call.result()[1]
             except grpc.RpcError as e:
                 results[shard] = _shards.at_shard(by_id[shard], errors.from_rpc_error(e))
+                # It may be back at another address: listed again next time.
+                with self._lock:
+                    self._shards = None
         return _shards.gather(columns, read, results, partial)
 
     def create_dock(self, spec: Any) -> "Dock":
