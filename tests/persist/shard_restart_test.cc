@@ -8,7 +8,9 @@
 // is given again. A new
 // incarnation (the controller declared the old one lost) drops every
 // record. A data dir of docks is refused to a shard, and a shard's to a
-// dock server.
+// dock server. And the two processes together: at every consistent crash
+// point of a shard and its controller, every location the controller holds
+// names cells the shard holds.
 #include <future>
 #include <map>
 #include <string>
@@ -22,6 +24,7 @@
 #include "server/shard/shard_store.h"
 #include "tests/core/dock_test_util.h"
 #include "tests/persist/persist_test_util.h"
+#include "tests/persist/recording_server.h"
 #include "tests/persist/recording_store.h"
 #include "tests/test_util.h"
 
@@ -161,6 +164,130 @@ TEST(ShardRestart, EveryCrashPointKeepsEveryRecordedPutUntilItIsFreed) {
   ASSERT_OK_AND_ASSIGN(ShardStore::Staged next, restarted.Stage("d", 1, views, {4}));
   EXPECT_GT(next.extent, refused);
   EXPECT_GT(refused, reserved);
+}
+
+// The controller's dock of the two-process test: eight rows a step, two
+// steps in flight, a leased trainer.
+DockSpec ControllerSpec() {
+  DockSpec spec;
+  spec.name = "crash";
+  spec.num_prompts = crash::kRows;
+  spec.n_samples_per_prompt = 1;
+  spec.steps_in_flight = 2;
+  spec.length_columns = {"tokens"};
+  spec.columns = {{"tokens", DType::kInt32, {}, 0, false}};
+  ConsumerSpec trainer{"trainer", {"tokens"}, crash::kRows, 1, false, Policy::kFifo, 0};
+  trainer.lease_ms = 600'000;
+  spec.consumers = {trainer};
+  return spec;
+}
+
+// Row `row` of `step`'s tokens.
+std::vector<int32_t> TokensOf(int64_t step, int64_t row) {
+  std::vector<int32_t> tokens(1 + (step * crash::kRows + row) % 5);
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    tokens[k] = static_cast<int32_t>(1000 * step + 10 * row + static_cast<int64_t>(k));
+  }
+  return tokens;
+}
+
+// The Put protocol of a shard and its controller, in one process: the
+// shard stages a Put and records it (waiting, as with sync durability),
+// then the controller stores its locations, then the shard commits it;
+// the controller releases a step once its rows are acknowledged, and the
+// shard frees the step's cells after (as its feed tells it). Every crash
+// point of the two is a prefix of each store's writes; those consistent
+// with that order (the controller holds no Put the shard had not recorded,
+// the shard freed nothing the controller had not released) are restarted:
+// every location a live row of the controller holds names cells the shard
+// holds, byte for byte, and the restarted shard is the same incarnation.
+// Kills of one process alone are among them (the other's prefix whole).
+TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreReadable) {
+  crash::Recording controller(ControllerSpec(), nullptr, CellForm::kLocations);
+  RecordingStore& ctrl = *controller.store;
+  const int64_t created = ctrl.writes();  // the dock's creation is stored
+  RecordingStore disk;
+  Journal journal(&disk, {.durability = Durability::kSync});
+  StoreShardJournal records(&journal);
+  ShardStore shard(1, 4096, 0);
+  ASSERT_OK(shard.Recover(&records, {}));
+  struct Stored {
+    int64_t recorded_at;  // shard writes once the shard's record was in
+    int64_t ctrl_before;  // controller writes before it was sent there
+  };
+  std::vector<Stored> stored;
+  auto put = [&](int64_t step, std::vector<int64_t> rows, bool sent) {
+    std::vector<std::vector<int32_t>> cells;
+    for (int64_t row : rows) cells.push_back(TokensOf(step, row));
+    OwnedColumn column = OwnedColumn::Of<int32_t>("tokens", DType::kInt32, cells);
+    std::vector<PackedColumn> views = {column.View()};
+    ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, shard.Stage("crash", step, views, {4}));
+    ASSERT_OK(Recorded(shard, staged.extent));
+    if (!sent) return;  // the shard died before the controller heard of it
+    stored.push_back({disk.writes(), ctrl.writes()});
+    OwnedColumn located{"tokens", DType::kInt32, {0}, {}};
+    for (size_t r = 0; r < rows.size(); ++r) {
+      located.offsets.push_back(located.offsets.back() +
+                                static_cast<int64_t>(cells[r].size()));
+      located.bytes += EncodeCellLocation(staged.locations[0][r]);
+    }
+    ASSERT_OK(testing::PutSync(*controller.dock, step, rows, {located}));
+    ASSERT_OK(shard.Commit(staged.extent, step));
+  };
+  for (int64_t step = 0; step < 2; ++step) {
+    put(step, {0, 1, 2, 3}, true);
+    put(step, {4, 5, 6, 7}, true);
+  }
+  put(1, {4, 5}, false);
+  // Step 0 is taken and acknowledged: the controller releases it, and then
+  // the shard frees its cells.
+  ASSERT_OK_AND_ASSIGN(Batch taken, testing::GetSync(*controller.dock, testing::GetOf("trainer")));
+  ASSERT_EQ(taken.step, 0);
+  ASSERT_OK(controller.dock->Ack("trainer", taken.lease_id));
+  ASSERT_OK(controller.persistence->journal().Flush());
+  const int64_t released_by = ctrl.writes();
+  ASSERT_OK(journal.Flush());
+  const int64_t freed_after = disk.writes();
+  shard.Release("crash", 0);
+  ASSERT_OK(journal.Flush());
+  controller.Stop();
+  const int64_t shard_writes = disk.writes();
+  const int64_t ctrl_writes = ctrl.writes();
+
+  int64_t points = 0;
+  int64_t reads = 0;  // cells read back
+  for (int64_t i = 0; i <= shard_writes; ++i) {
+    for (int64_t j = created; j <= ctrl_writes; ++j) {
+      bool consistent = !(i > freed_after && j < released_by);
+      for (const Stored& put : stored) {
+        if (j > put.ctrl_before && i < put.recorded_at) consistent = false;
+      }
+      if (!consistent) continue;
+      ++points;
+      SCOPED_TRACE(absl::StrCat("crash after shard write ", i, ", controller write ", j));
+      crash::Restarted restarted(ctrl, j, nullptr, CellForm::kLocations);
+      ASSERT_OK_AND_ASSIGN(shard::RecoveredShard recovered, RecoverShard(*disk.Replay(i), "i"));
+      ShardStore back(1, 4096, 0);
+      ASSERT_OK(back.Recover(nullptr, recovered));
+      for (int64_t step = 0; step < 2; ++step) {
+        absl::StatusOr<RowListing> listing = restarted.dock->ListRows(step, {"tokens"});
+        if (!listing.ok()) continue;  // released, or not started
+        for (const RowState& row : listing->rows) {
+          if (row.cells.empty()) continue;
+          ASSERT_OK_AND_ASSIGN(CellLocation where, DecodeCellLocation(row.cells[0].second));
+          EXPECT_EQ(back.incarnation(), shard.incarnation());
+          ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, back.Read("crash", {where}));
+          ++reads;
+          const std::vector<int32_t> want = TokensOf(step, row.row);
+          EXPECT_EQ(std::string(cells.cells[0].data(), cells.cells[0].size()),
+                    std::string(reinterpret_cast<const char*>(want.data()), want.size() * 4))
+              << "step " << step << " row " << row.row;
+        }
+      }
+    }
+  }
+  EXPECT_GT(points, shard_writes + ctrl_writes - created);
+  EXPECT_GT(reads, points);
 }
 
 // The controller declared the incarnation lost: every record goes with
