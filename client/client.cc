@@ -180,7 +180,8 @@ absl::StatusOr<std::vector<ShardInfo>> Client::ListShards() {
                       .node = shard.node(),
                       .away = shard.state() == v1::SHARD_AWAY,
                       .memory_bytes = static_cast<int64_t>(shard.memory_bytes()),
-                      .memory_limit_bytes = static_cast<int64_t>(shard.memory_limit_bytes())});
+                      .memory_limit_bytes = static_cast<int64_t>(shard.memory_limit_bytes()),
+                      .incarnation = shard.incarnation()});
   }
   return shards;
 }

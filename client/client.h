@@ -278,6 +278,8 @@ struct ShardInfo {
   // As it last said: the bytes its cells take, its limit (0: none).
   int64_t memory_bytes = 0;
   int64_t memory_limit_bytes = 0;
+  // Changes when it restarts without its cells (a data dir keeps it).
+  uint32_t incarnation = 0;
 };
 
 struct DockSummaryInfo {

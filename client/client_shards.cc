@@ -205,6 +205,11 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     const uint64_t id = read->id;
     const std::vector<std::vector<size_t>>& positions = *read->positions;
     if (!read->status.ok()) {
+      {
+        // It may be back at another address: listed again by the next call.
+        absl::MutexLock lock(&shards_mu_);
+        shards_.reset();
+      }
       const absl::Status failed = FromGrpcStatus(read->status);
       return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
                                                       listed[id]->address, ": ",

@@ -261,9 +261,11 @@ absl::Status RunSimple(Client& client, const Request& request) {
                       {"node", shard.node},
                       {"state", state},
                       {"memory_bytes", shard.memory_bytes},
-                      {"memory_limit_bytes", shard.memory_limit_bytes}});
+                      {"memory_limit_bytes", shard.memory_limit_bytes},
+                      {"incarnation", shard.incarnation}});
       absl::StrAppend(&text, shard.id, "\t", shard.address, "\t", shard.node, "\t", state,
-                      "\t", shard.memory_bytes, "\t", shard.memory_limit_bytes, "\n");
+                      "\t", shard.memory_bytes, "\t", shard.memory_limit_bytes, "\t",
+                      shard.incarnation, "\n");
     }
     Print(request, {{"shards", std::move(list)}}, text);
   } else if (command == "health") {

@@ -75,6 +75,7 @@ TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
   ASSERT_EQ(shards.size(), 2u);
   EXPECT_EQ(shards[1].id, 2u);
   EXPECT_EQ(shards[1].node, "node-2");
+  EXPECT_NE(shards[1].incarnation, 0u);
   for (int64_t r = 0; r < 4; ++r) {
     setenv("TDOCK_NODE", r % 2 == 0 ? "node-1" : "node-2", 1);
     ClientPut put{.dock = "both", .step = 0, .rows = {r}};
