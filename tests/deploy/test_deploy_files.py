@@ -274,7 +274,8 @@ def test_k8s_sharded_manifests_reference_each_other():
     """deploy/k8s/sharded: the controller is a StatefulSet of one whose
     journal (--data_dir) is its volume claim and whose Service the shards'
     --controller names; the shards are a DaemonSet that takes its node's name
-    and address from the downward API (--node, --advertise on the hostPort);
+    and address from the downward API (--node, --advertise on the hostPort)
+    and records its cells in a volume of the pod (--data_dir);
     selectors match the pods, probes and Services the named ports; the
     ConfigMap is deploy/docks.yaml."""
     objs = sharded_objects()
@@ -318,6 +319,11 @@ def test_k8s_sharded_manifests_reference_each_other():
     assert _flag(c["args"], "node") == "$(NODE_NAME)"
     assert _flag(c["args"], "advertise") == f"$(HOST_IP):{grpc['hostPort']}"
     assert not any(a.startswith("--shard_id") for a in c["args"])  # from the node's name
+    # Its cells recorded in a volume of the pod: a container restart keeps them.
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert _flag(c["args"], "data_dir") == mounts["cells"]
+    assert "emptyDir" in volumes["cells"]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert c[probe]["grpc"]["port"] == grpc["containerPort"], probe
     metrics = [p["containerPort"] for p in c["ports"] if p["name"] == "metrics"][0]
@@ -363,7 +369,8 @@ def test_k8s_sharded_command_lines_run_as_local_processes(tmp_path, monkeypatch)
                 "--controller": f"--controller={address}",
                 "--listen": f"--listen=127.0.0.1:{port}",
                 "--metrics_listen": "--metrics_listen=127.0.0.1:0",
-                "--advertise": f"--advertise=127.0.0.1:{port}"})
+                "--advertise": f"--advertise=127.0.0.1:{port}",
+                "--data_dir": f"--data_dir={tmp_path / node}"})
             args = [a.replace("$(NODE_NAME)", node) for a in args]
             shard, _ = start_server(*args)
             drain(shard)
