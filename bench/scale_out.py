@@ -2,7 +2,7 @@
 
     PYTHONPATH=build/python .venv-test/bin/python bench/scale_out.py \
         --server build/server/tdock-server [--shards 1,2] [--mib 128] [--rounds 2] \
-        [--shape_mbit R]
+        [--durable] [--shape_mbit R]
 
 For each topology (a standalone server; a controller with N shards for each N
 of --shards), started fresh on loopback: one producer process per shard (per
@@ -20,6 +20,10 @@ reports:
                 payload byte;
   CPU s/GB      CPU seconds per GB of payload, of the controller and of all
                 shards (of the server, standalone), from /proc.
+
+With --durable, each shard count runs again with a data dir per shard (in a
+temporary directory, sync durability: every Put's cells on disk before the
+controller hears of them), for the cost of recording them.
 
 Topologies take turns, --rounds times, the order reversed each round, so
 that each sees the same machine. On one host all processes share its cores:
@@ -42,9 +46,11 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
+import tempfile
 import time
 import urllib.request
 
@@ -175,9 +181,10 @@ def consume(address, dock, remaining, out, ready, go):
 
 
 class Topology:
-    def __init__(self, binary: str, shards: int):
-        self.binary, self.shards = binary, shards
-        self.name = "standalone" if shards == 0 else f"controller + {shards} shard(s)"
+    def __init__(self, binary: str, shards: int, durable: bool = False):
+        self.binary, self.shards, self.durable = binary, shards, durable
+        self.name = ("standalone" if shards == 0 else f"controller + {shards} shard(s)"
+                     + (" + data dir" if durable else ""))
 
     def start(self):
         if self.shards == 0:
@@ -190,15 +197,22 @@ class Topology:
         self.servers = [controller]
         self.address = controller.address
         self.nodes = []
+        self.dirs = []
         for i in range(1, self.shards + 1):
+            extra = []
+            if self.durable:  # each shard records its cells (sync durability)
+                self.dirs.append(tempfile.mkdtemp(prefix=f"tdock-bench-shard-{i}-"))
+                extra = [f"--data_dir={self.dirs[-1]}"]
             self.servers.append(tdock.server.LocalServer(binary=self.binary, args=[
                 "--role=shard", f"--controller={controller.address}", f"--shard_id={i}",
-                f"--node=node-{i}"]).start())
+                f"--node=node-{i}", *extra]).start())
             self.nodes.append(f"node-{i}")
 
     def stop(self):
         for server in reversed(self.servers):
             server.stop()
+        for d in getattr(self, "dirs", []):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def run_once(topology: Topology, args) -> dict:
@@ -275,6 +289,8 @@ def main() -> None:
     parser.add_argument("--row_kib", type=int, default=256)
     parser.add_argument("--rows_per_put", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--durable", action="store_true",
+                        help="also each shard count with a data dir per shard")
     parser.add_argument("--shape_mbit", type=int, default=0,
                         help="shape each shard's port to this many Mbit/s each way (root)")
     args = parser.parse_args()
@@ -285,13 +301,15 @@ def main() -> None:
     binary = tdock.server.find_binary(args.server)
     topologies = [Topology(binary, 0)] + [Topology(binary, int(n))
                                           for n in args.shards.split(",")]
+    if args.durable:
+        topologies += [Topology(binary, int(n), durable=True) for n in args.shards.split(",")]
     results = {t.name: [] for t in topologies}
     for r in range(args.rounds):
         order = topologies if r % 2 == 0 else list(reversed(topologies))
         for topology in order:
             results[topology.name].append(run_once(topology, args))
     base = statistics.median(x["gbps"] for x in results[topologies[0].name])
-    print(f"{'topology':<24} {'GB/s (runs)':<20} {'x standalone':>12} {'x R':>6} "
+    print(f"{'topology':<36} {'GB/s (runs)':<20} {'x standalone':>12} {'x R':>6} "
           f"{'ctl payload':>12} {'ctl meta/B':>11} {'ctl CPU s/GB':>13} {'shard CPU s/GB':>15}")
     for t in topologies:
         runs = results[t.name]
@@ -302,7 +320,7 @@ def main() -> None:
             vals = [x[key] for x in runs if key in x]
             return format(statistics.median(vals), fmt) if vals else "-"
         over_r = f"{med / rate:.2f}" if rate else "-"
-        print(f"{t.name:<24} {cells:<20} {med / base:>12.2f} {over_r:>6} "
+        print(f"{t.name:<36} {cells:<20} {med / base:>12.2f} {over_r:>6} "
               f"{col('ctl_payload', '.0f'):>12} "
               f"{col('ctl_meta_per_byte', '.5f'):>11} {col('ctl_cpu_per_gb', '.2f'):>13} "
               f"{col('shard_cpu_per_gb', '.2f'):>15}")
