@@ -101,3 +101,53 @@ def test_a_shard_on_each_node_keeps_that_nodes_rows(two_nodes):
             dock.get("trainer", wait=10)
     finally:
         handle.stop()
+
+
+def test_a_cluster_with_data_dirs_comes_back_when_its_actors_die(two_nodes, tmp_path):
+    """start_cluster with data dirs: the controller's actor killed (its
+    process, and with it its server) is started again by Ray on the same
+    port and comes back from its journal; a shard's, on its node's data dir,
+    as the same incarnation with its cells; the rows put before both are
+    read back after."""
+    head = ray.get_runtime_context().get_node_id()
+    handle = tdock.ray.start_cluster(
+        "tdock-again", binary=server_binary(), num_cpus=0, controller_node_id=head,
+        shard_resource="node_a", data_dir=str(tmp_path / "controller"),
+        shard_data_dir=str(tmp_path / "shards"))
+    try:
+        client = handle.client()
+        dock = client.create_dock(grpo_spec(
+            "again", prompts=2, n=2, length_columns=["prompt_ids"],
+            columns={"prompt_ids": {"dtype": "int32"}},
+            consumers={"trainer": {"columns": ["prompt_ids"], "dispatch_size": 4}}))
+        dock.put(0, range(4), {"prompt_ids": [np.full(2, r, np.int32) for r in range(4)]})
+        (shard,) = handle.shards
+        before = client.shards(refresh=True)[0]
+        for server in (handle.controller, shard):
+            pid = ray.get(server.actor.pid.remote())
+            ray.kill(server.actor, no_restart=False)
+            give_up = time.monotonic() + 120
+            while True:  # the actor back with a new server: a synchronization point
+                try:
+                    if ray.get(server.actor.pid.remote(), timeout=10) != pid:
+                        break
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    pass
+                assert time.monotonic() < give_up, f"{server.name} did not come back"
+                time.sleep(0.1)
+        assert ray.get(handle.controller.actor.address.remote()) == handle.address
+        give_up = time.monotonic() + 120
+        while True:  # the shard registered again from its new address
+            try:
+                after = client.shards(refresh=True)[0]
+                if after.address != before.address:
+                    break
+            except tdock.errors.Unavailable:
+                pass  # the controller back, its shard not yet registered
+            assert time.monotonic() < give_up, "the shard never registered again"
+            time.sleep(0.1)
+        assert after.incarnation == before.incarnation
+        b = client.dock("again").get("trainer", wait=10)
+        assert sorted(int(b.row("prompt_ids", i)[0]) for i in range(len(b))) == [0, 1, 2, 3]
+    finally:
+        handle.stop()

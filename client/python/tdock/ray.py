@@ -27,6 +27,7 @@ or start it with detached=True and stop it with handle.stop().
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -49,6 +50,8 @@ class TdockServer:
                  binary: str | None, data_dir: str | None, config: str | None,
                  args: list[str]):
         host = ray.util.get_node_ip_address()
+        if data_dir is not None:  # on this node (a shard's: under its cluster's)
+            os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
         self._server = LocalServer(
             binary=binary, listen=listen or f"{host}:0",
             metrics_listen=metrics_listen if metrics_listen is not None else f"{host}:0",
@@ -129,7 +132,7 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
                  node_id: str | None = None, resources: dict | None = None,
                  num_cpus: float = 1, detached: bool = False,
                  client_options: dict | None = None,
-                 timeout: float = 300.0) -> ServerHandle:
+                 timeout: float = 300.0, max_restarts: int = 0) -> ServerHandle:
     """Starts tdock-server in a named TdockServer actor and returns its handle
     once it listens.
 
@@ -144,7 +147,9 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
       tdock.Client (token, tls, timeout, ...). timeout: how long to wait for
       the actor to be placed and the server to listen (Ray leaves an actor
       no node can take pending forever); then errors.DeadlineExceeded and
-      the actor is killed.
+      the actor is killed. max_restarts: how many times Ray starts the actor
+      again (-1: always) when its process dies, and with it the server, on
+      its data dir (give a fixed `listen` so that its address stays).
     A name already taken by a live actor is errors.AlreadyExists."""
     if not ray.is_initialized():
         raise errors.FailedPrecondition("tdock.ray.start_server: ray.init() first")
@@ -155,7 +160,8 @@ def start_server(name: str = "tdock", *, namespace: str | None = None,
             "reaches it")
     except ValueError:
         pass  # no such actor: start it
-    options: dict[str, Any] = {"name": name, "num_cpus": num_cpus, "max_restarts": 0}
+    options: dict[str, Any] = {"name": name, "num_cpus": num_cpus,
+                               "max_restarts": max_restarts}
     if namespace is not None:
         options["namespace"] = namespace
     if resources:
@@ -231,13 +237,29 @@ class ClusterHandle:
         return next((code for code in codes if code), 0)
 
 
+@ray.remote(num_cpus=0)
+def _free_port_here() -> str:
+    host = ray.util.get_node_ip_address()
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return f"{host}:{s.getsockname()[1]}"
+
+
+def _free_address(node_id: str) -> str:
+    """host:port free now on node `node_id` (its IP)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    return ray.get(_free_port_here.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote())
+
+
 def start_cluster(name: str = "tdock", *, namespace: str | None = None,
                   binary: str | None = None, data_dir: str | None = None,
                   config: str | None = None, controller_args: Iterable[str] = (),
                   shard_args: Iterable[str] = (), shard_resource: str | None = None,
                   controller_node_id: str | None = None, num_cpus: float = 1,
                   detached: bool = False, client_options: dict | None = None,
-                  timeout: float = 300.0) -> ClusterHandle:
+                  timeout: float = 300.0,
+                  shard_data_dir: str | None = None) -> ClusterHandle:
     """Starts a sharded tdock on the Ray cluster (docs/scale-out.md): the
     controller in an actor named `name` (on controller_node_id if given; its
     journal in data_dir, its docks from config), and one shard on every
@@ -245,6 +267,11 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
     `shard_resource`, each in an actor named `<name>-shard-<node id>` placed
     on its node (hard affinity) and registered under that node's id.
     controller_node_id defaults to this driver's node.
+    With data_dir (on a disk that stays with that node), the controller's
+    actor is started again whenever its process dies, on the same port of
+    its node, and comes back from its journal; with shard_data_dir (each
+    shard's cells in `<shard_data_dir>/<node id>` on its node), so is each
+    shard's, with its cells, as the same incarnation.
     Returns once every shard has registered. Other arguments as
     start_server's; errors as start_server's, and errors.Unavailable when no
     node takes a shard."""
@@ -255,23 +282,28 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
         raise errors.Unavailable(
             "tdock.ray.start_cluster: no alive node"
             + (f" advertises the resource '{shard_resource}'" if shard_resource else ""))
+    controller_node = controller_node_id or ray.get_runtime_context().get_node_id()
+    # Restarted, the controller must be where its shards and clients look.
+    listen = _free_address(controller_node) if data_dir is not None else None
     controller = start_server(name, namespace=namespace, binary=binary, data_dir=data_dir,
                               config=config, args=["--role=controller", *controller_args],
-                              node_id=controller_node_id
-                              or ray.get_runtime_context().get_node_id(),
+                              node_id=controller_node, listen=listen,
                               num_cpus=num_cpus,
                               detached=detached, client_options=client_options,
-                              timeout=timeout)
+                              timeout=timeout, max_restarts=-1 if data_dir is not None else 0)
     shards = []
     try:
         for node in nodes:
             node_id = node["NodeID"]
             shards.append(start_server(
                 f"{name}-shard-{node_id}", namespace=namespace, binary=binary,
+                data_dir=(os.path.join(shard_data_dir, node_id)
+                          if shard_data_dir is not None else None),
                 args=["--role=shard", f"--controller={controller.address}",
                       f"--node={node_id}", *shard_args],
                 node_id=node_id, num_cpus=0, detached=detached,
-                client_options=client_options, timeout=timeout))
+                client_options=client_options, timeout=timeout,
+                max_restarts=-1 if shard_data_dir is not None else 0))
     except BaseException:
         ClusterHandle(controller, shards).stop()
         raise
