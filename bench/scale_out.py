@@ -192,12 +192,12 @@ class Topology:
             self.address = self.servers[0].address
             self.nodes = ["standalone"]
             return
+        self.servers, self.dirs = [], []
         controller = tdock.server.LocalServer(binary=self.binary,
                                               args=["--role=controller"]).start()
-        self.servers = [controller]
+        self.servers.append(controller)
         self.address = controller.address
         self.nodes = []
-        self.dirs = []
         for i in range(1, self.shards + 1):
             extra = []
             if self.durable:  # each shard records its cells (sync durability)
@@ -209,14 +209,18 @@ class Topology:
             self.nodes.append(f"node-{i}")
 
     def stop(self):
-        for server in reversed(self.servers):
+        for server in reversed(getattr(self, "servers", [])):
             server.stop()
         for d in getattr(self, "dirs", []):
             shutil.rmtree(d, ignore_errors=True)
 
 
 def run_once(topology: Topology, args) -> dict:
-    topology.start()
+    try:
+        topology.start()
+    except BaseException:
+        topology.stop()  # what did start, and the data dirs
+        raise
     shaping = Shaper(args.shape_mbit) if args.shape_mbit else contextlib.nullcontext()
     try:
         with shaping:

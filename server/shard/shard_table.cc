@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace tdock::shard {
 
@@ -28,6 +29,10 @@ absl::Status ShardTable::Register(ShardEntry shard, absl::Time now,
   // data dir somewhere else (a new pod address); it is the same shard.
   const bool same_incarnation = it != shards_.end() && shard.incarnation != 0 &&
                                 it->second.entry.incarnation == shard.incarnation;
+  if (same_incarnation && it->second.entry.address != shard.address) {
+    TDOCK_LOG(WARNING) << "shard " << shard.id << " incarnation " << shard.incarnation
+                       << " moved from " << it->second.entry.address << " to " << shard.address;
+  }
   if (it != shards_.end() && it->second.entry.address != shard.address && !same_incarnation) {
     return absl::AlreadyExistsError(absl::StrCat(
         "shard id ", shard.id, " is held by the shard at ", it->second.entry.address,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -36,6 +37,10 @@ import ray
 from tdock import errors
 from tdock.client import Client, Dock
 from tdock.server import LocalServer
+
+# How long a restarted actor tries to start its server again: the former one
+# drains for up to its shutdown grace after its heartbeat's last call.
+_RESTART_START_S = 120.0
 
 __all__ = ["ClusterHandle", "ServerHandle", "TdockServer", "get_server", "start_cluster",
            "start_server"]
@@ -52,10 +57,24 @@ class TdockServer:
         host = ray.util.get_node_ip_address()
         if data_dir is not None:  # on this node (a shard's: under its cluster's)
             os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
-        self._server = LocalServer(
+        server = LocalServer(
             binary=binary, listen=listen or f"{host}:0",
             metrics_listen=metrics_listen if metrics_listen is not None else f"{host}:0",
-            data_dir=data_dir, config=config, args=args).start()
+            data_dir=data_dir, config=config, args=args)
+        # Started again by Ray after its process died: the former server may
+        # still hold the data dir's lock, or the port, while it shuts down
+        # (it was sent SIGTERM). A constructor that raises ends the actor for
+        # good, so the start is tried again for a while first.
+        again = ray.get_runtime_context().was_current_actor_reconstructed
+        give_up = time.monotonic() + (_RESTART_START_S if again else 0)
+        while True:
+            try:
+                self._server = server.start()
+                break
+            except errors.Unavailable:
+                if time.monotonic() >= give_up:
+                    raise
+                time.sleep(1)
 
     def address(self) -> str:
         return self._server.address
