@@ -133,6 +133,7 @@ class Mode:
                     "response_ids": [self.work.response(k, i) for i in range(n)]},
                     reservation=r)
             except tdock.errors.Expired:  # slower than the deadline: dropped
+                self.abandoned.append((r.step, r.rows))  # expired, as a death's
                 continue
             except tdock.errors.FailedPrecondition as e:
                 self.failures.append(f"rollout: {e}")
