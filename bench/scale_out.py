@@ -108,20 +108,27 @@ def free_port() -> int:
 
 def measured_rate(mbit: int) -> float:
     """GB/s of one iperf3 stream through a port shaped to `mbit`."""
+    with Shaper(mbit) as shaper:
+        return iperf3_gbps(shaper.shape)
+
+
+def iperf3_gbps(shape=None) -> float:
+    """GB/s of one iperf3 stream on loopback (its port given to `shape`
+    first, when given)."""
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        with Shaper(mbit) as shaper:
-            shaper.shape(port)
-            for _ in range(100):  # until it listens
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
-            out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "3",
-                                  "-J"], capture_output=True, text=True, timeout=60)
+        if shape is not None:
+            shape(port)
+        for _ in range(100):  # until it listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "3",
+                              "-J"], capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise SystemExit(f"iperf3 failed: {out.stderr.strip() or out.stdout[-500:]}")
         return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9

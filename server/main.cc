@@ -107,6 +107,10 @@ ABSL_FLAG(std::string, controller_tls_name, "",
           "the host of --controller.");
 ABSL_FLAG(int64_t, shard_memory_limit_mb, 0,
           "--role=shard: MiB of cells the shard holds at most (0: no limit).");
+ABSL_FLAG(std::string, shm_dir, "",
+          "--role=shard: a tmpfs directory (e.g. /dev/shm) to keep the cells in, as shared "
+          "memory that clients on this host write and read without a socket (their "
+          "transport auto or shm). Empty: none; every byte goes over gRPC.");
 ABSL_FLAG(int64_t, shard_read_grace_ms, 10'000,
           "--role=shard: how long a released step's cells stay readable, for consumers "
           "without leases that read a batch after its step was released (a Put that needs "
@@ -147,6 +151,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   options.shard.node = absl::GetFlag(FLAGS_node);
   options.shard.memory_limit_bytes = absl::GetFlag(FLAGS_shard_memory_limit_mb) << 20;
   options.shard.read_grace = absl::Milliseconds(absl::GetFlag(FLAGS_shard_read_grace_ms));
+  options.shard.shm_dir = absl::GetFlag(FLAGS_shm_dir);
   options.controller.shard_lost_after =
       absl::Milliseconds(absl::GetFlag(FLAGS_shard_lost_after_ms));
   options.controller.shard_away_after =

@@ -95,9 +95,10 @@ absl::Status ServerOptions::Validate() const {
   if (role != ServerRole::kShard &&
       (!shard.controller.empty() || shard.id != 0 || !shard.advertise.empty() ||
        !shard.node.empty() || shard.memory_limit_bytes != 0 || !shard.controller_ca.empty() ||
+       !shard.shm_dir.empty() ||
        !shard.controller_tls_name.empty())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--controller, --shard_id, --advertise, --node, --shard_memory_limit_mb, "
+        "--controller, --shard_id, --advertise, --node, --shard_memory_limit_mb, --shm_dir, "
         "--controller_ca and --controller_tls_name are for --role=shard; this server's role "
         "is ", ServerRoleName(role)));
   }
@@ -465,8 +466,14 @@ absl::Status Server::Impl::StartShard() {
   host_name_ = name;
   registration_.set_node(!shard.node.empty() ? shard.node : host_name_);
   registration_.set_id(shard.id != 0 ? shard.id : ShardIdOfNode(registration_.node()));
+  std::shared_ptr<shard::ShmChunks> shm;
+  if (!shard.shm_dir.empty()) {
+    TDOCK_ASSIGN_OR_RETURN(shm, shard::ShmChunks::Open(shard.shm_dir, registration_.id()));
+    registration_.set_shm_prefix(shm->prefix());
+  }
   shard_store_ = std::make_unique<shard::ShardStore>(registration_.id(), shard.chunk_bytes,
-                                                     shard.memory_limit_bytes, shard.read_grace);
+                                                     shard.memory_limit_bytes, shard.read_grace,
+                                                     nullptr, shm);
   if (!options_.persistence.data_dir.empty()) TDOCK_RETURN_IF_ERROR(OpenShardDataDir());
   registration_.set_incarnation(shard_store_->incarnation());
   ClientOptions to_controller;
@@ -492,7 +499,7 @@ absl::Status Server::Impl::StartShard() {
       ServiceLimits{.max_rows_per_request = options_.limits.max_rows_per_request,
                     .max_spec_bytes = options_.limits.max_spec_bytes,
                     .max_wait_ms = options_.limits.max_wait_ms},
-      metrics_->observer());
+      metrics_->observer(), std::move(shm));
   return absl::OkStatus();
 }
 
@@ -657,7 +664,10 @@ void Server::Impl::Shutdown() {
     absl::MutexLock lock(&sync_mu_);
     stopping_ = true;
   }
-  if (shard_service_ != nullptr) shard_service_->StopWatching();
+  if (shard_service_ != nullptr) {
+    shard_service_->StopWatching();
+    shard_service_->EndSessions();  // their streams would hold the drain up
+  }
   if (step_watch_.joinable()) step_watch_.join();
   if (release_sync_.joinable()) release_sync_.join();
   if (heartbeat_.joinable()) heartbeat_.join();

@@ -60,6 +60,9 @@ struct ServerOptions {
     // released their step (its last rows handed out). Memory a Put needs
     // ends it early.
     absl::Duration read_grace = absl::Seconds(10);
+    // A tmpfs directory for the cells as shared memory, which same-host
+    // clients write and read directly (ShmChunks). Empty: none.
+    std::string shm_dir;
     // PEM file of the CA that signed the controller's certificate: TLS to
     // the controller (the shard's own tls_cert and tls_key, when set, are
     // its client certificate). Empty: plaintext.

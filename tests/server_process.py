@@ -43,16 +43,16 @@ def start_server(*args):
     raise RuntimeError(f"{binary} did not start listening")
 
 
-def start_sharded(shards=2, *args):
-    """Starts a controller (with `args`) and `shards` shards of it, each on
-    its own node name; returns (processes, the controller's address). The
-    shards' logs are drained."""
+def start_sharded(shards=2, *args, shard_args=()):
+    """Starts a controller (with `args`) and `shards` shards of it (with
+    `shard_args`), each on its own node name; returns (processes, the
+    controller's address). The shards' logs are drained."""
     controller, address = start_server("--role=controller", *args)
     procs = [controller]
     try:
         for i in range(1, shards + 1):
             shard, _ = start_server("--role=shard", f"--controller={address}",
-                                    f"--shard_id={i}", f"--node=node-{i}")
+                                    f"--shard_id={i}", f"--node=node-{i}", *shard_args)
             drain(shard)
             procs.append(shard)
     except Exception:

@@ -14,17 +14,19 @@ int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
-ChunkPool::ChunkPool(int64_t chunk_bytes, int64_t limit_bytes)
-    : chunk_bytes_(chunk_bytes), limit_bytes_(limit_bytes) {}
+ChunkPool::ChunkPool(int64_t chunk_bytes, int64_t limit_bytes,
+                     std::shared_ptr<ChunkMemory> memory)
+    : chunk_bytes_(chunk_bytes), limit_bytes_(limit_bytes), memory_(std::move(memory)) {}
 
 ChunkPool::~ChunkPool() {
   tdock::MutexLock lock(&mu_);
-  for (Chunk& chunk : free_) std::free(chunk.data);
+  for (Chunk& chunk : free_) FreeLocked(chunk);
 }
 
 Chunk ChunkPool::AllocateLocked(int64_t size) {
   // The callers keep to the limit (AcquireBatch may go past it on request).
-  void* data = std::aligned_alloc(kAlign, static_cast<size_t>(size));
+  void* data = memory_ != nullptr ? memory_->Allocate(size)
+                                  : std::aligned_alloc(kAlign, static_cast<size_t>(size));
   if (data == nullptr) return {};
   reserved_bytes_ += size;
   return Chunk{static_cast<char*>(data), size};
@@ -48,7 +50,11 @@ void ChunkPool::Preallocate(int64_t bytes) {
 }
 
 void ChunkPool::FreeLocked(const Chunk& chunk) {
-  std::free(chunk.data);
+  if (memory_ != nullptr) {
+    memory_->Free(chunk.data, chunk.size);
+  } else {
+    std::free(chunk.data);
+  }
   reserved_bytes_ -= chunk.size;
 }
 

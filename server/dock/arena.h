@@ -26,10 +26,23 @@ struct Chunk {
   int64_t size = 0;
 };
 
+// Where a pool's chunks come from: the heap by default; a shard's may be
+// shared memory that same-host clients map (server/shard/shm_chunks.h).
+// Thread safety: called under the pool's lock, from any thread.
+class ChunkMemory {
+ public:
+  virtual ~ChunkMemory() = default;
+  // `size` bytes, 64-byte aligned, every page backed; null when there are
+  // none to be had.
+  virtual char* Allocate(int64_t size) = 0;
+  virtual void Free(char* data, int64_t size) = 0;
+};
+
 class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
  public:
-  // limit_bytes 0: unlimited.
-  ChunkPool(int64_t chunk_bytes, int64_t limit_bytes);
+  // limit_bytes 0: unlimited; memory null: the heap.
+  ChunkPool(int64_t chunk_bytes, int64_t limit_bytes,
+            std::shared_ptr<ChunkMemory> memory = nullptr);
   ~ChunkPool();
   ChunkPool(const ChunkPool&) = delete;
   ChunkPool& operator=(const ChunkPool&) = delete;
@@ -59,6 +72,7 @@ class ChunkPool final : public std::enable_shared_from_this<ChunkPool> {
   // Constant after construction.
   const int64_t chunk_bytes_;
   const int64_t limit_bytes_;
+  const std::shared_ptr<ChunkMemory> memory_;  // null: the heap
 
   mutable tdock::Mutex mu_;
   std::vector<Chunk> free_ ABSL_GUARDED_BY(mu_);

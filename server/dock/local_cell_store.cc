@@ -38,19 +38,20 @@ std::vector<int64_t> PlanRegions(absl::Span<const PackedColumn> columns,
   return sizes;
 }
 
-// Copies a column's payload into its regions and fills its cell blocks.
+// Copies a column's payload into its regions (unless not `copy`) and fills
+// its cell blocks.
 const CellBlock* CopyColumn(const PackedColumn& in, int64_t item_bytes, const ColumnPlan& plan,
-                            const std::vector<char*>& regions) {
+                            const std::vector<char*>& regions, bool copy) {
   auto* blocks = reinterpret_cast<CellBlock*>(regions[plan.first]);
   const int64_t total = PayloadBytes(in, item_bytes);
-  if (plan.one_region && total > 0) {
+  if (copy && plan.one_region && total > 0) {
     CopyFromSegments(in.segments, 0, total, regions[plan.first + 1]);
   }
   for (int64_t r = 0; r < in.rows(); ++r) {
     const int64_t begin = in.offsets[r] * item_bytes;
     const int64_t len = in.length(r) * item_bytes;
     char* dest = plan.one_region ? regions[plan.first + 1] + begin : regions[plan.first + 1 + r];
-    if (!plan.one_region && len > 0) CopyFromSegments(in.segments, begin, len, dest);
+    if (copy && !plan.one_region && len > 0) CopyFromSegments(in.segments, begin, len, dest);
     new (&blocks[r]) CellBlock{dest, in.length(r)};
   }
   return blocks;
@@ -64,6 +65,18 @@ LocalStepCells::LocalStepCells(std::shared_ptr<ChunkPool> pool)
 bool LocalStepCells::Write(absl::Span<const PackedColumn> columns,
                            absl::Span<const int64_t> item_bytes, bool past_limit,
                            std::vector<const CellBlock*>& blocks) {
+  return Place(columns, item_bytes, past_limit, /*copy=*/true, blocks);
+}
+
+bool LocalStepCells::Reserve(absl::Span<const PackedColumn> columns,
+                             absl::Span<const int64_t> item_bytes, bool past_limit,
+                             std::vector<const CellBlock*>& blocks) {
+  return Place(columns, item_bytes, past_limit, /*copy=*/false, blocks);
+}
+
+bool LocalStepCells::Place(absl::Span<const PackedColumn> columns,
+                           absl::Span<const int64_t> item_bytes, bool past_limit, bool copy,
+                           std::vector<const CellBlock*>& blocks) {
   std::vector<ColumnPlan> plans(columns.size());
   const std::vector<int64_t> sizes = PlanRegions(columns, item_bytes, chunk_bytes_, plans);
   std::vector<char*> regions;
@@ -71,7 +84,7 @@ bool LocalStepCells::Write(absl::Span<const PackedColumn> columns,
   // The copy: outside the arena's lock; other writes to the step go on.
   blocks.resize(columns.size());
   for (size_t i = 0; i < columns.size(); ++i) {
-    blocks[i] = CopyColumn(columns[i], item_bytes[i], plans[i], regions);
+    blocks[i] = CopyColumn(columns[i], item_bytes[i], plans[i], regions, copy);
   }
   return true;
 }

@@ -25,12 +25,20 @@ class LocalStepCells final : public StepCells {
 
   bool Write(absl::Span<const PackedColumn> columns, absl::Span<const int64_t> item_bytes,
              bool past_limit, std::vector<const CellBlock*>& blocks) override;
+  // As Write, without the copy: each cell's region is taken and its block
+  // set, and the caller puts the bytes there (a shard's same-host writer,
+  // into shared memory).
+  bool Reserve(absl::Span<const PackedColumn> columns, absl::Span<const int64_t> item_bytes,
+               bool past_limit, std::vector<const CellBlock*>& blocks);
   void Read(CellColumn column, absl::Span<const int64_t> rows, int64_t item_bytes,
             PackedColumn& view) const override;
   ByteSpan Bytes(const CellBlock& cell, int64_t item_bytes) const override;
   int64_t used_bytes() const override { return arena_.used_bytes(); }
 
  private:
+  bool Place(absl::Span<const PackedColumn> columns, absl::Span<const int64_t> item_bytes,
+             bool past_limit, bool copy, std::vector<const CellBlock*>& blocks);
+
   const int64_t chunk_bytes_;
   StepArena arena_;
 };

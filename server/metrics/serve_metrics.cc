@@ -52,6 +52,14 @@ ServeMetrics::ServeMetrics(prometheus::Registry& registry)
                    .Register(registry)),
       payload_in_(payload_.Add({{"direction", "in"}})),
       payload_out_(payload_.Add({{"direction", "out"}})),
+      shm_payload_(prometheus::BuildCounter()
+                       .Name("tdock_shm_payload_bytes_total")
+                       .Help("Of tdock_payload_bytes_total, the bytes a shard's same-host "
+                             "clients wrote (in) and read (out) in its shared memory; the "
+                             "rest crossed a socket (gRPC).")
+                       .Register(registry)),
+      shm_payload_in_(shm_payload_.Add({{"direction", "in"}})),
+      shm_payload_out_(shm_payload_.Add({{"direction", "out"}})),
       shards_lost_(prometheus::BuildCounter()
                        .Name("tdock_shards_lost_total")
                        .Help("Shards this controller declared lost (not heard from for "
@@ -85,6 +93,11 @@ void ServeMetrics::OnShardWait(ShardWait reason) {
 void ServeMetrics::OnPayload(int64_t in_bytes, int64_t out_bytes) {
   if (in_bytes > 0) payload_in_.Increment(static_cast<double>(in_bytes));
   if (out_bytes > 0) payload_out_.Increment(static_cast<double>(out_bytes));
+}
+
+void ServeMetrics::OnShmPayload(int64_t in_bytes, int64_t out_bytes) {
+  if (in_bytes > 0) shm_payload_in_.Increment(static_cast<double>(in_bytes));
+  if (out_bytes > 0) shm_payload_out_.Increment(static_cast<double>(out_bytes));
 }
 
 ServeMetrics::Series& ServeMetrics::Find(std::string_view dock,

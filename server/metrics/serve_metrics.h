@@ -35,6 +35,7 @@ class ServeMetrics final : public ServiceObserver {
 
   void OnGetServed(const ServedGet& get) override;
   void OnPayload(int64_t in_bytes, int64_t out_bytes) override;
+  void OnShmPayload(int64_t in_bytes, int64_t out_bytes) override;
   void OnShardLost() override;
   void OnShardWait(ShardWait reason) override;
   void OnStepFeed(bool live) override;
@@ -64,6 +65,11 @@ class ServeMetrics final : public ServiceObserver {
   prometheus::Family<prometheus::Counter>& payload_;
   prometheus::Counter& payload_in_;
   prometheus::Counter& payload_out_;
+  // tdock_shm_payload_bytes_total{direction}: of those, through a shard's
+  // shared memory.
+  prometheus::Family<prometheus::Counter>& shm_payload_;
+  prometheus::Counter& shm_payload_in_;
+  prometheus::Counter& shm_payload_out_;
   // tdock_shards_lost_total: a controller's shards declared lost.
   prometheus::Counter& shards_lost_;
   // tdock_shard_put_waits_total{reason="admission"|"memory"}: Puts that

@@ -396,7 +396,8 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
                                       .incarnation = shard.incarnation(),
                                       .memory_bytes = static_cast<int64_t>(shard.memory_bytes()),
                                       .memory_limit_bytes =
-                                          static_cast<int64_t>(shard.memory_limit_bytes())}));
+                                          static_cast<int64_t>(shard.memory_limit_bytes()),
+                                      .shm_prefix = shard.shm_prefix()}));
 }
 
 grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,
@@ -417,6 +418,7 @@ grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* c
     shard->set_state(entry.away ? v1::SHARD_AWAY : v1::SHARD_LIVE);
     shard->set_memory_bytes(static_cast<uint64_t>(entry.memory_bytes));
     shard->set_memory_limit_bytes(static_cast<uint64_t>(entry.memory_limit_bytes));
+    shard->set_shm_prefix(entry.shm_prefix);
   }
   return FinishNow(context, absl::OkStatus());
 }

@@ -38,6 +38,9 @@ class ServiceObserver {
   // Read's, a shard's ReadCells). A controller's cell locations are not
   // payload: it reports none.
   virtual void OnPayload(int64_t in_bytes, int64_t out_bytes) {}
+  // Of those, the bytes a shard's same-host clients wrote or read in its
+  // shared memory (no socket crossed).
+  virtual void OnShmPayload(int64_t in_bytes, int64_t out_bytes) {}
   // A controller declared one of its shards lost.
   virtual void OnShardLost() {}
   // Why a Put waits at a shard rather than at its controller.

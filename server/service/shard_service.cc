@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "common/cell_location.h"
 #include "common/refusal.h"
@@ -54,10 +55,12 @@ constexpr absl::Duration kRetry = absl::Milliseconds(50);
 // answers. Deleted in OnDone.
 class ShardService::PutCall final : public grpc::ServerUnaryReactor {
  public:
+  // `prepare`: a Shard.Prepare, answered with the prepared regions.
   PutCall(ShardService* service, grpc::CallbackServerContext* context,
           internal::RequestBytes bytes, bulk::Decoded<v1::PutRequest> put,
-          grpc::ByteBuffer* response)
-      : service_(service),
+          grpc::ByteBuffer* response, bool prepare)
+      : prepare_(prepare),
+        service_(service),
         context_(context),
         bytes_(std::move(bytes)),
         put_(std::move(put)),
@@ -101,11 +104,31 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     // controller says.
     const std::optional<int64_t> step =
         header.reservation() != 0 ? std::nullopt : std::optional<int64_t>(header.step());
+    if (header.prepared_extent() != 0) {
+      // Its bytes are in place (it waited when it was prepared).
+      absl::StatusOr<shard::ShardStore::Staged> filled = service_->store_->Fill(
+          header.prepared_extent(), header.dock(), put_.columns, items_);
+      if (filled.status().code() == absl::StatusCode::kInvalidArgument) {
+        service_->store_->Abort(header.prepared_extent());
+      }
+      Stored(std::move(filled));
+      return;
+    }
     const bool can_wait = absl::Now() + kRetry < started_ + wait_;
     // Not admitted yet, as the feed says: it waits here, not at the
     // controller. Once its wait is over, the controller decides.
     if (step.has_value() && can_wait && service_->store_->Waits(header.dock(), *step)) {
       Wait(ServiceObserver::ShardWait::kAdmission);
+      return;
+    }
+    if (prepare_) {
+      absl::StatusOr<shard::ShardStore::Prepared> prepared =
+          service_->store_->Prepare(header.dock(), step, put_.columns, items_);
+      if (prepared.status().code() == absl::StatusCode::kResourceExhausted && can_wait) {
+        Wait(ServiceObserver::ShardWait::kMemory);
+        return;
+      }
+      Finish(ToGrpcStatus(Prepared(std::move(prepared))));
       return;
     }
     absl::StatusOr<shard::ShardStore::Staged> staged =
@@ -114,6 +137,14 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
       Wait(ServiceObserver::ShardWait::kMemory);  // memory comes back as steps are released
       return;
     }
+    Stored(std::move(staged));
+  }
+
+ private:
+  // A Put's cells staged (or not): recorded, then committed at the
+  // controller.
+  void Stored(absl::StatusOr<shard::ShardStore::Staged> staged) {
+    const v1::PutRequest& header = put_.header;
     if (!staged.ok()) {
       Finish(ToGrpcStatus(WithMessage(
           staged.status(),
@@ -136,7 +167,44 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     });
   }
 
- private:
+  // A Prepare's answer: each column's regions, as chunk and offset (a
+  // region split where its chunk ends).
+  absl::Status Prepared(absl::StatusOr<shard::ShardStore::Prepared> prepared) {
+    if (!prepared.ok()) {
+      return WithMessage(prepared.status(), absl::StrCat("Prepare on dock '", put_.header.dock(),
+                                                         "': ", prepared.status().message()));
+    }
+    v1::PrepareResponse answer;
+    answer.set_extent(prepared->extent);
+    for (const std::vector<absl::Span<char>>& regions : prepared->regions) {
+      v1::PreparedColumn* column = answer.add_columns();
+      for (absl::Span<char> region : regions) {
+        const char* at = region.data();
+        uint64_t left = region.size();
+        while (left > 0) {
+          const std::optional<shard::ShmChunks::Place> place = service_->shm_->Locate(at);
+          if (!place.has_value()) {
+            service_->store_->Abort(prepared->extent);
+            return absl::InternalError(absl::StrCat(
+                "Prepare on dock '", put_.header.dock(), "': a region of shard ",
+                service_->store_->shard(), " is not in its shared memory"));
+          }
+          const uint64_t bytes = std::min(left, place->chunk_bytes - place->offset);
+          v1::ShmRegion* out = column->add_regions();
+          out->set_chunk(place->chunk);
+          out->set_offset(place->offset);
+          out->set_bytes(bytes);
+          out->set_chunk_bytes(place->chunk_bytes);
+          at += bytes;
+          left -= bytes;
+        }
+      }
+    }
+    bool own_buffer = false;
+    return FromGrpcStatus(grpc::SerializationTraits<v1::PrepareResponse>::Serialize(
+        answer, response_, &own_buffer));
+  }
+
   // Sizes every column from the cached spec; with `fall_back`, a column it
   // lacks from the Put's definition of it, else its dtype.
   bool ItemSizes(bool fall_back = false) {
@@ -159,7 +227,9 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   void Commit(shard::ShardStore::Staged staged) {
     const v1::PutRequest& header = put_.header;
     extent_ = staged.extent;
-    for (const PackedColumn& column : put_.columns) staged_bytes_ += column.data_bytes();
+    for (const std::vector<CellLocation>& column : staged.locations) {
+      for (const CellLocation& cell : column) staged_bytes_ += static_cast<int64_t>(cell.bytes);
+    }
     commit_request_ = header;  // every field; the columns are set below
     commit_request_.clear_columns();
     commit_request_.set_cell_locations(true);
@@ -231,7 +301,10 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
   void Answer(absl::Status committed) {
     grpc::Status status;
     if (committed.ok()) {
-      if (service_->observer_ != nullptr) service_->observer_->OnPayload(staged_bytes_, 0);
+      if (service_->observer_ != nullptr) {
+        service_->observer_->OnPayload(staged_bytes_, 0);
+        if (put_.header.prepared_extent() != 0) service_->observer_->OnShmPayload(staged_bytes_, 0);
+      }
       bool own_buffer = false;
       status = grpc::SerializationTraits<v1::PutResponse>::Serialize(commit_response_, response_,
                                                                      &own_buffer);
@@ -266,6 +339,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     commit_context_.TryCancel();
   }
 
+  const bool prepare_;
   ShardService* const service_;
   grpc::CallbackServerContext* const context_;
   std::optional<internal::RequestBytes> bytes_;
@@ -289,14 +363,109 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
 
 ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
                            std::string controller_token, const BearerToken* token,
-                           ServiceLimits limits, ServiceObserver* observer)
+                           ServiceLimits limits, ServiceObserver* observer,
+                           std::shared_ptr<shard::ShmChunks> shm)
     : store_(store),
       controller_(v1::Dock::NewStub(std::move(controller))),
       controller_token_(std::move(controller_token)),
       token_(token),
       limits_(limits),
       observer_(observer),
+      shm_(std::move(shm)),
       retry_(timers_.NewAlarm([this] { RetryWaiting(); })) {}
+
+ShardService::~ShardService() { EndSessions(); }
+
+// A reader's session: its first message names it, then it stays open until
+// the reader goes (or the shard ends it); its pins go with it. Deleted in
+// OnDone.
+class ShardService::Session final : public grpc::ServerWriteReactor<v1::AttachEvent> {
+ public:
+  Session(ShardService* service, uint64_t id) : service_(service), id_(id) {
+    event_.set_session(id);
+    StartWrite(&event_);
+  }
+  // Ends the stream, once.
+  void End(grpc::Status status) {
+    if (!ended_.exchange(true)) Finish(std::move(status));
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the reader is gone"));
+  }
+  void OnCancel() override { End(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    service_->SessionEnded(id_);
+    delete this;
+  }
+
+ private:
+  ShardService* const service_;
+  const uint64_t id_;
+  v1::AttachEvent event_;
+  std::atomic<bool> ended_{false};
+};
+
+grpc::ServerWriteReactor<v1::AttachEvent>* ShardService::Attach(
+    grpc::CallbackServerContext* context, const v1::AttachRequest* /*request*/) {
+  const auto refuse = [](absl::Status status) {
+    class Refused final : public grpc::ServerWriteReactor<v1::AttachEvent> {
+     public:
+      explicit Refused(absl::Status status) { Finish(ToGrpcStatus(status)); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(std::move(status));
+  };
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return refuse(auth);
+  if (shm_ == nullptr) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        "Attach: shard ", store_->shard(), " offers no shared memory (--shm_dir)")));
+  }
+  tdock::MutexLock lock(&sessions_mu_);
+  if (sessions_ended_) return refuse(absl::UnavailableError("the shard is shutting down"));
+  const uint64_t id = next_session_++;
+  auto* session = new Session(this, id);
+  sessions_[id].stream = session;
+  return session;
+}
+
+void ShardService::SessionEnded(uint64_t session) {
+  SessionPins ended;  // the pins go once the lock is let go
+  tdock::MutexLock lock(&sessions_mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  ended = std::move(it->second);
+  sessions_.erase(it);
+}
+
+void ShardService::EndSessions() {
+  tdock::MutexLock lock(&sessions_mu_);
+  sessions_ended_ = true;
+  // Each ends on its own thread (OnDone), which waits for this lock.
+  for (auto& [id, session] : sessions_) {
+    session.stream->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the shard is shutting down"));
+  }
+}
+
+void ShardService::LetGo(uint64_t session, absl::Span<const uint64_t> unpin) {
+  std::vector<std::vector<std::shared_ptr<const void>>> freed;  // let go unlocked
+  tdock::MutexLock lock(&sessions_mu_);
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  for (uint64_t pin : unpin) {
+    auto held = it->second.pins.find(pin);
+    if (held == it->second.pins.end()) continue;
+    freed.push_back(std::move(held->second));
+    it->second.pins.erase(held);
+  }
+}
+
+grpc::ServerUnaryReactor* ShardService::Unpin(grpc::CallbackServerContext* context,
+                                              const v1::UnpinRequest* request,
+                                              v1::UnpinResponse* /*response*/) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  LetGo(request->session(), request->pins());
+  return FinishNow(context, absl::OkStatus());
+}
 
 void ShardService::WaitAtShard(PutCall* call) {
   tdock::MutexLock lock(&waiting_mu_);
@@ -355,6 +524,18 @@ void ShardService::CacheSpec(const v1::DockSpec& spec) {
 grpc::ServerUnaryReactor* ShardService::Put(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
                                             grpc::ByteBuffer* response) {
+  return StartPut(context, request, response, /*prepare=*/false);
+}
+
+grpc::ServerUnaryReactor* ShardService::Prepare(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+  return StartPut(context, request, response, /*prepare=*/true);
+}
+
+grpc::ServerUnaryReactor* ShardService::StartPut(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response, bool prepare) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   absl::StatusOr<internal::RequestBytes> bytes = internal::RequestBytes::From(*request);
   if (!bytes.ok()) return FinishNow(context, bytes.status());
@@ -366,8 +547,30 @@ grpc::ServerUnaryReactor* ShardService::Put(grpc::CallbackServerContext* context
                                   "Put on dock '", header.dock(), "': a shard takes cells, "
                                   "not cell_locations (those go to the controller)")));
   }
+  if (prepare || header.prepared_extent() != 0) {
+    const char* what = prepare ? "Prepare" : "Put";
+    if (shm_ == nullptr) {
+      return FinishNow(context, absl::FailedPreconditionError(absl::StrCat(
+                                    what, " on dock '", header.dock(), "': shard ",
+                                    store_->shard(), " offers no shared memory (--shm_dir)")));
+    }
+    for (const PackedColumn& column : message->columns) {
+      if (column.data_bytes() != 0) {
+        return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                      what, " on dock '", header.dock(), "': column '",
+                                      column.name, "' carries ", column.data_bytes(),
+                                      " bytes; a prepared Put's are in shared memory")));
+      }
+    }
+    if (prepare && header.prepared_extent() != 0) {
+      return FinishNow(context, absl::InvalidArgumentError(absl::StrCat(
+                                    "Prepare on dock '", header.dock(),
+                                    "': the Put names prepared_extent already")));
+    }
+  }
   if (absl::Status rows = limits_.PutRows(header); !rows.ok()) return FinishNow(context, rows);
-  auto* call = new PutCall(this, context, *std::move(bytes), *std::move(message), response);
+  auto* call =
+      new PutCall(this, context, *std::move(bytes), *std::move(message), response, prepare);
   call->Start();
   return call;
 }
@@ -382,32 +585,16 @@ absl::Status ShardService::DoReadCells(const grpc::ByteBuffer& request,
     return absl::InvalidArgumentError(
         absl::StrCat("malformed tdock.v1.ReadCellsRequest: ", parsed.error_message()));
   }
+  if (read.shm_session() != 0) return ShmReadCells(read, response);
   std::vector<PackedColumn> columns;
   auto pins = std::make_shared<std::vector<std::shared_ptr<const void>>>();
   for (const v1::PackedColumn& column : read.columns()) {
-    const size_t rows = column.offsets_size() == 0 ? 0 : column.offsets_size() - 1;
-    if (column.data().size() != rows * kCellLocationBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ReadCells on dock '", read.dock(), "': column '", column.name(), "' has ", rows,
-          " rows but ", column.data().size(), " bytes of cell locations (", kCellLocationBytes,
-          " a row)"));
-    }
-    std::vector<CellLocation> where(rows);
-    for (size_t r = 0; r < rows; ++r) {
-      where[r] = *DecodeCellLocation(
-          ByteSpan(column.data().data() + r * kCellLocationBytes, kCellLocationBytes));
-    }
-    absl::StatusOr<shard::ShardStore::Cells> cells = store_->Read(read.dock(), where);
-    if (!cells.ok()) {
-      return absl::Status(cells.status().code(),
-                          absl::StrCat("ReadCells on dock '", read.dock(), "' column '",
-                                       column.name(), "': ", cells.status().message()));
-    }
+    TDOCK_ASSIGN_OR_RETURN(shard::ShardStore::Cells cells, ReadColumn(read.dock(), column));
     PackedColumn& out = columns.emplace_back();
     out.name = column.name();
     out.dtype = static_cast<DType>(column.dtype());
     out.offsets.assign(column.offsets().begin(), column.offsets().end());
-    for (const ByteSpan& cell : cells->cells) {
+    for (const ByteSpan& cell : cells.cells) {
       if (cell.empty()) continue;
       // Cells side by side in the store go out as one piece.
       if (!out.segments.empty() &&
@@ -418,7 +605,7 @@ absl::Status ShardService::DoReadCells(const grpc::ByteBuffer& request,
         out.segments.push_back(cell);
       }
     }
-    pins->insert(pins->end(), cells->pins.begin(), cells->pins.end());
+    pins->insert(pins->end(), cells.pins.begin(), cells.pins.end());
   }
   if (observer_ != nullptr) {
     int64_t sent = 0;
@@ -428,6 +615,87 @@ absl::Status ShardService::DoReadCells(const grpc::ByteBuffer& request,
   const v1::GetResponse header;
   *response = internal::EncodedToByteBuffer(bulk::EncodeBatch(header, columns), pins);
   return absl::OkStatus();
+}
+
+absl::StatusOr<shard::ShardStore::Cells> ShardService::ReadColumn(
+    const std::string& dock, const v1::PackedColumn& column) const {
+  const size_t rows = column.offsets_size() == 0 ? 0 : column.offsets_size() - 1;
+  if (column.data().size() != rows * kCellLocationBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReadCells on dock '", dock, "': column '", column.name(), "' has ", rows,
+        " rows but ", column.data().size(), " bytes of cell locations (", kCellLocationBytes,
+        " a row)"));
+  }
+  std::vector<CellLocation> where(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    where[r] = *DecodeCellLocation(
+        ByteSpan(column.data().data() + r * kCellLocationBytes, kCellLocationBytes));
+  }
+  absl::StatusOr<shard::ShardStore::Cells> cells = store_->Read(dock, where);
+  if (!cells.ok()) {
+    return absl::Status(cells.status().code(),
+                        absl::StrCat("ReadCells on dock '", dock, "' column '", column.name(),
+                                     "': ", cells.status().message()));
+  }
+  return cells;
+}
+
+absl::Status ShardService::ShmReadCells(const v1::ReadCellsRequest& read,
+                                        grpc::ByteBuffer* response) {
+  if (shm_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ReadCells on dock '", read.dock(), "': shard ", store_->shard(),
+        " offers no shared memory (--shm_dir)"));
+  }
+  LetGo(read.shm_session(), read.unpin());
+  v1::GetResponse answer;
+  std::vector<std::shared_ptr<const void>> pins;
+  int64_t sent = 0;
+  for (const v1::PackedColumn& column : read.columns()) {
+    TDOCK_ASSIGN_OR_RETURN(shard::ShardStore::Cells cells, ReadColumn(read.dock(), column));
+    v1::PackedColumn* out = answer.add_columns();
+    out->set_name(column.name());
+    out->set_dtype(column.dtype());
+    *out->mutable_offsets() = column.offsets();
+    std::string* records = out->mutable_data();
+    records->resize(cells.cells.size() * 16);
+    for (size_t r = 0; r < cells.cells.size(); ++r) {
+      uint64_t record[2] = {0, 0};
+      if (!cells.cells[r].empty()) {
+        const std::optional<shard::ShmChunks::Place> place = shm_->Locate(cells.cells[r].data());
+        if (!place.has_value()) {
+          return absl::InternalError(absl::StrCat(
+              "ReadCells on dock '", read.dock(), "' column '", column.name(), "': shard ",
+              store_->shard(), " holds a cell outside its shared memory"));
+        }
+        record[0] = place->chunk;
+        record[1] = place->offset;
+        sent += static_cast<int64_t>(cells.cells[r].size());
+      }
+      absl::little_endian::Store64(records->data() + r * 16, record[0]);
+      absl::little_endian::Store64(records->data() + r * 16 + 8, record[1]);
+    }
+    pins.insert(pins.end(), cells.pins.begin(), cells.pins.end());
+  }
+  {
+    tdock::MutexLock lock(&sessions_mu_);
+    auto it = sessions_.find(read.shm_session());
+    if (it == sessions_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ReadCells on dock '", read.dock(), "': shard ", store_->shard(),
+          " has no session ", read.shm_session(), " (it ended: attach again)"));
+    }
+    const uint64_t pin = it->second.next_pin++;
+    it->second.pins[pin] = std::move(pins);
+    answer.set_shm_pin(pin);
+  }
+  if (observer_ != nullptr) {
+    observer_->OnPayload(0, sent);
+    observer_->OnShmPayload(0, sent);
+  }
+  bool own_buffer = false;
+  return FromGrpcStatus(
+      grpc::SerializationTraits<v1::GetResponse>::Serialize(answer, response, &own_buffer));
 }
 
 grpc::ServerUnaryReactor* ShardService::ReadCells(grpc::CallbackServerContext* context,

@@ -62,20 +62,25 @@
 #include "server/service/dock_service.h"
 #include "server/service/security.h"
 #include "server/shard/shard_store.h"
+#include "server/shard/shm_chunks.h"
 
 namespace tdock {
 
 class ShardService final
-    : public v1::Shard::WithRawCallbackMethod_Put<
-          v1::Shard::WithRawCallbackMethod_ReadCells<v1::Shard::CallbackService>> {
+    : public v1::Shard::WithRawCallbackMethod_Put<v1::Shard::WithRawCallbackMethod_ReadCells<
+          v1::Shard::WithRawCallbackMethod_Prepare<v1::Shard::CallbackService>>> {
  public:
   // `controller`: the channel to the controller; `controller_token`: the
   // bearer token sent to it (empty: none); `token`: the one this service's
   // callers must send (null: none).
   // `observer` (may be null) hears of the payload taken in and sent out.
+  // `shm` (may be null): the store's chunks in shared memory, offered to
+  // same-host clients (Prepare, ReadCells with a session).
   ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Channel> controller,
                std::string controller_token, const BearerToken* token, ServiceLimits limits,
-               ServiceObserver* observer = nullptr);
+               ServiceObserver* observer = nullptr,
+               std::shared_ptr<shard::ShmChunks> shm = nullptr);
+  ~ShardService() override;
   ShardService(const ShardService&) = delete;
   ShardService& operator=(const ShardService&) = delete;
 
@@ -85,6 +90,17 @@ class ShardService final
   grpc::ServerUnaryReactor* ReadCells(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Prepare(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<v1::AttachEvent>* Attach(grpc::CallbackServerContext* context,
+                                                     const v1::AttachRequest* request) override;
+  grpc::ServerUnaryReactor* Unpin(grpc::CallbackServerContext* context,
+                                  const v1::UnpinRequest* request,
+                                  v1::UnpinResponse* response) override;
+  // Ends every session (their pins let go), and refuses new ones (at
+  // shutdown: a session's stream would otherwise hold the server open).
+  void EndSessions();
 
   // Frees the cells of released steps (see above); blocks on the controller
   // for up to `timeout` a dock. Returns the first error met.
@@ -104,6 +120,15 @@ class ShardService final
 
  private:
   class PutCall;
+  class Session;
+  // `put` with `prepare`: a Put, or (Shard.Prepare) the Put to prepare.
+  grpc::ServerUnaryReactor* StartPut(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                                     bool prepare);
+  // The pins `unpin` of `session` let go.
+  void LetGo(uint64_t session, absl::Span<const uint64_t> unpin);
+  // A session's stream ended: its pins go.
+  void SessionEnded(uint64_t session);
 
   absl::Status Authorize(const grpc::CallbackServerContext& context) const {
     return token_ == nullptr ? absl::OkStatus() : token_->Check(context.client_metadata());
@@ -114,6 +139,11 @@ class ShardService final
   void CacheSpec(const v1::DockSpec& spec);
   void ForgetSpec(const std::string& dock);
   absl::Status DoReadCells(const grpc::ByteBuffer& request, grpc::ByteBuffer* response);
+  // One column of a ReadCells: its cells, by the locations it carries.
+  absl::StatusOr<shard::ShardStore::Cells> ReadColumn(const std::string& dock,
+                                                      const v1::PackedColumn& column) const;
+  // A ReadCells over shared memory: where the cells are, pinned in `session`.
+  absl::Status ShmReadCells(const v1::ReadCellsRequest& read, grpc::ByteBuffer* response);
 
   // A Put waiting at the shard (for admission or memory); tried again by
   // the retry alarm, and when the feed moves a window.
@@ -131,6 +161,18 @@ class ShardService final
   const BearerToken* const token_;
   const ServiceLimits limits_;
   ServiceObserver* const observer_;
+  const std::shared_ptr<shard::ShmChunks> shm_;
+
+  // Readers' sessions over shared memory, and the cells each pins.
+  struct SessionPins {
+    Session* stream = nullptr;
+    uint64_t next_pin = 1;
+    absl::flat_hash_map<uint64_t, std::vector<std::shared_ptr<const void>>> pins;
+  };
+  tdock::Mutex sessions_mu_;
+  uint64_t next_session_ ABSL_GUARDED_BY(sessions_mu_) = 1;
+  bool sessions_ended_ ABSL_GUARDED_BY(sessions_mu_) = false;
+  absl::flat_hash_map<uint64_t, SessionPins> sessions_ ABSL_GUARDED_BY(sessions_mu_);
 
   TimerService timers_;
   std::unique_ptr<TimerService::Alarm> retry_;  // rings while Puts wait

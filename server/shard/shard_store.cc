@@ -23,10 +23,11 @@ uint32_t RandomIncarnation() {
 }  // namespace
 
 ShardStore::ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
-                       absl::Duration read_grace, std::shared_ptr<Clock> clock)
+                       absl::Duration read_grace, std::shared_ptr<Clock> clock,
+                       std::shared_ptr<internal::ChunkMemory> memory)
     : shard_(shard),
       incarnation_(RandomIncarnation()),
-      pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes)),
+      pool_(std::make_shared<internal::ChunkPool>(chunk_bytes, limit_bytes, std::move(memory))),
       read_grace_(read_grace),
       clock_(clock != nullptr ? std::move(clock) : Clock::Real()),
       // The high 32 bits: this store's incarnation; extents count up from it.
@@ -57,11 +58,11 @@ absl::Status ShardStore::Recover(ShardJournal* journal, RecoveredShard recovered
     column.segments.push_back(ByteSpan(record.payload.data(), record.payload.size()));
     TDOCK_RETURN_IF_ERROR(ValidatePacked(column, column.rows(), 1));
     DockCells& held = docks_[record.dock];
-    std::shared_ptr<internal::StepCells> cells;
+    std::shared_ptr<internal::LocalStepCells> cells;
     if (record.step < 0) {
       cells = std::make_shared<internal::LocalStepCells>(pool_);
     } else {
-      std::shared_ptr<internal::StepCells>& slot = held.steps[record.step];
+      std::shared_ptr<internal::LocalStepCells>& slot = held.steps[record.step];
       if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
       cells = slot;
     }
@@ -95,7 +96,7 @@ void ShardStore::Record(uint64_t extent, ShardJournal::Done done) {
     // after this.
     tdock::ReaderMutexLock lock(&mu_);
     auto it = extents_.find(extent);
-    if (it == extents_.end()) {
+    if (it == extents_.end() || it->second.prepared) {
       then = [this, extent, done = std::move(done)]() mutable {
         std::move(done)(absl::NotFoundError(
             absl::StrCat("shard ", shard_, " holds no staged Put ", extent)));
@@ -138,14 +139,92 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
                                                      std::optional<int64_t> step,
                                                      absl::Span<const PackedColumn> columns,
                                                      absl::Span<const int64_t> item_bytes) {
+  return Place(dock, step, columns, item_bytes, /*copy=*/true);
+}
+
+absl::StatusOr<ShardStore::Prepared> ShardStore::Prepare(const std::string& dock,
+                                                         std::optional<int64_t> step,
+                                                         absl::Span<const PackedColumn> columns,
+                                                         absl::Span<const int64_t> item_bytes) {
+  TDOCK_ASSIGN_OR_RETURN(Staged placed, Place(dock, step, columns, item_bytes, /*copy=*/false));
+  Prepared out{placed.extent, {}};
+  tdock::ReaderMutexLock lock(&mu_);
+  auto it = extents_.find(placed.extent);
+  if (it == extents_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dock '", dock, "': the Put prepared as ", placed.extent, " was released meanwhile"));
+  }
+  size_t cell = 0;
+  for (const std::vector<CellLocation>& column : placed.locations) {
+    std::vector<absl::Span<char>>& regions = out.regions.emplace_back();
+    for (size_t r = 0; r < column.size(); ++r, ++cell) {
+      const ByteSpan bytes = it->second.cells[cell].bytes;
+      if (bytes.empty()) continue;
+      // The writer's memory: the bytes are not read until Fill.
+      char* data = const_cast<char*>(bytes.data());
+      if (!regions.empty() && regions.back().data() + regions.back().size() == data) {
+        regions.back() = absl::Span<char>(regions.back().data(),
+                                          regions.back().size() + bytes.size());
+      } else {
+        regions.emplace_back(data, bytes.size());
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ShardStore::Staged> ShardStore::Fill(uint64_t extent, const std::string& dock,
+                                                    absl::Span<const PackedColumn> columns,
+                                                    absl::Span<const int64_t> item_bytes) {
+  if (columns.size() != item_bytes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(columns.size(), " columns but ",
+                                                   item_bytes.size(), " item sizes"));
+  }
+  tdock::MutexLock lock(&mu_);
+  auto it = extents_.find(extent);
+  if (it == extents_.end() || !it->second.prepared || it->second.dock != dock) {
+    return absl::NotFoundError(absl::StrCat(
+        "shard ", shard_, " holds no Put prepared as ", extent, " for dock '", dock,
+        "' (filled already, released, or prepared by another shard)"));
+  }
+  Extent& held = it->second;
+  Staged staged{extent, {}};
+  size_t cell = 0;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    TDOCK_RETURN_IF_ERROR(ValidateOffsets(columns[i], columns[i].rows()));
+    std::vector<CellLocation>& locations = staged.locations.emplace_back();
+    for (int64_t r = 0; r < columns[i].rows(); ++r, ++cell) {
+      const uint64_t bytes = static_cast<uint64_t>(columns[i].length(r) * item_bytes[i]);
+      if (cell >= held.cells.size() || held.cells[cell].bytes.size() != bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "column '", columns[i].name, "' row ", r, ": ", bytes,
+            " bytes, but Put ", extent, " was prepared for other cells"));
+      }
+      locations.push_back({shard_, extent, held.cells[cell].offset, bytes});
+    }
+  }
+  if (cell != held.cells.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Put ", extent, " was prepared for ", held.cells.size(), " cells, the Put has ", cell));
+  }
+  held.prepared = false;
+  return staged;
+}
+
+absl::StatusOr<ShardStore::Staged> ShardStore::Place(const std::string& dock,
+                                                     std::optional<int64_t> step,
+                                                     absl::Span<const PackedColumn> columns,
+                                                     absl::Span<const int64_t> item_bytes,
+                                                     bool copy) {
   if (columns.size() != item_bytes.size()) {
     return absl::InvalidArgumentError(absl::StrCat(columns.size(), " columns but ",
                                                    item_bytes.size(), " item sizes"));
   }
   for (size_t i = 0; i < columns.size(); ++i) {
-    TDOCK_RETURN_IF_ERROR(ValidatePacked(columns[i], columns[i].rows(), item_bytes[i]));
+    TDOCK_RETURN_IF_ERROR(copy ? ValidatePacked(columns[i], columns[i].rows(), item_bytes[i])
+                               : ValidateOffsets(columns[i], columns[i].rows()));
   }
-  std::shared_ptr<internal::StepCells> cells;
+  std::shared_ptr<internal::LocalStepCells> cells;
   uint64_t extent = 0;
   bool oldest = false;
   {
@@ -161,7 +240,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
                           "dock '", dock, "' step ", *step, " was released: shard ", shard_,
                           " takes no Put of it")));
       }
-      std::shared_ptr<internal::StepCells>& slot = held.steps[*step];
+      std::shared_ptr<internal::LocalStepCells>& slot = held.steps[*step];
       if (slot == nullptr) slot = std::make_shared<internal::LocalStepCells>(pool_);
       cells = slot;
     }
@@ -172,7 +251,11 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
   const std::string where =
       step.has_value() ? absl::StrCat("dock '", dock, "' step ", *step)
                        : absl::StrCat("dock '", dock, "' (a reservation's step)");
-  bool written = cells->Write(columns, item_bytes, /*past_limit=*/oldest, blocks);
+  const auto write = [&](bool past_limit) {
+    return copy ? cells->Write(columns, item_bytes, past_limit, blocks)
+                : cells->Reserve(columns, item_bytes, past_limit, blocks);
+  };
+  bool written = write(/*past_limit=*/false);
   if (!written) {
     // Retired cells give way to a Put: their grace ends early.
     std::vector<Extent> retired;
@@ -182,9 +265,12 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
     }
     if (!retired.empty()) {
       retired.clear();
-      written = cells->Write(columns, item_bytes, /*past_limit=*/false, blocks);
+      written = write(/*past_limit=*/false);
     }
   }
+  // The oldest live step goes in past the limit: the step that must end
+  // first always can.
+  if (!written && oldest) written = write(/*past_limit=*/true);
   if (!written) {
     return CapacityError(absl::StrCat("shard ", shard_, " has no room for ", columns.size(),
                                       " columns of ", where, " under its memory limit of ",
@@ -203,6 +289,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Stage(const std::string& dock,
     }
   }
   held.bytes = static_cast<int64_t>(offset);
+  held.prepared = !copy;
   tdock::MutexLock lock(&mu_);
   // A release meanwhile took the step: the Put is not kept.
   auto dock_it = docks_.find(dock);
@@ -229,7 +316,7 @@ absl::Status ShardStore::DoCommit(uint64_t extent, int64_t step,
                                       ShardJournal::Done& recorded) {
   tdock::MutexLock lock(&mu_);
   auto it = extents_.find(extent);
-  if (it == extents_.end()) {
+  if (it == extents_.end() || it->second.prepared) {
     return absl::NotFoundError(
         absl::StrCat("shard ", shard_, " holds no staged Put ", extent));
   }
@@ -270,7 +357,7 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
   out.cells.reserve(where.size());
   const absl::Time now = clock_->Now();
   tdock::ReaderMutexLock lock(&mu_);
-  const internal::StepCells* last_pinned = nullptr;
+  const internal::LocalStepCells* last_pinned = nullptr;
   for (const CellLocation& cell : where) {
     if (cell.shard != shard_) {
       return NotHeld(cell, absl::StrCat("this is shard ", shard_));
@@ -283,6 +370,7 @@ absl::StatusOr<ShardStore::Cells> ShardStore::Read(const std::string& dock,
     if (it->second.free_at <= now) {
       return NotHeld(cell, "its step was released and its read grace has passed");
     }
+    if (it->second.prepared) return NotHeld(cell, "its Put was prepared, not written yet");
     // A staged Put's cells are read too: the controller hands out only
     // locations it stored, and may do so before the shard hears its answer.
     const Extent& extent = it->second;
@@ -314,7 +402,7 @@ void ShardStore::SetFrontStep(const std::string& dock, int64_t step) {
 
 void ShardStore::Release(const std::string& dock, int64_t step) {
   // Freed once the lock is let go.
-  std::shared_ptr<internal::StepCells> step_cells;
+  std::shared_ptr<internal::LocalStepCells> step_cells;
   std::vector<Extent> freed;
   tdock::MutexLock lock(&mu_);
   DockCells& held = docks_[dock];
@@ -443,7 +531,9 @@ ShardStore::Stats ShardStore::GetStats() const {
       stats.retired_bytes += extent.bytes;
       continue;
     }
-    (extent.committed ? stats.committed_puts : stats.staged_puts) += 1;
+    (extent.prepared    ? stats.prepared_puts
+     : extent.committed ? stats.committed_puts
+                        : stats.staged_puts) += 1;
     stats.cell_bytes += extent.bytes;
   }
   stats.reserved_bytes = pool_->reserved_bytes();

@@ -51,6 +51,7 @@
 #include "common/packed.h"
 #include "server/dock/arena.h"
 #include "server/dock/cell_store.h"
+#include "server/dock/local_cell_store.h"
 #include "server/shard/shard_journal.h"
 
 namespace tdock::shard {
@@ -60,10 +61,13 @@ class ShardStore final {
   // shard: this shard's id, in every location it gives; chunk_bytes: the
   // arenas' chunk size; limit_bytes: the memory limit (0: none);
   // read_grace: how long a released step's cells stay readable; clock:
-  // what tells the time (null: the real clock).
+  // what tells the time (null: the real clock); memory: where the chunks
+  // come from (null: the heap; a ShmChunks for same-host writers and
+  // readers).
   ShardStore(uint64_t shard, int64_t chunk_bytes, int64_t limit_bytes,
              absl::Duration read_grace = absl::ZeroDuration(),
-             std::shared_ptr<Clock> clock = nullptr);
+             std::shared_ptr<Clock> clock = nullptr,
+             std::shared_ptr<internal::ChunkMemory> memory = nullptr);
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
 
@@ -93,6 +97,26 @@ class ShardStore final {
   absl::StatusOr<Staged> Stage(const std::string& dock, std::optional<int64_t> step,
                                absl::Span<const PackedColumn> columns,
                                absl::Span<const int64_t> item_bytes);
+  // A Put whose writer puts the bytes in place itself (same-host shared
+  // memory): Prepare takes the cells' memory as Stage would (the same
+  // checks and refusals; `columns` need only their offsets) and gives each
+  // column's payload regions, its rows' items back to back across them.
+  // The extent is not readable until Fill.
+  struct Prepared {
+    uint64_t extent = 0;
+    std::vector<std::vector<absl::Span<char>>> regions;  // per column
+  };
+  absl::StatusOr<Prepared> Prepare(const std::string& dock, std::optional<int64_t> step,
+                                   absl::Span<const PackedColumn> columns,
+                                   absl::Span<const int64_t> item_bytes);
+  // The writer has put the bytes of the Put `columns` (offsets only) in
+  // the regions of the prepared `extent`: it is staged, as Stage leaves a
+  // Put. NOT_FOUND if `extent` is not prepared here (for `dock`);
+  // INVALID_ARGUMENT, the extent kept, if the columns' cells are not those
+  // it was prepared for.
+  absl::StatusOr<Staged> Fill(uint64_t extent, const std::string& dock,
+                              absl::Span<const PackedColumn> columns,
+                              absl::Span<const int64_t> item_bytes);
   // The controller stored the staged Put `extent` in `step` (a Put naming a
   // reservation learns its step from the controller): its cells are
   // readable, and freed with that step (retired at once if that step was
@@ -142,6 +166,7 @@ class ShardStore final {
   std::map<std::string, std::vector<int64_t>> HeldSteps() const;
 
   struct Stats {
+    int64_t prepared_puts = 0;  // prepared, not filled yet
     int64_t staged_puts = 0;
     int64_t committed_puts = 0;
     int64_t cell_bytes = 0;      // payload of staged and committed Puts
@@ -170,12 +195,13 @@ class ShardStore final {
     bool committed = false;
     int64_t bytes = 0;
     std::vector<Cell> cells;  // by offset
-    std::shared_ptr<internal::StepCells> step_cells;  // keeps the bytes
+    std::shared_ptr<internal::LocalStepCells> step_cells;  // keeps the bytes
     // When a release retired it, the time it is freed; InfiniteFuture: live.
     absl::Time free_at = absl::InfiniteFuture();
+    bool prepared = false;  // its bytes not written yet (Prepare, before Fill)
   };
   struct DockCells {
-    std::map<int64_t, std::shared_ptr<internal::StepCells>> steps;  // live here
+    std::map<int64_t, std::shared_ptr<internal::LocalStepCells>> steps;  // live here
     std::set<int64_t> released;  // steps the controller released
     int64_t front = -1;  // the oldest step not released, as last learnt (-1: not yet)
     // Per partition, the step it admits, from the controller's feed (empty:
@@ -183,6 +209,11 @@ class ShardStore final {
     std::vector<int64_t> admitted;
   };
 
+  // Stage and Prepare: the cells' memory taken (and, with `copy`, the
+  // columns' bytes copied there), the extent held.
+  absl::StatusOr<Staged> Place(const std::string& dock, std::optional<int64_t> step,
+                               absl::Span<const PackedColumn> columns,
+                               absl::Span<const int64_t> item_bytes, bool copy);
   static absl::Status NotHeld(const CellLocation& where, const std::string& why);
   // Commit's work, under the lock: `recorded` is moved to the journal if
   // there is one and the extent is held (else left for Commit to answer).

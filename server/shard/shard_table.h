@@ -40,6 +40,7 @@ struct ShardEntry {
   // As it last said: the bytes its cells take, and its limit (0: none).
   int64_t memory_bytes = 0;
   int64_t memory_limit_bytes = 0;
+  std::string shm_prefix;  // its chunks' files in shared memory (empty: none)
   // Listed: not heard from for the `away_after` List was given.
   bool away = false;
 

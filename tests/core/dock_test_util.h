@@ -29,6 +29,17 @@ struct OwnedColumn {
     }
     return c;
   }
+  // float32 rows of `lengths` items, counting up from `first`.
+  static OwnedColumn Floats(std::string name, const std::vector<int64_t>& lengths,
+                            float first) {
+    std::vector<std::vector<float>> rows;
+    float value = first;
+    for (int64_t len : lengths) {
+      std::vector<float>& row = rows.emplace_back();
+      for (int64_t k = 0; k < len; ++k) row.push_back(value++);
+    }
+    return Of<float>(std::move(name), DType::kFloat32, rows);
+  }
   PackedColumn View() const {
     PackedColumn p;
     p.name = name;

@@ -23,13 +23,7 @@ namespace {
 using testing::OwnedColumn;
 
 OwnedColumn Floats(const std::string& name, const std::vector<int64_t>& lengths, float first) {
-  std::vector<std::vector<float>> rows;
-  float value = first;
-  for (int64_t len : lengths) {
-    std::vector<float>& row = rows.emplace_back();
-    for (int64_t k = 0; k < len; ++k) row.push_back(value++);
-  }
-  return OwnedColumn::Of<float>(name, DType::kFloat32, rows);
+  return OwnedColumn::Floats(name, lengths, first);
 }
 
 std::vector<float> AsFloats(ByteSpan bytes) {
@@ -319,6 +313,28 @@ TEST(ShardStore, ThePutOfTheOldestLiveStepGoesInPastTheLimit) {
   // Another dock's front is not known here.
   EXPECT_STATUS(store.Stage("e", 0, views, {int64_t{4}}).status(),
                 absl::StatusCode::kResourceExhausted, "dock 'e' step 0");
+}
+
+// The oldest live step's Put takes the memory of retired cells (their grace
+// ends early) before it goes past the limit: a producer of the front step
+// does not grow the shard by a read grace's worth of released steps.
+TEST(ShardStore, TheOldestStepsPutTakesRetiredMemoryBeforeGoingPastTheLimit) {
+  ShardStore store(7, 4096, 4096, absl::Hours(1));
+  std::vector<int64_t> lengths(3, 256);  // 3 KiB: most of the one chunk allowed
+  const OwnedColumn big = Floats("a", lengths, 0);
+  const std::vector<PackedColumn> views = {big.View()};
+  store.SetFrontStep("d", 0);
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged first, store.Stage("d", 0, views, {int64_t{4}}));
+  ASSERT_OK(store.Commit(first.extent, 0));
+  store.Release("d", 0);  // readable for an hour, unless a Put needs the memory
+  store.SetFrontStep("d", 1);
+  ASSERT_OK(store.Stage("d", 1, views, {int64_t{4}}).status());
+  EXPECT_LE(store.GetStats().reserved_bytes, store.GetStats().limit_bytes);
+  EXPECT_STATUS(store.Read("d", first.locations[0]), absl::StatusCode::kNotFound,
+                "holds no such extent");
+  // With nothing retired to take, it goes past the limit.
+  ASSERT_OK(store.Stage("d", 1, views, {int64_t{4}}).status());
+  EXPECT_GT(store.GetStats().reserved_bytes, store.GetStats().limit_bytes);
 }
 
 }  // namespace

@@ -38,7 +38,10 @@ SHARDED = os.environ.get("TDOCK_TEST_TOPOLOGY", "standalone") == "sharded"
 @pytest.fixture(scope="session")
 def server():
     if SHARDED:
-        procs, address = start_sharded()
+        # Their cells in shared memory: the clients here (transport auto)
+        # write and read them there (tdock._shm); TDOCK_TEST_SHM=0: gRPC.
+        shm = os.environ.get("TDOCK_TEST_SHM", "1") != "0"
+        procs, address = start_sharded(shard_args=("--shm_dir=/dev/shm",) if shm else ())
         drain(procs[0])
     else:
         proc, address = start_server()

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 import grpc
 import numpy as np
 
+from tdock import _shards, _shm
 from tdock import batch as batch_mod
 from tdock import columns as columns_mod
 from tdock import dtypes, errors, spec as spec_mod, wire
@@ -207,8 +208,13 @@ class _Connection:
                  max_message_bytes: int = 1 << 30,
                  reconnect_timeout: float = 300.0,
                  max_reconnect_backoff: float = 0.5,
-                 connect_timeout: float = 20.0):
+                 connect_timeout: float = 20.0,
+                 transport: str | None = None):
         token = token if token is not None else os.environ.get("TDOCK_TOKEN")
+        # How data moves with a controller's shards (tdock._shm): "auto",
+        # "grpc" or "shm".
+        self._shm = _shm.Shm(transport)
+        self.transport = self._shm.transport
         settings = _channel_settings(token, tls, timeout, max_message_bytes,
                                      reconnect_timeout, max_reconnect_backoff,
                                      connect_timeout)
@@ -219,7 +225,7 @@ class _Connection:
                          "max_message_bytes": max_message_bytes,
                          "reconnect_timeout": reconnect_timeout,
                          "max_reconnect_backoff": max_reconnect_backoff,
-                         "connect_timeout": connect_timeout}
+                         "connect_timeout": connect_timeout, "transport": transport}
         self._settings = settings
         self._channel = None  # opened by the first call (_open)
         self._metadata = settings.metadata
@@ -230,6 +236,31 @@ class _Connection:
         self._shards = None
         self._shard_channels = {}
         self._shard_calls = {}
+        # Per shard address, the session (its id and its Attach call) that
+        # holds the pins of reads over shared memory.
+        self._sessions = {}
+
+    def _shard_channel(self, shard: Any) -> Any:
+        channel = self._shard_channels.get(shard.address)
+        if channel is None:
+            channel = self._settings.open(shard.address, self._grpc)
+            self._shard_channels[shard.address] = channel
+        return channel
+
+    def _attach_call(self, shard: Any) -> Any:
+        """The Attach call of a new session with `shard` (its first message
+        names it)."""
+        fn = self._shard_channel(shard).unary_stream(
+            _shards.SHARD_SERVICE + "Attach",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=dock_pb2.AttachEvent.FromString)
+        return fn(dock_pb2.AttachRequest(), metadata=self._metadata)
+
+    def _end_session(self, address: str) -> None:
+        """Ends the session with the shard at `address`, if any (its pins go)."""
+        held = self._sessions.pop(address, None)
+        if held is not None:
+            held[1].cancel()
 
     def _open(self) -> Any:
         if self._channel is None:
@@ -272,8 +303,8 @@ class _DockCalls:
                      group_sizes: Iterable[int] | None = None,
                      versions: int | Iterable[int] | None = None,
                      reservation: int = 0, add_columns: bool = False,
-                     put_id: int = 0) -> tuple[bytes, list[batch_mod.Batch]]:
-        """The encoded PutRequest and the leased batches it acknowledges (the
+                     put_id: int = 0) -> tuple[wire.PutMessage, list[batch_mod.Batch]]:
+        """The PutRequest (wire.PutMessage) and the leased batches it acknowledges (the
         first with the write, the rest after it). A column `spec` lacks raises
         _UnknownColumn, unless `add_columns` (with `spec` just fetched) and the
         dock adds columns on write: then the Put defines it from its values
@@ -323,7 +354,7 @@ class _DockCalls:
                                      new_rows=new_rows, group_sizes=group_sizes,
                                      versions=versions, reservation=reservation,
                                      new_columns=new_columns, put_id=put_id)
-        return wire.encode_put(header, wire_columns), leased
+        return wire.PutMessage(header, wire_columns), leased
 
     def _put_went_in(self, step: int, rows: Any, keys: Any,
                      leased: list[batch_mod.Batch]) -> None:

@@ -36,7 +36,8 @@ class ShardInfo:
     controller has not heard from it lately (its rows are not handed out);
     `memory_bytes` its cells take and its limit (0: none), as it last said;
     `incarnation`, which changes when it restarts without its cells (a data
-    dir keeps it)."""
+    dir keeps it); `shm_prefix`, where its shared memory is (empty: none;
+    see tdock._shm)."""
     id: int
     address: str
     node: str
@@ -44,12 +45,14 @@ class ShardInfo:
     memory_bytes: int = 0
     memory_limit_bytes: int = 0
     incarnation: int = 0
+    shm_prefix: str = ""
 
 
 def from_listing(resp: dock_pb2.ListShardsResponse) -> list[ShardInfo]:
     return [ShardInfo(s.id, s.address, s.node,
                       "away" if s.state == dock_pb2.SHARD_AWAY else "live",
-                      s.memory_bytes, s.memory_limit_bytes, s.incarnation) for s in resp.shards]
+                      s.memory_bytes, s.memory_limit_bytes, s.incarnation, s.shm_prefix)
+            for s in resp.shards]
 
 
 def local_node() -> str:
@@ -102,15 +105,22 @@ def plan(columns: Sequence[WireColumn]) -> ReadPlan:
 
 
 def read_request(dock: str, columns: Sequence[WireColumn], read: ReadPlan,
-                 shard: int) -> bytes:
-    """The ReadCellsRequest for `shard`: every column, narrowed to its rows."""
-    request = dock_pb2.ReadCellsRequest(dock=dock)
+                 shard: int, session: int = 0, unpin: Sequence[int] = ()) -> bytes:
+    """The ReadCellsRequest for `shard`: every column, narrowed to its rows
+    (over shared memory: in `session`, giving back the pins `unpin`)."""
+    request = dock_pb2.ReadCellsRequest(dock=dock, shm_session=session, unpin=unpin)
     for column, where, positions in zip(columns, read.where, read.by_shard[shard]):
         lengths = np.diff(column.offsets)[positions]
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         request.columns.add(name=column.name, dtype=column.dtype, offsets=offsets.tolist(),
                             data=where[positions].tobytes())
     return request.SerializeToString()
+
+
+def sizes(read: ReadPlan, shard: int) -> list[np.ndarray]:
+    """Per column, the byte lengths of the cells `shard` is asked for."""
+    return [where["bytes"][positions].astype(np.int64)
+            for where, positions in zip(read.where, read.by_shard[shard])]
 
 
 def assemble(columns: Sequence[WireColumn], read: ReadPlan, answers: dict,

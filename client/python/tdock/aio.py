@@ -41,6 +41,8 @@ class Client(_Connection):
     _grpc = grpc.aio
 
     async def close(self) -> None:
+        for address in list(self._sessions):
+            self._end_session(address)
         if self._channel is not None:
             await self._channel.close()
         for channel in self._shard_channels.values():
@@ -93,10 +95,7 @@ class Client(_Connection):
                          response_type: Any = None, *, extra_timeout: float = 0.0,
                          serialize=None, deserialize=None):
         """As tdock.Client.shard_call."""
-        channel = self._shard_channels.get(shard.address)
-        if channel is None:
-            channel = self._settings.open(shard.address, self._grpc)
-            self._shard_channels[shard.address] = channel
+        channel = self._shard_channel(shard)
         fn = _stub(channel, self._shard_calls.setdefault(shard.address, {}), method,
                    response_type, serialize, deserialize, service=_shards.SHARD_SERVICE)
         try:
@@ -126,16 +125,53 @@ class Client(_Connection):
         by_id = _shards.listed(dock, shards, read)
         held = list(read.by_shard)
         async def read_one(shard):
+            info = by_id[shard]
             try:
-                return (await self.shard_call(by_id[shard], "ReadCells",
-                                              _shards.read_request(dock, columns, read, shard),
-                                              serialize=_raw, deserialize=wire.decode_get))[1]
+                session = await self.session(info) if self._shm.uses(info) else 0
+                unpin = self._shm.to_unpin(info.address) if session else ()
+                header, cells = await self.shard_call(
+                    info, "ReadCells",
+                    _shards.read_request(dock, columns, read, shard, session, unpin),
+                    serialize=_raw, deserialize=wire.decode_get)
+                if session:
+                    cells = self._shm.cells(info, cells, _shards.sizes(read, shard),
+                                            header.shm_pin)
+                return cells
             except errors.TdockError as e:
                 self._shards = None  # it may be back at another address: listed again
-                return _shards.at_shard(by_id[shard], e)
+                self._end_session(info.address)
+                return _shards.at_shard(info, e)
 
         got = await asyncio.gather(*(read_one(shard) for shard in held))
         return _shards.gather(columns, read, dict(zip(held, got)), partial)
+
+    async def session(self, shard: _shards.ShardInfo) -> int:
+        """As tdock.Client.session."""
+        held = self._sessions.get(shard.address)
+        if held is not None:
+            return held[0]
+        call = self._attach_call(shard)
+        try:
+            event = await call.read()
+        except grpc.RpcError as e:
+            raise _shards.at_shard(shard, errors.from_rpc_error(e)) from None
+        if event is grpc.aio.EOF:
+            raise _shards.at_shard(shard, errors.Unavailable("its session ended at once"))
+        if shard.address in self._sessions:  # another task's came first
+            call.cancel()
+            return self._sessions[shard.address][0]
+        self._sessions[shard.address] = (event.session, call)
+        return event.session
+
+    async def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
+                      wait: float) -> dock_pb2.PutResponse:
+        """As tdock.Client.shm_put."""
+        prepared = await self.shard_call(shard, "Prepare", message.without_data(),
+                                         dock_pb2.PrepareResponse, extra_timeout=wait,
+                                         serialize=_raw)
+        self._shm.write(shard, prepared, message.columns)
+        return await self.shard_call(shard, "Put", message.without_data(prepared.extent),
+                                     dock_pb2.PutResponse, extra_timeout=wait, serialize=_raw)
 
     async def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -192,31 +228,35 @@ class Dock(_DockCalls):
         # Before the Put may add columns (and drop the spec).
         group_size = (await self.fetch_spec()).n_samples_per_prompt
         try:
-            payload, leased = self._put_request(await self.fetch_spec(), step, rows,
+            message, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
                                                 group_sizes, versions, reserved,
                                                 put_id=wire_id)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
-            payload, leased = self._put_request(await self.fetch_spec(), step, rows,
+            message, leased = self._put_request(await self.fetch_spec(), step, rows,
                                                 columns, ack, wait, keys, new_rows,
                                                 group_sizes, versions, reserved,
                                                 add_columns=True, put_id=wire_id)
             self._spec = None  # and those the Put adds
         try:
             shards = await self.client.shards()
+            self.client._shm.check(self.client.address, shards)
             if shards:
                 target = _shards.for_put(shards, self.name, step, rows, keys or [],
                                          group_size)
                 try:
-                    resp = await self.client.shard_call(target, "Put", payload,
-                                                        dock_pb2.PutResponse,
-                                                        extra_timeout=wait, serialize=_raw)
+                    if self.client._shm.uses(target):
+                        resp = await self.client.shm_put(target, message, wait)
+                    else:
+                        resp = await self.client.shard_call(target, "Put", message.encode(),
+                                                            dock_pb2.PutResponse,
+                                                            extra_timeout=wait, serialize=_raw)
                 except errors.Unavailable as e:
                     self.client._shards = None  # listed again by the next call
                     raise _shards.at_shard(target, e) from None
             else:
-                resp = await self.client.call("Put", payload, dock_pb2.PutResponse,
+                resp = await self.client.call("Put", message.encode(), dock_pb2.PutResponse,
                                               extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
@@ -230,6 +270,8 @@ class Dock(_DockCalls):
                   partial: bool = False) -> batch_mod.Batch:
         """As tdock.Dock.get; while it waits, the event loop runs on."""
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
+        if self.client.transport == "shm":  # before any row is handed out
+            self.client._shm.check(self.client.address, await self.client.shards())
         parts = await self.client.stream_call("GetStream", req, extra_timeout=wait,
                                               deserialize=wire.decode_get)
         header, columns = _joined(parts)

@@ -51,6 +51,8 @@ class Client(_Connection):
         self._open()  # gRPC connects when the first call needs it
 
     def close(self) -> None:
+        for address in list(self._sessions):
+            self._end_session(address)
         self._channel.close()
         for channel in self._shard_channels.values():
             channel.close()
@@ -109,10 +111,7 @@ class Client(_Connection):
         """One unary call of the Shard service at `shard`; with `future`, its
         grpc future (the caller turns its errors into tdock.errors)."""
         with self._lock:
-            channel = self._shard_channels.get(shard.address)
-            if channel is None:
-                channel = self._settings.open(shard.address, self._grpc)
-                self._shard_channels[shard.address] = channel
+            channel = self._shard_channel(shard)
             calls = self._shard_calls.setdefault(shard.address, {})
         fn = _stub(channel, calls, method, response_type, serialize, deserialize,
                    service=_shards.SHARD_SERVICE)
@@ -150,21 +149,70 @@ class Client(_Connection):
         if _shards.unknown(shards, read.by_shard):
             shards = self.shards(refresh=True)
         by_id = _shards.listed(dock, shards, read)
-        calls = {shard: self.shard_call(by_id[shard], "ReadCells",
-                                        _shards.read_request(dock, columns, read, shard),
-                                        serialize=_raw, deserialize=wire.decode_get,
-                                        future=True)
-                 for shard in read.by_shard}
+        calls, sessions = {}, {}
+        for shard in read.by_shard:
+            try:
+                if self._shm.uses(by_id[shard]):
+                    sessions[shard] = self.session(by_id[shard])
+                request = _shards.read_request(
+                    dock, columns, read, shard, sessions.get(shard, 0),
+                    self._shm.to_unpin(by_id[shard].address) if shard in sessions else ())
+                calls[shard] = self.shard_call(by_id[shard], "ReadCells", request,
+                                               serialize=_raw, deserialize=wire.decode_get,
+                                               future=True)
+            except errors.TdockError as e:
+                calls[shard] = e
         results = {}
         for shard, call in calls.items():
             try:
-                results[shard] = call.result()[1]
-            except grpc.RpcError as e:
-                results[shard] = _shards.at_shard(by_id[shard], errors.from_rpc_error(e))
+                if isinstance(call, errors.TdockError):
+                    raise call
+                try:
+                    header, cells = call.result()
+                except grpc.RpcError as e:
+                    raise errors.from_rpc_error(e) from None
+                if shard in sessions:
+                    cells = self._shm.cells(by_id[shard], cells, _shards.sizes(read, shard),
+                                            header.shm_pin)
+                results[shard] = cells
+            except errors.TdockError as e:
+                results[shard] = _shards.at_shard(by_id[shard], e)
                 # It may be back at another address: listed again next time.
                 with self._lock:
                     self._shards = None
+                    self._end_session(by_id[shard].address)
         return _shards.gather(columns, read, results, partial)
+
+    def session(self, shard: _shards.ShardInfo) -> int:
+        """The id of this client's session with `shard` (Shard.Attach), made
+        when first needed: it holds the pins of reads over shared memory."""
+        with self._lock:
+            held = self._sessions.get(shard.address)
+        if held is not None:
+            return held[0]
+        call = self._attach_call(shard)
+        try:
+            event = next(call)
+        except grpc.RpcError as e:
+            raise _shards.at_shard(shard, errors.from_rpc_error(e)) from None
+        with self._lock:
+            if shard.address in self._sessions:  # another thread's came first
+                call.cancel()
+                return self._sessions[shard.address][0]
+            self._sessions[shard.address] = (event.session, call)
+        return event.session
+
+    def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
+                wait: float) -> dock_pb2.PutResponse:
+        """A Put through `shard`'s shared memory: prepared (the shard takes
+        the cells' memory, waiting as a Put would), its bytes copied there,
+        then sent without them."""
+        prepared = self.shard_call(shard, "Prepare", message.without_data(),
+                                   dock_pb2.PrepareResponse, extra_timeout=wait,
+                                   serialize=_raw)
+        self._shm.write(shard, prepared, message.columns)
+        return self.shard_call(shard, "Put", message.without_data(prepared.extent),
+                               dock_pb2.PutResponse, extra_timeout=wait, serialize=_raw)
 
     def create_dock(self, spec: Any) -> "Dock":
         """Creates a dock from a dict, a DockSpec or a YAML file path (one
@@ -261,28 +309,33 @@ class Dock(_DockCalls):
         wire_id = _put_id(put_id)
         group_size = self.spec.n_samples_per_prompt  # before the Put may add columns
         try:
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
+            message, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved,
                                                 put_id=wire_id)
         except _UnknownColumn:
             self._spec = None  # a column added since the spec was fetched?
-            payload, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
+            message, leased = self._put_request(self.spec, step, rows, columns, ack, wait,
                                                 keys, new_rows, group_sizes, versions, reserved,
                                                 add_columns=True, put_id=wire_id)
             self._spec = None  # and those the Put adds
         try:
             shards = self.client.shards()
+            self.client._shm.check(self.client.address, shards)
             if shards:
                 target = _shards.for_put(shards, self.name, step, rows, keys or [],
                                          group_size)
                 try:
-                    resp = self.client.shard_call(target, "Put", payload, dock_pb2.PutResponse,
-                                                  extra_timeout=wait, serialize=_raw)
+                    if self.client._shm.uses(target):
+                        resp = self.client.shm_put(target, message, wait)
+                    else:
+                        resp = self.client.shard_call(target, "Put", message.encode(),
+                                                      dock_pb2.PutResponse, extra_timeout=wait,
+                                                      serialize=_raw)
                 except errors.Unavailable as e:
                     self.client._shards = None  # listed again by the next call
                     raise _shards.at_shard(target, e) from None
             else:
-                resp = self.client.call("Put", payload, dock_pb2.PutResponse,
+                resp = self.client.call("Put", message.encode(), dock_pb2.PutResponse,
                                         extra_timeout=wait, serialize=_raw)
         except errors.AlreadyExists as e:
             raise self._written_before(e, step, rows, leased) from None
@@ -309,6 +362,8 @@ class Dock(_DockCalls):
         `missing_rows` (and under its lease, if any: acknowledging it
         completes them too)."""
         req = self._get_request(consumer, rank, step, count, wait, round, replica)
+        if self.client.transport == "shm":  # before any row is handed out
+            self.client._shm.check(self.client.address, self.client.shards())
         # GetStream: the answer in parts of about 1 MiB, which grpcio takes in
         # faster than one large message (docs/benchmarks.md).
         parts = self.client.stream_call("GetStream", req, extra_timeout=wait,

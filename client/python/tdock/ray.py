@@ -278,7 +278,8 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
                   controller_node_id: str | None = None, num_cpus: float = 1,
                   detached: bool = False, client_options: dict | None = None,
                   timeout: float = 300.0,
-                  shard_data_dir: str | None = None) -> ClusterHandle:
+                  shard_data_dir: str | None = None,
+                  shm_dir: str | None = None) -> ClusterHandle:
     """Starts a sharded tdock on the Ray cluster (docs/scale-out.md): the
     controller in an actor named `name` (on controller_node_id if given; its
     journal in data_dir, its docks from config), and one shard on every
@@ -290,7 +291,10 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
     actor is started again whenever its process dies, on the same port of
     its node, and comes back from its journal; with shard_data_dir (each
     shard's cells in `<shard_data_dir>/<node id>` on its node), so is each
-    shard's, with its cells, as the same incarnation.
+    shard's, with its cells, as the same incarnation. With shm_dir (a tmpfs
+    directory on every node, e.g. /dev/shm: mind a container's small
+    default), each shard keeps its cells there, as shared memory its node's
+    tasks write and read without a socket (their transport auto or shm).
     Returns once every shard has registered. Other arguments as
     start_server's; errors as start_server's, and errors.Unavailable when no
     node takes a shard."""
@@ -319,7 +323,9 @@ def start_cluster(name: str = "tdock", *, namespace: str | None = None,
                 data_dir=(os.path.join(shard_data_dir, node_id)
                           if shard_data_dir is not None else None),
                 args=["--role=shard", f"--controller={controller.address}",
-                      f"--node={node_id}", *shard_args],
+                      f"--node={node_id}",
+                      *([f"--shm_dir={shm_dir}"] if shm_dir is not None else []),
+                      *shard_args],
                 node_id=node_id, num_cpus=0, detached=detached,
                 client_options=client_options, timeout=timeout,
                 max_restarts=-1 if shard_data_dir is not None else 0))

@@ -75,18 +75,43 @@ class PutColumn:
     nbytes: int
 
 
-def encode_put(header: dock_pb2.PutRequest, columns: Sequence[PutColumn]) -> bytes:
-    """A PutRequest: header fields, then each column with its data last."""
+def encode_put(header: dock_pb2.PutRequest, columns: Sequence[PutColumn],
+               data: bool = True) -> bytes:
+    """A PutRequest: header fields, then each column with its data last
+    (without `data`: the columns' offsets alone, for a Put whose bytes go
+    through a shard's shared memory)."""
     parts = [header.SerializeToString()]
     for col in columns:
         head = dock_pb2.PackedColumn(name=col.name, dtype=col.dtype,
                                      offsets=col.offsets.tolist())
         head_bytes = head.SerializeToString()
-        data_len = _varint(col.nbytes)
-        body_len = len(head_bytes) + 1 + len(data_len) + col.nbytes
+        nbytes = col.nbytes if data else 0
+        data_len = _varint(nbytes)
+        body_len = len(head_bytes) + 1 + len(data_len) + nbytes
         parts += [_DATA_TAG, _varint(body_len), head_bytes, _DATA_TAG, data_len]
-        parts += col.pieces
+        if data:
+            parts += col.pieces
     return b"".join(parts)
+
+
+@dataclass
+class PutMessage:
+    """A Put before it is encoded: its header and its columns."""
+    header: dock_pb2.PutRequest
+    columns: Sequence[PutColumn]
+
+    def encode(self) -> bytes:
+        return encode_put(self.header, self.columns)
+
+    def without_data(self, prepared_extent: int = 0) -> bytes:
+        """The Put without its columns' bytes: to prepare it at a shard, or
+        (with the extent the shard prepared) to send once they are written."""
+        header = self.header
+        if prepared_extent:
+            header = dock_pb2.PutRequest()
+            header.CopyFrom(self.header)
+            header.prepared_extent = prepared_extent
+        return encode_put(header, self.columns, data=False)
 
 
 @dataclass
@@ -126,6 +151,7 @@ def decode_get(payload: bytes) -> tuple[dock_pb2.GetResponse, list[WireColumn]]:
     pos = 0
     header_end = end
     columns = []
+    after = []  # header fields past the columns (numbered above them)
     while pos < end:
         tag, value_pos = _read_varint(buf, pos, end)
         if tag >> 3 == _DATA_FIELD and tag & 7 == _LEN:
@@ -136,9 +162,9 @@ def decode_get(payload: bytes) -> tuple[dock_pb2.GetResponse, list[WireColumn]]:
             header_end = min(header_end, pos)
             pos = col_pos + length
         else:
-            if columns:  # the server writes columns last
-                raise errors.Internal(
-                    f"malformed response: field {tag >> 3} after the columns")
-            pos = _skip(buf, value_pos, end, tag & 7)
-    header = dock_pb2.GetResponse.FromString(bytes(buf[:header_end]))
+            field_end = _skip(buf, value_pos, end, tag & 7)
+            if columns:
+                after.append(bytes(buf[pos:field_end]))
+            pos = field_end
+    header = dock_pb2.GetResponse.FromString(bytes(buf[:header_end]) + b"".join(after))
     return header, columns
