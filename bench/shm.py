@@ -2,7 +2,8 @@
 
     PYTHONPATH=build/python .venv-test/bin/python bench/shm.py \
         --server build/server/tdock-server [--mib 256] [--row_kib 256] \
-        [--rows_per_call 16] [--rounds 3] [--shard_mib 256]
+        [--rows_per_call 16] [--rounds 3] [--shard_mib 256] \
+        [--compare_bin build-bench/bench/compare/tdock_compare]
 
 One controller and one shard (--shm_dir=/dev/shm, --shard_memory_limit_mb
 --shard_mib) on loopback; one Python
@@ -19,12 +20,25 @@ order reversed each round). It reports per transport, medians over rounds:
 
 and one iperf3 stream on loopback, measured in the same run, for scale
 (docs/scale-out.md, "Same-host shared memory").
+
+With --compare_bin (bench/compare's tdock_compare), the C++ client and the
+Python clients (bench/compare/compare.py: blocking and asyncio) then run
+bench/compare's workload ("small": 1,024 rows x 9 columns x 8,192 float32,
+64-row calls) through the same controller and shard, with TDOCK_TRANSPORT
+shm and grpc, and it reports each one's median GB/s: the Python clients
+against the C++ one on each path.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -62,6 +76,32 @@ def one_pass(address: str, transport: str, dock_name: str, args) -> dict:
             "get_copy": payload / (get_s + copy_s) / 1e9}
 
 
+def compare_clients(address: str, binary: str, passes: int) -> None:
+    """bench/compare's C++ and Python clients through `address`, over each
+    transport: median GB/s of each."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare", "compare.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        for transport in ("shm", "grpc"):
+            out = os.path.join(tmp, f"{transport}.jsonl")
+            env = dict(os.environ, TDOCK_TRANSPORT=transport)
+            for command in ([binary, f"--tdock={address}", "--shapes=small",
+                             f"--passes={passes}", f"--out={out}"],
+                            [sys.executable, script, f"--tdock={address}", "--shapes=small",
+                             f"--passes={passes}", f"--out={out}"]):
+                subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            runs = collections.defaultdict(list)
+            with open(out) as f:
+                for line in f:
+                    r = json.loads(line)
+                    runs[(r["client"], r["contender"], r["direction"])].append(
+                        r["bytes"] / r["seconds"] / 1e9)
+            cpp = {d: statistics.median(runs[("cpp", "tdock", d)]) for d in ("put", "get")}
+            for (client, contender, direction), gbps in sorted(runs.items()):
+                med = statistics.median(gbps)
+                print(f"{transport:<5} {client:<7} {contender:<10} {direction:<4} {med:6.2f} GB/s"
+                      f"   x C++ {med / cpp[direction]:.2f}")
+
+
 def dock_spec(name: str, args) -> dict:
     return {"name": name, "num_prompts": args.rows_per_call * 4, "n_samples_per_prompt": 1,
             "steps_in_flight": 2,
@@ -79,6 +119,10 @@ def main() -> None:
     parser.add_argument("--shard_mib", type=int, default=256,
                         help="the shard's memory limit: released cells give way to Puts "
                              "past it, so its chunks are reused (warm)")
+    parser.add_argument("--compare_bin", default=None,
+                        help="bench/compare's tdock_compare: C++ and Python clients on "
+                             "bench/compare's workload, each transport")
+    parser.add_argument("--compare_passes", type=int, default=5)
     args = parser.parse_args()
 
     controller = tdock.server.LocalServer(binary=args.server, args=["--role=controller"]).start()
@@ -100,6 +144,9 @@ def main() -> None:
                         run = one_pass(controller.address, transport, name, args)
                         client.delete_dock(name)
                     results[transport].append(run)
+        if args.compare_bin:
+            print("bench/compare's workload (small), median GB/s:")
+            compare_clients(controller.address, args.compare_bin, args.compare_passes)
     finally:
         shard.stop()
         controller.stop()

@@ -80,6 +80,12 @@ struct ClientOptions {
   // often (its backoff grows to this). Each Client has its own connection:
   // a new one never waits out another's backoff. Default: 0.5 s.
   absl::Duration max_reconnect_backoff = absl::Milliseconds(500);
+  // How data moves with a controller's shards (docs/scale-out.md, "Same-host
+  // shared memory"): "auto" (shared memory with each shard on this host
+  // started with --shm_dir, gRPC with the others), "grpc", or "shm" (every
+  // shard must share this host's memory: FAILED_PRECONDITION otherwise,
+  // before anything is sent). Empty: TDOCK_TRANSPORT, else "auto".
+  std::string transport;
 };
 
 // One column of a Put, owning its packed bytes (or borrowing them: see View).

@@ -19,8 +19,10 @@
 
 namespace tdock {
 
-Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
+Client::Impl::Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+                   internal::Transport transport)
     : options(std::move(options)),
+      transport(transport),
       channel(std::move(channel)),
       stub(v1::Dock::NewStub(this->channel)),
       health(grpc::health::v1::Health::NewStub(this->channel)),
@@ -72,8 +74,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   if (options.token.empty()) {
     if (const char* env = std::getenv("TDOCK_TOKEN"); env != nullptr) options.token = env;
   }
+  TDOCK_ASSIGN_OR_RETURN(const internal::Transport transport,
+                         internal::ParseTransport(options.transport));
   TDOCK_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, OpenChannel(options));
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(channel), transport);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

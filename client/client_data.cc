@@ -86,7 +86,9 @@ grpc::ByteBuffer ToByteBuffer(const bulk::Encoded& encoded, BorrowTracker* track
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-bulk::Encoded EncodePut(const ClientPut& put) {
+// The PutRequest of `put`; without `data`, its columns' offsets alone (a
+// Put through a shard's shared memory), naming `prepared_extent` if given.
+bulk::Encoded EncodePut(const ClientPut& put, bool data = true, uint64_t prepared_extent = 0) {
   v1::PutRequest header;
   header.set_dock(put.dock);
   header.set_step(put.step);
@@ -99,6 +101,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
   header.mutable_versions()->Assign(put.versions.begin(), put.versions.end());
   header.set_reservation(put.reservation);
   header.set_put_id(put.put_id);
+  header.set_prepared_extent(prepared_extent);
   for (const ColumnSpec& column : put.new_columns) *header.add_new_columns() = ToProto(column);
   std::vector<PackedColumn> columns;
   columns.reserve(put.columns.size());
@@ -106,7 +109,7 @@ bulk::Encoded EncodePut(const ClientPut& put) {
     columns.push_back({.name = column.name,
                        .dtype = column.dtype,
                        .offsets = column.offsets,
-                       .segments = {column.bytes()}});
+                       .segments = {data ? column.bytes() : ByteSpan()}});
   }
   return bulk::EncodePut(header, columns);
 }
@@ -173,7 +176,43 @@ v1::GetRequest ToGetRequest(const ClientGet& get) {
 
 }  // namespace
 
+template <typename Response>
+absl::Status Client::Impl::SendPut(grpc::TemplatedGenericStub<grpc::ByteBuffer, Response>& stub,
+                                   const char* method, const bulk::Encoded& encoded,
+                                   absl::Duration wait, Response* response) const {
+  grpc::Status status;
+  BorrowTracker tracker;
+  {
+    // The context (and with it the call) and the request go out of scope
+    // before waiting, so gRPC drops the borrowed slices on this thread.
+    grpc::ClientContext context;
+    SetDeadline(&context, wait);
+    const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
+    status = internal::UnaryCall(stub, method, &context, request, response);
+  }
+  tracker.AwaitReleased();
+  return FromGrpcStatus(status);
+}
+
 absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
+  // To a controller's shard (through its shared memory, or its socket), or
+  // to the server.
+  TDOCK_ASSIGN_OR_RETURN(const Impl::Shards shards, impl_->ListShards());
+  TDOCK_RETURN_IF_ERROR(impl_->CheckTransport(shards));
+  auto* put_stub = &impl_->put_stub;
+  const char* put_method = "/tdock.v1.Dock/Put";
+  if (!shards.empty()) {
+    const Impl::Shard& target = Impl::ShardForPut(shards, put);
+    if (target.shm != nullptr) {
+      TDOCK_ASSIGN_OR_RETURN(const v1::PutResponse shm_response, impl_->ShmPut(target, put));
+      return PutAck{.rows = shm_response.rows(),
+                    .bytes = shm_response.bytes(),
+                    .assigned = {shm_response.assigned().begin(), shm_response.assigned().end()},
+                    .replayed = shm_response.replayed()};
+    }
+    put_stub = target.put_stub.get();
+    put_method = "/tdock.v1.Shard/Put";
+  }
   const bulk::Encoded encoded = EncodePut(put);
   if (encoded.size() > impl_->options.max_message_bytes) {
     return CapacityError(absl::StrCat(
@@ -181,35 +220,47 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
         encoded.size(), " bytes exceeds max_message_bytes ",
         impl_->options.max_message_bytes, "; split the rows over several puts"));
   }
-  // To a controller's shard, or to the server.
-  TDOCK_ASSIGN_OR_RETURN(const Impl::Shards shards, impl_->ListShards());
-  auto* put_stub = &impl_->put_stub;
-  const char* put_method = "/tdock.v1.Dock/Put";
-  if (!shards.empty()) {
-    put_stub = Impl::ShardForPut(shards, put).put_stub.get();
-    put_method = "/tdock.v1.Shard/Put";
-  }
   v1::PutResponse response;
-  grpc::Status status;
-  BorrowTracker tracker;
-  {
-    // The context (and with it the call) and the request go out of scope
-    // before waiting, so gRPC drops the borrowed slices on this thread.
-    grpc::ClientContext context;
-    impl_->SetDeadline(&context, put.wait);
-    const grpc::ByteBuffer request = ToByteBuffer(encoded, &tracker);
-    status = internal::UnaryCall(*put_stub, put_method, &context, request, &response);
-  }
-  tracker.AwaitReleased();
-  TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
+  TDOCK_RETURN_IF_ERROR(impl_->SendPut(*put_stub, put_method, encoded, put.wait, &response));
   return PutAck{.rows = response.rows(),
                 .bytes = response.bytes(),
                 .assigned = {response.assigned().begin(), response.assigned().end()},
                 .replayed = response.replayed()};
 }
 
+absl::StatusOr<v1::PutResponse> Client::Impl::ShmPut(const Shard& shard,
+                                                     const ClientPut& put) const {
+  // Pins of reads waiting to go back go first: the memory they hold may be
+  // what the Put needs.
+  if (auto [session, pins] = shard.shm->TakeSessionUnpins(); session != 0 && !pins.empty()) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::UnpinRequest request;
+    request.set_session(session);
+    request.mutable_pins()->Assign(pins.begin(), pins.end());
+    v1::UnpinResponse response;
+    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
+        v1::Shard::NewStub(shard.channel)->Unpin(&context, request, &response)));
+  }
+  v1::PrepareResponse prepared;
+  TDOCK_RETURN_IF_ERROR(SendPut(*shard.prepare_stub, "/tdock.v1.Shard/Prepare",
+                                EncodePut(put, /*data=*/false), put.wait, &prepared));
+  std::vector<ByteSpan> columns;
+  for (const ClientColumn& column : put.columns) columns.push_back(column.bytes());
+  TDOCK_RETURN_IF_ERROR(shard.shm->Write(prepared, columns));
+  v1::PutResponse response;
+  TDOCK_RETURN_IF_ERROR(SendPut(*shard.put_stub, "/tdock.v1.Shard/Put",
+                                EncodePut(put, /*data=*/false, prepared.extent()), put.wait,
+                                &response));
+  return response;
+}
+
 absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
   const v1::GetRequest request = ToGetRequest(get);
+  if (impl_->transport == internal::Transport::kShm) {  // before any row is handed out
+    TDOCK_ASSIGN_OR_RETURN(const Impl::Shards shards, impl_->ListShards());
+    TDOCK_RETURN_IF_ERROR(impl_->CheckTransport(shards));
+  }
   grpc::ByteBuffer request_bytes;
   bool own_buffer = false;
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(grpc::SerializationTraits<v1::GetRequest>::Serialize(

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "client/buffer_pool.h"
 #include "client/client.h"
+#include "client/client_shm.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/completion_queue.h"
@@ -23,6 +24,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "proto/tdock/v1/bulk.h"
 #include "tdock/v1/dock.grpc.pb.h"
 
 namespace tdock {
@@ -55,7 +57,8 @@ inline grpc::Status UnaryCall(grpc::TemplatedGenericStub<Request, Response>& stu
 
 class Client::Impl final {
  public:
-  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  Impl(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+       internal::Transport transport);
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
@@ -71,6 +74,7 @@ class Client::Impl final {
 
   // Constant after construction.
   const ClientOptions options;
+  const internal::Transport transport;
   const std::string authorization = "Bearer " + options.token;
   const std::shared_ptr<grpc::Channel> channel;
   const std::unique_ptr<v1::Dock::Stub> stub;
@@ -94,6 +98,13 @@ class Client::Impl final {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>> put_stub;
     std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>> read_stub;
+    std::unique_ptr<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PrepareResponse>>
+        prepare_stub;
+    // Its shared memory, when this client uses it (the transport and the
+    // shard allow); else null.
+    std::shared_ptr<internal::ShmShard> shm;
+    std::string shm_prefix;
+    std::string shm_unusable;  // why its memory is not shared here (empty: it is)
   };
   using Shards = std::vector<std::shared_ptr<const Shard>>;
   // The controller's shards; empty for a standalone server. Listed when data
@@ -104,6 +115,18 @@ class Client::Impl final {
   // its first row or key) picks among those not away (among all when every
   // one is). REQUIRES: `shards` is not empty.
   static const Shard& ShardForPut(const Shards& shards, const ClientPut& put);
+  // FAILED_PRECONDITION when the transport is shm and the server is
+  // standalone (no `shards`) or a shard does not share this host's memory.
+  absl::Status CheckTransport(const Shards& shards) const;
+  // A Put through `shard`'s shared memory: prepared, its bytes copied
+  // there, then sent without them.
+  absl::StatusOr<v1::PutResponse> ShmPut(const Shard& shard, const ClientPut& put) const;
+  // One unary call of a Put's bytes (a Put, or a Prepare) to `stub`, with
+  // the Put's `wait` added to its deadline.
+  template <typename Response>
+  absl::Status SendPut(grpc::TemplatedGenericStub<grpc::ByteBuffer, Response>& stub,
+                       const char* method, const bulk::Encoded& encoded, absl::Duration wait,
+                       Response* response) const;
   // A controller's batch (cell_locations) with its cells: each column's
   // locations read from the shards holding them, one call a shard, all at once, and the
   // batch's columns replaced by their cells in one buffer from the pool.

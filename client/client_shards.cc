@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/base/internal/endian.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -77,6 +78,28 @@ absl::StatusOr<Client::Impl::Shards> Client::Impl::ListShards(bool refresh) cons
       shard->read_stub =
           std::make_unique<grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer>>(
               shard_channel);
+      shard->prepare_stub =
+          std::make_unique<grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PrepareResponse>>(
+              shard_channel);
+      shard->shm_unusable = internal::ShmUnusable(info.shm_prefix());
+      if (transport != internal::Transport::kGrpc && shard->shm_unusable.empty()) {
+        // The same shard (its prefix) keeps its mappings and session.
+        std::shared_ptr<internal::ShmShard> known;
+        {
+          absl::MutexLock lock(&shards_mu_);
+          if (shards_.has_value()) {
+            for (const auto& former : *shards_) {
+              if (former->shm != nullptr && former->id == info.id() &&
+                  former->shm_prefix == info.shm_prefix()) {
+                known = former->shm;
+              }
+            }
+          }
+        }
+        shard->shm = known != nullptr ? known
+                                      : std::make_shared<internal::ShmShard>(info.shm_prefix());
+      }
+      shard->shm_prefix = info.shm_prefix();
       shard->channel = std::move(shard_channel);
       listed.push_back(std::move(shard));
     }
@@ -102,6 +125,24 @@ const Client::Impl::Shard& Client::Impl::ShardForPut(const Shards& shards,
   }
   if (live.empty()) return *shards[hash % shards.size()];
   return *live[hash % live.size()];
+}
+
+absl::Status Client::Impl::CheckTransport(const Shards& shards) const {
+  if (transport != internal::Transport::kShm) return absl::OkStatus();
+  if (shards.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transport 'shm': ", options.address, " is a standalone server; shared memory is a "
+        "shard's (tdock-server --role=shard --shm_dir=/dev/shm)"));
+  }
+  for (const auto& shard : shards) {
+    if (!shard->shm_unusable.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "transport 'shm': shard ", shard->id, " at ", shard->address, " (node ", shard->node,
+          ") ", shard->shm_unusable, "; use transport 'auto' or 'grpc' for shards on other "
+          "hosts"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Client::Impl::ReadCells(const std::string& what, const std::string& dock,
@@ -160,6 +201,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     grpc::ByteBuffer response;
     grpc::Status status;
     std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call;
+    internal::ShmShard* shm = nullptr;  // read through the shard's shared memory
   };
   grpc::CompletionQueue cq;  // outlives the calls
   std::vector<std::unique_ptr<ShardRead>> reads;
@@ -181,6 +223,20 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     auto read = std::make_unique<ShardRead>();
     read->id = id;
     read->positions = &positions;
+    if (internal::ShmShard* shm = listed[id]->shm.get(); shm != nullptr) {
+      absl::StatusOr<uint64_t> session =
+          shm->Session(listed[id]->channel, options.token.empty() ? "" : authorization);
+      if (!session.ok()) {
+        prepared = absl::Status(session.status().code(),
+                                absl::StrCat(what, ": opening a session with shard ", id, " at ",
+                                             listed[id]->address, ": ",
+                                             session.status().message()));
+        break;
+      }
+      request.set_shm_session(*session);
+      for (uint64_t pin : shm->TakeUnpins()) request.add_unpin(pin);
+      read->shm = shm;
+    }
     bool own_buffer = false;
     prepared = FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
         request, &read->request, &own_buffer));
@@ -210,6 +266,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
         absl::MutexLock lock(&shards_mu_);
         shards_.reset();
       }
+      if (read->shm != nullptr) read->shm->EndSession();
       const absl::Status failed = FromGrpcStatus(read->status);
       return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
                                                       listed[id]->address, ": ",
@@ -224,6 +281,35 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     absl::StatusOr<bulk::Decoded<v1::GetResponse>> got = bulk::DecodeBatch(spans);
     if (!got.ok() || got->columns.size() != batch.columns.size()) {
       return absl::InternalError(absl::StrCat(what, ": malformed answer from shard ", id));
+    }
+    if (read->shm != nullptr) {
+      // Where each cell is: copied out, then the pin goes back.
+      for (size_t c = 0; c < batch.columns.size(); ++c) {
+        const PackedColumn& records = got->columns[c];
+        if (records.data_bytes() != static_cast<int64_t>(positions[c].size()) * 16) {
+          return absl::InternalError(absl::StrCat(what, ": shard ", id, " named ",
+                                                  records.data_bytes() / 16, " cells of column '",
+                                                  batch.columns[c].name, "', ",
+                                                  positions[c].size(), " were asked"));
+        }
+        for (size_t i = 0; i < positions[c].size(); ++i) {
+          const size_t r = positions[c][i];
+          const size_t size = static_cast<size_t>(where[c][r].bytes);
+          if (size == 0) continue;
+          char record[16];
+          CopyFromSegments(records.segments, static_cast<int64_t>(i) * 16, 16, record);
+          const absl::Status copied = read->shm->CopyOut(
+              absl::little_endian::Load64(record), absl::little_endian::Load64(record + 8), size,
+              buffer.get() + starts[c][r]);
+          if (!copied.ok()) {
+            read->shm->EndSession();
+            return absl::Status(copied.code(), absl::StrCat(what, ": reading shard ", id, ": ",
+                                                            copied.message()));
+          }
+        }
+      }
+      read->shm->Unpin(got->header.shm_pin());
+      continue;
     }
     for (size_t c = 0; c < batch.columns.size(); ++c) {
       int64_t pos = 0;

@@ -60,6 +60,12 @@ ServeMetrics::ServeMetrics(prometheus::Registry& registry)
                        .Register(registry)),
       shm_payload_in_(shm_payload_.Add({{"direction", "in"}})),
       shm_payload_out_(shm_payload_.Add({{"direction", "out"}})),
+      shm_pins_(prometheus::BuildGauge()
+                    .Name("tdock_shm_pins")
+                    .Help("Reads of a shard's shared memory whose cells it keeps for their "
+                          "readers (their views alive, or not yet given back).")
+                    .Register(registry)
+                    .Add({})),
       shards_lost_(prometheus::BuildCounter()
                        .Name("tdock_shards_lost_total")
                        .Help("Shards this controller declared lost (not heard from for "
@@ -98,6 +104,10 @@ void ServeMetrics::OnPayload(int64_t in_bytes, int64_t out_bytes) {
 void ServeMetrics::OnShmPayload(int64_t in_bytes, int64_t out_bytes) {
   if (in_bytes > 0) shm_payload_in_.Increment(static_cast<double>(in_bytes));
   if (out_bytes > 0) shm_payload_out_.Increment(static_cast<double>(out_bytes));
+}
+
+void ServeMetrics::OnShmPins(int64_t change) {
+  shm_pins_.Increment(static_cast<double>(change));
 }
 
 ServeMetrics::Series& ServeMetrics::Find(std::string_view dock,

@@ -36,6 +36,7 @@ class ServeMetrics final : public ServiceObserver {
   void OnGetServed(const ServedGet& get) override;
   void OnPayload(int64_t in_bytes, int64_t out_bytes) override;
   void OnShmPayload(int64_t in_bytes, int64_t out_bytes) override;
+  void OnShmPins(int64_t change) override;
   void OnShardLost() override;
   void OnShardWait(ShardWait reason) override;
   void OnStepFeed(bool live) override;
@@ -70,6 +71,8 @@ class ServeMetrics final : public ServiceObserver {
   prometheus::Family<prometheus::Counter>& shm_payload_;
   prometheus::Counter& shm_payload_in_;
   prometheus::Counter& shm_payload_out_;
+  // tdock_shm_pins: readers' pins a shard holds.
+  prometheus::Gauge& shm_pins_;
   // tdock_shards_lost_total: a controller's shards declared lost.
   prometheus::Counter& shards_lost_;
   // tdock_shard_put_waits_total{reason="admission"|"memory"}: Puts that

@@ -41,6 +41,8 @@ class ServiceObserver {
   // Of those, the bytes a shard's same-host clients wrote or read in its
   // shared memory (no socket crossed).
   virtual void OnShmPayload(int64_t in_bytes, int64_t out_bytes) {}
+  // Readers' pins of a shard's shared memory taken (+) or given back (-).
+  virtual void OnShmPins(int64_t change) {}
   // A controller declared one of its shards lost.
   virtual void OnShardLost() {}
   // Why a Put waits at a shard rather than at its controller.

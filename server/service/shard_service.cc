@@ -1,6 +1,7 @@
 #include "server/service/shard_service.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -107,7 +108,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     if (header.prepared_extent() != 0) {
       // Its bytes are in place (it waited when it was prepared).
       absl::StatusOr<shard::ShardStore::Staged> filled = service_->store_->Fill(
-          header.prepared_extent(), header.dock(), put_.columns, items_);
+          header.prepared_extent(), header.dock(), step, put_.columns, items_);
       if (filled.status().code() == absl::StatusCode::kInvalidArgument) {
         service_->store_->Abort(header.prepared_extent());
       }
@@ -372,7 +373,13 @@ ShardService::ShardService(shard::ShardStore* store, std::shared_ptr<grpc::Chann
       limits_(limits),
       observer_(observer),
       shm_(std::move(shm)),
-      retry_(timers_.NewAlarm([this] { RetryWaiting(); })) {}
+      retry_(timers_.NewAlarm([this] { RetryWaiting(); })) {
+  std::random_device random;
+  tdock::MutexLock lock(&sessions_mu_);
+  // Below 2^62: never wraps to 0 (no session).
+  next_session_ = ((uint64_t{random()} << 32 | random()) >> 2) + 1;
+  next_pin_ = ((uint64_t{random()} << 32 | random()) >> 2) + 1;
+}
 
 ShardService::~ShardService() { EndSessions(); }
 
@@ -435,6 +442,9 @@ void ShardService::SessionEnded(uint64_t session) {
   if (it == sessions_.end()) return;
   ended = std::move(it->second);
   sessions_.erase(it);
+  if (observer_ != nullptr && !ended.pins.empty()) {
+    observer_->OnShmPins(-static_cast<int64_t>(ended.pins.size()));
+  }
 }
 
 void ShardService::EndSessions() {
@@ -456,6 +466,9 @@ void ShardService::LetGo(uint64_t session, absl::Span<const uint64_t> unpin) {
     if (held == it->second.pins.end()) continue;
     freed.push_back(std::move(held->second));
     it->second.pins.erase(held);
+  }
+  if (observer_ != nullptr && !freed.empty()) {
+    observer_->OnShmPins(-static_cast<int64_t>(freed.size()));
   }
 }
 
@@ -685,9 +698,10 @@ absl::Status ShardService::ShmReadCells(const v1::ReadCellsRequest& read,
           "ReadCells on dock '", read.dock(), "': shard ", store_->shard(),
           " has no session ", read.shm_session(), " (it ended: attach again)"));
     }
-    const uint64_t pin = it->second.next_pin++;
+    const uint64_t pin = next_pin_++;
     it->second.pins[pin] = std::move(pins);
     answer.set_shm_pin(pin);
+    if (observer_ != nullptr) observer_->OnShmPins(1);
   }
   if (observer_ != nullptr) {
     observer_->OnPayload(0, sent);

@@ -166,11 +166,14 @@ class ShardService final
   // Readers' sessions over shared memory, and the cells each pins.
   struct SessionPins {
     Session* stream = nullptr;
-    uint64_t next_pin = 1;
     absl::flat_hash_map<uint64_t, std::vector<std::shared_ptr<const void>>> pins;
   };
   tdock::Mutex sessions_mu_;
-  uint64_t next_session_ ABSL_GUARDED_BY(sessions_mu_) = 1;
+  // Sessions and pins are numbered from a random start, pins across
+  // sessions: a pin of a session gone (of this process or one before),
+  // given back in another, names none of its pins.
+  uint64_t next_session_ ABSL_GUARDED_BY(sessions_mu_);
+  uint64_t next_pin_ ABSL_GUARDED_BY(sessions_mu_);
   bool sessions_ended_ ABSL_GUARDED_BY(sessions_mu_) = false;
   absl::flat_hash_map<uint64_t, SessionPins> sessions_ ABSL_GUARDED_BY(sessions_mu_);
 

@@ -174,6 +174,7 @@ absl::StatusOr<ShardStore::Prepared> ShardStore::Prepare(const std::string& dock
 }
 
 absl::StatusOr<ShardStore::Staged> ShardStore::Fill(uint64_t extent, const std::string& dock,
+                                                    std::optional<int64_t> step,
                                                     absl::Span<const PackedColumn> columns,
                                                     absl::Span<const int64_t> item_bytes) {
   if (columns.size() != item_bytes.size()) {
@@ -188,6 +189,17 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Fill(uint64_t extent, const std::
         "' (filled already, released, or prepared by another shard)"));
   }
   Extent& held = it->second;
+  if (held.free_at != absl::InfiniteFuture()) {
+    return Refuse(Refusal::kReleased,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "dock '", dock, "' step ", held.step, " was released: shard ", shard_,
+                      " takes no Put of it")));
+  }
+  if (held.step != step.value_or(-1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Put ", extent, " was prepared for step ", held.step, " (-1: a reservation's), not ",
+        step.value_or(-1)));
+  }
   Staged staged{extent, {}};
   size_t cell = 0;
   for (size_t i = 0; i < columns.size(); ++i) {
@@ -484,11 +496,11 @@ void ShardStore::Sweep() {
 }
 
 void ShardStore::Retire(const std::string& dock, std::optional<int64_t> step) {
-  const absl::Time free_at = clock_->Now() + read_grace_;
+  const absl::Time now = clock_->Now();
   for (auto& [id, extent] : extents_) {
     if (extent.dock == dock && (!step.has_value() || extent.step == *step) &&
         extent.free_at == absl::InfiniteFuture()) {
-      extent.free_at = free_at;
+      extent.free_at = now + (extent.prepared ? std::max(read_grace_, kPreparedHold) : read_grace_);
     }
   }
 }
@@ -496,8 +508,11 @@ void ShardStore::Retire(const std::string& dock, std::optional<int64_t> step) {
 std::vector<ShardStore::Extent> ShardStore::TakeRetired(absl::Time by) {
   std::vector<Extent> out;
   std::vector<uint64_t> ids;
+  const absl::Time now = clock_->Now();
   for (auto it = extents_.begin(); it != extents_.end();) {
-    if (it->second.free_at != absl::InfiniteFuture() && it->second.free_at <= by) {
+    // A prepared one's writer may be copying into it: only its time frees it.
+    const absl::Time due = it->second.prepared ? std::min(by, now) : by;
+    if (it->second.free_at != absl::InfiniteFuture() && it->second.free_at <= due) {
       ids.push_back(it->first);
       out.push_back(std::move(it->second));
       extents_.erase(it++);

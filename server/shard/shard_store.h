@@ -109,14 +109,21 @@ class ShardStore final {
   absl::StatusOr<Prepared> Prepare(const std::string& dock, std::optional<int64_t> step,
                                    absl::Span<const PackedColumn> columns,
                                    absl::Span<const int64_t> item_bytes);
-  // The writer has put the bytes of the Put `columns` (offsets only) in
-  // the regions of the prepared `extent`: it is staged, as Stage leaves a
-  // Put. NOT_FOUND if `extent` is not prepared here (for `dock`);
-  // INVALID_ARGUMENT, the extent kept, if the columns' cells are not those
-  // it was prepared for.
+  // The writer has put the bytes of the Put `columns` (offsets only) of
+  // `step` (nullopt: a reservation's) in the regions of the prepared
+  // `extent`: it is staged, as Stage leaves a Put. NOT_FOUND if `extent` is
+  // not prepared here (for `dock`); FAILED_PRECONDITION if its step was
+  // released meanwhile; INVALID_ARGUMENT (nothing changed) if the Put is of
+  // another step or other cells than it was prepared for.
+  //
+  // A prepared extent whose step is released stays (unreadable) for at
+  // least kPreparedHold, however short the memory: its writer may still be
+  // copying into it.
   absl::StatusOr<Staged> Fill(uint64_t extent, const std::string& dock,
+                              std::optional<int64_t> step,
                               absl::Span<const PackedColumn> columns,
                               absl::Span<const int64_t> item_bytes);
+  static constexpr absl::Duration kPreparedHold = absl::Seconds(60);
   // The controller stored the staged Put `extent` in `step` (a Put naming a
   // reservation learns its step from the controller): its cells are
   // readable, and freed with that step (retired at once if that step was

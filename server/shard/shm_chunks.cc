@@ -63,16 +63,19 @@ absl::StatusOr<std::shared_ptr<ShmChunks>> ShmChunks::Open(const std::string& di
   const uint64_t nonce = (uint64_t{random()} << 32) | random();
   const std::string prefix = absl::StrFormat("%s/tdock-shard%d-%016x", dir, shard, nonce);
   const std::string lock = absl::StrCat(prefix, kLock);
-  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Locked under another name, then named: a shard starting meanwhile never
+  // sees this lock file unheld (and takes it for a dead shard's).
+  const std::string unnamed = absl::StrCat(prefix, ".new");
+  const int fd = open(unnamed.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--shm_dir '", dir, "': cannot make ", lock, ": ", Errno(),
+        "--shm_dir '", dir, "': cannot make ", unnamed, ": ", Errno(),
         " (a tmpfs directory this shard can write, or --shm_dir= for none)"));
   }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 || rename(unnamed.c_str(), lock.c_str()) != 0) {
     const std::string why = Errno();
     close(fd);
-    unlink(lock.c_str());
+    unlink(unnamed.c_str());
     return absl::FailedPreconditionError(
         absl::StrCat("--shm_dir '", dir, "': cannot lock ", lock, ": ", why));
   }

@@ -3,6 +3,9 @@
 // cells are on both shards come back as from a standalone server, each
 // column one 64-byte-aligned segment (a uint8 column before an int32 one);
 // a controller that lists no shards yet is Unavailable, and listed again.
+// Through shards' shared memory (transport shm), Puts and Gets carry no
+// payload over their sockets, and come back the same; shm is refused where
+// the memory is not shared, and a transport that is none is refused.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -34,12 +37,14 @@ class ClientScaleOutTest : public ::testing::Test {
     controller_->Shutdown();
   }
   std::string Address() const { return absl::StrCat("127.0.0.1:", controller_->port()); }
-  void StartShards() {
+  // With `shm_dir`, their cells in shared memory there.
+  void StartShards(const std::string& shm_dir = "") {
     for (uint64_t id : {1, 2}) {
       ServerOptions options{.role = ServerRole::kShard, .listen = "127.0.0.1:0"};
       options.shard.controller = Address();
       options.shard.id = id;
       options.shard.node = absl::StrCat("node-", id);
+      options.shard.shm_dir = shm_dir;
       shards_.push_back(std::make_unique<Server>(options));
       ASSERT_OK(shards_.back()->Start());
     }
@@ -126,6 +131,73 @@ TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
   shards_[1]->Shutdown();
   EXPECT_STATUS(client_->Read("both", 1, {0, 1}, {"ids"}).status(),
                 absl::StatusCode::kUnavailable, "reading shard 2 at 127.0.0.1:");
+}
+
+TEST_F(ClientScaleOutTest, ThroughSharedMemoryNoPayloadCrossesASocket) {
+  std::string dir = ::testing::TempDir() + "/tdock_client_shm_XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  StartShards(dir);
+  // Messages of 4 KiB at most: 64 KiB rows go only through shared memory.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> shm,
+                       Client::Connect({.address = Address(),
+                                        .timeout = absl::Seconds(20),
+                                        .max_message_bytes = 4096,
+                                        .transport = "shm"}));
+  DockSpec spec;
+  spec.name = "shm";
+  spec.num_prompts = 4;
+  spec.columns = {{"x", DType::kFloat32, {}, 0, false}};
+  spec.consumers = {{"all", {"x"}, 4, 1, false, Policy::kFifo, 0}};
+  ASSERT_OK(shm->CreateDock(spec).status());
+  const auto row = [](int64_t r) {
+    std::vector<float> values(16384);
+    for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(r * 100000 + k);
+    return values;
+  };
+  for (int64_t r = 0; r < 4; ++r) {
+    setenv("TDOCK_NODE", r < 2 ? "node-1" : "node-2", 1);
+    ClientPut put{.dock = "shm", .step = 0, .rows = {r}};
+    put.columns.push_back(ClientColumn::FromRows<float>("x", DType::kFloat32, {row(r)}));
+    ASSERT_OK(shm->Put(put).status());
+  }
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch, shm->Get({.dock = "shm", .consumer = "all"}));
+  ASSERT_EQ(batch.rows.size(), 4u);
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    EXPECT_EQ(batch.Row<float>(*batch.column("x"), static_cast<int64_t>(i)), row(batch.rows[i]));
+  }
+  // The same Put over gRPC does not fit the client's messages.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> grpc,
+                       Client::Connect({.address = Address(),
+                                        .timeout = absl::Seconds(20),
+                                        .max_message_bytes = 4096,
+                                        .transport = "grpc"}));
+  ClientPut put{.dock = "shm", .step = 1, .rows = {0}};
+  put.columns.push_back(ClientColumn::FromRows<float>("x", DType::kFloat32, {row(0)}));
+  EXPECT_STATUS(grpc->Put(put).status(), absl::StatusCode::kResourceExhausted,
+                "exceeds max_message_bytes");
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+}
+
+TEST_F(ClientScaleOutTest, TransportShmIsRefusedWhereTheMemoryIsNotShared) {
+  StartShards();  // no shared memory
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> shm,
+                       Client::Connect({.address = Address(),
+                                        .timeout = absl::Seconds(20),
+                                        .transport = "shm"}));
+  DockSpec spec;
+  spec.name = "plain";
+  spec.num_prompts = 4;
+  spec.columns = {{"x", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"all", {"x"}, 4, 1, false, Policy::kFifo, 0}};
+  ASSERT_OK(shm->CreateDock(spec).status());
+  ClientPut put{.dock = "plain", .step = 0, .rows = {0}};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("x", DType::kInt32, {{1}}));
+  EXPECT_STATUS(shm->Put(put).status(), absl::StatusCode::kFailedPrecondition,
+                "transport 'shm': shard 1 at 127.0.0.1:");
+  EXPECT_STATUS(shm->Get({.dock = "plain", .consumer = "all"}).status(),
+                absl::StatusCode::kFailedPrecondition, "offers no shared memory");
+  EXPECT_STATUS(Client::Connect({.address = Address(), .transport = "tcp"}).status(),
+                absl::StatusCode::kInvalidArgument, "ClientOptions::transport is 'tcp'");
 }
 
 }  // namespace

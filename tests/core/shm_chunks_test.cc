@@ -3,7 +3,9 @@
 // gives a number twice, and removes the files of a shard that died without
 // letting go of them. A ShardStore over it prepares a Put (the memory
 // taken, nothing readable), fills it from the writer's bytes in place
-// (checked against what was prepared), and then stores it as any Put.
+// (checked against what was prepared), and then stores it as any Put; a
+// prepared Put's memory is not taken back for another Put while its writer
+// may still be copying into it.
 #include "server/shard/shm_chunks.h"
 
 #include <fcntl.h>
@@ -155,18 +157,21 @@ TEST(ShardStoreShm, APreparedPutIsFilledInPlaceThenStoredAsAnyPut) {
   // A Put of other cells than were prepared is refused.
   const OwnedColumn other = Floats("a", {2, 1, 3}, 0);
   const std::vector<PackedColumn> wrong = {OffsetsOf(other.View()), OffsetsOf(b.View())};
-  EXPECT_STATUS(store.Fill(prepared.extent, "d", wrong, items),
+  EXPECT_STATUS(store.Fill(prepared.extent, "d", 0, wrong, items),
                 absl::StatusCode::kInvalidArgument, "column 'a' row 1: 4 bytes");
-  EXPECT_STATUS(store.Fill(prepared.extent, "e", put, items), absl::StatusCode::kNotFound,
+  EXPECT_STATUS(store.Fill(prepared.extent, "e", 0, put, items), absl::StatusCode::kNotFound,
                 "for dock 'e'");
+  EXPECT_STATUS(store.Fill(prepared.extent, "d", 1, put, items),
+                absl::StatusCode::kInvalidArgument, "prepared for step 0 (-1: a reservation's), not 1");
 
-  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged, store.Fill(prepared.extent, "d", put, items));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged staged,
+                       store.Fill(prepared.extent, "d", 0, put, items));
   EXPECT_EQ(staged.locations[0],
             (std::vector<CellLocation>{{7, prepared.extent, 0, 8},
                                        {7, prepared.extent, 8, 0},
                                        {7, prepared.extent, 8, 12}}));
   EXPECT_EQ(staged.locations[1][2], (CellLocation{7, prepared.extent, 28, 4}));
-  EXPECT_STATUS(store.Fill(prepared.extent, "d", put, items), absl::StatusCode::kNotFound,
+  EXPECT_STATUS(store.Fill(prepared.extent, "d", 0, put, items), absl::StatusCode::kNotFound,
                 "filled already");
   ASSERT_OK(store.Commit(staged.extent, 0));
   ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells,
@@ -186,7 +191,8 @@ TEST(ShardStoreShm, APreparedPutIsFilledInPlaceThenStoredAsAnyPut) {
 TEST(ShardStoreShm, APreparedPutTakesTheMemoryLimitAndIsFreedWithItsStep) {
   const std::string dir = NewDir();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ShmChunks> shm, ShmChunks::Open(dir, 7));
-  ShardStore store(7, 4096, 4096, absl::ZeroDuration(), nullptr, shm);
+  auto clock = std::make_shared<ManualClock>();
+  ShardStore store(7, 4096, 4096, absl::ZeroDuration(), clock, shm);
   std::vector<int64_t> lengths(3, 512);  // 6 KiB: over the limit of one chunk
   const OwnedColumn big = Floats("a", lengths, 0);
   EXPECT_STATUS(store.Prepare("d", 0, {OffsetsOf(big.View())}, {int64_t{4}}),
@@ -194,10 +200,20 @@ TEST(ShardStoreShm, APreparedPutTakesTheMemoryLimitAndIsFreedWithItsStep) {
   const OwnedColumn small = Floats("a", {16}, 0);
   ASSERT_OK_AND_ASSIGN(ShardStore::Prepared prepared,
                        store.Prepare("d", 0, {OffsetsOf(small.View())}, {int64_t{4}}));
-  // Never filled (its writer gone): released with its step.
+  // Its step released: no longer filled, but its memory is kept from
+  // other Puts while its writer may still copy into it.
   store.Release("d", 0);
-  EXPECT_EQ(store.GetStats().prepared_puts, 0);
-  EXPECT_STATUS(store.Fill(prepared.extent, "d", {OffsetsOf(small.View())}, {int64_t{4}}),
+  EXPECT_STATUS(store.Fill(prepared.extent, "d", 0, {OffsetsOf(small.View())}, {int64_t{4}}),
+                absl::StatusCode::kFailedPrecondition, "step 0 was released");
+  store.SetFrontStep("d", 1);
+  std::vector<int64_t> most(3, 300);  // over what is left of the chunk
+  const OwnedColumn next = Floats("a", most, 0);
+  ASSERT_OK(store.Prepare("d", 1, {OffsetsOf(next.View())}, {int64_t{4}}).status());
+  EXPECT_GT(store.GetStats().reserved_bytes, store.GetStats().limit_bytes);
+  // Freed once its hold is over (a sweep with the clock past it).
+  clock->Advance(ShardStore::kPreparedHold);
+  store.Sweep();
+  EXPECT_STATUS(store.Fill(prepared.extent, "d", 0, {OffsetsOf(small.View())}, {int64_t{4}}),
                 absl::StatusCode::kNotFound, "holds no Put prepared");
   EXPECT_STATUS(store.Prepare("d", 0, {OffsetsOf(small.View())}, {int64_t{4}}),
                 absl::StatusCode::kFailedPrecondition, "step 0 was released");

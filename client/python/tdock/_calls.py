@@ -236,9 +236,11 @@ class _Connection:
         self._shards = None
         self._shard_channels = {}
         self._shard_calls = {}
-        # Per shard address, the session (its id and its Attach call) that
-        # holds the pins of reads over shared memory.
+        # Per shard address, the session (its id, its Attach call and the
+        # shard) that holds the pins of reads over shared memory, and what
+        # gives their pins back (a thread, or a task of tdock.aio).
         self._sessions = {}
+        self._giving_back = None
 
     def _shard_channel(self, shard: Any) -> Any:
         channel = self._shard_channels.get(shard.address)
@@ -255,6 +257,15 @@ class _Connection:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=dock_pb2.AttachEvent.FromString)
         return fn(dock_pb2.AttachRequest(), metadata=self._metadata)
+
+    def _pins_to_give_back(self) -> list:
+        """(shard, session, pins) for each session with pins to give back."""
+        out = []
+        for session, _, shard in list(self._sessions.values()):
+            pins = self._shm.to_unpin(shard.address, session)
+            if pins:
+                out.append((shard, session, pins))
+        return out
 
     def _end_session(self, address: str) -> None:
         """Ends the session with the shard at `address`, if any (its pins go)."""

@@ -40,7 +40,11 @@ from tdock.wire import PutColumn, WireColumn
 
 TRANSPORTS = ("auto", "grpc", "shm")
 _CELL = np.dtype([("chunk", "<u8"), ("offset", "<u8")])
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 _PURGE_EVERY = 1.0  # seconds between looks for chunk files the shard freed
+# Seconds between a client's looks for pins to give back (those of views
+# gone), so that a shard it reads no more gets its memory back.
+GIVE_BACK_EVERY = 0.05
 _log = logging.getLogger("tdock")
 
 
@@ -88,7 +92,9 @@ class _Chunks:
                 f"shared memory {path} cannot be opened ({e.strerror}): the shard freed it "
                 f"or restarted") from None
         try:
-            view = memoryview(mmap.mmap(fd, 0))
+            # Its page table filled at once: writing and reading it then
+            # takes no page fault a page.
+            view = memoryview(mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE))
         finally:
             os.close(fd)
         with self._lock:
@@ -115,9 +121,9 @@ class _Pin:
     """A ReadCells answer's pin: given back once no view of its cells is
     alive."""
 
-    def __init__(self, queue: collections.deque, pin: int):
+    def __init__(self, queue: collections.deque, session: int, pin: int):
         self._queue = queue
-        self._pin = pin
+        self._pin = (session, pin)
         self._held = 1  # until done()
         # Reentrant: a finalizer may run on this thread while it holds it.
         self._lock = threading.RLock()
@@ -149,6 +155,10 @@ class Shm:
         self.transport = transport_option(transport)
         self._chunks: dict[str, _Chunks] = {}
         self._unpin: dict[str, collections.deque] = {}
+        # Per (shard id, shm prefix): why its memory is not shared with this
+        # process (None: it is), looked at once (a restarted shard has
+        # another prefix); and those whose transport was logged.
+        self._seen: dict = {}
         self._said: set = set()
         self._lock = threading.Lock()
 
@@ -162,7 +172,7 @@ class Shm:
                 f"transport 'shm': {address} is a standalone server; shared memory is a "
                 f"shard's (tdock-server --role=shard --shm_dir=/dev/shm)")
         for shard in shards:
-            why = unusable(shard)
+            why = self._unusable(shard)
             if why is not None:
                 raise errors.FailedPrecondition(
                     f"transport 'shm': shard {shard.id} at {shard.address} (node "
@@ -172,7 +182,7 @@ class Shm:
     def uses(self, shard: Any) -> bool:
         """Whether data with `shard` goes through shared memory (said once a
         shard in the log)."""
-        use = self.transport != "grpc" and unusable(shard) is None
+        use = self.transport != "grpc" and self._unusable(shard) is None
         if self.transport == "shm" and not use:
             self.check("", [shard])  # raises, naming why
         key = (shard.id, shard.shm_prefix)
@@ -181,6 +191,12 @@ class Shm:
             _log.info("tdock: shard %d at %s: transport %s (asked: %s)", shard.id,
                       shard.address, "shm" if use else "grpc", self.transport)
         return use
+
+    def _unusable(self, shard: Any) -> str | None:
+        key = (shard.id, shard.shm_prefix)
+        if key not in self._seen:
+            self._seen[key] = unusable(shard)
+        return self._seen[key]
 
     def chunks(self, shard: Any) -> _Chunks:
         with self._lock:
@@ -194,12 +210,16 @@ class Shm:
         with self._lock:
             return self._unpin.setdefault(address, collections.deque())
 
-    def to_unpin(self, address: str) -> list[int]:
-        """The pins of `address` to give back now (taken from its queue)."""
+    def to_unpin(self, address: str, session: int) -> list[int]:
+        """The pins of `session` with the shard at `address` to give back now
+        (taken from its queue; those of sessions gone, which took their pins
+        with them, are dropped)."""
         queue = self.unpin_queue(address)
         out = []
         while queue:
-            out.append(queue.popleft())
+            of, pin = queue.popleft()
+            if of == session:
+                out.append(pin)
         return out
 
     def write(self, shard: Any, prepared: Any, columns: Sequence[PutColumn]) -> None:
@@ -233,12 +253,13 @@ class Shm:
                     left -= n
 
     def cells(self, shard: Any, answer: Sequence[WireColumn], sizes: Sequence[np.ndarray],
-              pin: int) -> list[WireColumn]:
-        """A ReadCells answer over shared memory as columns holding their
-        cells: `answer`'s columns carry (chunk, offset) a row, `sizes` the
-        rows' lengths in bytes per column."""
+              session: int, pin: int) -> list[WireColumn]:
+        """A ReadCells answer over shared memory (in `session`, its pin
+        `pin`) as columns holding their cells: `answer`'s columns carry
+        (chunk, offset) a row, `sizes` the rows' lengths in bytes per
+        column."""
         chunks = self.chunks(shard)
-        held = _Pin(self.unpin_queue(shard.address), pin)
+        held = _Pin(self.unpin_queue(shard.address), session, pin)
         out = []
         try:
             for column, nbytes in zip(answer, sizes):
@@ -249,6 +270,15 @@ class Shm:
         finally:
             held.done()
         return out
+
+
+def session_lost(error: Exception) -> bool:
+    """Whether a read's `error` means its session with the shard is gone
+    (the shard unreachable or restarted, or it knows the session no more):
+    any other error leaves the session, and the pins of the views alive, as
+    they are."""
+    return isinstance(error, errors.Unavailable) or (
+        isinstance(error, errors.FailedPrecondition) and "has no session" in error.message)
 
 
 def _column_data(chunks: _Chunks, where: np.ndarray, nbytes: np.ndarray,

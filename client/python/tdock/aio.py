@@ -23,7 +23,7 @@ import grpc.aio
 import numpy as np
 
 from tdock import batch as batch_mod
-from tdock import _shards, errors, wire
+from tdock import _shards, _shm, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, NackAll, PutAck, RowState, Tls,
                           _Connection,
                           _create_dock_request, _DockCalls, _Drain, _joined, _leased,
@@ -41,6 +41,9 @@ class Client(_Connection):
     _grpc = grpc.aio
 
     async def close(self) -> None:
+        if self._giving_back is not None:
+            self._giving_back.cancel()
+            self._giving_back = None
         for address in list(self._sessions):
             self._end_session(address)
         if self._channel is not None:
@@ -128,18 +131,19 @@ class Client(_Connection):
             info = by_id[shard]
             try:
                 session = await self.session(info) if self._shm.uses(info) else 0
-                unpin = self._shm.to_unpin(info.address) if session else ()
+                unpin = self._shm.to_unpin(info.address, session) if session else ()
                 header, cells = await self.shard_call(
                     info, "ReadCells",
                     _shards.read_request(dock, columns, read, shard, session, unpin),
                     serialize=_raw, deserialize=wire.decode_get)
                 if session:
                     cells = self._shm.cells(info, cells, _shards.sizes(read, shard),
-                                            header.shm_pin)
+                                            session, header.shm_pin)
                 return cells
             except errors.TdockError as e:
                 self._shards = None  # it may be back at another address: listed again
-                self._end_session(info.address)
+                if _shm.session_lost(e):
+                    self._end_session(info.address)
                 return _shards.at_shard(info, e)
 
         got = await asyncio.gather(*(read_one(shard) for shard in held))
@@ -160,12 +164,32 @@ class Client(_Connection):
         if shard.address in self._sessions:  # another task's came first
             call.cancel()
             return self._sessions[shard.address][0]
-        self._sessions[shard.address] = (event.session, call)
+        self._sessions[shard.address] = (event.session, call, shard)
+        if self._giving_back is None:
+            self._giving_back = asyncio.get_running_loop().create_task(self._give_back_pins())
         return event.session
+
+    async def _give_back_pins(self) -> None:
+        """As tdock.Client's: the pins of reads whose views are gone go back
+        every GIVE_BACK_EVERY seconds."""
+        while True:
+            await asyncio.sleep(_shm.GIVE_BACK_EVERY)
+            for shard, session, pins in self._pins_to_give_back():
+                try:
+                    await self.shard_call(shard, "Unpin",
+                                          dock_pb2.UnpinRequest(session=session, pins=pins),
+                                          dock_pb2.UnpinResponse)
+                except errors.TdockError:
+                    pass  # the session ended, and its pins with it
 
     async def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                       wait: float) -> dock_pb2.PutResponse:
         """As tdock.Client.shm_put."""
+        held = self._sessions.get(shard.address)
+        pins = self._shm.to_unpin(shard.address, held[0]) if held is not None else []
+        if pins:
+            await self.shard_call(shard, "Unpin", dock_pb2.UnpinRequest(session=held[0], pins=pins),
+                                  dock_pb2.UnpinResponse)
         prepared = await self.shard_call(shard, "Prepare", message.without_data(),
                                          dock_pb2.PrepareResponse, extra_timeout=wait,
                                          serialize=_raw)

@@ -29,7 +29,7 @@ import grpc
 import numpy as np
 
 from tdock import batch as batch_mod
-from tdock import _shards, errors, wire
+from tdock import _shards, _shm, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll, PutAck,
                           Reservation,
                           RowState, StalenessStatus, StepStatus,
@@ -48,9 +48,11 @@ class Client(_Connection):
     def __init__(self, address: str, **options: Any):
         super().__init__(address, **options)
         self._lock = threading.Lock()
+        self._closing = threading.Event()
         self._open()  # gRPC connects when the first call needs it
 
     def close(self) -> None:
+        self._closing.set()
         for address in list(self._sessions):
             self._end_session(address)
         self._channel.close()
@@ -156,7 +158,8 @@ class Client(_Connection):
                     sessions[shard] = self.session(by_id[shard])
                 request = _shards.read_request(
                     dock, columns, read, shard, sessions.get(shard, 0),
-                    self._shm.to_unpin(by_id[shard].address) if shard in sessions else ())
+                    self._shm.to_unpin(by_id[shard].address, sessions[shard])
+                    if shard in sessions else ())
                 calls[shard] = self.shard_call(by_id[shard], "ReadCells", request,
                                                serialize=_raw, deserialize=wire.decode_get,
                                                future=True)
@@ -173,14 +176,15 @@ class Client(_Connection):
                     raise errors.from_rpc_error(e) from None
                 if shard in sessions:
                     cells = self._shm.cells(by_id[shard], cells, _shards.sizes(read, shard),
-                                            header.shm_pin)
+                                            sessions[shard], header.shm_pin)
                 results[shard] = cells
             except errors.TdockError as e:
                 results[shard] = _shards.at_shard(by_id[shard], e)
                 # It may be back at another address: listed again next time.
                 with self._lock:
                     self._shards = None
-                    self._end_session(by_id[shard].address)
+                    if _shm.session_lost(e):
+                        self._end_session(by_id[shard].address)
         return _shards.gather(columns, read, results, partial)
 
     def session(self, shard: _shards.ShardInfo) -> int:
@@ -190,7 +194,8 @@ class Client(_Connection):
             held = self._sessions.get(shard.address)
         if held is not None:
             return held[0]
-        call = self._attach_call(shard)
+        with self._lock:
+            call = self._attach_call(shard)
         try:
             event = next(call)
         except grpc.RpcError as e:
@@ -199,14 +204,40 @@ class Client(_Connection):
             if shard.address in self._sessions:  # another thread's came first
                 call.cancel()
                 return self._sessions[shard.address][0]
-            self._sessions[shard.address] = (event.session, call)
+            self._sessions[shard.address] = (event.session, call, shard)
+            if self._giving_back is None:
+                self._giving_back = threading.Thread(target=self._give_back_pins, daemon=True,
+                                                     name="tdock-shm-pins")
+                self._giving_back.start()
         return event.session
+
+    def _give_back_pins(self) -> None:
+        """Gives back, every GIVE_BACK_EVERY seconds, the pins of reads whose
+        views are gone: a shard this client reads no more gets its memory
+        back all the same."""
+        while not self._closing.wait(_shm.GIVE_BACK_EVERY):
+            with self._lock:
+                due = self._pins_to_give_back()
+            for shard, session, pins in due:
+                try:
+                    self.shard_call(shard, "Unpin",
+                                    dock_pb2.UnpinRequest(session=session, pins=pins),
+                                    dock_pb2.UnpinResponse)
+                except errors.TdockError:
+                    pass  # the session ended, and its pins with it
 
     def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                 wait: float) -> dock_pb2.PutResponse:
         """A Put through `shard`'s shared memory: prepared (the shard takes
         the cells' memory, waiting as a Put would), its bytes copied there,
-        then sent without them."""
+        then sent without them. Pins of reads of the shard waiting to go
+        back go first: the memory they hold may be what the Put needs."""
+        with self._lock:
+            held = self._sessions.get(shard.address)
+        pins = self._shm.to_unpin(shard.address, held[0]) if held is not None else []
+        if pins:
+            self.shard_call(shard, "Unpin", dock_pb2.UnpinRequest(session=held[0], pins=pins),
+                            dock_pb2.UnpinResponse)
         prepared = self.shard_call(shard, "Prepare", message.without_data(),
                                    dock_pb2.PrepareResponse, extra_timeout=wait,
                                    serialize=_raw)
