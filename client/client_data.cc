@@ -230,18 +230,6 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
 
 absl::StatusOr<v1::PutResponse> Client::Impl::ShmPut(const Shard& shard,
                                                      const ClientPut& put) const {
-  // Pins of reads waiting to go back go first: the memory they hold may be
-  // what the Put needs.
-  if (auto [session, pins] = shard.shm->TakeSessionUnpins(); session != 0 && !pins.empty()) {
-    grpc::ClientContext context;
-    SetDeadline(&context);
-    v1::UnpinRequest request;
-    request.set_session(session);
-    request.mutable_pins()->Assign(pins.begin(), pins.end());
-    v1::UnpinResponse response;
-    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(
-        v1::Shard::NewStub(shard.channel)->Unpin(&context, request, &response)));
-  }
   v1::PrepareResponse prepared;
   TDOCK_RETURN_IF_ERROR(SendPut(*shard.prepare_stub, "/tdock.v1.Shard/Prepare",
                                 EncodePut(put, /*data=*/false), put.wait, &prepared));

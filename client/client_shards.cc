@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/base/internal/endian.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -202,6 +203,9 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     grpc::Status status;
     std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call;
     internal::ShmShard* shm = nullptr;  // read through the shard's shared memory
+    uint64_t session = 0;               // then, in this session
+    std::vector<grpc::Slice> slices;  // the answer's bytes, which `got` views
+    std::optional<bulk::Decoded<v1::GetResponse>> got;  // the answer, decoded
   };
   grpc::CompletionQueue cq;  // outlives the calls
   std::vector<std::unique_ptr<ShardRead>> reads;
@@ -234,8 +238,8 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
         break;
       }
       request.set_shm_session(*session);
-      for (uint64_t pin : shm->TakeUnpins()) request.add_unpin(pin);
       read->shm = shm;
+      read->session = *session;
     }
     bool own_buffer = false;
     prepared = FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
@@ -256,6 +260,30 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+  // Every answer decoded first (its slices kept by its response), so that
+  // the pin of every read over shared memory goes back, whatever happens.
+  std::vector<std::pair<internal::ShmShard*, uint64_t>> pinned;  // shard, session
+  std::vector<uint64_t> pins;
+  for (const std::unique_ptr<ShardRead>& read : reads) {
+    if (!read->status.ok()) continue;
+    if (!read->response.Dump(&read->slices).ok()) continue;
+    std::vector<ByteSpan> spans;
+    for (const grpc::Slice& slice : read->slices) {
+      spans.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    absl::StatusOr<bulk::Decoded<v1::GetResponse>> got = bulk::DecodeBatch(spans);
+    if (!got.ok()) continue;
+    if (read->shm != nullptr && got->header.shm_pin() != 0) {
+      pinned.push_back({read->shm, read->session});
+      pins.push_back(got->header.shm_pin());
+    }
+    read->got = *std::move(got);
+  }
+  const absl::Cleanup give_back = [&pinned, &pins] {
+    for (size_t i = 0; i < pins.size(); ++i) {
+      pinned[i].first->GiveBack(pinned[i].second, {pins[i]});
+    }
+  };
   TDOCK_RETURN_IF_ERROR(prepared);
   for (const std::unique_ptr<ShardRead>& read : reads) {
     const uint64_t id = read->id;
@@ -266,22 +294,18 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
         absl::MutexLock lock(&shards_mu_);
         shards_.reset();
       }
-      if (read->shm != nullptr) read->shm->EndSession();
       const absl::Status failed = FromGrpcStatus(read->status);
+      if (read->shm != nullptr && internal::ShmShard::SessionLost(failed)) {
+        read->shm->EndSession(read->session);
+      }
       return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
                                                       listed[id]->address, ": ",
                                                       failed.message()));
     }
-    std::vector<grpc::Slice> slices;
-    TDOCK_RETURN_IF_ERROR(FromGrpcStatus(read->response.Dump(&slices)));
-    std::vector<ByteSpan> spans;
-    for (const grpc::Slice& slice : slices) {
-      spans.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-    absl::StatusOr<bulk::Decoded<v1::GetResponse>> got = bulk::DecodeBatch(spans);
-    if (!got.ok() || got->columns.size() != batch.columns.size()) {
+    if (!read->got.has_value() || read->got->columns.size() != batch.columns.size()) {
       return absl::InternalError(absl::StrCat(what, ": malformed answer from shard ", id));
     }
+    const bulk::Decoded<v1::GetResponse>* got = &*read->got;
     if (read->shm != nullptr) {
       // Where each cell is: copied out, then the pin goes back.
       for (size_t c = 0; c < batch.columns.size(); ++c) {
@@ -302,14 +326,12 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
               absl::little_endian::Load64(record), absl::little_endian::Load64(record + 8), size,
               buffer.get() + starts[c][r]);
           if (!copied.ok()) {
-            read->shm->EndSession();
             return absl::Status(copied.code(), absl::StrCat(what, ": reading shard ", id, ": ",
                                                             copied.message()));
           }
         }
       }
-      read->shm->Unpin(got->header.shm_pin());
-      continue;
+      continue;  // its pin goes back with the others
     }
     for (size_t c = 0; c < batch.columns.size(); ++c) {
       int64_t pos = 0;

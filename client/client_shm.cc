@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "proto/tdock/v1/convert.h"
@@ -51,35 +52,56 @@ std::string ShmUnusable(const std::string& prefix) {
 }
 
 ShmShard::~ShmShard() {
-  EndSession();
+  {
+    absl::MutexLock lock(&session_mu_);
+    EndSessionLocked();
+  }
   absl::MutexLock lock(&mu_);
   for (const auto& [chunk, mapped] : maps_) munmap(mapped.first, mapped.second);
 }
 
-absl::StatusOr<std::pair<char*, size_t>> ShmShard::Map(uint64_t chunk) {
-  absl::MutexLock lock(&mu_);
-  if (auto it = maps_.find(chunk); it != maps_.end()) return it->second;
-  Purge();
-  const std::string path = ChunkPath(prefix_, chunk);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("shared memory ", path, " cannot be opened (",
-                                               std::strerror(errno),
-                                               "): the shard freed it or restarted"));
+absl::Status ShmShard::WithChunk(uint64_t chunk,
+                                 absl::FunctionRef<absl::Status(char*, size_t)> copy) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto it = maps_.find(chunk); it != maps_.end()) {
+      return copy(it->second.first, it->second.second);
+    }
   }
-  struct stat info;
-  void* data = fstat(fd, &info) == 0 && info.st_size > 0
-                   // Its page table filled at once: no page fault a page.
-                   ? mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ | PROT_WRITE,
-                          MAP_SHARED | MAP_POPULATE, fd, 0)
-                   : MAP_FAILED;
-  const int error = errno;
-  close(fd);
-  if (data == MAP_FAILED) {
-    return absl::UnavailableError(
-        absl::StrCat("shared memory ", path, " cannot be mapped: ", std::strerror(error)));
+  {
+    absl::MutexLock lock(&mu_);
+    if (maps_.count(chunk) == 0) {
+      Purge();
+      const std::string path = ChunkPath(prefix_, chunk);
+      const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::UnavailableError(absl::StrCat("shared memory ", path,
+                                                   " cannot be opened (", std::strerror(errno),
+                                                   "): the shard freed it or restarted"));
+      }
+      struct stat info;
+      void* data = fstat(fd, &info) == 0 && info.st_size > 0
+                       // Its page table filled at once: no page fault a page.
+                       ? mmap(nullptr, static_cast<size_t>(info.st_size),
+                              PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
+                       : MAP_FAILED;
+      const int error = errno;
+      close(fd);
+      if (data == MAP_FAILED) {
+        return absl::UnavailableError(
+            absl::StrCat("shared memory ", path, " cannot be mapped: ", std::strerror(error)));
+      }
+      maps_[chunk] = {static_cast<char*>(data), static_cast<size_t>(info.st_size)};
+    }
   }
-  return maps_[chunk] = {static_cast<char*>(data), static_cast<size_t>(info.st_size)};
+  // Mapped now, and only Purge (with mu_ held exclusively) unmaps.
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = maps_.find(chunk);
+  if (it == maps_.end()) {
+    return absl::UnavailableError(absl::StrCat("shared memory ", ChunkPath(prefix_, chunk),
+                                               " was freed by the shard"));
+  }
+  return copy(it->second.first, it->second.second);
 }
 
 void ShmShard::Purge() {
@@ -106,16 +128,15 @@ absl::Status ShmShard::Write(const v1::PrepareResponse& prepared,
   for (size_t c = 0; c < columns.size(); ++c) {
     size_t pos = 0;
     for (const v1::ShmRegion& region : prepared.columns(static_cast<int>(c)).regions()) {
-      TDOCK_ASSIGN_OR_RETURN(const auto mapped, Map(region.chunk()));
-      if (region.offset() + region.bytes() > mapped.second ||
-          pos + region.bytes() > columns[c].size()) {
-        return absl::InternalError(absl::StrCat(
-            "the shard prepared a region past its chunk ", region.chunk(),
-            " or past the column's ", columns[c].size(), " bytes"));
-      }
-      // Mapped chunks stay mapped while in use: Purge runs under mu_ only.
-      absl::ReaderMutexLock lock(&mu_);
-      std::memcpy(mapped.first + region.offset(), columns[c].data() + pos, region.bytes());
+      TDOCK_RETURN_IF_ERROR(WithChunk(region.chunk(), [&](char* data, size_t size) {
+        if (region.offset() + region.bytes() > size || pos + region.bytes() > columns[c].size()) {
+          return absl::InternalError(absl::StrCat(
+              "the shard prepared a region past its chunk ", region.chunk(),
+              " or past the column's ", columns[c].size(), " bytes"));
+        }
+        std::memcpy(data + region.offset(), columns[c].data() + pos, region.bytes());
+        return absl::OkStatus();
+      }));
       pos += region.bytes();
     }
     if (pos != columns[c].size()) {
@@ -127,14 +148,14 @@ absl::Status ShmShard::Write(const v1::PrepareResponse& prepared,
 }
 
 absl::Status ShmShard::CopyOut(uint64_t chunk, uint64_t offset, size_t bytes, char* out) {
-  TDOCK_ASSIGN_OR_RETURN(const auto mapped, Map(chunk));
-  if (offset + bytes > mapped.second) {
-    return absl::InternalError(absl::StrCat("the shard named bytes past the end of chunk ",
-                                            chunk, " (", mapped.second, " bytes)"));
-  }
-  absl::ReaderMutexLock lock(&mu_);
-  std::memcpy(out, mapped.first + offset, bytes);
-  return absl::OkStatus();
+  return WithChunk(chunk, [&](char* data, size_t size) {
+    if (offset + bytes > size) {
+      return absl::InternalError(absl::StrCat("the shard named bytes past the end of chunk ",
+                                              chunk, " (", size, " bytes)"));
+    }
+    std::memcpy(out, data + offset, bytes);
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<uint64_t> ShmShard::Session(const std::shared_ptr<grpc::Channel>& channel,
@@ -156,34 +177,52 @@ absl::StatusOr<uint64_t> ShmShard::Session(const std::shared_ptr<grpc::Channel>&
   session_ = event.session();
   attach_context_ = std::move(context);
   attach_ = std::move(attach);
-  unpins_.clear();  // the pins of an earlier session went with it
+  stub_ = std::move(stub);
+  authorization_ = authorization;
   return session_;
 }
 
-void ShmShard::EndSession() {
+bool ShmShard::SessionLost(const absl::Status& error) {
+  return error.code() == absl::StatusCode::kUnavailable ||
+         (error.code() == absl::StatusCode::kFailedPrecondition &&
+          absl::StrContains(error.message(), "has no session"));
+}
+
+void ShmShard::EndSession(uint64_t session) {
   absl::MutexLock lock(&session_mu_);
+  if (session_ == session) EndSessionLocked();
+}
+
+void ShmShard::EndSessionLocked() {
   if (attach_ == nullptr) return;
   attach_context_->TryCancel();
   (void)attach_->Finish();
   attach_.reset();
   attach_context_.reset();
   session_ = 0;
-  unpins_.clear();
 }
 
-void ShmShard::Unpin(uint64_t pin) {
+void ShmShard::GiveBack(uint64_t session, std::vector<uint64_t> pins) {
+  if (pins.empty()) return;
+  // Alive until the answer comes (deleted by its callback).
+  struct Call {
+    grpc::ClientContext context;
+    v1::UnpinRequest request;
+    v1::UnpinResponse response;
+  };
+  auto* call = new Call;
+  call->request.set_session(session);
+  call->request.mutable_pins()->Assign(pins.begin(), pins.end());
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
   absl::MutexLock lock(&session_mu_);
-  unpins_.push_back(pin);
-}
-
-std::pair<uint64_t, std::vector<uint64_t>> ShmShard::TakeSessionUnpins() {
-  absl::MutexLock lock(&session_mu_);
-  return {session_, std::exchange(unpins_, {})};
-}
-
-std::vector<uint64_t> ShmShard::TakeUnpins() {
-  absl::MutexLock lock(&session_mu_);
-  return std::exchange(unpins_, {});
+  if (stub_ == nullptr || session_ != session) {
+    delete call;  // the session is gone, and its pins with it
+    return;
+  }
+  if (!authorization_.empty()) call->context.AddMetadata("authorization", authorization_);
+  // A failure leaves the pins to the session's end.
+  stub_->async()->Unpin(&call->context, &call->request, &call->response,
+                        [call](grpc::Status) { delete call; });
 }
 
 }  // namespace tdock::internal

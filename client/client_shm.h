@@ -7,7 +7,7 @@
 // columns' bytes copied into the regions the shard gives (Write), and sent
 // without them; a read in this client's session (Shard.Attach) names where
 // each cell is, and the client copies the cells out (CopyOut) and gives the
-// pin back with its next read of the shard (TakeUnpins).
+// pin back at once (GiveBack, not waiting for the answer).
 //
 // Thread safety: thread-safe.
 #ifndef TDOCK_CLIENT_CLIENT_SHM_H_
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -57,20 +58,23 @@ class ShmShard final {
   // `authorization` when first asked), which holds the pins of its reads.
   absl::StatusOr<uint64_t> Session(const std::shared_ptr<grpc::Channel>& channel,
                                    const std::string& authorization);
-  // The session is gone (a read failed): the next read opens another.
-  void EndSession();
-  // A pin to give back, and those to give back now.
-  void Unpin(uint64_t pin);
-  std::vector<uint64_t> TakeUnpins();
-  // The session (0: none) and the pins of it to give back now (taken).
-  std::pair<uint64_t, std::vector<uint64_t>> TakeSessionUnpins();
+  // `session` is gone (the shard unreachable, or it knows it no more): the
+  // next read opens another. Nothing if another is current.
+  void EndSession(uint64_t session);
+  // Gives `pins` of `session` back (Shard.Unpin, its answer not awaited).
+  void GiveBack(uint64_t session, std::vector<uint64_t> pins);
+  // Whether a read's error means its session is gone.
+  static bool SessionLost(const absl::Status& error);
 
  private:
-  // Chunk `chunk`, mapped when first named.
-  absl::StatusOr<std::pair<char*, size_t>> Map(uint64_t chunk);
+  // Runs `copy` on chunk `chunk` (mapped when first named; its start and
+  // size), under mu_ shared: no Purge unmaps it meanwhile.
+  absl::Status WithChunk(uint64_t chunk,
+                         absl::FunctionRef<absl::Status(char*, size_t)> copy);
   // Unmaps the chunks the shard freed (their files gone), at most every
-  // second. REQUIRES: no copy in or out is under way (mu_ held).
+  // second; with mu_ held exclusively, no copy is under way.
   void Purge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndSessionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(session_mu_);
 
   const std::string prefix_;
   absl::Mutex mu_;
@@ -81,7 +85,9 @@ class ShmShard final {
   uint64_t session_ ABSL_GUARDED_BY(session_mu_) = 0;
   std::unique_ptr<grpc::ClientContext> attach_context_ ABSL_GUARDED_BY(session_mu_);
   std::unique_ptr<grpc::ClientReader<v1::AttachEvent>> attach_ ABSL_GUARDED_BY(session_mu_);
-  std::vector<uint64_t> unpins_ ABSL_GUARDED_BY(session_mu_);
+  // Where pins go back: the session's channel and authorization.
+  std::unique_ptr<v1::Shard::Stub> stub_ ABSL_GUARDED_BY(session_mu_);
+  std::string authorization_ ABSL_GUARDED_BY(session_mu_);
 };
 
 }  // namespace tdock::internal

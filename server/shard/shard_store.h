@@ -113,8 +113,8 @@ class ShardStore final {
   // `step` (nullopt: a reservation's) in the regions of the prepared
   // `extent`: it is staged, as Stage leaves a Put. NOT_FOUND if `extent` is
   // not prepared here (for `dock`); FAILED_PRECONDITION if its step was
-  // released meanwhile; INVALID_ARGUMENT (nothing changed) if the Put is of
-  // another step or other cells than it was prepared for.
+  // released meanwhile; INVALID_ARGUMENT if the Put is of another step or
+  // other cells than it was prepared for (the service then aborts it).
   //
   // A prepared extent whose step is released stays (unreadable) for at
   // least kPreparedHold, however short the memory: its writer may still be

@@ -33,6 +33,14 @@ int RemoveAbandoned(const std::string& dir) {
   closedir(listing);
   int removed = 0;
   for (const std::string& name : names) {
+    // A lock file not named yet, of a shard that died before naming it.
+    if (absl::StartsWith(name, "tdock-shard") && absl::EndsWith(name, ".new")) {
+      const std::string path = absl::StrCat(dir, "/", name);
+      const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && unlink(path.c_str()) == 0) ++removed;
+      if (fd >= 0) close(fd);
+      continue;
+    }
     if (!absl::StartsWith(name, "tdock-shard") || !absl::EndsWith(name, kLock)) continue;
     const std::string lock = absl::StrCat(dir, "/", name);
     const int fd = open(lock.c_str(), O_RDWR | O_CLOEXEC);

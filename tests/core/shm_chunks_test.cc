@@ -93,15 +93,17 @@ TEST(ShmChunks, OpeningRemovesTheFilesOfShardsThatDiedAndKeepsALiveOnes) {
   const std::string dir = NewDir();
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ShmChunks> live, ShmChunks::Open(dir, 1));
   ASSERT_NE(live->Allocate(4096), nullptr);
-  // A shard killed with two chunks: its lock file is held by no one.
+  // A shard killed with two chunks: its lock file is held by no one; and one
+  // killed before it named its lock file.
   const std::string dead = absl::StrCat(dir, "/tdock-shard2-00000000000000ab");
-  for (const std::string& name : {dead + ".lock", dead + ".1", dead + ".7"}) {
+  for (const std::string& name : {dead + ".lock", dead + ".1", dead + ".7",
+                                  absl::StrCat(dir, "/tdock-shard4-00000000000000cd.new")}) {
     const int fd = open(name.c_str(), O_CREAT | O_WRONLY, 0600);
     ASSERT_GE(fd, 0);
     close(fd);
   }
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ShmChunks> next, ShmChunks::Open(dir, 2));
-  EXPECT_EQ(next->removed_at_open(), 3);
+  EXPECT_EQ(next->removed_at_open(), 4);
   EXPECT_FALSE(Exists(dead + ".1"));
   EXPECT_FALSE(Exists(dead + ".lock"));
   EXPECT_TRUE(Exists(live->prefix() + ".lock"));

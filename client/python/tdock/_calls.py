@@ -272,6 +272,7 @@ class _Connection:
         held = self._sessions.pop(address, None)
         if held is not None:
             held[1].cancel()
+            self._shm.forget(address, held[0])
 
     def _open(self) -> Any:
         if self._channel is None:

@@ -121,9 +121,9 @@ class _Pin:
     """A ReadCells answer's pin: given back once no view of its cells is
     alive."""
 
-    def __init__(self, queue: collections.deque, session: int, pin: int):
+    def __init__(self, queue: collections.deque, pin: int):
         self._queue = queue
-        self._pin = (session, pin)
+        self._pin = pin
         self._held = 1  # until done()
         # Reentrant: a finalizer may run on this thread while it holds it.
         self._lock = threading.RLock()
@@ -206,21 +206,26 @@ class Shm:
         chunks.purge()
         return chunks
 
-    def unpin_queue(self, address: str) -> collections.deque:
+    def unpin_queue(self, address: str, session: int) -> collections.deque:
+        """The pins of `session` with the shard at `address` to give back."""
         with self._lock:
-            return self._unpin.setdefault(address, collections.deque())
+            return self._unpin.setdefault((address, session), collections.deque())
 
     def to_unpin(self, address: str, session: int) -> list[int]:
         """The pins of `session` with the shard at `address` to give back now
-        (taken from its queue; those of sessions gone, which took their pins
-        with them, are dropped)."""
-        queue = self.unpin_queue(address)
+        (taken from its queue, which others may take from at once)."""
+        queue = self.unpin_queue(address, session)
         out = []
-        while queue:
-            of, pin = queue.popleft()
-            if of == session:
-                out.append(pin)
-        return out
+        while True:
+            try:
+                out.append(queue.popleft())
+            except IndexError:
+                return out
+
+    def forget(self, address: str, session: int) -> None:
+        """`session` ended: its pins went with it."""
+        with self._lock:
+            self._unpin.pop((address, session), None)
 
     def write(self, shard: Any, prepared: Any, columns: Sequence[PutColumn]) -> None:
         """Copies each column's bytes into the regions the shard prepared
@@ -259,7 +264,7 @@ class Shm:
         (chunk, offset) a row, `sizes` the rows' lengths in bytes per
         column."""
         chunks = self.chunks(shard)
-        held = _Pin(self.unpin_queue(shard.address), session, pin)
+        held = _Pin(self.unpin_queue(shard.address, session), pin)
         out = []
         try:
             for column, nbytes in zip(answer, sizes):

@@ -165,7 +165,7 @@ class Client(_Connection):
             call.cancel()
             return self._sessions[shard.address][0]
         self._sessions[shard.address] = (event.session, call, shard)
-        if self._giving_back is None:
+        if self._giving_back is None or self._giving_back.done():
             self._giving_back = asyncio.get_running_loop().create_task(self._give_back_pins())
         return event.session
 
@@ -179,8 +179,8 @@ class Client(_Connection):
                     await self.shard_call(shard, "Unpin",
                                           dock_pb2.UnpinRequest(session=session, pins=pins),
                                           dock_pb2.UnpinResponse)
-                except errors.TdockError:
-                    pass  # the session ended, and its pins with it
+                except Exception:  # noqa: BLE001 - the session ends, and its pins with it
+                    pass
 
     async def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                       wait: float) -> dock_pb2.PutResponse:

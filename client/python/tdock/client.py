@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
@@ -40,6 +41,28 @@ from tdock.v1 import dock_pb2
 
 __all__ = ["Client", "Dock", "DockStatus", "DockSummary", "Lease", "LeaseStatus", "NackAll",
            "PutAck", "Reservation", "StalenessStatus", "StepStatus", "Tls"]
+
+
+def _give_back_pins(client_ref: Any, closing: threading.Event) -> None:
+    """Gives back, every GIVE_BACK_EVERY seconds, the pins of a Client's
+    reads whose views are gone: a shard it reads no more gets its memory back
+    all the same. Ends with the client (closed, or collected)."""
+    while not closing.wait(_shm.GIVE_BACK_EVERY):
+        client = client_ref()
+        if client is None:
+            return
+        with client._lock:
+            due = client._pins_to_give_back()
+        for shard, session, pins in due:
+            if closing.is_set():
+                return
+            try:
+                client.shard_call(shard, "Unpin",
+                                  dock_pb2.UnpinRequest(session=session, pins=pins),
+                                  dock_pb2.UnpinResponse)
+            except Exception:  # noqa: BLE001 - the session ends, and its pins with it
+                pass
+        del client
 
 
 class Client(_Connection):
@@ -206,25 +229,12 @@ class Client(_Connection):
                 return self._sessions[shard.address][0]
             self._sessions[shard.address] = (event.session, call, shard)
             if self._giving_back is None:
-                self._giving_back = threading.Thread(target=self._give_back_pins, daemon=True,
-                                                     name="tdock-shm-pins")
+                # It holds the client weakly: a client dropped unclosed goes.
+                self._giving_back = threading.Thread(
+                    target=_give_back_pins, args=(weakref.ref(self), self._closing),
+                    daemon=True, name="tdock-shm-pins")
                 self._giving_back.start()
         return event.session
-
-    def _give_back_pins(self) -> None:
-        """Gives back, every GIVE_BACK_EVERY seconds, the pins of reads whose
-        views are gone: a shard this client reads no more gets its memory
-        back all the same."""
-        while not self._closing.wait(_shm.GIVE_BACK_EVERY):
-            with self._lock:
-                due = self._pins_to_give_back()
-            for shard, session, pins in due:
-                try:
-                    self.shard_call(shard, "Unpin",
-                                    dock_pb2.UnpinRequest(session=session, pins=pins),
-                                    dock_pb2.UnpinResponse)
-                except errors.TdockError:
-                    pass  # the session ended, and its pins with it
 
     def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                 wait: float) -> dock_pb2.PutResponse:
