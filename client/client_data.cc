@@ -12,6 +12,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "client/batch_decoder.h"
 #include "client/client.h"
@@ -266,9 +267,26 @@ absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
   TDOCK_RETURN_IF_ERROR(FromGrpcStatus(status));
   TDOCK_ASSIGN_OR_RETURN(ClientBatch batch, std::move(decoder).Finish());
   if (batch.cell_locations) {
-    TDOCK_RETURN_IF_ERROR(impl_->ReadCells(
+    const absl::Status read = impl_->ReadCells(
         absl::StrCat("Get of consumer '", get.consumer, "' on dock '", get.dock, "'"), get.dock,
-        batch));
+        batch);
+    if (!read.ok()) {
+      // The rows are handed out but their cells cannot be read: a lease goes
+      // back at once (asking again is safe); without one they are lost to
+      // this consumer.
+      const std::string rows = absl::StrJoin(batch.rows, ", ");
+      if (batch.lease_id != 0) {
+        (void)impl_->EndLease(get.dock, get.consumer, batch.lease_id, /*ack=*/false);
+        return absl::UnavailableError(absl::StrCat(
+            "dock '", get.dock, "': the cells of step ", batch.step, " rows [", rows,
+            "] for consumer '", get.consumer, "' could not be read (", read.message(),
+            "); their lease was handed back"));
+      }
+      return absl::DataLossError(absl::StrCat(
+          "dock '", get.dock, "': step ", batch.step, " rows [", rows,
+          "] were handed to consumer '", get.consumer, "' but their cells could not be read (",
+          read.message(), ")"));
+    }
   }
   return batch;
 }

@@ -2,7 +2,9 @@
 // the writer's node (TDOCK_NODE); a Get, a Read and a listing of rows whose
 // cells are on both shards come back as from a standalone server, each
 // column one 64-byte-aligned segment (a uint8 column before an int32 one);
-// a controller that lists no shards yet is Unavailable, and listed again.
+// a controller that lists no shards yet is Unavailable, and listed again;
+// a Get whose cells cannot be read hands its lease back at once
+// (Unavailable), or, without one, is DataLoss naming the rows.
 // Through shards' shared memory (transport shm), Puts and Gets carry no
 // payload over their sockets, and come back the same; shm is refused where
 // the memory is not shared, and a transport that is none is refused.
@@ -25,8 +27,12 @@ namespace {
 class ClientScaleOutTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    controller_ = std::make_unique<Server>(
-        ServerOptions{.role = ServerRole::kController, .listen = "127.0.0.1:0"});
+    ServerOptions options{.role = ServerRole::kController, .listen = "127.0.0.1:0"};
+    // A shard shut down stays listed live: its rows are handed out (and
+    // cannot be read), however slow the machine.
+    options.controller.shard_away_after = absl::Hours(1);
+    options.controller.shard_lost_after = absl::Hours(2);
+    controller_ = std::make_unique<Server>(options);
     ASSERT_OK(controller_->Start());
     ASSERT_OK_AND_ASSIGN(client_, Client::Connect({.address = Address(),
                                                    .timeout = absl::Seconds(20)}));
@@ -125,12 +131,42 @@ TEST_F(ClientScaleOutTest, RowsOnBothShardsComeBackAsFromOneServer) {
   for (int64_t r = 0; r < 2; ++r) {
     setenv("TDOCK_NODE", r == 0 ? "node-1" : "node-2", 1);
     ClientPut put{.dock = "both", .step = 1, .rows = {r}};
+    put.columns.push_back(ClientColumn::FromRows<uint8_t>(
+        "flag", DType::kUint8, {{static_cast<uint8_t>(r + 1)}}));
     put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {IdsOf(r)}));
     ASSERT_OK(client_->Put(put).status());
   }
   shards_[1]->Shutdown();
   EXPECT_STATUS(client_->Read("both", 1, {0, 1}, {"ids"}).status(),
                 absl::StatusCode::kUnavailable, "reading shard 2 at 127.0.0.1:");
+  // A Get of those rows hands them out, but cannot read them: without a
+  // lease, they are lost to the consumer, named.
+  EXPECT_STATUS(client_->Get({.dock = "both", .consumer = "all", .step = 1, .count = 2}).status(),
+                absl::StatusCode::kDataLoss,
+                "step 1 rows [0, 1] were handed to consumer 'all' but their cells could not "
+                "be read");
+}
+
+TEST_F(ClientScaleOutTest, AGetWhoseCellsCannotBeReadHandsItsLeaseBackAtOnce) {
+  StartShards();
+  DockSpec spec;
+  spec.name = "leased";
+  spec.num_prompts = 2;
+  spec.columns = {{"ids", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"all", {"ids"}, 2, 1, false, Policy::kFifo, 0}};
+  spec.consumers[0].lease_ms = 600'000;
+  ASSERT_OK(client_->CreateDock(spec).status());
+  setenv("TDOCK_NODE", "node-2", 1);
+  ClientPut put{.dock = "leased", .step = 0, .rows = {0, 1}};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {{7}, {8}}));
+  ASSERT_OK(client_->Put(put).status());
+  shards_[1]->Shutdown();
+  EXPECT_STATUS(client_->Get({.dock = "leased", .consumer = "all", .step = 0}).status(),
+                absl::StatusCode::kUnavailable,
+                "step 0 rows [0, 1] for consumer 'all' could not be read");
+  // Handed back at once, not after its 10 minutes: the rows wait for a Get.
+  ASSERT_OK_AND_ASSIGN(std::vector<ClientLease> leases, client_->ListLeases("leased", "all"));
+  EXPECT_TRUE(leases.empty());
 }
 
 TEST_F(ClientScaleOutTest, ThroughSharedMemoryNoPayloadCrossesASocket) {
