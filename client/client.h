@@ -202,6 +202,13 @@ struct ClientGet {
   std::optional<int64_t> round;
   // Consumers with `replicas`: which replica of the rank asks.
   int32_t replica = 0;
+  // Through a controller: rows handed out whose cells cannot be read (a
+  // shard away or gone) fail the Get (DATA_LOSS naming them; with a lease,
+  // the lease is handed back and it is UNAVAILABLE). With `partial`, the
+  // batch comes without them when any shard holding its cells answered; they
+  // are in its missing_rows, and still under its lease, if any
+  // (acknowledging it completes them too).
+  bool partial = false;
 };
 
 // A batch as received. Each column's data is one contiguous, 64-byte aligned
@@ -213,6 +220,9 @@ struct ClientGet {
 struct ClientBatch : BatchMeta {
   std::vector<PackedColumn> columns;
   std::shared_ptr<const char> buffer;
+  // A Get with `partial`: the rows handed out that the batch lacks, their
+  // cells unreadable (in `rows` order); empty otherwise.
+  std::vector<int64_t> missing_rows;
 
   const PackedColumn* column(std::string_view name) const;
   // Row i of a column as typed values (copied; every element of every item

@@ -269,7 +269,7 @@ absl::StatusOr<ClientBatch> Client::Get(const ClientGet& get) {
   if (batch.cell_locations) {
     const absl::Status read = impl_->ReadCells(
         absl::StrCat("Get of consumer '", get.consumer, "' on dock '", get.dock, "'"), get.dock,
-        batch);
+        batch, get.partial);
     if (!read.ok()) {
       // The rows are handed out but their cells cannot be read: a lease goes
       // back at once (asking again is safe); without one they are lost to

@@ -129,9 +129,12 @@ class Client::Impl final {
                        Response* response) const;
   // A controller's batch (cell_locations) with its cells: each column's
   // locations read from the shards holding them, one call a shard, all at once, and the
-  // batch's columns replaced by their cells in one buffer from the pool.
+  // batch's columns replaced by their cells in one buffer from the pool. A
+  // shard's read failed: its error, unless `partial` and another shard
+  // answered; then the batch narrowed to the rows with every cell on the
+  // shards that answered (the others in its missing_rows).
   absl::Status ReadCells(const std::string& what, const std::string& dock,
-                         ClientBatch& batch);
+                         ClientBatch& batch, bool partial = false);
   // A controller's listing (cell_locations) with its cells read from the
   // shards, each RowState's cells' bytes in place of their locations.
   absl::Status ReadListedCells(const std::string& dock, RowListing& listing);

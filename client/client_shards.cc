@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/base/internal/endian.h"
@@ -42,6 +43,52 @@ std::vector<CellLocation> LocationsOf(const PackedColumn& column) {
     out[r] = *DecodeCellLocation(ByteSpan(record, sizeof(record)));
   }
   return out;
+}
+
+// The batch without the rows not `kept`, those in its missing_rows: its
+// columns' offsets and its per-row fields narrowed, its repeats and
+// micro-batches renumbered (a micro-batch may be left empty: every rank keeps
+// the same count). Its columns' data already holds only the kept rows.
+void Narrow(const std::vector<bool>& kept, ClientBatch& batch) {
+  std::vector<int64_t> before(kept.size() + 1);  // old position -> new (or the next kept)
+  for (size_t r = 0; r < kept.size(); ++r) before[r + 1] = before[r] + (kept[r] ? 1 : 0);
+  auto narrowed = [&kept](auto& values) {
+    if (values.size() != kept.size()) return;
+    size_t out = 0;
+    for (size_t r = 0; r < kept.size(); ++r) {
+      if (kept[r]) values[out++] = std::move(values[r]);
+    }
+    values.resize(out);
+  };
+  for (size_t r = 0; r < kept.size() && r < batch.rows.size(); ++r) {
+    if (!kept[r]) batch.missing_rows.push_back(batch.rows[r]);
+  }
+  for (PackedColumn& column : batch.columns) {
+    std::vector<int64_t> offsets = {0};
+    for (size_t r = 0; r < kept.size(); ++r) {
+      if (kept[r]) offsets.push_back(offsets.back() + column.length(static_cast<int64_t>(r)));
+    }
+    column.offsets = std::move(offsets);
+  }
+  std::vector<int64_t> repeats;
+  for (int64_t p : batch.repeats) {
+    if (kept[static_cast<size_t>(p)]) repeats.push_back(before[static_cast<size_t>(p)]);
+  }
+  batch.repeats = std::move(repeats);
+  std::vector<int64_t> tokens = batch.token_counts;
+  narrowed(batch.rows);
+  narrowed(batch.token_counts);
+  narrowed(batch.keys);
+  narrowed(batch.versions);
+  for (MicroBatchInfo& mb : batch.micro_batches) {
+    mb.tokens = 0;
+    for (int64_t r = mb.begin; r < mb.end; ++r) {
+      if (kept[static_cast<size_t>(r)] && !tokens.empty()) mb.tokens += tokens[r];
+    }
+    mb.begin = before[static_cast<size_t>(mb.begin)];
+    mb.end = before[static_cast<size_t>(mb.end)];
+    mb.padded_tokens = mb.padded_len * (mb.end - mb.begin);
+  }
 }
 
 }  // namespace
@@ -147,7 +194,7 @@ absl::Status Client::Impl::CheckTransport(const Shards& shards) const {
 }
 
 absl::Status Client::Impl::ReadCells(const std::string& what, const std::string& dock,
-                                     ClientBatch& batch) {
+                                     ClientBatch& batch, bool partial) {
   // Per column its locations; per shard, per column, the rows it holds.
   std::vector<std::vector<CellLocation>> where;
   std::map<uint64_t, std::vector<std::vector<size_t>>> by_shard;
@@ -176,22 +223,6 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     }
     TDOCK_ASSIGN_OR_RETURN(shards, ListShards(/*refresh=*/true));
   }
-  // The batch's cells, column after column (each 64-byte aligned, as a
-  // standalone server's batch is), each row where its items go.
-  constexpr int64_t kAlignment = 64;
-  std::vector<std::vector<int64_t>> starts(batch.columns.size());
-  std::vector<int64_t> column_start(batch.columns.size());
-  int64_t total = 0;
-  for (size_t c = 0; c < where.size(); ++c) {
-    total = (total + kAlignment - 1) / kAlignment * kAlignment;
-    column_start[c] = total;
-    for (const CellLocation& cell : where[c]) {
-      starts[c].push_back(total);
-      total += static_cast<int64_t>(cell.bytes);
-    }
-  }
-  std::shared_ptr<char> buffer =
-      total > 0 ? buffers.Acquire(static_cast<size_t>(total)) : nullptr;
   // Every shard's read at once, on one completion queue; the answers are
   // copied in shard order once all are in.
   struct ShardRead {
@@ -201,6 +232,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
     grpc::Status status;
+    absl::Status failed;  // the read's error, the call's or its session's
     std::unique_ptr<grpc::ClientAsyncResponseReader<grpc::ByteBuffer>> call;
     internal::ShmShard* shm = nullptr;  // read through the shard's shared memory
     uint64_t session = 0;               // then, in this session
@@ -209,6 +241,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   };
   grpc::CompletionQueue cq;  // outlives the calls
   std::vector<std::unique_ptr<ShardRead>> reads;
+  size_t started = 0;
   absl::Status prepared;
   for (const auto& [id, positions] : by_shard) {
     v1::ReadCellsRequest request;
@@ -227,36 +260,34 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
     auto read = std::make_unique<ShardRead>();
     read->id = id;
     read->positions = &positions;
+    ShardRead& at = *reads.emplace_back(std::move(read));
     if (internal::ShmShard* shm = listed[id]->shm.get(); shm != nullptr) {
       absl::StatusOr<uint64_t> session =
           shm->Session(listed[id]->channel, options.token.empty() ? "" : authorization);
       if (!session.ok()) {
-        prepared = absl::Status(session.status().code(),
-                                absl::StrCat(what, ": opening a session with shard ", id, " at ",
-                                             listed[id]->address, ": ",
-                                             session.status().message()));
-        break;
+        at.failed = absl::Status(session.status().code(),
+                                 absl::StrCat("opening a session: ", session.status().message()));
+        continue;
       }
       request.set_shm_session(*session);
-      read->shm = shm;
-      read->session = *session;
+      at.shm = shm;
+      at.session = *session;
     }
     bool own_buffer = false;
     prepared = FromGrpcStatus(grpc::SerializationTraits<v1::ReadCellsRequest>::Serialize(
-        request, &read->request, &own_buffer));
+        request, &at.request, &own_buffer));
     if (!prepared.ok()) break;
-    SetDeadline(&read->context);
-    read->call = listed[id]->read_stub->PrepareUnaryCall(&read->context,
-                                                         "/tdock.v1.Shard/ReadCells",
-                                                         read->request, &cq);
-    read->call->StartCall();
-    read->call->Finish(&read->response, &read->status, read.get());
-    reads.push_back(std::move(read));
+    SetDeadline(&at.context);
+    at.call = listed[id]->read_stub->PrepareUnaryCall(&at.context, "/tdock.v1.Shard/ReadCells",
+                                                     at.request, &cq);
+    at.call->StartCall();
+    at.call->Finish(&at.response, &at.status, &at);
+    ++started;
   }
   // Every call started finishes (an error, at the deadline at the latest).
   void* tag = nullptr;
   bool ok = false;
-  for (size_t done = 0; done < reads.size(); ++done) cq.Next(&tag, &ok);
+  for (size_t done = 0; done < started; ++done) cq.Next(&tag, &ok);
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
@@ -264,8 +295,13 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   // the pin of every read over shared memory goes back, whatever happens.
   std::vector<std::pair<internal::ShmShard*, uint64_t>> pinned;  // shard, session
   std::vector<uint64_t> pins;
+  std::set<uint64_t> failed;  // shards whose read failed
   for (const std::unique_ptr<ShardRead>& read : reads) {
-    if (!read->status.ok()) continue;
+    if (read->call != nullptr) read->failed = FromGrpcStatus(read->status);
+    if (!read->failed.ok()) {
+      failed.insert(read->id);
+      continue;
+    }
     if (!read->response.Dump(&read->slices).ok()) continue;
     std::vector<ByteSpan> spans;
     for (const grpc::Slice& slice : read->slices) {
@@ -286,22 +322,50 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   };
   TDOCK_RETURN_IF_ERROR(prepared);
   for (const std::unique_ptr<ShardRead>& read : reads) {
-    const uint64_t id = read->id;
-    const std::vector<std::vector<size_t>>& positions = *read->positions;
-    if (!read->status.ok()) {
-      {
-        // It may be back at another address: listed again by the next call.
-        absl::MutexLock lock(&shards_mu_);
-        shards_.reset();
-      }
-      const absl::Status failed = FromGrpcStatus(read->status);
-      if (read->shm != nullptr && internal::ShmShard::SessionLost(failed)) {
-        read->shm->EndSession(read->session);
-      }
-      return absl::Status(failed.code(), absl::StrCat(what, ": reading shard ", id, " at ",
-                                                      listed[id]->address, ": ",
-                                                      failed.message()));
+    if (read->failed.ok()) continue;
+    {
+      // It may be back at another address: listed again by the next call.
+      absl::MutexLock lock(&shards_mu_);
+      shards_.reset();
     }
+    if (read->shm != nullptr && internal::ShmShard::SessionLost(read->failed)) {
+      read->shm->EndSession(read->session);
+    }
+    if (!partial || failed.size() == reads.size()) {
+      return absl::Status(read->failed.code(),
+                          absl::StrCat(what, ": reading shard ", read->id, " at ",
+                                       listed[read->id]->address, ": ", read->failed.message()));
+    }
+  }
+  // The rows kept: those with every cell on a shard that answered.
+  std::vector<bool> kept(where.empty() ? 0 : where.front().size(), true);
+  for (const std::vector<CellLocation>& column : where) {
+    for (size_t r = 0; r < column.size(); ++r) {
+      if (failed.count(column[r].shard) != 0) kept[r] = false;
+    }
+  }
+  // The batch's cells, column after column (each 64-byte aligned, as a
+  // standalone server's batch is), each kept row where its items go.
+  constexpr int64_t kAlignment = 64;
+  std::vector<std::vector<int64_t>> starts(batch.columns.size());
+  std::vector<int64_t> column_start(batch.columns.size());
+  std::vector<int64_t> column_bytes(batch.columns.size());
+  int64_t total = 0;
+  for (size_t c = 0; c < where.size(); ++c) {
+    total = (total + kAlignment - 1) / kAlignment * kAlignment;
+    column_start[c] = total;
+    for (size_t r = 0; r < where[c].size(); ++r) {
+      starts[c].push_back(total);
+      if (kept[r]) total += static_cast<int64_t>(where[c][r].bytes);
+    }
+    column_bytes[c] = total - column_start[c];
+  }
+  std::shared_ptr<char> buffer =
+      total > 0 ? buffers.Acquire(static_cast<size_t>(total)) : nullptr;
+  for (const std::unique_ptr<ShardRead>& read : reads) {
+    const uint64_t id = read->id;
+    if (failed.count(id) != 0) continue;
+    const std::vector<std::vector<size_t>>& positions = *read->positions;
     if (!read->got.has_value() || read->got->columns.size() != batch.columns.size()) {
       return absl::InternalError(absl::StrCat(what, ": malformed answer from shard ", id));
     }
@@ -319,7 +383,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
         for (size_t i = 0; i < positions[c].size(); ++i) {
           const size_t r = positions[c][i];
           const size_t size = static_cast<size_t>(where[c][r].bytes);
-          if (size == 0) continue;
+          if (size == 0 || !kept[r]) continue;
           char record[16];
           CopyFromSegments(records.segments, static_cast<int64_t>(i) * 16, 16, record);
           const absl::Status copied = read->shm->CopyOut(
@@ -343,20 +407,21 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
                                                   " bytes of column '", batch.columns[c].name,
                                                   "', fewer than asked"));
         }
-        CopyFromSegments(got->columns[c].segments, pos, size, buffer.get() + starts[c][r]);
+        if (kept[r]) {
+          CopyFromSegments(got->columns[c].segments, pos, size, buffer.get() + starts[c][r]);
+        }
         pos += size;
       }
     }
   }
   for (size_t c = 0; c < batch.columns.size(); ++c) {
     PackedColumn& column = batch.columns[c];
-    int64_t bytes = 0;
-    for (const CellLocation& cell : where[c]) bytes += static_cast<int64_t>(cell.bytes);
     char* at = buffer == nullptr ? nullptr : buffer.get() + column_start[c];
-    column.segments = {ByteSpan(at, static_cast<size_t>(bytes))};
+    column.segments = {ByteSpan(at, static_cast<size_t>(column_bytes[c]))};
   }
   batch.buffer = std::move(buffer);
   batch.cell_locations = false;
+  if (!failed.empty()) Narrow(kept, batch);
   return absl::OkStatus();
 }
 

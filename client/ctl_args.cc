@@ -32,7 +32,8 @@ const std::vector<CommandInfo>& Commands() {
        {}},
       {"read", {"DOCK"}, {}, {"step", "rows", "keys", "columns"}, {}},
       {"rows", {"DOCK", "STEP"}, {}, {}, {}},
-      {"get", {"DOCK", "CONSUMER"}, {}, {"rank", "step", "count", "wait_ms", "round", "replica"},
+      {"get", {"DOCK", "CONSUMER"}, {},
+       {"rank", "step", "count", "wait_ms", "round", "replica", "partial"},
        {}},
       {"ack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
       {"nack", {"DOCK", "CONSUMER", "LEASE"}, {}, {}, {}},
@@ -64,7 +65,8 @@ bool Contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// Splits argv into flags and positionals. --json alone needs no value.
+// Splits argv into flags and positionals. --json and --partial alone need no
+// value.
 absl::Status SplitArgs(const std::vector<std::string>& argv, CtlArgs* args,
                        std::vector<std::string>* positionals) {
   bool flags_done = false;
@@ -92,7 +94,7 @@ absl::Status SplitArgs(const std::vector<std::string>& argv, CtlArgs* args,
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-    } else if (name == "json") {
+    } else if (name == "json" || name == "partial") {
       value = "true";
     } else if (i + 1 < argv.size()) {
       value = argv[++i];
@@ -232,9 +234,13 @@ commands:
   rows DOCK STEP              list a live step's rows: key, group, columns written,
                               consumers that took it, drop reason
   get DOCK CONSUMER [--rank R] [--step S] [--count N] [--wait_ms MS] [--round K]
-      [--replica Q]           claim and print a batch for a consumer; --round K
+      [--replica Q] [--partial]
+                              claim and print a batch for a consumer; --round K
                               asks a BALANCED consumer for round K again;
-                              --replica Q: which replica of the rank asks
+                              --replica Q: which replica of the rank asks;
+                              --partial: through a controller, the batch without
+                              the rows whose cells cannot be read (named as
+                              missing rows) instead of an error
   ack DOCK CONSUMER LEASE     acknowledge a lease (consumers with lease_ms): its
                               rows are done for the consumer
   nack DOCK CONSUMER LEASE    hand a lease's rows back, to be handed out again

@@ -292,6 +292,7 @@ Json BatchToJson(const ClientBatch& batch) {
   }
   return {{"step", batch.step},
           {"rows", batch.rows},
+          {"missing_rows", batch.missing_rows},
           {"keys", batch.keys},
           {"versions", batch.versions},
           {"repeats", batch.repeats},
@@ -441,6 +442,10 @@ std::string BatchToText(const ClientBatch& batch) {
   if (batch.lease_id != 0) {
     absl::StrAppendFormat(&text, "  lease:        %d (acknowledge within %d ms)\n",
                           batch.lease_id, absl::ToInt64Milliseconds(batch.lease));
+  }
+  if (!batch.missing_rows.empty()) {
+    absl::StrAppend(&text, "  missing rows: ", absl::StrJoin(batch.missing_rows, " "),
+                    " (cells unreadable)\n");
   }
   absl::StrAppend(&text, "  rows:         ", absl::StrJoin(batch.rows, " "), "\n",
                   "  token counts: ", absl::StrJoin(batch.token_counts, " "), "\n",

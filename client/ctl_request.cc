@@ -90,6 +90,12 @@ absl::StatusOr<Request> MakeRequest(const CtlArgs& args) {
     request.consumer = args.positionals[1];
     TDOCK_ASSIGN_OR_RETURN(int64_t replica, NonNegative(args, "replica", 0, 1 << 20));
     request.replica = static_cast<int32_t>(replica);
+    const std::string partial = args.Get("partial", "false");
+    if (partial != "true" && partial != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--partial is '", partial, "'; it takes no value, or true or false"));
+    }
+    request.partial = partial == "true";
     if (args.Has("round")) {
       TDOCK_ASSIGN_OR_RETURN(request.round, NonNegative(args, "round", 0, kMaxRound));
     }

@@ -38,6 +38,7 @@ struct Request {
   absl::Duration wait = absl::ZeroDuration();
   std::optional<int64_t> round;
   int32_t replica = 0;
+  bool partial = false;  // get
   uint64_t lease = 0;
   int64_t version = 0;  // set-version, reserve
   std::vector<int32_t> group_sizes;  // reserve

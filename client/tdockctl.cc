@@ -124,7 +124,8 @@ absl::Status RunGet(Client& client, const Request& request) {
                                      .count = request.count,
                                      .wait = request.wait,
                                      .round = request.round,
-                                     .replica = request.replica}));
+                                     .replica = request.replica,
+                                     .partial = request.partial}));
   Print(request, BatchToJson(batch), BatchToText(batch));
   return absl::OkStatus();
 }

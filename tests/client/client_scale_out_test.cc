@@ -4,11 +4,13 @@
 // column one 64-byte-aligned segment (a uint8 column before an int32 one);
 // a controller that lists no shards yet is Unavailable, and listed again;
 // a Get whose cells cannot be read hands its lease back at once
-// (Unavailable), or, without one, is DataLoss naming the rows.
+// (Unavailable), or, without one, is DataLoss naming the rows; a partial
+// Get comes without the rows it cannot read, naming them.
 // Through shards' shared memory (transport shm), Puts and Gets carry no
 // payload over their sockets, and come back the same; shm is refused where
 // the memory is not shared, and a transport that is none is refused.
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -41,6 +43,7 @@ class ClientScaleOutTest : public ::testing::Test {
     unsetenv("TDOCK_NODE");
     for (auto& shard : shards_) shard->Shutdown();
     controller_->Shutdown();
+    if (!shm_dir_.empty()) std::system(absl::StrCat("rm -rf '", shm_dir_, "'").c_str());
   }
   std::string Address() const { return absl::StrCat("127.0.0.1:", controller_->port()); }
   // With `shm_dir`, their cells in shared memory there.
@@ -55,10 +58,18 @@ class ClientScaleOutTest : public ::testing::Test {
       ASSERT_OK(shards_.back()->Start());
     }
   }
+  // The shards with their cells in shared memory, in a directory of their own.
+  void StartShardsInSharedMemory() {
+    shm_dir_ = ::testing::TempDir() + "/tdock_client_shm_XXXXXX";
+    ASSERT_NE(mkdtemp(shm_dir_.data()), nullptr);
+    StartShards(shm_dir_);
+  }
+  void PartialGetComesWithoutTheRowsItCannotRead(Client& client);
 
   std::unique_ptr<Server> controller_;
   std::vector<std::unique_ptr<Server>> shards_;
   std::unique_ptr<Client> client_;
+  std::string shm_dir_;
 };
 
 // Row r: `flag` is r + 1 once (uint8), `ids` is r, r + 1, ... (r + 1 items).
@@ -169,10 +180,91 @@ TEST_F(ClientScaleOutTest, AGetWhoseCellsCannotBeReadHandsItsLeaseBackAtOnce) {
   EXPECT_TRUE(leases.empty());
 }
 
+// A partial Get (over gRPC, or through the shards' shared memory) of rows
+// 0 and 2 on shard 1 and rows 1 and 3 on shard 2, shard 2 shut down: the
+// batch holds rows 0 and 2 with their cells, keys, token counts and
+// micro-batches narrowed to them, names 1 and 3 missing, and its lease
+// covers all four; a partial Get whose every shard failed fails as a Get.
+void ClientScaleOutTest::PartialGetComesWithoutTheRowsItCannotRead(Client& client) {
+  DockSpec spec;
+  spec.name = "partial";
+  spec.num_prompts = 4;
+  spec.steps_in_flight = 2;
+  spec.length_columns = {"ids"};
+  spec.columns = {{"ids", DType::kInt32, {}, 0, false}};
+  ConsumerSpec all{"all", {"ids"}, 4, 1, false, Policy::kFifo, 0};
+  all.lease_ms = 600'000;
+  all.micro_batch = MicroBatchOptions{.max_tokens = 4};
+  spec.consumers = {all};
+  ASSERT_OK(client.CreateDock(spec).status());
+  for (int64_t step : {0, 1}) {
+    for (int64_t r = 0; r < 4; ++r) {
+      if (step == 1 && r % 2 == 0) continue;  // step 1: rows 1 and 3, on shard 2 only
+      setenv("TDOCK_NODE", r % 2 == 0 ? "node-1" : "node-2", 1);
+      ClientPut put{.dock = "partial", .step = step, .rows = {r},
+                    .keys = {absl::StrCat("k", step, "-", r)}};
+      put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, {IdsOf(r)}));
+      ASSERT_OK(client.Put(put).status());
+    }
+  }
+  shards_[1]->Shutdown();
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch, client.Get({.dock = "partial", .consumer = "all",
+                                                      .step = 0, .partial = true}));
+  std::vector<int64_t> rows = batch.rows, missing = batch.missing_rows;
+  std::sort(rows.begin(), rows.end());
+  std::sort(missing.begin(), missing.end());
+  EXPECT_EQ(rows, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(missing, (std::vector<int64_t>{1, 3}));
+  ASSERT_EQ(batch.keys.size(), 2u);
+  ASSERT_EQ(batch.token_counts.size(), 2u);
+  const PackedColumn& ids = *batch.column("ids");
+  ASSERT_EQ(ids.rows(), 2);
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    const int64_t r = batch.rows[i];
+    EXPECT_EQ(batch.Row<int32_t>(ids, static_cast<int64_t>(i)), IdsOf(r)) << "row " << r;
+    EXPECT_EQ(batch.keys[i], absl::StrCat("k0-", r));
+    EXPECT_EQ(batch.token_counts[i], r + 1);
+  }
+  // The micro-batches tile the rows kept, each counting its own tokens.
+  ASSERT_FALSE(batch.micro_batches.empty());
+  int64_t next = 0;
+  for (const MicroBatchInfo& mb : batch.micro_batches) {
+    EXPECT_EQ(mb.begin, next);
+    int64_t tokens = 0;
+    for (int64_t i = mb.begin; i < mb.end; ++i) tokens += batch.token_counts[i];
+    EXPECT_EQ(mb.tokens, tokens);
+    EXPECT_EQ(mb.padded_tokens, mb.padded_len * (mb.end - mb.begin));
+    next = mb.end;
+  }
+  EXPECT_EQ(next, 2);
+  ASSERT_NE(batch.lease_id, 0u);
+  EXPECT_EQ(*client.Ack("partial", "all", batch.lease_id), 4);
+  // Every shard holding step 1's cells failed: the Get fails, its lease back.
+  EXPECT_STATUS(client.Get({.dock = "partial", .consumer = "all", .step = 1, .count = 2,
+                           .partial = true})
+                    .status(),
+                absl::StatusCode::kUnavailable,
+                "for consumer 'all' could not be read");
+  ASSERT_OK_AND_ASSIGN(std::vector<ClientLease> leases, client.ListLeases("partial", "all"));
+  EXPECT_TRUE(leases.empty());
+}
+
+TEST_F(ClientScaleOutTest, APartialGetComesWithoutTheRowsItCannotRead) {
+  StartShards();
+  PartialGetComesWithoutTheRowsItCannotRead(*client_);
+}
+
+TEST_F(ClientScaleOutTest, APartialGetThroughSharedMemoryComesWithoutTheRowsItCannotRead) {
+  StartShardsInSharedMemory();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> shm,
+                       Client::Connect({.address = Address(),
+                                        .timeout = absl::Seconds(20),
+                                        .transport = "auto"}));
+  PartialGetComesWithoutTheRowsItCannotRead(*shm);
+}
+
 TEST_F(ClientScaleOutTest, ThroughSharedMemoryNoPayloadCrossesASocket) {
-  std::string dir = ::testing::TempDir() + "/tdock_client_shm_XXXXXX";
-  ASSERT_NE(mkdtemp(dir.data()), nullptr);
-  StartShards(dir);
+  StartShardsInSharedMemory();
   // Messages of 4 KiB at most: 64 KiB rows go only through shared memory.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> shm,
                        Client::Connect({.address = Address(),
@@ -211,7 +303,6 @@ TEST_F(ClientScaleOutTest, ThroughSharedMemoryNoPayloadCrossesASocket) {
   put.columns.push_back(ClientColumn::FromRows<float>("x", DType::kFloat32, {row(0)}));
   EXPECT_STATUS(grpc->Put(put).status(), absl::StatusCode::kResourceExhausted,
                 "exceeds max_message_bytes");
-  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
 }
 
 TEST_F(ClientScaleOutTest, TransportShmIsRefusedWhereTheMemoryIsNotShared) {

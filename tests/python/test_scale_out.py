@@ -167,12 +167,12 @@ def test_a_partial_get_comes_without_the_rows_of_a_shard_gone(sharded, monkeypat
     """A shard that cannot be read: a Get fails naming the rows, unless it
     asked for a partial batch, which comes with the rows whose cells are on
     the shard that answered (their bytes as written) and names the others
-    in missing_rows; from the asyncio client too. With every shard gone
+    in missing_rows; from the asyncio client and tdockctl too. With every shard gone
     there is no batch to give: it fails."""
     procs, address = sharded
     leased = {"all": {**ALL_ROWS["all"], "lease_ms": 60_000}}
     with tdock.Client(address) as client:
-        for name in ("partial", "partial_aio", "whole"):
+        for name in ("partial", "partial_aio", "partial_ctl", "whole"):
             dock = client.create_dock(grpo_spec(name, prompts=4, n=2, consumers=leased))
             for _ in _put_groups_on_both_nodes(dock.put, monkeypatch):
                 pass
@@ -195,6 +195,16 @@ def test_a_partial_get_comes_without_the_rows_of_a_shard_gone(sharded, monkeypat
             return sorted(b.rows.tolist()), sorted(b.missing_rows.tolist())
 
     assert asyncio.run(run()) == ([0, 1, 4, 5], [2, 3, 6, 7])
+    # tdockctl (the C++ client) too.
+    ctl = subprocess.run([os.environ.get("TDOCK_CTL_BIN", "build/client/tdockctl"),
+                          "--server", address, "--json", "get", "partial_ctl", "all",
+                          "--wait_ms", "5000", "--partial"],
+                         capture_output=True, text=True, timeout=60)
+    assert ctl.returncode == 0, ctl.stderr
+    got = json.loads(ctl.stdout)
+    assert (sorted(got["rows"]), sorted(got["missing_rows"])) == ([0, 1, 4, 5], [2, 3, 6, 7])
+    assert [len(cells) for cells in got["columns"]["response_ids"]] == [
+        len(_expected_response(row)) for row in got["rows"]]
     stop_server(procs[1])
     with tdock.Client(address) as client:
         with pytest.raises(tdock.errors.Unavailable, match="could not be read"):
