@@ -2,7 +2,7 @@
 
     PYTHONPATH=build/python .venv-test/bin/python bench/scale_out.py \
         --server build/server/tdock-server [--shards 1,2] [--mib 128] [--rounds 2] \
-        [--durable] [--shape_mbit R]
+        [--durable] [--shape_mbit R] [--pin [--pin_shard_cores K] [--pin_share]]
 
 For each topology (a standalone server; a controller with N shards for each N
 of --shards), started fresh on loopback: one producer process per shard (per
@@ -36,12 +36,24 @@ R, the controller's port not at all. R as measured is what one iperf3 stream
 gets through a port shaped the same way, in the same run; N shards should
 then move about N x R while the cores are not what limits them (keep N x R
 well under what the machine moves unshaped). It reports `x R`: GB/s over R.
+
+With --pin (iperf3), each topology's processes run on cores of their own, as
+on separate nodes: the controller on one, each shard (the standalone server)
+on --pin_shard_cores, each producer and each consumer on one, taken in that
+order (a shard's next to its clients') from the cores this process may use;
+N shards need 1 + N x (K + 2). Too few is an error, unless --pin_share, which
+wraps the layout around the cores there are (processes then share them: a
+check of the layout on a small machine, not a measurement). Each round also
+measures the loopback ceiling as laid out: one iperf3 stream per shard, all at
+once, each from its producer's core to its shard's, summed; it reports GB/s
+over one stream (`x 1 strm`) and over as many streams as shards (`x N strm`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -52,6 +64,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import typing
 import urllib.request
 
 import numpy as np
@@ -112,29 +125,107 @@ def measured_rate(mbit: int) -> float:
         return iperf3_gbps(shaper.shape)
 
 
-def iperf3_gbps(shape=None) -> float:
-    """GB/s of one iperf3 stream on loopback (its port given to `shape`
-    first, when given)."""
-    port = free_port()
-    server = subprocess.Popen(["iperf3", "-s", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def iperf3_gbps(shape=None, pairs=((None, None),)) -> float:
+    """GB/s of iperf3 on loopback: one stream per (server cores, client
+    cores) of `pairs` (None: wherever the kernel runs it), all at once,
+    summed; each server's port given to `shape` first, when given. A pair of
+    processes per stream, not `-P`: iperf3 before 3.16 runs its streams on one
+    thread."""
+    servers, clients, ports = [], [], []
     try:
-        if shape is not None:
-            shape(port)
-        for _ in range(100):  # until it listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
+        for server_cpus, _ in pairs:
+            ports.append(free_port())
+            servers.append(subprocess.Popen(
+                ["iperf3", "-s", "-p", str(ports[-1])], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, preexec_fn=_on_cpus(server_cpus)))
+            if shape is not None:
+                shape(ports[-1])
+        for port in ports:
+            for _ in range(100):  # until it listens
+                if listening(port):
+                    break
                 time.sleep(0.05)
-        out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "3",
-                              "-J"], capture_output=True, text=True, timeout=60)
-        if out.returncode != 0:
-            raise SystemExit(f"iperf3 failed: {out.stderr.strip() or out.stdout[-500:]}")
-        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9
+        for port, (_, client_cpus) in zip(ports, pairs):
+            clients.append(subprocess.Popen(
+                ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "3", "-J"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                preexec_fn=_on_cpus(client_cpus)))
+        total = 0.0
+        for client in clients:
+            out, err = client.communicate(timeout=60)
+            if client.returncode != 0:
+                raise SystemExit(f"iperf3 failed: {err.strip() or out[-500:]}")
+            report = json.loads(out)
+            if "error" in report:  # iperf3 3.12 exits 0 after some errors
+                raise SystemExit(f"iperf3 failed: {report['error']}")
+            total += report["end"]["sum_received"]["bits_per_second"] / 8e9
+        return total
     finally:
-        server.kill()
-        server.wait()
+        for process in clients + servers:
+            process.kill()
+            process.wait()
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket listens on `port`, read from /proc: a connection to
+    find out would be an iperf3 server's test, and it may reset the next."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == "0A" and local.endswith(f":{port:04X}"):  # 0A: LISTEN
+                    return True
+    return False
+
+
+class Cores(typing.NamedTuple):
+    """A topology's core sets (--pin): servers[0] the controller's (the
+    standalone server's), then each shard's; producers[i] and consumers[i]
+    those of shard i's clients."""
+    servers: list
+    producers: list
+    consumers: list
+
+
+def core_layout(shards: int, cores: list, shard_cores: int, share: bool) -> Cores:
+    """Disjoint core sets, in order: the controller's (none standalone), then
+    per shard its own, its producer's and its consumer's; wrapped around
+    `cores` when `share`, else an error if they are too few."""
+    need = (1 if shards else 0) + max(shards, 1) * (shard_cores + 2)
+    if need > len(cores) and not share:
+        label = f"{shards} shard(s)" if shards else "a standalone server"
+        raise SystemExit(
+            f"--pin: the layout of {label} takes {need} cores (the controller 1, each shard "
+            f"{shard_cores}, each producer and each consumer 1); this process may use "
+            f"{len(cores)} ({','.join(map(str, cores))}). Ask for fewer shards, or "
+            "--pin_share to let processes share cores")
+    it = itertools.cycle(cores)
+
+    def take(n: int) -> set:
+        return {next(it) for _ in range(n)}
+    layout = Cores([take(1)] if shards else [], [], [])
+    for _ in range(max(shards, 1)):
+        layout.servers.append(take(shard_cores))
+        layout.producers.append(take(1))
+        layout.consumers.append(take(1))
+    return layout
+
+
+def pin(pid: int, cpus) -> None:
+    """Puts every thread of process `pid` on `cpus`. Affinity belongs to a
+    thread and a new thread takes its creator's, so it pins until no thread
+    is left unpinned: one started meanwhile is pinned in the next pass."""
+    done: set = set()
+    while tids := {int(t) for t in os.listdir(f"/proc/{pid}/task")} - done:
+        for tid in tids:
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.sched_setaffinity(tid, cpus)
+        done |= tids
+
+
+def _on_cpus(cpus):
+    """A preexec_fn that puts a child on `cpus` before it runs (None: none)."""
+    return None if cpus is None else lambda: os.sched_setaffinity(0, cpus)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -153,9 +244,11 @@ def metric(url: str, name: str, labels: str = "") -> float:
 
 
 def produce(address, dock, node, producer, producers, steps, rows_per_put, row_bytes, ready,
-            go):
+            go, cpus=None):
     """Puts rows producer, producer + producers, ... of each step (rows of
     every node interleaved, so that a consumer's batch spans every shard)."""
+    if cpus:
+        pin(os.getpid(), cpus)
     os.environ["TDOCK_NODE"] = node
     with tdock.Client(address, timeout=120) as client:
         d = client.dock(dock)
@@ -169,8 +262,10 @@ def produce(address, dock, node, producer, producers, steps, rows_per_put, row_b
             d.put(step, rows, {"x": values}, wait=120)
 
 
-def consume(address, dock, remaining, out, ready, go):
+def consume(address, dock, remaining, out, ready, go, cpus=None):
     """Gets rows until `remaining` (rows, shared by the consumers) is 0."""
+    if cpus:
+        pin(os.getpid(), cpus)
     with tdock.Client(address, timeout=120) as client:
         d = client.dock(dock)
         d.status()
@@ -188,12 +283,19 @@ def consume(address, dock, remaining, out, ready, go):
 
 
 class Topology:
-    def __init__(self, binary: str, shards: int, durable: bool = False):
-        self.binary, self.shards, self.durable = binary, shards, durable
+    def __init__(self, binary: str, shards: int, durable: bool = False,
+                 cores: Cores | None = None):
+        self.binary, self.shards, self.durable, self.cores = binary, shards, durable, cores
         self.name = ("standalone" if shards == 0 else f"controller + {shards} shard(s)"
                      + (" + data dir" if durable else ""))
 
     def start(self):
+        self._start()
+        if self.cores:
+            for server, cpus in zip(self.servers, self.cores.servers):
+                pin(server.process.pid, cpus)
+
+    def _start(self):
         if self.shards == 0:
             self.servers = [tdock.server.LocalServer(binary=self.binary).start()]
             self.address = self.servers[0].address
@@ -258,12 +360,13 @@ def measure(topology: Topology, args) -> dict:
     out = ctx.Queue()
     remaining = ctx.Value("q", steps * rows_per_step)
     ready, go = ctx.Queue(), ctx.Event()
+    cores = topology.cores or Cores([], [None] * producers, [None] * producers)
     workers = [ctx.Process(target=consume, args=(topology.address, "bench", remaining, out,
-                                                 ready, go))
-               for _ in range(producers)]
+                                                 ready, go, cores.consumers[c]))
+               for c in range(producers)]
     workers += [ctx.Process(target=produce, args=(
         topology.address, "bench", node, p, producers, steps, args.rows_per_put, row_bytes,
-        ready, go))
+        ready, go, cores.producers[p]))
         for p, node in enumerate(topology.nodes)]
     for w in workers:
         w.start()
@@ -304,23 +407,48 @@ def main() -> None:
                         help="also each shard count with a data dir per shard")
     parser.add_argument("--shape_mbit", type=int, default=0,
                         help="shape each shard's port to this many Mbit/s each way (root)")
+    parser.add_argument("--pin", action="store_true",
+                        help="each process on cores of its own, and the loopback ceiling "
+                             "measured as laid out (iperf3)")
+    parser.add_argument("--pin_shard_cores", type=int, default=1,
+                        help="with --pin, cores per shard (per standalone server)")
+    parser.add_argument("--pin_share", action="store_true",
+                        help="with --pin, wrap the layout around too few cores")
     args = parser.parse_args()
+    counts = [int(n) for n in args.shards.split(",")]
+    layouts: dict[int, Cores] = {}
+    if args.pin:
+        if shutil.which("iperf3") is None:
+            raise SystemExit("--pin measures the loopback ceiling with iperf3, which is not "
+                             "on PATH (Debian: apt-get install iperf3)")
+        cores = sorted(os.sched_getaffinity(0))
+        for n in sorted({0, *counts}, reverse=True):  # an error names the most cores needed
+            layouts[n] = core_layout(n, cores, args.pin_shard_cores, args.pin_share)
     rate = measured_rate(args.shape_mbit) if args.shape_mbit else None
     if rate is not None:
         print(f"R: {args.shape_mbit} Mbit/s shaped; one iperf3 stream through it: "
               f"{rate:.4f} GB/s")
     binary = tdock.server.find_binary(args.server)
-    topologies = [Topology(binary, 0)] + [Topology(binary, int(n))
-                                          for n in args.shards.split(",")]
+    topologies = [Topology(binary, n, cores=layouts.get(n)) for n in [0, *counts]]
     if args.durable:
-        topologies += [Topology(binary, int(n), durable=True) for n in args.shards.split(",")]
+        topologies += [Topology(binary, n, durable=True, cores=layouts.get(n)) for n in counts]
+    # The ceiling of s streams, laid out as a topology of s shards (1: standalone).
+    streams = {max(n, 1): layout for n, layout in sorted(layouts.items(), reverse=True)}
+    ceilings: dict[int, list] = {s: [] for s in streams}
     results = {t.name: [] for t in topologies}
     for r in range(args.rounds):
+        for s, layout in streams.items():
+            ceilings[s].append(iperf3_gbps(pairs=list(zip(layout.servers[-s:],
+                                                          layout.producers))))
         order = topologies if r % 2 == 0 else list(reversed(topologies))
         for topology in order:
             results[topology.name].append(run_once(topology, args))
+    if args.pin:
+        print_layout(topologies, ceilings)
     base = statistics.median(x["gbps"] for x in results[topologies[0].name])
-    print(f"{'topology':<36} {'GB/s (runs)':<20} {'x standalone':>12} {'x R':>6} "
+    ceiling = {s: statistics.median(runs) for s, runs in ceilings.items()}
+    pinned = f" {'x 1 strm':>8} {'x N strm':>8}" if args.pin else ""
+    print(f"{'topology':<36} {'GB/s (runs)':<20} {'x standalone':>12} {'x R':>6}{pinned} "
           f"{'ctl payload':>12} {'ctl meta/B':>11} {'ctl CPU s/GB':>13} {'shard CPU s/GB':>15}")
     for t in topologies:
         runs = results[t.name]
@@ -331,10 +459,25 @@ def main() -> None:
             vals = [x[key] for x in runs if key in x]
             return format(statistics.median(vals), fmt) if vals else "-"
         over_r = f"{med / rate:.2f}" if rate else "-"
-        print(f"{t.name:<36} {cells:<20} {med / base:>12.2f} {over_r:>6} "
+        over_ceiling = (f" {med / ceiling[1]:>8.2f} {med / ceiling[max(t.shards, 1)]:>8.2f}"
+                        if args.pin else "")
+        print(f"{t.name:<36} {cells:<20} {med / base:>12.2f} {over_r:>6}{over_ceiling} "
               f"{col('ctl_payload', '.0f'):>12} "
               f"{col('ctl_meta_per_byte', '.5f'):>11} {col('ctl_cpu_per_gb', '.2f'):>13} "
               f"{col('shard_cpu_per_gb', '.2f'):>15}")
+
+
+def print_layout(topologies: list, ceilings: dict) -> None:
+    """The cores each topology's processes ran on, and the loopback ceilings."""
+    def cpus(sets):
+        return " | ".join(",".join(map(str, sorted(c))) for c in sets)
+    for t in topologies:
+        if not t.durable:
+            print(f"cores, {t.name}: servers {cpus(t.cores.servers)}; producers "
+                  f"{cpus(t.cores.producers)}; consumers {cpus(t.cores.consumers)}")
+    print("loopback ceiling (iperf3; stream i from producer i's cores to shard i's), GB/s: "
+          + "; ".join(f"{s} stream(s) " + ", ".join(f"{g:.2f}" for g in runs)
+                      for s, runs in sorted(ceilings.items())))
 
 
 if __name__ == "__main__":
