@@ -65,6 +65,16 @@ struct ShardIncarnation {
   friend auto operator<=>(const ShardIncarnation&, const ShardIncarnation&) = default;
 };
 
+// A Put's cells at a shard (one extent) as a controller's dock holds them:
+// the step it stored them in, and whether a row not dropped has a cell there.
+struct StoredExtent {
+  uint64_t extent = 0;
+  int64_t step = 0;
+  bool live_rows = false;
+
+  friend bool operator==(const StoredExtent&, const StoredExtent&) = default;
+};
+
 // Writes `where` as kCellLocationBytes little-endian bytes at `out`.
 void EncodeCellLocation(const CellLocation& where, char* out);
 std::string EncodeCellLocation(const CellLocation& where);

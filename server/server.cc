@@ -230,6 +230,7 @@ class Server::Impl {
   int port() const;
   DockRegistry& registry() { return registry_; }
   const shard::ShardTable* shard_table() const { return shards_.get(); }
+  const shard::ShardStore* shard_store() const { return shard_store_.get(); }
   std::vector<shard::ShardEntry> WatchShards(absl::Time now) {
     if (shard_watch_ == nullptr) return {};  // not started, or not a controller
     return shard_watch_->Watch(now);
@@ -290,6 +291,7 @@ class Server::Impl {
   std::unique_ptr<DockService> service_;
   std::unique_ptr<shard::ShardTable> shards_;      // role kController
   std::unique_ptr<shard::ShardWatch> shard_watch_;  // role kController, over shards_
+  std::unique_ptr<shard::ShardReconciler> reconciler_;  // role kController
   // role kShard with a data dir: its store, the journal over it, and the
   // shard's records through that; declared before the store that uses them.
   std::unique_ptr<persist::Store> shard_disk_;
@@ -390,7 +392,8 @@ absl::Status Server::Impl::StartLocked() {
         [observer] { observer->OnShardLost(); });
     // The recovered docks' rows wait for their shards to register.
     shard_watch_->ExpectRecovered();
-    service_->SetController(shard_watch_.get(), step_feed_.get());
+    reconciler_ = std::make_unique<shard::ShardReconciler>(&registry_);
+    service_->SetController(shard_watch_.get(), reconciler_.get(), step_feed_.get());
   }
   if (options_.role == ServerRole::kShard) TDOCK_RETURN_IF_ERROR(StartShard());
   if (persistence_ != nullptr) {
@@ -626,6 +629,13 @@ absl::Status Server::Impl::Register(absl::Duration wait) {
                                      options_.shard.controller, ": ",
                                      registered.error_message()));
   }
+  // A controller it has not reconciled with (restarted, or this shard did),
+  // or Puts whose commit was never answered: set against its locations.
+  if (absl::Status reconciled =
+          shard_service_->Reconcile(response.controller_incarnation(), wait);
+      !reconciled.ok()) {
+    TDOCK_LOG(WARNING) << reconciled;
+  }
   return absl::OkStatus();
 }
 
@@ -696,6 +706,7 @@ absl::Status Server::Start() { return impl_->Start(); }
 int Server::port() const { return impl_->port(); }
 DockRegistry& Server::registry() { return impl_->registry(); }
 const shard::ShardTable* Server::shard_table() const { return impl_->shard_table(); }
+const shard::ShardStore* Server::shard_store() const { return impl_->shard_store(); }
 std::vector<shard::ShardEntry> Server::WatchShards(absl::Time now) {
   return impl_->WatchShards(now);
 }

@@ -22,6 +22,9 @@
 #include "server/shard/shard_watch.h"
 
 namespace tdock {
+namespace shard {
+class ShardStore;
+}  // namespace shard
 
 class ServerMetrics;
 
@@ -139,6 +142,8 @@ class Server final {
   persist::Persistence* persistence();
   // role kController (after Start; null otherwise): its shards.
   const shard::ShardTable* shard_table() const;
+  // role kShard (after Start; null otherwise): its cells.
+  const shard::ShardStore* shard_store() const;
   // role kController: what it does every controller.shard_check, as of
   // `now` (ShardWatch::Watch): the shards not heard from for
   // controller.shard_lost_after are declared lost (returned), and rows on

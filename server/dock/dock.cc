@@ -158,6 +158,13 @@ void Dock::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
 }
 void Dock::HoldShards(std::vector<ShardIncarnation> away) { impl_->HoldShards(std::move(away)); }
 std::vector<ShardIncarnation> Dock::ShardsOfLiveRows() const { return impl_->ShardsOfLiveRows(); }
+void Dock::DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done) {
+  impl_->DropLostExtents(shard, std::move(extents), std::move(done));
+}
+std::vector<StoredExtent> Dock::ExtentsOnShard(uint64_t shard, uint32_t incarnation,
+                                               uint64_t below) const {
+  return impl_->ExtentsOnShard(shard, incarnation, below);
+}
 void Dock::Seal(SealInput input, RowsCallback done) {
   impl_->Seal(std::move(input), std::move(done));
 }

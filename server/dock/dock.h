@@ -185,6 +185,15 @@ class Dock final {
   // as Drop drops rows. Answers with the rows dropped (0 for a dock that
   // holds cells itself, or none there).
   void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
+  // A controller's dock: the cells of `extents` (ascending) of shard `shard`
+  // are gone from it (committed, then missing there). Every row of a live
+  // step with a cell in one of them is dropped as "lost", as DropLost drops.
+  void DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done);
+  // A controller's dock: the extents of shard `shard`'s incarnation
+  // `incarnation` below `below` that its live steps hold cells of, by
+  // extent (empty for a dock that holds cells itself).
+  std::vector<StoredExtent> ExtentsOnShard(uint64_t shard, uint32_t incarnation,
+                                           uint64_t below) const;
   // A controller's dock: the shards in `away` (each an incarnation, 0: any)
   // cannot be read for now. Until the next call, every row of a live step
   // with a cell on one of them is held back from hand-outs (it waits; a

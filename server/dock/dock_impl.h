@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -96,6 +97,9 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void Drop(DropInput input, RowsCallback done);
   // dock_lost.cc: a controller's rows on shards that are gone or away.
   void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
+  void DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done);
+  std::vector<StoredExtent> ExtentsOnShard(uint64_t shard, uint32_t incarnation,
+                                           uint64_t below) const;
   void HoldShards(std::vector<ShardIncarnation> away);
   std::vector<ShardIncarnation> ShardsOfLiveRows() const;
   void Seal(SealInput input, RowsCallback done);
@@ -136,6 +140,15 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   std::vector<int64_t> RowsOnShards(const Partition& part,
                                     const std::vector<ShardIncarnation>& shards) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The rows of `part` (a live step of a controller's dock) not dropped
+  // with a cell `where` picks (dock_lost.cc).
+  std::vector<int64_t> RowsWhere(const Partition& part,
+                                 const std::function<bool(const CellLocation&)>& where) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Drops as "lost" every row of a live step with a cell `lost` picks (with
+  // its group when a consumer takes whole groups): DropLost's work.
+  void DropLostWhere(const std::function<bool(const CellLocation&)>& lost, RowsCallback done)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // ---- Consumers changing (dock_consumers.cc): additions, removals and
   // joins of optional consumers, one at a time in the order asked: the first
   // of the ConsumerTable's queue is checked, recorded (with a journal), then

@@ -1,8 +1,12 @@
 // DockImpl's rows whose cells are on a shard that is gone or away (a
 // controller's docks, whose cells are locations): found by reading each
 // live row's locations; a gone shard's are dropped as "lost" through the
-// drop path, an away shard's are held back from hand-outs until it is back.
+// drop path, an away shard's are held back from hand-outs until it is back;
+// so are the rows whose cells a shard no longer holds, found when it
+// reconciles its inventory.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -35,16 +39,19 @@ bool AnyLocation(const Partition& part, const StepCells& cells, const ColumnTabl
 
 std::vector<int64_t> DockImpl::RowsOnShards(const Partition& part,
                                             const std::vector<ShardIncarnation>& shards) const {
+  return RowsWhere(part, [&shards](const CellLocation& where) {
+    return std::any_of(shards.begin(), shards.end(),
+                       [&where](const ShardIncarnation& s) { return s.Holds(where); });
+  });
+}
+
+std::vector<int64_t> DockImpl::RowsWhere(
+    const Partition& part, const std::function<bool(const CellLocation&)>& where) const {
   std::vector<int64_t> rows;
   const StepCells& cells = *part.cells(mu_);
   for (int64_t row = 0; row < rows_per_step_; ++row) {
     if (part.dropped(row)) continue;
-    if (AnyLocation(part, cells, columns_, row, [&shards](const CellLocation& where) {
-          return std::any_of(shards.begin(), shards.end(),
-                             [&where](const ShardIncarnation& s) { return s.Holds(where); });
-        })) {
-      rows.push_back(row);
-    }
+    if (AnyLocation(part, cells, columns_, row, where)) rows.push_back(row);
   }
   return rows;
 }
@@ -112,7 +119,52 @@ void DockImpl::HoldShards(std::vector<ShardIncarnation> away) {
   if (let_go) WakeGets({});
 }
 
+std::vector<StoredExtent> DockImpl::ExtentsOnShard(uint64_t shard, uint32_t incarnation,
+                                                   uint64_t below) const {
+  std::map<uint64_t, StoredExtent> found;
+  if (limits_.cells == CellForm::kLocations) {
+    const ShardIncarnation on{shard, incarnation};
+    tdock::ReaderMutexLock lock(&mu_);
+    for (const auto& part : ring_.partitions()) {
+      if (!part->live(mu_)) continue;
+      const StepCells& cells = *part->cells(mu_);
+      const int64_t step = part->step(mu_);
+      for (int64_t row = 0; row < rows_per_step_; ++row) {
+        const bool live_row = !part->dropped(row);
+        AnyLocation(*part, cells, columns_, row, [&](const CellLocation& where) {
+          if (on.Holds(where) && where.extent < below) {
+            StoredExtent& stored = found[where.extent];
+            stored.extent = where.extent;
+            stored.step = step;
+            stored.live_rows |= live_row;
+          }
+          return false;
+        });
+      }
+    }
+  }
+  std::vector<StoredExtent> out;
+  for (const auto& [extent, stored] : found) out.push_back(stored);
+  return out;
+}
+
 void DockImpl::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done) {
+  const ShardIncarnation on{shard, incarnation};
+  DropLostWhere([on](const CellLocation& where) { return on.Holds(where); }, std::move(done));
+}
+
+void DockImpl::DropLostExtents(uint64_t shard, std::vector<uint64_t> extents,
+                               RowsCallback done) {
+  DropLostWhere(
+      [shard, &extents](const CellLocation& where) {
+        return where.shard == shard &&
+               std::binary_search(extents.begin(), extents.end(), where.extent);
+      },
+      std::move(done));
+}
+
+void DockImpl::DropLostWhere(const std::function<bool(const CellLocation&)>& lost,
+                             RowsCallback done) {
   std::vector<DockJournal::DropRecord> drops;
   if (limits_.cells == CellForm::kLocations) {
     tdock::ReaderMutexLock lock(&mu_);
@@ -122,7 +174,7 @@ void DockImpl::DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done)
       // A step being released goes with its cells anyway.
       if (!part->live(mu_) || part->releasing(mu_)) continue;
       std::vector<int64_t> rows;
-      for (int64_t row : RowsOnShards(*part, {{shard, incarnation}})) {
+      for (int64_t row : RowsWhere(*part, lost)) {
         if (!whole_groups) {
           rows.push_back(row);
           continue;

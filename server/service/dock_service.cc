@@ -155,18 +155,25 @@ absl::Status ServiceLimits::Check(int64_t value, int64_t limit, absl::string_vie
 
 // ---- control plane ----
 
-absl::Status DockService::CellsOnLiveShards(const std::string& dock,
-                                           const std::vector<PackedColumn>& columns) const {
-  std::optional<ShardIncarnation> last;  // rows of one Put are mostly on one shard
+absl::StatusOr<shard::ShardReconciler::Extents> DockService::CellsOnLiveShards(
+    const std::string& dock, const std::vector<PackedColumn>& columns) const {
+  shard::ShardReconciler::Extents extents;
+  std::optional<CellLocation> last;  // a Put's cells are one extent of one shard
   for (const PackedColumn& column : columns) {
     char record[kCellLocationBytes];
     for (int64_t r = 0; r * kCellLocationBytes + kCellLocationBytes <= column.data_bytes(); ++r) {
       CopyFromSegments(column.segments, r * kCellLocationBytes, kCellLocationBytes, record);
       absl::StatusOr<CellLocation> where = DecodeCellLocation(ByteSpan(record, sizeof(record)));
       if (!where.ok()) continue;  // the dock's checks name it
+      if (last.has_value() && last->shard == where->shard && last->extent == where->extent) {
+        continue;
+      }
+      last = *where;
+      std::vector<uint64_t>& ids = extents[where->shard];
+      if (std::find(ids.begin(), ids.end(), where->extent) == ids.end()) {
+        ids.push_back(where->extent);
+      }
       const ShardIncarnation on{where->shard, static_cast<uint32_t>(where->extent >> 32)};
-      if (last == on) continue;
-      last = on;
       if (shards_->Lost(on)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "Put on dock '", dock, "': its cells are on shard ", on.shard, " incarnation ",
@@ -175,7 +182,7 @@ absl::Status DockService::CellsOnLiveShards(const std::string& dock,
       }
     }
   }
-  return absl::OkStatus();
+  return extents;
 }
 
 grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
@@ -209,10 +216,12 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
   input.step = header.step();
   input.rows.assign(header.rows().begin(), header.rows().end());
   input.columns = std::move(message->columns);  // spans into *bytes
+  shard::ShardReconciler::Extents extents;
   if (shards_ != nullptr) {
-    if (absl::Status alive = CellsOnLiveShards(header.dock(), input.columns); !alive.ok()) {
-      return FinishNow(context, alive);
-    }
+    absl::StatusOr<shard::ShardReconciler::Extents> alive =
+        CellsOnLiveShards(header.dock(), input.columns);
+    if (!alive.ok()) return FinishNow(context, alive.status());
+    extents = *std::move(alive);
   }
   input.wait = ClampToDeadline(*wait, *context);
   input.ack_lease = header.ack_lease();
@@ -231,13 +240,22 @@ grpc::ServerUnaryReactor* DockService::Put(grpc::CallbackServerContext* context,
     }
     input.new_columns.push_back(*std::move(column));
   }
+  // A shard's commit: in flight at its reconciler until answered.
+  shard::ShardReconciler* reconciler = extents.empty() ? nullptr : reconciler_;
+  if (reconciler != nullptr) {
+    if (absl::Status begun = reconciler->BeginCommit(header.dock(), extents); !begun.ok()) {
+      return FinishNow(context, begun);
+    }
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The callback owns the request slices, so the spans in `input` stay valid
   // until the core has copied them and completed the Put.
   // A controller's Put carries locations: no payload crosses it.
   ServiceObserver* payload = header.cell_locations() ? nullptr : observer_;
-  (*dock)->Put(std::move(input), [reactor, response, payload, bytes = *std::move(bytes)](
+  (*dock)->Put(std::move(input), [reactor, response, payload, reconciler,
+                                  extents = std::move(extents), bytes = *std::move(bytes)](
                                      absl::StatusOr<PutResult> result) {
+    if (reconciler != nullptr) reconciler->EndCommit(extents);
     absl::Status status = result.status();
     if (status.ok()) status = WritePutResponse(*result, response);
     if (status.ok() && payload != nullptr && !result->replayed) {

@@ -34,6 +34,7 @@
 #include "server/service/observer.h"
 #include "server/service/security.h"
 #include "server/service/step_feed.h"
+#include "server/shard/shard_reconcile.h"
 #include "server/shard/shard_watch.h"
 
 // The generated raw-method mixins (WithRawCallbackMethod_*) hide the typed
@@ -148,13 +149,20 @@ class DockService final
   // A shard's feed of the docks' step windows (StepFeed).
   grpc::ServerWriteReactor<v1::StepWatermarks>* WatchSteps(
       grpc::CallbackServerContext* context, const v1::WatchStepsRequest* request) override;
+  // A shard's inventory set against the docks (ShardReconciler).
+  grpc::ServerUnaryReactor* ReconcileShard(grpc::CallbackServerContext* context,
+                                           const v1::ReconcileShardRequest* request,
+                                           v1::ReconcileShardResponse* response) override;
   // Makes this the service of a controller (tdock-server --role=controller),
   // whose docks hold cell locations: its Puts come from shards and carry
-  // cell_locations, `shards` (borrowed) watches its shards, and `steps`
-  // (borrowed) feeds them the docks' step windows.
+  // cell_locations, `shards` (borrowed) watches its shards, `reconciler`
+  // (borrowed) checks their inventories, and `steps` (borrowed) feeds them
+  // the docks' step windows.
   // REQUIRES: before serving.
-  void SetController(shard::ShardWatch* shards, StepFeed* steps) {
+  void SetController(shard::ShardWatch* shards, shard::ShardReconciler* reconciler,
+                     StepFeed* steps) {
     shards_ = shards;
+    reconciler_ = reconciler;
     steps_ = steps;
   }
   // Consumers with leases: complete (Ack) or hand back (Nack) a lease.
@@ -208,10 +216,10 @@ class DockService final
                                      v1::AckResponse* response);
   absl::Status DoRead(const grpc::ByteBuffer& request,
                       grpc::ByteBuffer* response);
-  // A controller's Put: FAILED_PRECONDITION when a cell is on a shard
-  // incarnation declared lost.
-  absl::Status CellsOnLiveShards(const std::string& dock,
-                                 const std::vector<PackedColumn>& columns) const;
+  // A controller's Put: the extents its cells are in, by shard, each once;
+  // FAILED_PRECONDITION when a cell is on a shard incarnation declared lost.
+  absl::StatusOr<shard::ShardReconciler::Extents> CellsOnLiveShards(
+      const std::string& dock, const std::vector<PackedColumn>& columns) const;
 
   DockRegistry* const registry_;
   ServiceObserver* const observer_;
@@ -219,6 +227,7 @@ class DockService final
   const ServiceLimits limits_;
   std::function<void(const std::string& dir, StatusCallback done)> checkpoint_;
   shard::ShardWatch* shards_ = nullptr;  // set on a controller
+  shard::ShardReconciler* reconciler_ = nullptr;  // set on a controller
   StepFeed* steps_ = nullptr;            // set on a controller
 };
 

@@ -381,7 +381,7 @@ grpc::ServerUnaryReactor* DockService::Checkpoint(grpc::CallbackServerContext* c
 
 grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext* context,
                                                      const v1::RegisterShardRequest* request,
-                                                     v1::RegisterShardResponse* /*response*/) {
+                                                     v1::RegisterShardResponse* response) {
   if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
   if (shards_ == nullptr) {
     return FinishNow(context, absl::UnimplementedError(
@@ -389,6 +389,7 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
                                   "(tdock-server --role=controller)"));
   }
   const v1::ShardInfo& shard = request->shard();
+  response->set_controller_incarnation(reconciler_->controller_incarnation());
   return FinishNow(context,
                    shards_->Register({.id = shard.id(),
                                       .address = shard.address(),
@@ -398,6 +399,47 @@ grpc::ServerUnaryReactor* DockService::RegisterShard(grpc::CallbackServerContext
                                       .memory_limit_bytes =
                                           static_cast<int64_t>(shard.memory_limit_bytes()),
                                       .shm_prefix = shard.shm_prefix()}));
+}
+
+grpc::ServerUnaryReactor* DockService::ReconcileShard(
+    grpc::CallbackServerContext* context, const v1::ReconcileShardRequest* request,
+    v1::ReconcileShardResponse* response) {
+  if (absl::Status auth = Authorize(*context); !auth.ok()) return FinishNow(context, auth);
+  if (shards_ == nullptr) {
+    return FinishNow(context, absl::UnimplementedError(
+                                  "ReconcileShard: this server is standalone, not a controller "
+                                  "(tdock-server --role=controller)"));
+  }
+  if (shards_->Lost({request->shard_id(), request->incarnation()})) {
+    return FinishNow(context, absl::FailedPreconditionError(absl::StrCat(
+                                  "ReconcileShard: shard ", request->shard_id(), " incarnation ",
+                                  request->incarnation(), " was declared lost: its cells are "
+                                  "counted gone; it drops them and registers as a new "
+                                  "incarnation")));
+  }
+  shard::ShardReconciler::Inventory inventory{
+      .shard = request->shard_id(),
+      .incarnation = request->incarnation(),
+      .held = {request->held().begin(), request->held().end()},
+      .unresolved = {request->unresolved().begin(), request->unresolved().end()},
+      .next_extent = request->next_extent()};
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reconciler_->Reconcile(
+      std::move(inventory),
+      [reactor, response](absl::StatusOr<shard::ShardReconciler::Outcome> outcome) {
+        if (outcome.ok()) {
+          for (const auto& [extent, step] : outcome->stored) {
+            response->add_stored(extent);
+            response->add_stored_steps(step);
+          }
+          response->mutable_given_up()->Assign(outcome->given_up.begin(),
+                                               outcome->given_up.end());
+          response->set_left(outcome->left);
+          response->set_lost_rows(outcome->lost_rows);
+        }
+        reactor->Finish(ToGrpcStatus(outcome.status()));
+      });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* DockService::ListShards(grpc::CallbackServerContext* context,

@@ -8,6 +8,7 @@
 #include "absl/base/internal/endian.h"
 #include "absl/strings/str_cat.h"
 #include "common/cell_location.h"
+#include "common/logging.h"
 #include "common/refusal.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
@@ -286,7 +287,10 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
       Answer(service_->store_->Commit(extent_, commit_response_.step()));
       return;
     }
-    if (!OutcomeUnknown(status.error_code())) {
+    if (OutcomeUnknown(status.error_code())) {
+      // The controller may have stored it: it says when the shard reconciles.
+      service_->store_->Unresolved(extent_);
+    } else {
       service_->store_->Abort(extent_);
       // The dock may have been made anew with other columns: the spec is
       // asked again by the next Put.
@@ -748,6 +752,41 @@ absl::Status ShardService::SyncReleases(absl::Duration timeout) {
     }
   }
   return first;
+}
+
+absl::Status ShardService::Reconcile(uint64_t controller, absl::Duration timeout) {
+  if (controller == reconciled_with_.load() && !store_->HasUnresolved()) return absl::OkStatus();
+  const shard::ShardStore::Inventory inventory = store_->GetInventory();
+  v1::ReconcileShardRequest request;
+  request.set_shard_id(store_->shard());
+  request.set_incarnation(inventory.incarnation);
+  request.mutable_held()->Assign(inventory.held.begin(), inventory.held.end());
+  request.mutable_unresolved()->Assign(inventory.unresolved.begin(), inventory.unresolved.end());
+  request.set_next_extent(inventory.next_extent);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ReconcileShardResponse response;
+  const grpc::Status asked = this->controller(context).ReconcileShard(&context, request, &response);
+  if (!asked.ok()) {
+    return absl::Status(FromGrpcStatus(asked).code(),
+                        absl::StrCat("shard ", store_->shard(), " cannot reconcile its ",
+                                     inventory.held.size(), " Puts with its controller: ",
+                                     asked.error_message()));
+  }
+  for (int i = 0; i < response.stored_size() && i < response.stored_steps_size(); ++i) {
+    store_->Resolve(response.stored(i), response.stored_steps(i));
+  }
+  for (uint64_t extent : response.given_up()) store_->Resolve(extent, std::nullopt);
+  if (response.stored_size() + response.given_up_size() + response.lost_rows() > 0) {
+    TDOCK_LOG(INFO) << "shard " << store_->shard() << " reconciled with its controller: "
+                    << response.stored_size() << " unanswered Puts were stored, "
+                    << response.given_up_size() << " never were (freed), "
+                    << response.left() << " are asked about again; "
+                    << response.lost_rows() << " rows whose cells are not here were dropped "
+                    << "as lost";
+  }
+  reconciled_with_.store(controller);
+  return absl::OkStatus();
 }
 
 absl::Status ShardService::WatchSteps(uint64_t shard) {

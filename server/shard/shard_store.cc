@@ -75,6 +75,9 @@ absl::Status ShardStore::Recover(ShardJournal* journal, RecoveredShard recovered
     }
     Extent extent{record.dock, record.step, record.committed,
                   static_cast<int64_t>(record.payload.size()), {}, cells};
+    // A staged Put's commit may or may not have been stored: the controller
+    // says when the shard reconciles.
+    extent.unresolved = !record.committed;
     for (int64_t r = 0; r < column.rows(); ++r) {
       extent.cells.push_back({static_cast<uint64_t>(column.offsets[r]),
                               cells->Bytes(blocks[0][r], 1)});
@@ -354,6 +357,57 @@ void ShardStore::Abort(uint64_t extent) {
     extents_.erase(it);
     if (journal_ != nullptr) journal_->Freed({extent});
   }
+}
+
+void ShardStore::Unresolved(uint64_t extent) {
+  tdock::MutexLock lock(&mu_);
+  if (auto it = extents_.find(extent);
+      it != extents_.end() && !it->second.committed && !it->second.prepared) {
+    it->second.unresolved = true;
+  }
+}
+
+ShardStore::Inventory ShardStore::GetInventory() const {
+  Inventory inventory;
+  tdock::ReaderMutexLock lock(&mu_);
+  inventory.incarnation = incarnation_.load(std::memory_order_acquire);
+  inventory.next_extent = next_extent_;
+  for (const auto& [id, extent] : extents_) {
+    inventory.held.push_back(id);
+    if (extent.unresolved && !extent.committed) inventory.unresolved.push_back(id);
+  }
+  std::sort(inventory.held.begin(), inventory.held.end());
+  std::sort(inventory.unresolved.begin(), inventory.unresolved.end());
+  return inventory;
+}
+
+bool ShardStore::HasUnresolved() const {
+  tdock::ReaderMutexLock lock(&mu_);
+  return std::any_of(extents_.begin(), extents_.end(), [](const auto& held) {
+    return held.second.unresolved && !held.second.committed;
+  });
+}
+
+void ShardStore::Resolve(uint64_t extent, std::optional<int64_t> step,
+                         ShardJournal::Done recorded) {
+  bool unresolved = false;
+  {
+    tdock::ReaderMutexLock lock(&mu_);
+    auto it = extents_.find(extent);
+    unresolved = it != extents_.end() && it->second.unresolved && !it->second.committed;
+  }
+  if (!unresolved) {
+    if (recorded) std::move(recorded)(absl::OkStatus());
+    return;
+  }
+  // Nothing else changes an unresolved extent but a release, which Commit
+  // and Abort take as they find it.
+  if (step.has_value()) {
+    Commit(extent, *step, std::move(recorded)).IgnoreError();  // answered through `recorded`
+    return;
+  }
+  Abort(extent);
+  if (recorded) std::move(recorded)(absl::OkStatus());
 }
 
 absl::Status ShardStore::NotHeld(const CellLocation& where, const std::string& why) {

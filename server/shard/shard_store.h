@@ -134,6 +134,25 @@ class ShardStore final {
   absl::Status Commit(uint64_t extent, int64_t step, ShardJournal::Done recorded = nullptr);
   // The controller did not store it: it is forgotten.
   void Abort(uint64_t extent);
+  // The staged Put `extent`'s commit was never answered (the call failed
+  // with its outcome unknown): kept, and unresolved until Resolve. Staged
+  // Puts recovered from a data dir are unresolved too.
+  void Unresolved(uint64_t extent);
+  // What the store holds, for its controller to reconcile (ReconcileShard):
+  // every extent, the unresolved ones, and the next extent id it gives.
+  struct Inventory {
+    uint32_t incarnation = 0;
+    std::vector<uint64_t> held;        // ascending
+    std::vector<uint64_t> unresolved;  // ascending
+    uint64_t next_extent = 0;
+  };
+  Inventory GetInventory() const;
+  bool HasUnresolved() const;
+  // The controller's answer for the unresolved `extent`: stored in `step`
+  // (committed, as Commit) or never (nullopt: freed, as Abort). Nothing for
+  // an extent not unresolved (any more). `recorded` as Commit's.
+  void Resolve(uint64_t extent, std::optional<int64_t> step,
+               ShardJournal::Done recorded = nullptr);
 
   // Cells by location, views valid while `pin` is held.
   struct Cells {
@@ -206,6 +225,7 @@ class ShardStore final {
     // When a release retired it, the time it is freed; InfiniteFuture: live.
     absl::Time free_at = absl::InfiniteFuture();
     bool prepared = false;  // its bytes not written yet (Prepare, before Fill)
+    bool unresolved = false;  // staged, its commit never answered (Unresolved)
   };
   struct DockCells {
     std::map<int64_t, std::shared_ptr<internal::LocalStepCells>> steps;  // live here

@@ -5,7 +5,9 @@
 // released Put is gone once its read grace has passed, or sooner when a Put
 // needs its memory; the memory limit refuses a Put whole, but for the
 // dock's oldest live step; a reader's pin
-// keeps released cells' memory.
+// keeps released cells' memory; a staged Put whose commit was never
+// answered is in the inventory as unresolved until the controller's answer
+// commits or frees it.
 #include "server/shard/shard_store.h"
 
 #include <map>
@@ -73,6 +75,38 @@ TEST(ShardStore, AStagedPutGetsLocationsAndIsReadByThem) {
   EXPECT_EQ(stats.committed_puts, 1);
   EXPECT_EQ(stats.staged_puts, 0);
   EXPECT_EQ(stats.cell_bytes, 32);
+}
+
+TEST(ShardStore, AnUnansweredPutIsUnresolvedUntilTheControllerSays) {
+  ShardStore store(7, 4096, 0);
+  Put put;
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged committed, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK(store.Commit(committed.extent, 0));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged stored, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged never, store.Stage("d", 0, put.views, put.item_bytes));
+  ASSERT_OK_AND_ASSIGN(ShardStore::Staged pending, store.Stage("d", 0, put.views, put.item_bytes));
+  EXPECT_FALSE(store.HasUnresolved()) << "a commit in flight is not unresolved";
+  store.Unresolved(stored.extent);
+  store.Unresolved(never.extent);
+  store.Unresolved(committed.extent);  // answered already: stays committed
+  EXPECT_TRUE(store.HasUnresolved());
+  const ShardStore::Inventory inventory = store.GetInventory();
+  EXPECT_EQ(inventory.incarnation, store.incarnation());
+  EXPECT_EQ(inventory.held, (std::vector<uint64_t>{committed.extent, stored.extent,
+                                                   never.extent, pending.extent}));
+  EXPECT_EQ(inventory.unresolved, (std::vector<uint64_t>{stored.extent, never.extent}));
+  EXPECT_EQ(inventory.next_extent, pending.extent + 1);
+  // Stored in step 0: committed and kept; never stored: freed.
+  store.Resolve(stored.extent, 0);
+  store.Resolve(never.extent, std::nullopt);
+  store.Resolve(pending.extent, std::nullopt);  // not unresolved: left alone
+  EXPECT_FALSE(store.HasUnresolved());
+  EXPECT_EQ(store.GetInventory().held,
+            (std::vector<uint64_t>{committed.extent, stored.extent, pending.extent}));
+  EXPECT_EQ(store.GetStats().committed_puts, 2);
+  EXPECT_OK(store.Read("d", stored.locations[0]).status());
+  EXPECT_STATUS(store.Read("d", never.locations[0]).status(), absl::StatusCode::kNotFound,
+                "holds no such extent");
 }
 
 TEST(ShardStore, ReadsRefuseLocationsNotHeldHereNamingThem) {

@@ -10,7 +10,9 @@
 // record. A data dir of docks is refused to a shard, and a shard's to a
 // dock server. And the two processes together: at every consistent crash
 // point of a shard and its controller, every location the controller holds
-// names cells the shard holds.
+// names cells the shard holds, and reconciling them frees what the
+// controller never stored and loses nothing.
+#include <algorithm>
 #include <future>
 #include <map>
 #include <string>
@@ -21,6 +23,7 @@
 #include "server/persist/journal.h"
 #include "server/persist/persistence.h"
 #include "server/persist/store_shard_journal.h"
+#include "server/shard/shard_reconcile.h"
 #include "server/shard/shard_store.h"
 #include "tests/core/dock_test_util.h"
 #include "tests/persist/persist_test_util.h"
@@ -120,9 +123,12 @@ TEST(ShardRestart, EveryCrashPointKeepsEveryRecordedPutUntilItIsFreed) {
       EXPECT_EQ(restarted.incarnation(), store.incarnation());
     }
     std::map<uint64_t, int64_t> steps;  // recovered extent -> its step
+    bool staged_back = false;  // a Put recovered staged: its commit's outcome is unknown
     for (const shard::ShardJournal::Extent& extent : recovered.extents) {
       steps[extent.id] = extent.committed ? extent.step : -1;
+      staged_back |= !extent.committed;
     }
+    EXPECT_EQ(restarted.HasUnresolved(), staged_back) << "staged Puts come back unresolved";
     for (const auto& [extent, put] : puts) {
       SCOPED_TRACE(absl::StrCat("extent ", extent));
       const bool held = point >= put.recorded_at &&
@@ -200,7 +206,9 @@ std::vector<int32_t> TokensOf(int64_t step, int64_t row) {
 // with that order (the controller holds no Put the shard had not recorded,
 // the shard freed nothing the controller had not released) are restarted:
 // every location a live row of the controller holds names cells the shard
-// holds, byte for byte, and the restarted shard is the same incarnation.
+// holds, byte for byte, and the restarted shard is the same incarnation;
+// reconciling them stores or frees every Put the shard never heard
+// answered, drops nothing as lost, and every location still reads.
 // Kills of one process alone are among them (the other's prefix whole).
 TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreReadable) {
   crash::Recording controller(ControllerSpec(), nullptr, CellForm::kLocations);
@@ -255,7 +263,8 @@ TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreRea
   const int64_t ctrl_writes = ctrl.writes();
 
   int64_t points = 0;
-  int64_t reads = 0;  // cells read back
+  int64_t reads = 0;     // cells read back
+  int64_t given_up = 0;  // unanswered Puts the shard freed on reconciling
   for (int64_t i = 0; i <= shard_writes; ++i) {
     for (int64_t j = created; j <= ctrl_writes; ++j) {
       bool consistent = !(i > freed_after && j < released_by);
@@ -269,23 +278,56 @@ TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreRea
       ASSERT_OK_AND_ASSIGN(shard::RecoveredShard recovered, RecoverShard(*disk.Replay(i), "i"));
       ShardStore back(1, 4096, 0);
       ASSERT_OK(back.Recover(nullptr, recovered));
-      for (int64_t step = 0; step < 2; ++step) {
-        absl::StatusOr<RowListing> listing = restarted.dock->ListRows(step, {"tokens"});
-        if (!listing.ok()) continue;  // released, or not started
-        for (const RowState& row : listing->rows) {
-          if (row.cells.empty()) continue;
-          ASSERT_OK_AND_ASSIGN(CellLocation where, DecodeCellLocation(row.cells[0].second));
-          EXPECT_EQ(back.incarnation(), shard.incarnation());
-          ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, back.Read("crash", {where}));
-          ++reads;
-          const std::vector<int32_t> want = TokensOf(step, row.row);
-          EXPECT_EQ(std::string(cells.cells[0].data(), cells.cells[0].size()),
-                    std::string(reinterpret_cast<const char*>(want.data()), want.size() * 4))
-              << "step " << step << " row " << row.row;
+      auto read_back = [&] {
+        for (int64_t step = 0; step < 2; ++step) {
+          absl::StatusOr<RowListing> listing = restarted.dock->ListRows(step, {"tokens"});
+          if (!listing.ok()) continue;  // released, or not started
+          for (const RowState& row : listing->rows) {
+            if (row.cells.empty()) continue;
+            ASSERT_OK_AND_ASSIGN(CellLocation where, DecodeCellLocation(row.cells[0].second));
+            EXPECT_EQ(back.incarnation(), shard.incarnation());
+            ASSERT_OK_AND_ASSIGN(ShardStore::Cells cells, back.Read("crash", {where}));
+            ++reads;
+            const std::vector<int32_t> want = TokensOf(step, row.row);
+            EXPECT_EQ(std::string(cells.cells[0].data(), cells.cells[0].size()),
+                      std::string(reinterpret_cast<const char*>(want.data()), want.size() * 4))
+                << "step " << step << " row " << row.row;
+          }
         }
+      };
+      read_back();
+      // The shard reconciles with the restarted controller: every Put it
+      // recorded but never heard answered is stored (committed in its step)
+      // or given up (freed); nothing is lost, since nothing is missing.
+      const ShardStore::Inventory inventory = back.GetInventory();
+      shard::ShardReconciler reconciler(&restarted.registry);
+      std::promise<absl::StatusOr<shard::ShardReconciler::Outcome>> answered;
+      reconciler.Reconcile({.shard = 1,
+                            .incarnation = inventory.incarnation,
+                            .held = inventory.held,
+                            .unresolved = inventory.unresolved,
+                            .next_extent = inventory.next_extent},
+                           [&answered](absl::StatusOr<shard::ShardReconciler::Outcome> got) {
+                             answered.set_value(std::move(got));
+                           });
+      ASSERT_OK_AND_ASSIGN(shard::ShardReconciler::Outcome outcome,
+                           answered.get_future().get());
+      EXPECT_EQ(outcome.lost_rows, 0);
+      EXPECT_EQ(outcome.left, 0);
+      EXPECT_EQ(outcome.stored.size() + outcome.given_up.size(), inventory.unresolved.size());
+      for (const auto& [extent, step] : outcome.stored) back.Resolve(extent, step);
+      for (uint64_t extent : outcome.given_up) back.Resolve(extent, std::nullopt);
+      EXPECT_FALSE(back.HasUnresolved());
+      const std::vector<uint64_t> held = back.GetInventory().held;
+      for (uint64_t extent : outcome.given_up) {
+        EXPECT_FALSE(std::binary_search(held.begin(), held.end(), extent))
+            << "given up, extent " << extent << " is freed";
       }
+      given_up += static_cast<int64_t>(outcome.given_up.size());
+      read_back();
     }
   }
+  EXPECT_GT(given_up, 0) << "the Put whose answer never came is given up where recorded";
   EXPECT_GT(points, shard_writes + ctrl_writes - created);
   EXPECT_GT(reads, points);
 }

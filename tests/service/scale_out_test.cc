@@ -6,7 +6,9 @@
 // a standalone server or to a shard, a read at the wrong shard, a held shard
 // id) and a refused Put leaves no readable cell; a released step's cells
 // stay readable at its shard for the read grace, then are freed; a shard
-// not heard from for long is declared lost and its rows dropped as lost.
+// not heard from for long is declared lost and its rows dropped as lost; a
+// Put whose commit was never answered is freed once the restarted
+// controller says it never stored it.
 #include <atomic>
 #include <map>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "common/cell_location.h"
 #include "gtest/gtest.h"
 #include "server/metrics/server_metrics.h"
+#include "server/shard/shard_store.h"
 #include "tests/persist/persist_test_util.h"
 #include "tests/service/service_fixture.h"
 
@@ -120,22 +123,9 @@ class ScaleOutTest : public ServiceTest {
   // Rows 0, 1 of step 0 (prompt_ids, response_ids, rewards) through shard 1,
   // rows 2, 3 through shard 2.
   void PutStepZero() {
-    const v1::PutRequest full = FullStepPut();
     for (uint64_t shard : {1, 2}) {
-      v1::PutRequest put;
-      put.set_dock("grpo");
       const int first = shard == 1 ? 0 : 2;
-      for (int row = first; row < first + 2; ++row) put.add_rows(row);
-      for (const v1::PackedColumn& column : full.columns()) {
-        std::vector<std::vector<int32_t>> cells;
-        for (int row = first; row < first + 2; ++row) {
-          const std::string bytes = CellBytes(column, row, 4);
-          std::vector<int32_t> cell(bytes.size() / 4);
-          std::memcpy(cell.data(), bytes.data(), bytes.size());
-          cells.push_back(cell);
-        }
-        *put.add_columns() = Int32Column(column.name(), cells);
-      }
+      v1::PutRequest put = TwoRowsPut(first);
       v1::PackedColumn rewards = Int32Column("rewards", {{first}, {first + 1}});
       rewards.set_dtype(v1::FLOAT32);
       *put.add_columns() = rewards;
@@ -143,6 +133,26 @@ class ScaleOutTest : public ServiceTest {
       EXPECT_EQ(answer.rows(), 2);
       EXPECT_EQ(answer.step(), 0);
     }
+  }
+
+  // Rows `first` and `first + 1` of step 0 (prompt_ids, response_ids as
+  // FullStepPut has them).
+  static v1::PutRequest TwoRowsPut(int first) {
+    const v1::PutRequest full = FullStepPut();
+    v1::PutRequest put;
+    put.set_dock("grpo");
+    for (int row = first; row < first + 2; ++row) put.add_rows(row);
+    for (const v1::PackedColumn& column : full.columns()) {
+      std::vector<std::vector<int32_t>> cells;
+      for (int row = first; row < first + 2; ++row) {
+        const std::string bytes = CellBytes(column, row, 4);
+        std::vector<int32_t> cell(bytes.size() / 4);
+        std::memcpy(cell.data(), bytes.data(), bytes.size());
+        cells.push_back(cell);
+      }
+      *put.add_columns() = Int32Column(column.name(), cells);
+    }
+    return put;
   }
 
   // Waits until shard `id` registered after `after`: a synchronization
@@ -509,6 +519,37 @@ TEST_F(ScaleOutRestartTest, ARestartedControllerWaitsForItsShardsAndLosesOneThat
 // refused at the controller, and the shard, refused when it registers
 // again, drops its cells and comes back as a new incarnation, whose Puts
 // are stored.
+// A Put whose commit the shard never heard answered (the controller down)
+// stays staged at the shard, unresolved; once the restarted controller has
+// the shard reconcile, which says it never stored it, its cells are freed,
+// while the stored Put's are kept and read.
+TEST_F(ScaleOutRestartTest, APutWhoseCommitWasNeverAnsweredIsFreedOnceTheControllerSaysSo) {
+  ASSERT_OK(ShardPut(1, TwoRowsPut(0)).status());
+  const shard::ShardStore& store = *shards_[0]->shard_store();
+  ASSERT_EQ(store.GetInventory().held.size(), 1u);
+  server_->Shutdown();
+  const absl::Status unanswered = ShardPut(1, TwoRowsPut(2)).status();
+  EXPECT_TRUE(unanswered.code() == absl::StatusCode::kUnavailable ||
+              unanswered.code() == absl::StatusCode::kDeadlineExceeded)
+      << unanswered;
+  const shard::ShardStore::Inventory staged = store.GetInventory();
+  ASSERT_EQ(staged.held.size(), 2u);
+  EXPECT_EQ(staged.unresolved, (std::vector<uint64_t>{staged.held[1]}));
+  RestartController();
+  // The shard registers again and reconciles (a wait, not a timing assertion).
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(60);
+       store.HasUnresolved() && absl::Now() < give_up; absl::SleepFor(absl::Milliseconds(5))) {
+  }
+  EXPECT_FALSE(store.HasUnresolved());
+  EXPECT_EQ(store.GetInventory().held, (std::vector<uint64_t>{staged.held[0]}))
+      << "the unanswered Put's cells are freed";
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse batch, Get(GetFor("actor", 2, 20'000)));
+  EXPECT_EQ(RowsOf(batch), (std::vector<int64_t>{0, 1}));
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse cells,
+                       ReadCells(1, ReadOf(batch.columns(0), {0, 1})));
+  EXPECT_EQ(CellBytes(cells.columns(0), 1, 4), CellBytes(FullStepPut().columns(0), 1, 4));
+}
+
 TEST_F(ScaleOutTest, AnIncarnationDeclaredLostStaysLostAndItsShardComesBackAsANewOne) {
   v1::ListShardsResponse listing;
   ASSERT_TRUE(stub_->ListShards(Context().get(), {}, &listing).ok());
