@@ -9,6 +9,9 @@ prepared once. Per chunk of rows (all columns per call):
          Get: Dock.get(consumer, step=step, count=rows), then
               Batch.packed(column) for every column (numpy views).
   tdock-aio  the same through tdock.aio, awaited one call at a time.
+         A pass of Gets of either ends with Client.give_back_pins(): through a
+         shard's shared memory, the memory its views held is free before the
+         next contender's Puts.
   redis  Put: one MSET of every (row, column) key of the chunk, values are
               the rows' buffers (memoryviews, no copy on our side).
          Get: one MGET of those keys, then np.frombuffer on every value.
@@ -98,8 +101,12 @@ class TdockContender:
         for b, e in self.w.chunks:
             batch = self.dock.get("reader", step=self.step, count=e - b, wait=30.0)
             ended = self.take(batch, b, e, check)
+        del batch
         if not ended:
             self.dock.release(self.step)
+        # Through shared memory: the pins of the views just dropped go back
+        # now, before another contender's pass, not within 50 ms.
+        self.client.give_back_pins()
 
     def take(self, batch, b: int, e: int, check: bool) -> bool:
         """Views every column of a Get of rows [b, e) (compared with the
@@ -158,8 +165,14 @@ class AioTdockContender:
         for b, e in self.w.chunks:
             batch = await self.dock.get("reader", step=self.step, count=e - b, wait=30.0)
             ended = self.blocking.take(batch, b, e, check)
+        del batch
         if not ended:
             await self.dock.release(self.step)
+        # The event loop stops until this contender's next pass: the pins of
+        # the views just dropped go back now, not then (through shared
+        # memory they would keep the step's memory from the other
+        # contenders' Puts meanwhile).
+        await self.client.give_back_pins()
 
     def finish(self) -> None:
         self.blocking.finish()

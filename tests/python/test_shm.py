@@ -5,7 +5,9 @@ reader holds keeps its cells while the shard reuses its memory, and is given
 back once dropped (the shard's tdock_shm_pins says so), though the reader
 reads nothing more; the transport asked for is kept to (shm fails where the
 memory is not shared, before any row is claimed; grpc never maps); the
-asyncio client does the same; bad prepared Puts are refused."""
+asyncio client does the same, and gives its pins back at once when asked
+(an event loop that stops between calls runs no give-back meanwhile); bad
+prepared Puts are refused."""
 
 import asyncio
 import gc
@@ -154,6 +156,68 @@ def test_the_asyncio_client_puts_and_gets_through_shared_memory(deployment):
     values = asyncio.run(run())
     assert _mapped(values)
     np.testing.assert_array_equal(values.reshape(8, 1024), _rows(0))
+
+
+def test_the_asyncio_client_gives_a_pin_back_once_its_views_are_gone(deployment):
+    procs, address = deployment
+    shard_proc = procs[1]
+
+    async def run():
+        async with tdock.aio.Client(address, transport="shm") as client:
+            dock = await client.create_dock(_spec("pins_aio"))
+            await dock.put(0, range(8), {"x": _rows(0)})
+            batch = await dock.get("c", step=0, wait=10)
+            assert _mapped(batch.column("x").values)
+            assert _gauge(shard_proc, "tdock_shm_pins") == 1
+            del batch
+            gc.collect()
+            # Its pin goes back while the loop runs, though the client calls
+            # nothing more.
+            deadline = time.monotonic() + 60
+            while _gauge(shard_proc, "tdock_shm_pins") > 0:
+                assert time.monotonic() < deadline, "the pin was not given back"
+                await asyncio.sleep(0.05)
+
+    asyncio.run(run())
+
+
+def test_an_event_loop_that_stops_between_calls_gives_pins_back_before_it_stops(deployment):
+    procs, address = deployment
+    shard_proc = procs[1]
+    loop = asyncio.new_event_loop()
+
+    async def connect():
+        return tdock.aio.Client(address, transport="shm")
+
+    async def read(dock, step):
+        await dock.put(step, range(8), {"x": _rows(step)})
+        return await dock.get("c", step=step, wait=10)
+
+    async def read_and_give_back(dock, step):
+        batch = await read(dock, step)
+        np.testing.assert_array_equal(batch.column("x").values.reshape(8, 1024), _rows(step))
+        del batch
+        await client.give_back_pins()
+
+    client = loop.run_until_complete(connect())
+    try:
+        dock = loop.run_until_complete(client.create_dock(_spec("pins_stopped")))
+        batch = loop.run_until_complete(read(dock, 0))
+        np.testing.assert_array_equal(batch.column("x").values.reshape(8, 1024), _rows(0))
+        del batch
+        # The views are gone, but nothing gives their pin back while the
+        # loop is stopped: give_back_pins does, at once.
+        time.sleep(0.2)
+        assert _gauge(shard_proc, "tdock_shm_pins") == 1
+        loop.run_until_complete(client.give_back_pins())
+        assert _gauge(shard_proc, "tdock_shm_pins") == 0
+        # Views dropped in the call sequence itself go back with it (nothing
+        # the event loop keeps of the read holds them past it).
+        loop.run_until_complete(read_and_give_back(dock, 1))
+        assert _gauge(shard_proc, "tdock_shm_pins") == 0
+    finally:
+        loop.run_until_complete(client.close())
+        loop.close()
 
 
 @pytest.mark.parametrize("deployment", [()], indirect=True)

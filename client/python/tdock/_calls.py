@@ -344,8 +344,7 @@ class _DockCalls:
             rows = np.zeros(0, dtype=np.int64)
         elif new_rows:
             raise errors.InvalidArgument("put: new_rows asks for rows; do not name rows too")
-        rows = np.asarray(list(rows) if isinstance(rows, range) else rows,
-                          dtype=np.int64).reshape(-1)
+        rows = _row_array(rows)
         count = len(rows) if len(rows) else (new_rows or len(keys))
         columns = columns_mod.from_mapping(columns)
         if not columns:
@@ -374,8 +373,7 @@ class _DockCalls:
         ended, and the rows it wrote of other open leases count as written
         (the parts of a batch's results written in several Puts)."""
         self._leases.ended(leased[:1])
-        named = np.zeros(0, np.int64) if rows is None else np.asarray(
-            list(rows) if isinstance(rows, range) else rows, dtype=np.int64).reshape(-1)
+        named = np.zeros(0, np.int64) if rows is None else _row_array(rows)
         self._leases.wrote(step, named, _keys(keys, "put"))
 
     def _written_before(self, e: errors.AlreadyExists, step: int, rows: Any,
@@ -604,6 +602,14 @@ class _DockCalls:
         consumer = spec_mod.consumer_spec(name, settings, f"consumers.{name}")
         self._spec = None  # refetched with the new consumer
         return dock_pb2.AddConsumerRequest(dock=self.name, consumer=consumer)
+
+
+def _row_array(rows: Any) -> np.ndarray:
+    """A Put's rows (a range, a list, an array) as int64, a range without
+    listing it."""
+    if isinstance(rows, range):
+        return np.arange(rows.start, rows.stop, rows.step, dtype=np.int64)
+    return np.asarray(rows, dtype=np.int64).reshape(-1)
 
 
 def _keys(keys: Iterable[str] | None, what: str) -> list[str]:

@@ -12,8 +12,10 @@ runs. A client that can open that lock file shares the shard's memory:
   where each cell is; a column whose cells lie back to back in one chunk (the
   rows of one Put) becomes a read-only view of the mapped chunk, others are
   copied out. The shard keeps the cells' memory while a view is alive (the
-  answer's pin); when the last is gone the pin goes back with the client's
-  next read of that shard (or Shard.Unpin).
+  answer's pin); once the last is gone the pin goes back (Shard.Unpin)
+  within GIVE_BACK_EVERY seconds, from a thread of tdock.Client or a task of
+  tdock.aio.Client (which runs only while its event loop does), or sooner:
+  with the client's next read or Put of that shard, or its give_back_pins().
 
 Which transport a client uses is its `transport` option (else TDOCK_TRANSPORT,
 else "auto"): "grpc" never maps anything; "shm" requires every shard to share
@@ -75,6 +77,8 @@ class _Chunks:
 
     def __init__(self, prefix: str):
         self.prefix = prefix
+        self._dir, name = os.path.split(prefix)
+        self._name = name + "."  # a chunk file's name: this and its number
         self._maps: dict[int, memoryview] = {}
         self._lock = threading.Lock()
         self._purged = time.monotonic()
@@ -111,7 +115,16 @@ class _Chunks:
         self._purged = now
         with self._lock:
             chunks = list(self._maps)
-        gone = [c for c in chunks if not os.path.exists(f"{self.prefix}.{c}")]
+        if not chunks:
+            return
+        # One listing of the directory, not a stat of every chunk mapped.
+        try:
+            names = os.listdir(self._dir or ".")
+        except OSError:
+            return  # looked at again in a second
+        start = len(self._name)
+        there = {n[start:] for n in names if n.startswith(self._name)}
+        gone = [c for c in chunks if str(c) not in there]
         with self._lock:
             for chunk in gone:
                 self._maps.pop(chunk, None)

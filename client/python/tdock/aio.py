@@ -126,8 +126,14 @@ class Client(_Connection):
         if _shards.unknown(shards, read.by_shard):
             shards = await self.shards(refresh=True)
         by_id = _shards.listed(dock, shards, read)
-        held = list(read.by_shard)
+        results = {}
+
         async def read_one(shard):
+            # Its answer goes into `results`, not into its task's result: the
+            # event loop's handle that resumes the awaiting coroutine holds
+            # the gathered future, and so the finished tasks, until that
+            # coroutine next waits; views of shared memory held there would
+            # keep their pin past the caller's last use of them.
             info = by_id[shard]
             try:
                 session = await self.session(info) if self._shm.uses(info) else 0
@@ -139,15 +145,15 @@ class Client(_Connection):
                 if session:
                     cells = self._shm.cells(info, cells, _shards.sizes(read, shard),
                                             session, header.shm_pin)
-                return cells
+                results[shard] = cells
             except errors.TdockError as e:
                 self._shards = None  # it may be back at another address: listed again
                 if _shm.session_lost(e):
                     self._end_session(info.address)
-                return _shards.at_shard(info, e)
+                results[shard] = _shards.at_shard(info, e)
 
-        got = await asyncio.gather(*(read_one(shard) for shard in held))
-        return _shards.gather(columns, read, dict(zip(held, got)), partial)
+        await asyncio.gather(*(read_one(shard) for shard in read.by_shard))
+        return _shards.gather(columns, read, {s: results[s] for s in read.by_shard}, partial)
 
     async def session(self, shard: _shards.ShardInfo) -> int:
         """As tdock.Client.session."""
@@ -169,18 +175,26 @@ class Client(_Connection):
             self._giving_back = asyncio.get_running_loop().create_task(self._give_back_pins())
         return event.session
 
+    async def give_back_pins(self) -> None:
+        """As tdock.Client.give_back_pins. This client gives them back every
+        GIVE_BACK_EVERY seconds only while its event loop runs: a loop that
+        stops between calls (loop.run_until_complete) keeps the shard's
+        memory of reads whose views went in the meantime until it runs
+        again, unless this is awaited before it stops."""
+        for shard, session, pins in self._pins_to_give_back():
+            try:
+                await self.shard_call(shard, "Unpin",
+                                      dock_pb2.UnpinRequest(session=session, pins=pins),
+                                      dock_pb2.UnpinResponse)
+            except Exception:  # noqa: BLE001 - the session ends, and its pins with it
+                pass
+
     async def _give_back_pins(self) -> None:
         """As tdock.Client's: the pins of reads whose views are gone go back
         every GIVE_BACK_EVERY seconds."""
         while True:
             await asyncio.sleep(_shm.GIVE_BACK_EVERY)
-            for shard, session, pins in self._pins_to_give_back():
-                try:
-                    await self.shard_call(shard, "Unpin",
-                                          dock_pb2.UnpinRequest(session=session, pins=pins),
-                                          dock_pb2.UnpinResponse)
-                except Exception:  # noqa: BLE001 - the session ends, and its pins with it
-                    pass
+            await self.give_back_pins()
 
     async def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                       wait: float) -> dock_pb2.PutResponse:

@@ -51,17 +51,7 @@ def _give_back_pins(client_ref: Any, closing: threading.Event) -> None:
         client = client_ref()
         if client is None:
             return
-        with client._lock:
-            due = client._pins_to_give_back()
-        for shard, session, pins in due:
-            if closing.is_set():
-                return
-            try:
-                client.shard_call(shard, "Unpin",
-                                  dock_pb2.UnpinRequest(session=session, pins=pins),
-                                  dock_pb2.UnpinResponse)
-            except Exception:  # noqa: BLE001 - the session ends, and its pins with it
-                pass
+        client.give_back_pins()
         del client
 
 
@@ -235,6 +225,24 @@ class Client(_Connection):
                     daemon=True, name="tdock-shm-pins")
                 self._giving_back.start()
         return event.session
+
+    def give_back_pins(self) -> None:
+        """Gives back now the pins of this client's reads through shared
+        memory whose views are all gone (docs/scale-out.md): the shards may
+        reuse the memory they held. A thread does so every GIVE_BACK_EVERY
+        seconds (0.05), and a read or Put of a shard gives back that shard's
+        first: call this to have it done at once."""
+        with self._lock:
+            due = self._pins_to_give_back()
+        for shard, session, pins in due:
+            if self._closing.is_set():
+                return  # the sessions ended, and their pins with them
+            try:
+                self.shard_call(shard, "Unpin",
+                                dock_pb2.UnpinRequest(session=session, pins=pins),
+                                dock_pb2.UnpinResponse)
+            except Exception:  # noqa: BLE001 - the session ends, and its pins with it
+                pass
 
     def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
                 wait: float) -> dock_pb2.PutResponse:

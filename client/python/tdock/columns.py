@@ -237,9 +237,15 @@ def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
         raise errors.InvalidArgument(
             f"{where}: padded shape {tuple(array.shape)} is not (rows, width"
             f"{''.join(', ' + str(d) for d in inner)})")
+    if side not in ("right", "left"):
+        raise errors.InvalidArgument(f"{where}: Padded side must be 'right' or 'left', "
+                                     f"got {side!r}")
     width = array.shape[1]
     if lengths is None:
-        lengths = np.full(n, width, dtype=np.int64)
+        # Every row full width: the array is the rows back to back already,
+        # their offsets steps of the width.
+        return PutColumn(name, spec.dtype, np.arange(n + 1, dtype=np.int64) * width,
+                         [memoryview(array).cast("B")] if array.size else [], array.nbytes)
     lengths = np.asarray(_numpy(lengths), dtype=np.int64).reshape(-1)
     if len(lengths) != n:
         raise errors.InvalidArgument(
@@ -247,9 +253,6 @@ def _from_padded(name: str, spec, array: np.ndarray, lengths, n: int,
     if len(lengths) and (lengths.min() < 0 or lengths.max() > width):
         raise errors.InvalidArgument(
             f"{where}: lengths must be in [0, {width}] (the padded width)")
-    if side not in ("right", "left"):
-        raise errors.InvalidArgument(f"{where}: Padded side must be 'right' or 'left', "
-                                     f"got {side!r}")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     if n and (lengths == width).all():

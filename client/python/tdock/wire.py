@@ -12,7 +12,7 @@ the payload is never copied again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -80,7 +80,13 @@ def encode_put(header: dock_pb2.PutRequest, columns: Sequence[PutColumn],
     """A PutRequest: header fields, then each column with its data last
     (without `data`: the columns' offsets alone, for a Put whose bytes go
     through a shard's shared memory)."""
-    parts = [header.SerializeToString()]
+    return b"".join([header.SerializeToString()] + _column_parts(columns, data))
+
+
+def _column_parts(columns: Sequence[PutColumn], data: bool) -> list:
+    """Each column as a PackedColumn field of a PutRequest: its header, then
+    its data's tag and length, then (with `data`) its row pieces."""
+    parts = []
     for col in columns:
         head = dock_pb2.PackedColumn(name=col.name, dtype=col.dtype,
                                      offsets=col.offsets.tolist())
@@ -91,27 +97,40 @@ def encode_put(header: dock_pb2.PutRequest, columns: Sequence[PutColumn],
         parts += [_DATA_TAG, _varint(body_len), head_bytes, _DATA_TAG, data_len]
         if data:
             parts += col.pieces
-    return b"".join(parts)
+    return parts
+
+
+# PutRequest.prepared_extent (field 19, a varint): its tag.
+_EXTENT_TAG = _varint(19 << 3)
 
 
 @dataclass
 class PutMessage:
-    """A Put before it is encoded: its header and its columns."""
+    """A Put before it is encoded: its header and its columns. Neither
+    changes once it is encoded (without_data keeps its encoding)."""
     header: dock_pb2.PutRequest
     columns: Sequence[PutColumn]
+    # Its encoding without the columns' bytes, made by the first
+    # without_data: the header's fields, and the columns' fields.
+    _bare: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False,
+                                              compare=False)
 
     def encode(self) -> bytes:
         return encode_put(self.header, self.columns)
 
     def without_data(self, prepared_extent: int = 0) -> bytes:
         """The Put without its columns' bytes: to prepare it at a shard, or
-        (with the extent the shard prepared) to send once they are written."""
-        header = self.header
-        if prepared_extent:
-            header = dock_pb2.PutRequest()
-            header.CopyFrom(self.header)
-            header.prepared_extent = prepared_extent
-        return encode_put(header, self.columns, data=False)
+        (with the extent the shard prepared) to send once they are written.
+        Both are one encoding, made once: the extent is a field of its own
+        between the header's fields and the columns' (protobuf takes fields
+        in any order)."""
+        if self._bare is None:
+            self._bare = (self.header.SerializeToString(),
+                          b"".join(_column_parts(self.columns, data=False)))
+        head, columns = self._bare
+        if not prepared_extent:
+            return head + columns
+        return b"".join((head, _EXTENT_TAG, _varint(prepared_extent), columns))
 
 
 @dataclass
