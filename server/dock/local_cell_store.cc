@@ -10,21 +10,25 @@ int64_t PayloadBytes(const PackedColumn& column, int64_t item_bytes) {
   return column.offsets.back() * item_bytes;
 }
 
-// Where one column of a Write goes: its blocks' region, then its payload in
-// one region or one per row.
+// Where one column of a Write goes: its payload in one region or one per
+// row, and its blocks' region.
 struct ColumnPlan {
-  size_t first = 0;  // index of its first region
+  size_t payload = 0;  // index of its (first) payload region
+  size_t blocks = 0;   // index of its blocks' region
   bool one_region = false;
 };
 
+// Every column's payload first, then every column's blocks: the small
+// blocks fill what the payloads leave of a chunk instead of pushing the
+// next payload into a chunk of its own (two 2 MiB columns share a 4 MiB
+// chunk, where a block region between them would take a chunk each).
 std::vector<int64_t> PlanRegions(absl::Span<const PackedColumn> columns,
                                  absl::Span<const int64_t> item_bytes, int64_t chunk_bytes,
                                  std::vector<ColumnPlan>& plans) {
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < columns.size(); ++i) {
     const PackedColumn& column = columns[i];
-    plans[i].first = sizes.size();
-    sizes.push_back(column.rows() * static_cast<int64_t>(sizeof(CellBlock)));
+    plans[i].payload = sizes.size();
     const int64_t total = PayloadBytes(column, item_bytes[i]);
     plans[i].one_region = total <= chunk_bytes;
     if (plans[i].one_region) {
@@ -35,6 +39,10 @@ std::vector<int64_t> PlanRegions(absl::Span<const PackedColumn> columns,
       sizes.push_back(column.length(r) * item_bytes[i]);
     }
   }
+  for (size_t i = 0; i < columns.size(); ++i) {
+    plans[i].blocks = sizes.size();
+    sizes.push_back(columns[i].rows() * static_cast<int64_t>(sizeof(CellBlock)));
+  }
   return sizes;
 }
 
@@ -42,15 +50,15 @@ std::vector<int64_t> PlanRegions(absl::Span<const PackedColumn> columns,
 // its cell blocks.
 const CellBlock* CopyColumn(const PackedColumn& in, int64_t item_bytes, const ColumnPlan& plan,
                             const std::vector<char*>& regions, bool copy) {
-  auto* blocks = reinterpret_cast<CellBlock*>(regions[plan.first]);
+  auto* blocks = reinterpret_cast<CellBlock*>(regions[plan.blocks]);
   const int64_t total = PayloadBytes(in, item_bytes);
   if (copy && plan.one_region && total > 0) {
-    CopyFromSegments(in.segments, 0, total, regions[plan.first + 1]);
+    CopyFromSegments(in.segments, 0, total, regions[plan.payload]);
   }
   for (int64_t r = 0; r < in.rows(); ++r) {
     const int64_t begin = in.offsets[r] * item_bytes;
     const int64_t len = in.length(r) * item_bytes;
-    char* dest = plan.one_region ? regions[plan.first + 1] + begin : regions[plan.first + 1 + r];
+    char* dest = plan.one_region ? regions[plan.payload] + begin : regions[plan.payload + r];
     if (copy && !plan.one_region && len > 0) CopyFromSegments(in.segments, begin, len, dest);
     new (&blocks[r]) CellBlock{dest, in.length(r)};
   }

@@ -1,6 +1,7 @@
 // LocalCellStore through the CellStore interface the dock uses: a Put's
 // columns written and read back byte for byte (rows of one Put in one
-// segment when they fit a chunk, a region per row when not), a Write that
+// segment when they fit a chunk, a region per row when not), columns of half
+// a chunk each packed two to a chunk, a Write that
 // the memory limit refuses keeps nothing (unless past the limit), and a
 // step's cells outlive the store and the step while a reader holds them.
 #include "server/dock/local_cell_store.h"
@@ -109,6 +110,22 @@ TEST(LocalCellStore, AColumnLargerThanAChunkTakesARegionPerRow) {
   // Each row in a region of its own, in chunks of their own: two segments.
   EXPECT_EQ(view.segments.size(), 2u);
   EXPECT_EQ(Floats(view), a.items);
+}
+
+TEST(LocalCellStore, ColumnsOfHalfAChunkShareChunksTwoByTwo) {
+  LocalCellStore store(kChunk, 0);
+  std::shared_ptr<StepCells> cells = store.OpenStep();
+  // Three columns of one 2 KiB row each: two fill the first chunk, the third
+  // and the cell blocks of all three the second. (With each column's blocks
+  // before its payload, every payload took a chunk of its own: three.)
+  Column a = MakeColumn({512}, 0.0f), b = MakeColumn({512}, 1000.0f),
+         c = MakeColumn({512}, 2000.0f);
+  std::vector<const CellBlock*> blocks;
+  ASSERT_TRUE(cells->Write({a.packed, b.packed, c.packed}, {4, 4, 4}, false, blocks));
+  EXPECT_EQ(store.reserved_bytes(), 2 * kChunk);
+  EXPECT_EQ(Floats(ReadCells(*cells, {&blocks[0][0]})), a.items);
+  EXPECT_EQ(Floats(ReadCells(*cells, {&blocks[1][0]})), b.items);
+  EXPECT_EQ(Floats(ReadCells(*cells, {&blocks[2][0]})), c.items);
 }
 
 TEST(LocalCellStore, AWriteTheLimitRefusesKeepsNothingUnlessPastTheLimit) {
