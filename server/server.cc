@@ -590,6 +590,11 @@ absl::Status Server::Impl::JoinController(int port) {
         TDOCK_LOG(WARNING) << "shard " << registration_.id()
                            << " cannot learn the released steps: " << synced;
       }
+      // With a controller not reconciled with yet, or unanswered Puts.
+      if (absl::Status reconciled = shard_service_->Reconcile(absl::Seconds(10));
+          !reconciled.ok()) {
+        TDOCK_LOG(WARNING) << reconciled;
+      }
     }
   });
   return absl::OkStatus();
@@ -629,13 +634,9 @@ absl::Status Server::Impl::Register(absl::Duration wait) {
                                      options_.shard.controller, ": ",
                                      registered.error_message()));
   }
-  // A controller it has not reconciled with (restarted, or this shard did),
-  // or Puts whose commit was never answered: set against its locations.
-  if (absl::Status reconciled =
-          shard_service_->Reconcile(response.controller_incarnation(), wait);
-      !reconciled.ok()) {
-    TDOCK_LOG(WARNING) << reconciled;
-  }
+  // A controller restarted is reconciled with (off this thread: the
+  // heartbeat is never held up).
+  shard_service_->ControllerIs(response.controller_incarnation());
   return absl::OkStatus();
 }
 

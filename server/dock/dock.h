@@ -191,7 +191,8 @@ class Dock final {
   void DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done);
   // A controller's dock: the extents of shard `shard`'s incarnation
   // `incarnation` below `below` that its live steps hold cells of, by
-  // extent (empty for a dock that holds cells itself).
+  // extent (empty for a dock that holds cells itself); live_rows is false
+  // for those of a step being released.
   std::vector<StoredExtent> ExtentsOnShard(uint64_t shard, uint32_t incarnation,
                                            uint64_t below) const;
   // A controller's dock: the shards in `away` (each an incarnation, 0: any)

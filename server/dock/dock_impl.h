@@ -97,9 +97,10 @@ class DockImpl final : public std::enable_shared_from_this<DockImpl> {
   void Drop(DropInput input, RowsCallback done);
   // dock_lost.cc: a controller's rows on shards that are gone or away.
   void DropLost(uint64_t shard, uint32_t incarnation, RowsCallback done);
-  void DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done);
+  void DropLostExtents(uint64_t shard, std::vector<uint64_t> extents, RowsCallback done)
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<StoredExtent> ExtentsOnShard(uint64_t shard, uint32_t incarnation,
-                                           uint64_t below) const;
+                                           uint64_t below) const ABSL_LOCKS_EXCLUDED(mu_);
   void HoldShards(std::vector<ShardIncarnation> away);
   std::vector<ShardIncarnation> ShardsOfLiveRows() const;
   void Seal(SealInput input, RowsCallback done);

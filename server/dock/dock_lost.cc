@@ -129,8 +129,10 @@ std::vector<StoredExtent> DockImpl::ExtentsOnShard(uint64_t shard, uint32_t inca
       if (!part->live(mu_)) continue;
       const StepCells& cells = *part->cells(mu_);
       const int64_t step = part->step(mu_);
+      // A step being released goes with its cells anyway (as DropLost).
+      const bool releasing = part->releasing(mu_);
       for (int64_t row = 0; row < rows_per_step_; ++row) {
-        const bool live_row = !part->dropped(row);
+        const bool live_row = !part->dropped(row) && !releasing;
         AnyLocation(*part, cells, columns_, row, [&](const CellLocation& where) {
           if (on.Holds(where) && where.extent < below) {
             StoredExtent& stored = found[where.extent];

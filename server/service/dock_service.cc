@@ -169,10 +169,7 @@ absl::StatusOr<shard::ShardReconciler::Extents> DockService::CellsOnLiveShards(
         continue;
       }
       last = *where;
-      std::vector<uint64_t>& ids = extents[where->shard];
-      if (std::find(ids.begin(), ids.end(), where->extent) == ids.end()) {
-        ids.push_back(where->extent);
-      }
+      extents[where->shard].push_back(where->extent);
       const ShardIncarnation on{where->shard, static_cast<uint32_t>(where->extent >> 32)};
       if (shards_->Lost(on)) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -181,6 +178,10 @@ absl::StatusOr<shard::ShardReconciler::Extents> DockService::CellsOnLiveShards(
             "(the shard restarts to serve again)"));
       }
     }
+  }
+  for (auto& [shard, ids] : extents) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   }
   return extents;
 }

@@ -422,7 +422,8 @@ grpc::ServerUnaryReactor* DockService::ReconcileShard(
       .incarnation = request->incarnation(),
       .held = {request->held().begin(), request->held().end()},
       .unresolved = {request->unresolved().begin(), request->unresolved().end()},
-      .next_extent = request->next_extent()};
+      .next_extent = request->next_extent(),
+      .complete = request->complete()};
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reconciler_->Reconcile(
       std::move(inventory),
@@ -436,6 +437,7 @@ grpc::ServerUnaryReactor* DockService::ReconcileShard(
                                                outcome->given_up.end());
           response->set_left(outcome->left);
           response->set_lost_rows(outcome->lost_rows);
+          response->set_unsettled(outcome->unsettled);
         }
         reactor->Finish(ToGrpcStatus(outcome.status()));
       });

@@ -754,15 +754,21 @@ absl::Status ShardService::SyncReleases(absl::Duration timeout) {
   return first;
 }
 
-absl::Status ShardService::Reconcile(uint64_t controller, absl::Duration timeout) {
-  if (controller == reconciled_with_.load() && !store_->HasUnresolved()) return absl::OkStatus();
+absl::Status ShardService::Reconcile(absl::Duration timeout) {
+  const uint64_t controller = controller_incarnation_.load();
+  if (controller == 0) return absl::OkStatus();  // not registered yet
+  const bool complete = controller != reconciled_with_.load();
+  if (!complete && !store_->HasUnresolved()) return absl::OkStatus();
   const shard::ShardStore::Inventory inventory = store_->GetInventory();
   v1::ReconcileShardRequest request;
   request.set_shard_id(store_->shard());
   request.set_incarnation(inventory.incarnation);
-  request.mutable_held()->Assign(inventory.held.begin(), inventory.held.end());
+  // Else the unresolved Puts alone: the rest was checked with this controller.
+  const std::vector<uint64_t>& held = complete ? inventory.held : inventory.unresolved;
+  request.mutable_held()->Assign(held.begin(), held.end());
   request.mutable_unresolved()->Assign(inventory.unresolved.begin(), inventory.unresolved.end());
   request.set_next_extent(inventory.next_extent);
+  request.set_complete(complete);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   v1::ReconcileShardResponse response;
@@ -780,12 +786,12 @@ absl::Status ShardService::Reconcile(uint64_t controller, absl::Duration timeout
   if (response.stored_size() + response.given_up_size() + response.lost_rows() > 0) {
     TDOCK_LOG(INFO) << "shard " << store_->shard() << " reconciled with its controller: "
                     << response.stored_size() << " unanswered Puts were stored, "
-                    << response.given_up_size() << " never were (freed), "
+                    << response.given_up_size() << " are not (retired), "
                     << response.left() << " are asked about again; "
                     << response.lost_rows() << " rows whose cells are not here were dropped "
                     << "as lost";
   }
-  reconciled_with_.store(controller);
+  if (complete && !response.unsettled()) reconciled_with_.store(controller);
   return absl::OkStatus();
 }
 

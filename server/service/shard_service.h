@@ -30,11 +30,12 @@
 // goes there at once.
 //
 // Reconcile sets the store's inventory against the controller's locations
-// (Dock.ReconcileShard, a ShardReconciler there): once per controller
-// incarnation (a restarted controller, or a shard that restarted), and
-// again while a staged Put's commit was never answered. Such a Put is
-// committed if the controller stored it and freed if it never will; the
-// controller drops as lost the rows whose committed cells are not here.
+// (Dock.ReconcileShard, a ShardReconciler there): the whole inventory once
+// per controller incarnation (a restarted controller, or a shard that
+// restarted), and the unresolved Puts alone while a staged Put's commit was
+// never answered. Such a Put is committed if the controller stored it in a
+// live step, else retired (freed after the read grace); the controller drops
+// as lost the rows whose committed cells are not here.
 //
 // SyncReleases frees retired cells whose read grace has passed. While the
 // feed is down, and once after it (re)starts, it also asks the controller
@@ -112,11 +113,12 @@ class ShardService final
   // Frees the cells of released steps (see above); blocks on the controller
   // for up to `timeout` a dock. Returns the first error met.
   absl::Status SyncReleases(absl::Duration timeout);
-  // Reconciles the store with the controller whose incarnation
-  // (RegisterShardResponse.controller_incarnation) is `controller`, if it
-  // has not with this one yet or holds unresolved Puts (see above); blocks
-  // for up to `timeout`.
-  absl::Status Reconcile(uint64_t controller, absl::Duration timeout);
+  // The controller's incarnation, as its last RegisterShard answer says.
+  void ControllerIs(uint64_t incarnation) { controller_incarnation_.store(incarnation); }
+  // Reconciles the store with the controller (see above) if it has not with
+  // this incarnation yet or holds unresolved Puts; blocks for up to
+  // `timeout`.
+  absl::Status Reconcile(absl::Duration timeout);
   // Follows the controller's step feed as shard `shard` until it ends (the
   // controller gone or refusing, StopWatching); returns why it ended.
   absl::Status WatchSteps(uint64_t shard);
@@ -199,7 +201,9 @@ class ShardService final
   bool watch_stopped_ ABSL_GUARDED_BY(watch_mu_) = false;
   // The feed's snapshot came and it runs: SyncReleases need not ask.
   std::atomic<bool> feed_live_{false};
-  // The controller incarnation last reconciled with (0: none yet).
+  // The controller's incarnation (0: not registered yet), and the one the
+  // whole inventory was last reconciled with (0: none yet).
+  std::atomic<uint64_t> controller_incarnation_{0};
   std::atomic<uint64_t> reconciled_with_{0};
   // SyncReleases asks once more (the feed just started: a dock deleted
   // while it was down is not in its snapshot).

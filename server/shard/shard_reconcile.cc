@@ -32,7 +32,7 @@ absl::Status ShardReconciler::BeginCommit(const std::string& dock, const Extents
   tdock::MutexLock lock(&mu_);
   for (const auto& [shard, ids] : extents) {
     for (uint64_t extent : ids) {
-      if (given_up_.contains({shard, extent})) {
+      if (given_up_.contains(Key{shard, extent})) {
         return absl::FailedPreconditionError(absl::StrCat(
             "Put on dock '", dock, "': its cells (shard ", shard, " extent ", extent,
             ") were given up when the shard reconciled with this controller, which had not "
@@ -100,13 +100,18 @@ void ShardReconciler::Reconcile(Inventory inventory,
   {
     tdock::MutexLock lock(&mu_);
     for (uint64_t extent : inventory.unresolved) {
-      if (in_flight_.contains({shard, extent})) continue;
+      const Key key{shard, extent};
+      if (in_flight_.contains(key)) continue;
       marked.push_back(extent);
-      if (!given_up_.insert({shard, extent}).second) continue;
-      given_up_order_.push_back({shard, extent});
-      if (given_up_order_.size() > kRemembered) {
-        given_up_.erase(given_up_order_.front());
+      if (given_up_.contains(key)) continue;
+      given_up_[key] = ++given_up_count_;
+      given_up_order_.push_back({key, given_up_count_});
+      while (given_up_.size() > kRemembered) {
+        const auto [oldest, number] = given_up_order_.front();
         given_up_order_.pop_front();
+        if (auto it = given_up_.find(oldest); it != given_up_.end() && it->second == number) {
+          given_up_.erase(it);
+        }
       }
     }
   }
@@ -118,7 +123,7 @@ void ShardReconciler::Reconcile(Inventory inventory,
          dock->ExtentsOnShard(shard, inventory.incarnation, inventory.next_extent)) {
       if (Has(inventory.unresolved, held.extent)) {
         stored[held.extent] = held.step;
-      } else if (held.live_rows && !Has(inventory.held, held.extent)) {
+      } else if (inventory.complete && held.live_rows && !Has(inventory.held, held.extent)) {
         gone.push_back(held.extent);
       }
     }
@@ -130,7 +135,7 @@ void ShardReconciler::Reconcile(Inventory inventory,
     for (uint64_t extent : inventory.unresolved) {
       if (auto it = stored.find(extent); it != stored.end()) {
         outcome.stored.push_back(*it);
-        given_up_.erase({shard, extent});
+        given_up_.erase(Key{shard, extent});
       } else if (Has(marked, extent)) {
         outcome.given_up.push_back(extent);
       } else {
@@ -152,7 +157,6 @@ void ShardReconciler::Reconcile(Inventory inventory,
   struct Pending {
     std::mutex mu;
     size_t left = 0;
-    absl::Status failed;
     Outcome outcome;
     std::function<void(absl::StatusOr<Outcome>)> done;
   };
@@ -168,16 +172,15 @@ void ShardReconciler::Reconcile(Inventory inventory,
         std::lock_guard<std::mutex> lock(pending->mu);
         if (dropped.ok()) {
           pending->outcome.lost_rows += *dropped;
-        } else if (pending->failed.ok()) {
-          pending->failed = dropped.status();
+        } else {
+          // The answers stand; the missing cells are looked for again.
+          TDOCK_LOG(WARNING) << "the rows of missing cells could not be dropped: "
+                             << dropped.status();
+          pending->outcome.unsettled = true;
         }
         if (--pending->left > 0) return;
         finish = std::move(pending->done);
-        if (pending->failed.ok()) {
-          answer = std::move(pending->outcome);
-        } else {
-          answer = pending->failed;
-        }
+        answer = std::move(pending->outcome);
       }
       finish(std::move(answer));
     });

@@ -26,11 +26,11 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
@@ -59,17 +59,19 @@ class ShardReconciler final {
     std::vector<uint64_t> held;        // ascending
     std::vector<uint64_t> unresolved;  // ascending; each also in held
     uint64_t next_extent = 0;          // extents from here on are not checked
+    bool complete = false;  // held is every extent: cells missing from it are lost
   };
   struct Outcome {
     std::vector<std::pair<uint64_t, int64_t>> stored;  // extent, step
     std::vector<uint64_t> given_up;
     int64_t left = 0;       // unresolved extents a commit in flight names
     int64_t lost_rows = 0;  // rows dropped as lost
+    bool unsettled = false;  // a drop of lost rows failed: ask again, complete
   };
   // Sets `inventory` against every dock; `done` once the lost rows' drops
-  // are stored (their first error, if one failed: the shard asks again).
-  // INVALID_ARGUMENT (at once) for extents of another incarnation, not
-  // ascending, unresolved ones not held, or at or past next_extent.
+  // are stored (unsettled if one failed). INVALID_ARGUMENT (at once) for
+  // extents of another incarnation, not ascending, unresolved ones not held,
+  // or at or past next_extent.
   void Reconcile(Inventory inventory, std::function<void(absl::StatusOr<Outcome>)> done);
 
  private:
@@ -78,11 +80,14 @@ class ShardReconciler final {
   DockRegistry* const docks_;
   const uint64_t incarnation_;
   tdock::Mutex mu_;
-  // The commits in flight naming each extent (shard, extent).
-  std::map<std::pair<uint64_t, uint64_t>, int> in_flight_ ABSL_GUARDED_BY(mu_);
-  // Extents given up (shard, extent), the latest kRemembered, oldest first.
-  std::set<std::pair<uint64_t, uint64_t>> given_up_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<uint64_t, uint64_t>> given_up_order_ ABSL_GUARDED_BY(mu_);
+  using Key = std::pair<uint64_t, uint64_t>;  // shard, extent
+  // The commits in flight naming each extent.
+  absl::flat_hash_map<Key, int> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Extents given up, the latest kRemembered: each with the number of its
+  // giving up, in order (an entry whose number is not the map's is stale).
+  absl::flat_hash_map<Key, uint64_t> given_up_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<Key, uint64_t>> given_up_order_ ABSL_GUARDED_BY(mu_);
+  uint64_t given_up_count_ ABSL_GUARDED_BY(mu_) = 0;
   static constexpr size_t kRemembered = 1 << 16;
 };
 

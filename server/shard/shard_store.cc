@@ -260,6 +260,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Place(const std::string& dock,
       cells = slot;
     }
     extent = next_extent_++;
+    placing_.insert(extent);
   }
   // The copy, with no lock held.
   std::vector<const internal::CellBlock*> blocks;
@@ -287,6 +288,10 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Place(const std::string& dock,
   // first always can.
   if (!written && oldest) written = write(/*past_limit=*/true);
   if (!written) {
+    {
+      tdock::MutexLock lock(&mu_);
+      placing_.erase(extent);
+    }
     return CapacityError(absl::StrCat("shard ", shard_, " has no room for ", columns.size(),
                                       " columns of ", where, " under its memory limit of ",
                                       pool_->limit_bytes(), " bytes"));
@@ -306,6 +311,7 @@ absl::StatusOr<ShardStore::Staged> ShardStore::Place(const std::string& dock,
   held.bytes = static_cast<int64_t>(offset);
   held.prepared = !copy;
   tdock::MutexLock lock(&mu_);
+  placing_.erase(extent);
   // A release meanwhile took the step: the Put is not kept.
   auto dock_it = docks_.find(dock);
   // Reincarnated meanwhile: its cells went with the former incarnation.
@@ -371,8 +377,11 @@ ShardStore::Inventory ShardStore::GetInventory() const {
   Inventory inventory;
   tdock::ReaderMutexLock lock(&mu_);
   inventory.incarnation = incarnation_.load(std::memory_order_acquire);
-  inventory.next_extent = next_extent_;
+  // An extent being placed has its id but is not held yet: the inventory
+  // speaks only of the extents below it.
+  inventory.next_extent = placing_.empty() ? next_extent_ : *placing_.begin();
   for (const auto& [id, extent] : extents_) {
+    if (id >= inventory.next_extent) continue;
     inventory.held.push_back(id);
     if (extent.unresolved && !extent.committed) inventory.unresolved.push_back(id);
   }
@@ -390,24 +399,29 @@ bool ShardStore::HasUnresolved() const {
 
 void ShardStore::Resolve(uint64_t extent, std::optional<int64_t> step,
                          ShardJournal::Done recorded) {
-  bool unresolved = false;
+  bool commit = false;
   {
-    tdock::ReaderMutexLock lock(&mu_);
+    tdock::MutexLock lock(&mu_);
     auto it = extents_.find(extent);
-    unresolved = it != extents_.end() && it->second.unresolved && !it->second.committed;
+    const bool unresolved =
+        it != extents_.end() && it->second.unresolved && !it->second.committed;
+    commit = unresolved && step.has_value();
+    if (unresolved && !step.has_value()) {
+      // Not in a live step of the controller: never stored, or stored in a
+      // step released since, whose last rows a consumer may still be
+      // reading. It retires, as a released step's cells do.
+      Extent& held = it->second;
+      held.unresolved = false;
+      held.free_at = std::min(held.free_at, clock_->Now() + read_grace_);
+    }
   }
-  if (!unresolved) {
+  if (!commit) {
     if (recorded) std::move(recorded)(absl::OkStatus());
     return;
   }
-  // Nothing else changes an unresolved extent but a release, which Commit
-  // and Abort take as they find it.
-  if (step.has_value()) {
-    Commit(extent, *step, std::move(recorded)).IgnoreError();  // answered through `recorded`
-    return;
-  }
-  Abort(extent);
-  if (recorded) std::move(recorded)(absl::OkStatus());
+  // Only the reconcile resolves: the extent is still unresolved, or a
+  // release took it meanwhile, which Commit answers.
+  Commit(extent, *step, std::move(recorded)).IgnoreError();  // answered through `recorded`
 }
 
 absl::Status ShardStore::NotHeld(const CellLocation& where, const std::string& why) {

@@ -11,7 +11,8 @@
 // the shard hears its answer, so staged cells are read like committed ones.
 // Commit records the controller's answer (and the step it stored the Put in);
 // Abort forgets a Put the controller refused (its bytes go back with its
-// step's). A Put whose answer never came stays staged until its step is
+// step's). A Put whose answer never came stays staged, unresolved, until the
+// controller says (Resolve, when the shard reconciles) or its step is
 // released. Release retires a step's cells once the controller has released
 // the step: later Puts of it are refused at once, but its cells stay
 // readable for `read_grace` more, because the controller releases a step
@@ -137,7 +138,7 @@ class ShardStore final {
   // The staged Put `extent`'s commit was never answered (the call failed
   // with its outcome unknown): kept, and unresolved until Resolve. Staged
   // Puts recovered from a data dir are unresolved too.
-  void Unresolved(uint64_t extent);
+  void Unresolved(uint64_t extent) ABSL_LOCKS_EXCLUDED(mu_);
   // What the store holds, for its controller to reconcile (ReconcileShard):
   // every extent, the unresolved ones, and the next extent id it gives.
   struct Inventory {
@@ -146,13 +147,14 @@ class ShardStore final {
     std::vector<uint64_t> unresolved;  // ascending
     uint64_t next_extent = 0;
   };
-  Inventory GetInventory() const;
-  bool HasUnresolved() const;
+  Inventory GetInventory() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasUnresolved() const ABSL_LOCKS_EXCLUDED(mu_);
   // The controller's answer for the unresolved `extent`: stored in `step`
-  // (committed, as Commit) or never (nullopt: freed, as Abort). Nothing for
-  // an extent not unresolved (any more). `recorded` as Commit's.
+  // (committed, as Commit) or not in a live step (nullopt: it retires, freed
+  // once read_grace has passed, as a released step's cells). Nothing for an
+  // extent not unresolved (any more). `recorded` as Commit's.
   void Resolve(uint64_t extent, std::optional<int64_t> step,
-               ShardJournal::Done recorded = nullptr);
+               ShardJournal::Done recorded = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cells by location, views valid while `pin` is held.
   struct Cells {
@@ -266,6 +268,8 @@ class ShardStore final {
   // restart of the shard (same id, same address) names no extent of this
   // one, so it is refused instead of reading another Put's cells.
   uint64_t next_extent_ ABSL_GUARDED_BY(mu_);
+  // Ids given to Puts still being placed (their bytes copied), not held yet.
+  std::set<uint64_t> placing_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, DockCells> docks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Extent> extents_ ABSL_GUARDED_BY(mu_);
 };

@@ -3,8 +3,9 @@
 // live step has its cells, else given up, after which a late commit naming
 // it is refused; nothing is given up while a commit naming it is in
 // flight; a live row whose committed cells the shard no longer holds is
-// dropped as lost, but not one of an extent given after the inventory; a
-// bad inventory is refused, naming what is wrong.
+// dropped as lost, but not one of an extent given after the inventory, nor
+// for an inventory of the unresolved extents alone; a bad inventory is
+// refused, naming what is wrong.
 #include "server/shard/shard_reconcile.h"
 
 #include <future>
@@ -99,29 +100,42 @@ TEST_F(ShardReconcilerTest, NothingIsGivenUpWhileACommitNamingItIsInFlight) {
   EXPECT_TRUE(busy.given_up.empty());
   EXPECT_EQ(busy.left, 1) << "the commit in flight may name it";
   // Commits naming other extents, of this shard or another, do not hold it up.
-  ASSERT_OK(reconciler_.BeginCommit("d", {{kShard, {Extent(3)}}, {kShard + 1, {Extent(2)}}}));
+  const ShardReconciler::Extents others{{kShard, {Extent(3)}}, {kShard + 1, {Extent(2)}}};
+  ASSERT_OK(reconciler_.BeginCommit("d", others));
   reconciler_.EndCommit({{kShard, {Extent(2)}}});
   ASSERT_OK_AND_ASSIGN(ShardReconciler::Outcome done, Reconcile(inventory));
   EXPECT_EQ(done.given_up, (std::vector<uint64_t>{Extent(2)}));
   EXPECT_EQ(done.left, 0);
+  reconciler_.EndCommit(others);
 }
 
 TEST_F(ShardReconcilerTest, CommittedCellsMissingAtTheShardAreLost) {
   ASSERT_OK(PutSync(*dock_, 0, {0, 1}, {Cells(2, Extent(1))}));
   ASSERT_OK(PutSync(*dock_, 0, {2, 3}, {Cells(2, Extent(2))}));
   ASSERT_OK(PutSync(*dock_, 0, {4, 5}, {Cells(2, Extent(7))}));  // given after the inventory
-  ASSERT_OK_AND_ASSIGN(ShardReconciler::Outcome outcome,
+  // Not the whole inventory: nothing is taken as missing.
+  ASSERT_OK_AND_ASSIGN(ShardReconciler::Outcome partial,
                        Reconcile({.shard = kShard,
                                   .incarnation = kIncarnation,
                                   .held = {Extent(1)},
                                   .next_extent = Extent(5)}));
+  EXPECT_EQ(partial.lost_rows, 0);
+  EXPECT_EQ(LostRows(), 0);
+  ASSERT_OK_AND_ASSIGN(ShardReconciler::Outcome outcome,
+                       Reconcile({.shard = kShard,
+                                  .incarnation = kIncarnation,
+                                  .held = {Extent(1)},
+                                  .next_extent = Extent(5),
+                                  .complete = true}));
   EXPECT_EQ(outcome.lost_rows, 2) << "rows 2, 3: extent 2 is gone from the shard";
+  EXPECT_FALSE(outcome.unsettled);
   EXPECT_EQ(LostRows(), 2);
   // Another incarnation's inventory says nothing of this one's cells.
   ASSERT_OK_AND_ASSIGN(ShardReconciler::Outcome other,
                        Reconcile({.shard = kShard,
                                   .incarnation = kIncarnation + 1,
-                                  .next_extent = uint64_t{kIncarnation + 1} << 32 | 1}));
+                                  .next_extent = uint64_t{kIncarnation + 1} << 32 | 1,
+                                  .complete = true}));
   EXPECT_EQ(other.lost_rows, 0);
   EXPECT_EQ(LostRows(), 2);
 }

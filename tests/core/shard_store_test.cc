@@ -7,7 +7,8 @@
 // dock's oldest live step; a reader's pin
 // keeps released cells' memory; a staged Put whose commit was never
 // answered is in the inventory as unresolved until the controller's answer
-// commits or frees it.
+// commits or retires it (freed once its read grace has passed), and an
+// extent still being placed is not spoken of.
 #include "server/shard/shard_store.h"
 
 #include <map>
@@ -96,17 +97,20 @@ TEST(ShardStore, AnUnansweredPutIsUnresolvedUntilTheControllerSays) {
                                                    never.extent, pending.extent}));
   EXPECT_EQ(inventory.unresolved, (std::vector<uint64_t>{stored.extent, never.extent}));
   EXPECT_EQ(inventory.next_extent, pending.extent + 1);
-  // Stored in step 0: committed and kept; never stored: freed.
+  // Stored in step 0: committed and kept; in no live step: retired, freed
+  // once its grace (none here) has passed.
   store.Resolve(stored.extent, 0);
   store.Resolve(never.extent, std::nullopt);
   store.Resolve(pending.extent, std::nullopt);  // not unresolved: left alone
   EXPECT_FALSE(store.HasUnresolved());
-  EXPECT_EQ(store.GetInventory().held,
-            (std::vector<uint64_t>{committed.extent, stored.extent, pending.extent}));
   EXPECT_EQ(store.GetStats().committed_puts, 2);
+  EXPECT_EQ(store.GetStats().staged_puts, 1) << "the Put whose commit is in flight";
   EXPECT_OK(store.Read("d", stored.locations[0]).status());
   EXPECT_STATUS(store.Read("d", never.locations[0]).status(), absl::StatusCode::kNotFound,
-                "holds no such extent");
+                "read grace has passed");
+  store.Sweep();
+  EXPECT_EQ(store.GetInventory().held,
+            (std::vector<uint64_t>{committed.extent, stored.extent, pending.extent}));
 }
 
 TEST(ShardStore, ReadsRefuseLocationsNotHeldHereNamingThem) {

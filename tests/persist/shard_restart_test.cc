@@ -298,7 +298,8 @@ TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreRea
       read_back();
       // The shard reconciles with the restarted controller: every Put it
       // recorded but never heard answered is stored (committed in its step)
-      // or given up (freed); nothing is lost, since nothing is missing.
+      // or given up (retired: unreadable, no grace here, and freed by the
+      // next sweep); nothing is lost, since nothing is missing.
       const ShardStore::Inventory inventory = back.GetInventory();
       shard::ShardReconciler reconciler(&restarted.registry);
       std::promise<absl::StatusOr<shard::ShardReconciler::Outcome>> answered;
@@ -306,7 +307,8 @@ TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreRea
                             .incarnation = inventory.incarnation,
                             .held = inventory.held,
                             .unresolved = inventory.unresolved,
-                            .next_extent = inventory.next_extent},
+                            .next_extent = inventory.next_extent,
+                            .complete = true},
                            [&answered](absl::StatusOr<shard::ShardReconciler::Outcome> got) {
                              answered.set_value(std::move(got));
                            });
@@ -318,6 +320,7 @@ TEST(TwoProcessRestart, AtEveryConsistentCrashPointTheControllersLocationsAreRea
       for (const auto& [extent, step] : outcome.stored) back.Resolve(extent, step);
       for (uint64_t extent : outcome.given_up) back.Resolve(extent, std::nullopt);
       EXPECT_FALSE(back.HasUnresolved());
+      back.Sweep();
       const std::vector<uint64_t> held = back.GetInventory().held;
       for (uint64_t extent : outcome.given_up) {
         EXPECT_FALSE(std::binary_search(held.begin(), held.end(), extent))
