@@ -45,7 +45,7 @@ import numpy as np
 
 import tdock
 import tdock.server
-from scale_out import iperf3_gbps
+from loopback import iperf3_gbps
 
 
 def one_pass(address: str, transport: str, dock_name: str, args) -> dict:
