@@ -5,6 +5,7 @@ none) and a trainer reads every row back; once a node leaves the cluster,
 its rows' cells are gone and a Get of them says so, while the other node's
 rows are still read."""
 
+import os
 import socket
 import time
 import urllib.request
@@ -17,6 +18,7 @@ from conftest import SHARDED  # noqa: E402
 ray = pytest.importorskip("ray")
 # It starts its own controller and shards: once is enough.
 pytestmark = pytest.mark.skipif(SHARDED, reason="runs its own sharded deployment")
+from ray._common.utils import get_default_ray_temp_dir  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import tdock  # noqa: E402
@@ -27,6 +29,10 @@ from server_process import server_binary  # noqa: E402
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
+    # Cluster writes its address into Ray's default temp dir (/tmp/ray)
+    # whatever temp_dir says, and fails where that does not exist yet (a new
+    # host, or one where no Ray has run with its defaults).
+    os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "resources": {"node_a": 1}, "include_dashboard": False,
         "object_store_memory": 100 << 20,
