@@ -149,6 +149,14 @@ struct ClientPut {
   // (UNAVAILABLE, DEADLINE_EXCEEDED); ABORTED means the first is still being
   // stored: ask again.
   uint64_t put_id = 0;
+  // Through a controller: empty, the client places the Put (its node's
+  // shard, else one by a hash); else the address of the listed shard it goes
+  // to, whose shared memory (ListShards' shm_prefix; empty: none) is
+  // `shard_shm_prefix`. The listing is asked again when no shard it lists is
+  // both, and the Put is UNAVAILABLE (the caller's listing is stale) when
+  // none is then.
+  std::string shard_address;
+  std::string shard_shm_prefix;
 };
 
 // Rows asked for before generating (Client::Reserve): `rows`, or groups of

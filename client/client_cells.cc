@@ -210,11 +210,7 @@ absl::Status Client::Impl::ReadCells(const std::string& what, const std::string&
   TDOCK_RETURN_IF_ERROR(prepared);
   for (const std::unique_ptr<ShardRead>& read : reads) {
     if (read->failed.ok()) continue;
-    {
-      // It may be back at another address: listed again by the next call.
-      absl::MutexLock lock(&shards_mu_);
-      shards_.reset();
-    }
+    ForgetShards();  // it may be back at another address
     if (read->shm != nullptr && internal::ShmShard::SessionLost(read->failed)) {
       read->shm->EndSession(read->session);
     }

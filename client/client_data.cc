@@ -115,6 +115,48 @@ bulk::Encoded EncodePut(const ClientPut& put, bool data = true, uint64_t prepare
   return bulk::EncodePut(header, columns);
 }
 
+}  // namespace
+
+namespace internal {
+
+absl::StatusOr<ClientPut> PutOfHeader(const v1::PutRequest& header) {
+  for (const auto& [set, field] : {std::pair<bool, const char*>{header.columns_size() > 0, "columns"},
+                                   {header.cell_locations(), "cell_locations"},
+                                   {header.prepared_extent() != 0, "prepared_extent"}}) {
+    if (set) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "put into dock '", header.dock(), "': the header sets ", field,
+          ", which a client's Put leaves to the library"));
+    }
+  }
+  ClientPut put;
+  put.dock = header.dock();
+  put.step = header.step();
+  put.rows.assign(header.rows().begin(), header.rows().end());
+  put.wait = absl::Milliseconds(header.wait_ms());
+  put.ack_lease = header.ack_lease();
+  put.keys.assign(header.keys().begin(), header.keys().end());
+  put.new_rows = header.new_rows();
+  put.group_sizes.assign(header.group_sizes().begin(), header.group_sizes().end());
+  put.versions.assign(header.versions().begin(), header.versions().end());
+  put.reservation = header.reservation();
+  put.put_id = header.put_id();
+  for (const v1::ColumnSpec& column : header.new_columns()) {
+    absl::StatusOr<ColumnSpec> spec = FromProto(column);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("put into dock '", header.dock(),
+                                                     "': new column '", column.name(), "': ",
+                                                     spec.status().message()));
+    }
+    put.new_columns.push_back(*std::move(spec));
+  }
+  return put;
+}
+
+}  // namespace internal
+
+namespace {
+
 // A server-streaming call on a generic stub, driven to its end by the
 // calling thread on a completion queue of its own, as Call is: sends
 // `request`, hands each message to `on_message` (asking for the next one
@@ -200,33 +242,42 @@ absl::StatusOr<PutAck> Client::Put(const ClientPut& put) {
   // to the server.
   TDOCK_ASSIGN_OR_RETURN(const Impl::Shards shards, impl_->ListShards());
   TDOCK_RETURN_IF_ERROR(impl_->CheckTransport(shards));
-  auto* put_stub = &impl_->put_stub;
-  const char* put_method = "/tdock.v1.Dock/Put";
-  if (!shards.empty()) {
-    const Impl::Shard& target = Impl::ShardForPut(shards, put);
-    if (target.shm != nullptr) {
-      TDOCK_ASSIGN_OR_RETURN(const v1::PutResponse shm_response, impl_->ShmPut(target, put));
-      return PutAck{.rows = shm_response.rows(),
-                    .bytes = shm_response.bytes(),
-                    .assigned = {shm_response.assigned().begin(), shm_response.assigned().end()},
-                    .replayed = shm_response.replayed()};
+  auto send = [&](grpc::TemplatedGenericStub<grpc::ByteBuffer, v1::PutResponse>& stub,
+                  const char* method) -> absl::StatusOr<v1::PutResponse> {
+    const bulk::Encoded encoded = EncodePut(put);
+    if (encoded.size() > impl_->options.max_message_bytes) {
+      return CapacityError(absl::StrCat(
+          "put into dock '", put.dock, "' step ", put.step, ": message of ",
+          encoded.size(), " bytes exceeds max_message_bytes ",
+          impl_->options.max_message_bytes, "; split the rows over several puts"));
     }
-    put_stub = target.put_stub.get();
-    put_method = "/tdock.v1.Shard/Put";
+    v1::PutResponse response;
+    TDOCK_RETURN_IF_ERROR(impl_->SendPut(stub, method, encoded, put.wait, &response));
+    return response;
+  };
+  absl::StatusOr<v1::PutResponse> response;
+  if (shards.empty()) {
+    if (!put.shard_address.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "put into dock '", put.dock, "': it names shard ", put.shard_address, ", but ",
+          impl_->options.address, " is a standalone server"));
+    }
+    response = send(impl_->put_stub, "/tdock.v1.Dock/Put");
+  } else {
+    // The shard the Put names, held while it is sent.
+    TDOCK_ASSIGN_OR_RETURN(const std::shared_ptr<const Impl::Shard> chosen,
+                           impl_->ShardAt(shards, put));
+    const Impl::Shard& target = chosen != nullptr ? *chosen : Impl::ShardForPut(shards, put);
+    response = target.shm != nullptr ? impl_->ShmPut(target, put)
+                                     : send(*target.put_stub, "/tdock.v1.Shard/Put");
+    // The shard may be back at another address, or with other memory.
+    if (response.status().code() == absl::StatusCode::kUnavailable) impl_->ForgetShards();
   }
-  const bulk::Encoded encoded = EncodePut(put);
-  if (encoded.size() > impl_->options.max_message_bytes) {
-    return CapacityError(absl::StrCat(
-        "put into dock '", put.dock, "' step ", put.step, ": message of ",
-        encoded.size(), " bytes exceeds max_message_bytes ",
-        impl_->options.max_message_bytes, "; split the rows over several puts"));
-  }
-  v1::PutResponse response;
-  TDOCK_RETURN_IF_ERROR(impl_->SendPut(*put_stub, put_method, encoded, put.wait, &response));
-  return PutAck{.rows = response.rows(),
-                .bytes = response.bytes(),
-                .assigned = {response.assigned().begin(), response.assigned().end()},
-                .replayed = response.replayed()};
+  if (!response.ok()) return response.status();
+  return PutAck{.rows = response->rows(),
+                .bytes = response->bytes(),
+                .assigned = {response->assigned().begin(), response->assigned().end()},
+                .replayed = response->replayed()};
 }
 
 absl::StatusOr<v1::PutResponse> Client::Impl::ShmPut(const Shard& shard,

@@ -53,6 +53,13 @@ inline grpc::Status UnaryCall(grpc::TemplatedGenericStub<Request, Response>& stu
   return status;
 }
 
+// The Put that a PutRequest without its columns asks for (the Python
+// client's, which the tdock._native module sends): every field but
+// `columns`, which come apart. INVALID_ARGUMENT naming the field for one a
+// client never sends (columns, cell_locations, prepared_extent) or a new
+// column whose spec does not read.
+absl::StatusOr<ClientPut> PutOfHeader(const v1::PutRequest& header);
+
 }  // namespace internal
 
 class Client::Impl final {
@@ -110,11 +117,18 @@ class Client::Impl final {
   // The controller's shards; empty for a standalone server. Listed when data
   // first moves, again with `refresh`.
   absl::StatusOr<Shards> ListShards(bool refresh = false) const;
+  // The listing forgotten: the next call lists the shards again.
+  void ForgetShards() const;
   // The shard a Put goes to: the one on this node (TDOCK_NODE, else the
   // host name) unless it is listed away, else one a hash of (dock, step,
   // its first row or key) picks among those not away (among all when every
   // one is). REQUIRES: `shards` is not empty.
   static const Shard& ShardForPut(const Shards& shards, const ClientPut& put);
+  // The shard a Put names (ClientPut::shard_address and shard_shm_prefix),
+  // from `shards` or else a new listing; null when it names none (or the
+  // server is standalone). UNAVAILABLE when no listed shard is the one named.
+  absl::StatusOr<std::shared_ptr<const Shard>> ShardAt(const Shards& shards,
+                                                       const ClientPut& put) const;
   // FAILED_PRECONDITION when the transport is shm and the server is
   // standalone (no `shards`) or a shard does not share this host's memory.
   absl::Status CheckTransport(const Shards& shards) const;

@@ -109,6 +109,31 @@ const Client::Impl::Shard& Client::Impl::ShardForPut(const Shards& shards,
   return *live[hash % live.size()];
 }
 
+void Client::Impl::ForgetShards() const {
+  absl::MutexLock lock(&shards_mu_);
+  shards_.reset();
+}
+
+absl::StatusOr<std::shared_ptr<const Client::Impl::Shard>> Client::Impl::ShardAt(
+    const Shards& shards, const ClientPut& put) const {
+  if (put.shard_address.empty() || shards.empty()) return nullptr;  // placed, or standalone
+  auto named = [&put](const Shards& listed) -> std::shared_ptr<const Shard> {
+    for (const auto& shard : listed) {
+      if (shard->address == put.shard_address && shard->shm_prefix == put.shard_shm_prefix) {
+        return shard;
+      }
+    }
+    return nullptr;
+  };
+  if (std::shared_ptr<const Shard> shard = named(shards); shard != nullptr) return shard;
+  TDOCK_ASSIGN_OR_RETURN(const Shards listed, ListShards(/*refresh=*/true));
+  if (std::shared_ptr<const Shard> shard = named(listed); shard != nullptr) return shard;
+  return absl::UnavailableError(absl::StrCat(
+      "put into dock '", put.dock, "': the controller at ", options.address,
+      " lists no shard at ", put.shard_address, " with shared memory '", put.shard_shm_prefix,
+      "' (a shard listing older than the controller's: list them again)"));
+}
+
 absl::Status Client::Impl::CheckTransport(const Shards& shards) const {
   if (transport != internal::Transport::kShm) return absl::OkStatus();
   if (shards.empty()) {

@@ -121,6 +121,11 @@ void ShmShard::Purge() {
 
 absl::Status ShmShard::Write(const v1::PrepareResponse& prepared,
                              const std::vector<ByteSpan>& columns) {
+  if (prepared.shm_prefix() != prefix_) {
+    return absl::UnavailableError(absl::StrCat(
+        "the shard's shared memory is ", prepared.shm_prefix(), ", not ", prefix_,
+        " as this client listed it: it restarted (listed again by the next call)"));
+  }
   if (prepared.columns_size() != static_cast<int>(columns.size())) {
     return absl::InternalError(absl::StrCat("the shard prepared ", prepared.columns_size(),
                                             " columns, the Put has ", columns.size()));

@@ -16,9 +16,10 @@
 # both binaries (debug info stripped) into tdock/_bin/ there, builds the
 # wheel with pip (the wire modules come from grpcio-tools, which pip fetches
 # from PyPI as for `pip install ./client/python`), then `auditwheel repair`
-# copies every shared library the binaries load that is not part of the
-# manylinux baseline (gRPC, protobuf, Abseil, RocksDB, OpenSSL, ...) into
-# tdock.libs/, points the binaries' RUNPATH at it, and tags the wheel with the
+# copies every shared library the binaries (and tdock._native, the C++ data
+# path of the Python client, when the build has it) load that is not part of
+# the manylinux baseline (gRPC, protobuf, Abseil, RocksDB, OpenSSL, ...) into
+# tdock.libs/, points their RUNPATH at it, and tags the wheel with the
 # oldest manylinux_2_X whose glibc and libstdc++ symbol versions cover what
 # the binaries use (auditwheel's "auto"). The checkout is left as it was.
 set -euo pipefail
@@ -86,6 +87,16 @@ for binary in "${binaries[@]}"; do
   # Debug info is most of a RelWithDebInfo binary; the symbols stay.
   strip --strip-debug -o "$scratch/src/client/python/tdock/_bin/$(basename "$binary")" "$binary"
 done
+
+# tdock._native (the target tdock_native), when the build has it: the C++
+# data path for the Python that built it (tdock/_native_path.py).
+native=("$build_dir"/python/tdock/_native.*.so)
+if [[ -f "${native[0]}" ]]; then
+  strip --strip-debug -o "$scratch/src/client/python/tdock/$(basename "${native[0]}")" "${native[0]}"
+else
+  echo "build-wheel: $build_dir has no tdock._native (cmake --build $build_dir --target" \
+    "tdock_native): the wheel's clients put through grpcio" >&2
+fi
 
 echo "build-wheel [${SECONDS}s] building the wheel (pip; grpcio-tools from PyPI)" >&2
 if ! "$python" -m pip wheel --no-deps --disable-pip-version-check --wheel-dir "$scratch/raw" \

@@ -20,6 +20,8 @@ PACKAGES=(
   # the Python client, its tests and the example pipeline (Debian's Python)
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-pytest python3-venv python3-setuptools python3-pip
+  # tdock._native, the Python client's C++ data path (pybind11)
+  python3-dev pybind11-dev
 )
 # Extra packages from the command line (scripts/test.sh adds python3-torch,
 # which the Python client uses when it is there, and what the deploy tests run).

@@ -5,9 +5,13 @@ Redis through redis-py, on the same shapes and chunks as tdock_compare.
 Each column of a shape is one 2-D float32 numpy array (rows x elements),
 prepared once. Per chunk of rows (all columns per call):
 
-  tdock  Put: Dock.put(step, rows, {column: array[begin:end]})
+  tdock  Put: Dock.put(step, rows, {column: array[begin:end]}), its bytes
+              sent by grpcio (data_path "python")
          Get: Dock.get(consumer, step=step, count=rows), then
               Batch.packed(column) for every column (numpy views).
+  tdock-native  the same with data_path "native": each Put's bytes sent
+         by the C++ client (tdock._native), Gets as tdock's; when the
+         module is built.
   tdock-aio  the same through tdock.aio, awaited one call at a time.
          A pass of Gets of either ends with Client.give_back_pins(): through a
          shard's shared memory, the memory its views held is free before the
@@ -56,11 +60,12 @@ class Workload:
 
 class TdockContender:
     name = "tdock"
+    data_path = "python"
 
     def __init__(self, address: str):
         import tdock
         self.tdock = tdock
-        self.client = tdock.Client(address, timeout=120.0)
+        self.client = tdock.Client(address, timeout=120.0, data_path=self.data_path)
         self.step = -1
 
     def prepare(self, w: Workload) -> None:
@@ -121,6 +126,15 @@ class TdockContender:
 
     def finish(self) -> None:
         self.client.delete_dock(self.dock_name)
+
+
+class NativeTdockContender(TdockContender):
+    name = "tdock-native"
+    data_path = "native"
+
+    def prepare(self, w: Workload) -> None:
+        self.w = w
+        self.prepare_named(f"compare-native-{w.name}")
 
 
 class AioTdockContender:
@@ -258,6 +272,9 @@ def main() -> int:
     contenders = []
     if args.tdock:
         contenders.append(TdockContender(args.tdock))
+        from tdock import _native_path
+        if _native_path._native is not None:
+            contenders.append(NativeTdockContender(args.tdock))
         contenders.append(AioTdockContender(args.tdock))
     if args.redis:
         contenders.append(RedisContender(args.redis))

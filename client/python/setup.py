@@ -121,7 +121,9 @@ def _setup_args():
     if _bundles_binaries():
         scripts += ["tdock-server = tdock._bundled:server_main",
                     "tdockctl = tdock._bundled:ctl_main"]
-        args["package_data"] = {"tdock": [f"_bin/{name}" for name in BINARIES]}
+        # tdock._native, when scripts/build-wheel.sh found it in the build.
+        args["package_data"] = {"tdock": [f"_bin/{name}" for name in BINARIES]
+                                + ["_native.*.so"]}
         args["cmdclass"]["bdist_wheel"] = _platform_wheel()
         args["distclass"] = BinaryDistribution
     args["entry_points"] = {"console_scripts": scripts}

@@ -178,6 +178,7 @@ class ShardService::PutCall final : public grpc::ServerUnaryReactor {
     }
     v1::PrepareResponse answer;
     answer.set_extent(prepared->extent);
+    answer.set_shm_prefix(service_->shm_->prefix());
     for (const std::vector<absl::Span<char>>& regions : prepared->regions) {
       v1::PreparedColumn* column = answer.add_columns();
       for (absl::Span<char> region : regions) {

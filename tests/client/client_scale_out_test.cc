@@ -3,6 +3,8 @@
 // cells are on both shards come back as from a standalone server, each
 // column one 64-byte-aligned segment (a uint8 column before an int32 one);
 // a controller that lists no shards yet is Unavailable, and listed again;
+// a Put to a shard back at another port reaches it there, and one through
+// the shared memory of a shard that restarted is refused;
 // a Get whose cells cannot be read hands its lease back at once
 // (Unavailable), or, without one, is DataLoss naming the rows; a partial
 // Get comes without the rows it cannot read, naming them.
@@ -17,10 +19,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/functional/function_ref.h"
+#include "absl/time/clock.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/server.h"
 #include "tests/grpc_environment.h"
+#include "tests/persist/persist_test_util.h"
 #include "tests/test_util.h"
 
 namespace tdock {
@@ -178,6 +183,116 @@ TEST_F(ClientScaleOutTest, AGetWhoseCellsCannotBeReadHandsItsLeaseBackAtOnce) {
   // Handed back at once, not after its 10 minutes: the rows wait for a Get.
   ASSERT_OK_AND_ASSIGN(std::vector<ClientLease> leases, client_->ListLeases("leased", "all"));
   EXPECT_TRUE(leases.empty());
+}
+
+// A shard of its own for the restart tests: shard 2 on node-2 (the
+// writer's node), with `data_dir` if given, listening on `listen`.
+std::unique_ptr<Server> StartShard2(const std::string& controller, const std::string& listen,
+                                    const std::string& shm_dir, const std::string& data_dir) {
+  ServerOptions options{.role = ServerRole::kShard, .listen = listen};
+  options.shard.controller = controller;
+  options.shard.id = 2;
+  options.shard.node = "node-2";
+  options.shard.shm_dir = shm_dir;
+  options.persistence.data_dir = data_dir;
+  auto shard = std::make_unique<Server>(options);
+  EXPECT_OK(shard->Start());
+  return shard;
+}
+
+// Waits until the controller lists shard 2 as `is` says: a synchronization
+// point (it registers once started), not a timing assertion.
+void AwaitShard2(Client& client, absl::FunctionRef<bool(const ShardInfo&)> is) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  for (;;) {
+    ASSERT_LT(absl::Now(), give_up) << "shard 2 is not listed as expected";
+    ASSERT_OK_AND_ASSIGN(const std::vector<ShardInfo> shards, client.ListShards());
+    if (std::any_of(shards.begin(), shards.end(),
+                    [&](const ShardInfo& shard) { return shard.id == 2 && is(shard); })) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+DockSpec OneColumnDock(const std::string& name) {
+  DockSpec spec;
+  spec.name = name;
+  spec.num_prompts = 2;
+  spec.steps_in_flight = 2;
+  spec.columns = {{"ids", DType::kInt32, {}, 0, false}};
+  spec.consumers = {{"all", {"ids"}, 2, 1, false, Policy::kFifo, 0}};
+  return spec;
+}
+
+absl::Status PutIds(Client& client, const std::string& dock, int64_t step,
+                    std::vector<std::vector<int32_t>> ids) {
+  ClientPut put{.dock = dock, .step = step, .rows = {0, 1}};
+  put.columns.push_back(ClientColumn::FromRows<int32_t>("ids", DType::kInt32, ids));
+  return client.Put(put).status();
+}
+
+// A Put to a shard that went away fails (Unavailable) and the client
+// forgets its listing: once the shard is back with its data dir at another
+// port, the next Put reaches it there (the only shard: nothing goes in
+// anywhere else), and the rows written before and after read back.
+TEST_F(ClientScaleOutTest, APutReachesAShardBackAtAnotherAddress) {
+  const std::string data_dir = persist::TempDir("client_shard_moved");
+  std::unique_ptr<Server> shard = StartShard2(Address(), "127.0.0.1:0", "", data_dir);
+  setenv("TDOCK_NODE", "node-2", 1);
+  ASSERT_OK(client_->CreateDock(OneColumnDock("moved")).status());
+  ASSERT_OK(PutIds(*client_, "moved", 0, {{1}, {2}}));
+  const std::string before = absl::StrCat("127.0.0.1:", shard->port());
+  shard->Shutdown();
+  shard.reset();  // its store closed
+  EXPECT_EQ(PutIds(*client_, "moved", 1, {{3}, {4}}).code(), absl::StatusCode::kUnavailable);
+  shard = StartShard2(Address(), "127.0.0.1:0", "", data_dir);
+  const std::string after = absl::StrCat("127.0.0.1:", shard->port());
+  ASSERT_NE(after, before);
+  AwaitShard2(*client_, [&](const ShardInfo& s) { return s.address == after && !s.away; });
+  EXPECT_OK(PutIds(*client_, "moved", 1, {{3}, {4}}));
+  for (int64_t step : {0, 1}) {
+    ASSERT_OK_AND_ASSIGN(ClientBatch batch,
+                         client_->Get({.dock = "moved", .consumer = "all", .step = step}));
+    ASSERT_EQ(batch.rows.size(), 2u) << "step " << step;
+    for (size_t i = 0; i < batch.rows.size(); ++i) {  // row r of step s holds 2s + r + 1
+      EXPECT_EQ(batch.Row<int32_t>(*batch.column("ids"), static_cast<int64_t>(i)),
+                std::vector<int32_t>{static_cast<int32_t>(2 * step + batch.rows[i] + 1)});
+    }
+  }
+  shard->Shutdown();
+  persist::RemoveDir(data_dir);
+}
+
+// A shard restarted at its address has new shared memory: a Put through
+// the memory of the shard as listed before is refused before a byte is
+// written (Unavailable, saying it restarted), and the next Put, the shards
+// listed again, goes into the new memory and reads back.
+TEST_F(ClientScaleOutTest, APutThroughTheMemoryOfAShardThatRestartedIsRefused) {
+  shm_dir_ = ::testing::TempDir() + "/tdock_client_shm_XXXXXX";
+  ASSERT_NE(mkdtemp(shm_dir_.data()), nullptr);
+  std::unique_ptr<Server> shard = StartShard2(Address(), "127.0.0.1:0", shm_dir_, "");
+  setenv("TDOCK_NODE", "node-2", 1);
+  ASSERT_OK(client_->CreateDock(OneColumnDock("restarted")).status());
+  ASSERT_OK(PutIds(*client_, "restarted", 0, {{1}, {2}}));
+  const std::string address = absl::StrCat("127.0.0.1:", shard->port());
+  ASSERT_OK_AND_ASSIGN(const std::vector<ShardInfo> listed, client_->ListShards());
+  const uint32_t incarnation = listed.at(0).incarnation;
+  shard->Shutdown();
+  shard.reset();
+  shard = StartShard2(Address(), address, shm_dir_, "");
+  AwaitShard2(*client_, [&](const ShardInfo& s) { return s.incarnation != incarnation; });
+  EXPECT_STATUS(PutIds(*client_, "restarted", 1, {{3}, {4}}), absl::StatusCode::kUnavailable,
+                "it restarted");
+  ASSERT_OK(PutIds(*client_, "restarted", 1, {{3}, {4}}));
+  ASSERT_OK_AND_ASSIGN(ClientBatch batch,
+                       client_->Get({.dock = "restarted", .consumer = "all", .step = 1}));
+  ASSERT_EQ(batch.rows.size(), 2u);
+  for (size_t i = 0; i < batch.rows.size(); ++i) {  // row r holds r + 3
+    EXPECT_EQ(batch.Row<int32_t>(*batch.column("ids"), static_cast<int64_t>(i)),
+              std::vector<int32_t>{static_cast<int32_t>(batch.rows[i] + 3)});
+  }
+  shard->Shutdown();
 }
 
 // A partial Get (over gRPC, or through the shards' shared memory) of rows

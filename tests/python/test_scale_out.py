@@ -239,7 +239,9 @@ def test_a_put_of_bytes_to_the_controller_says_where_to_put(sharded):
     Client made before the shards were listed cannot be: the listing comes
     with the first Put), gets a refusal that names the way."""
     _, address = sharded
-    with tdock.Client(address) as client:
+    # The grpcio path, whose listing this fakes: the native path sends as the
+    # C++ client's own listing says (tdock._native_path).
+    with tdock.Client(address, data_path="python") as client:
         client.create_dock(grpo_spec("direct", prompts=2, n=2))
         client._shards = []  # as a client of a standalone server would send it
         with pytest.raises(tdock.errors.FailedPrecondition,

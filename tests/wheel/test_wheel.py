@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import auditwheel.policy
@@ -72,6 +73,8 @@ def test_wheel_is_manylinux_and_carries_both_binaries_and_their_libraries(wheel)
     for lib in ("libgrpc++", "libprotobuf", "librocksdb"):
         assert any(n.startswith(f"tdock.libs/{lib}") for n in libs), (lib, libs)
     assert "tdock/v1/dock_pb2.py" in modes  # the generated wire modules
+    # tdock._native, the C++ data path, for the Python that built the wheel.
+    assert f"tdock/_native{sysconfig.get_config_var('EXT_SUFFIX')}" in modes, sorted(modes)
 
 
 def _baseline(wheel):
@@ -86,13 +89,15 @@ def _baseline(wheel):
 
 
 def test_installed_binaries_load_only_bundled_and_baseline_libraries(wheel, venv):
-    """ldd of each installed binary: every library resolves, and each one
+    """ldd of each installed binary and of tdock._native: every library resolves, and each one
     outside the manylinux baseline is the wheel's copy in tdock.libs/."""
     venv, env = venv
     baseline = _baseline(wheel)
     binaries = sorted(venv.glob("lib/python3*/site-packages/tdock/_bin/*"))
     assert [b.name for b in binaries] == ["tdock-server", "tdockctl"], binaries
-    for binary in binaries:
+    native = sorted(venv.glob("lib/python3*/site-packages/tdock/_native.*.so"))
+    assert len(native) == 1, native
+    for binary in binaries + native:
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
                              check=True, env=env | {"PATH": "/usr/bin:/bin"}).stdout
         for line in ldd.splitlines():
@@ -137,6 +142,26 @@ def test_quickstart_from_the_wheel(venv, tmp_path):
         serve.send_signal(signal.SIGTERM)
         code = serve.wait()
     assert code == 0
+
+
+def test_the_installed_client_puts_through_its_native_module(venv, tmp_path):
+    """A Client of the installed package made with data_path "native" loads
+    the wheel's tdock._native (else it would fail, saying why) and Puts
+    through it."""
+    venv, env = venv
+    script = (
+        "import numpy as np, tdock, tdock.server\n"
+        "with tdock.server.LocalServer().start() as server:\n"
+        "    with tdock.Client(server.address, data_path='native') as client:\n"
+        "        dock = client.create_dock({'name': 'd', 'num_prompts': 2,\n"
+        "            'columns': {'x': {'dtype': 'float32'}},\n"
+        "            'consumers': {'c': {'columns': ['x'], 'dispatch_size': 2}}})\n"
+        "        print(client.data_path, dock.put(0, range(2), {'x': np.ones((2, 3), np.float32)}).rows,\n"
+        "              dock.get('c', step=0).column('x').values.sum())\n")
+    ran = subprocess.run([f"{venv}/bin/python", "-c", script], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout == "native 2 6.0\n"
 
 
 def test_bundled_server_comes_after_explicit_settings_and_before_path(venv, tmp_path):

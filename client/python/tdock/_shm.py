@@ -243,6 +243,10 @@ class Shm:
     def write(self, shard: Any, prepared: Any, columns: Sequence[PutColumn]) -> None:
         """Copies each column's bytes into the regions the shard prepared
         (a PrepareResponse)."""
+        if prepared.shm_prefix != shard.shm_prefix:
+            raise errors.Unavailable(
+                f"its shared memory is {prepared.shm_prefix}, not {shard.shm_prefix} as this "
+                f"client listed it: it restarted (listed again by the next call)")
         chunks = self.chunks(shard)
         if len(prepared.columns) != len(columns):
             raise errors.Internal(f"shard {shard.id} prepared {len(prepared.columns)} "

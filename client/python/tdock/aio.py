@@ -39,6 +39,8 @@ class Client(_Connection):
     max_message_bytes)."""
 
     _grpc = grpc.aio
+    # What sends a Put's bytes (tdock._native_path): grpc.aio, always.
+    data_path = "python"
 
     async def close(self) -> None:
         if self._giving_back is not None:

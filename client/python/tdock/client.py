@@ -30,7 +30,7 @@ import grpc
 import numpy as np
 
 from tdock import batch as batch_mod
-from tdock import _shards, _shm, errors, wire
+from tdock import _native_path, _shards, _shm, errors, wire
 from tdock._calls import (DockStatus, DockSummary, Lease, LeaseStatus, NackAll, PutAck,
                           Reservation,
                           RowState, StalenessStatus, StepStatus,
@@ -58,14 +58,21 @@ def _give_back_pins(client_ref: Any, closing: threading.Event) -> None:
 class Client(_Connection):
     """A connection to one tdock server (see the module comment)."""
 
-    def __init__(self, address: str, **options: Any):
+    def __init__(self, address: str, *, data_path: str | None = None, **options: Any):
         super().__init__(address, **options)
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._open()  # gRPC connects when the first call needs it
+        # What moves Put bytes (tdock._native_path): "native" or "python".
+        self.data_path = _native_path.chosen(data_path)
+        self._options["data_path"] = data_path
+        self._native = None  # the C++ client, made by the first Put
+        _native_path.announce(address, self.data_path, data_path)
 
     def close(self) -> None:
-        self._closing.set()
+        with self._lock:
+            self._closing.set()
+            self._native = None
         for address in list(self._sessions):
             self._end_session(address)
         self._channel.close()
@@ -244,18 +251,38 @@ class Client(_Connection):
             except Exception:  # noqa: BLE001 - the session ends, and its pins with it
                 pass
 
-    def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
-                wait: float) -> dock_pb2.PutResponse:
-        """A Put through `shard`'s shared memory: prepared (the shard takes
-        the cells' memory, waiting as a Put would), its bytes copied there,
-        then sent without them. Pins of reads of the shard waiting to go
-        back go first: the memory they hold may be what the Put needs."""
+    def native_put(self, message: wire.PutMessage,
+                   shard: _shards.ShardInfo | None) -> dock_pb2.PutResponse:
+        """A Put sent by the C++ client (tdock._native_path), to `shard`
+        (None: a standalone server). Pins of reads waiting to go back go
+        first: the memory they hold may be what the Put needs."""
+        with self._lock:
+            if self._closing.is_set():
+                raise ValueError("put on a closed tdock.Client")
+            if self._native is None:
+                self._native = _native_path.connect(self.address, self._options,
+                                                    self.transport)
+            native = self._native
+        if shard is not None:
+            self._give_back_before_put(shard)
+        return _native_path.put(native, message, shard)
+
+    def _give_back_before_put(self, shard: _shards.ShardInfo) -> None:
+        """Gives back the pins of reads of `shard` waiting to go back."""
         with self._lock:
             held = self._sessions.get(shard.address)
         pins = self._shm.to_unpin(shard.address, held[0]) if held is not None else []
         if pins:
             self.shard_call(shard, "Unpin", dock_pb2.UnpinRequest(session=held[0], pins=pins),
                             dock_pb2.UnpinResponse)
+
+    def shm_put(self, shard: _shards.ShardInfo, message: wire.PutMessage,
+                wait: float) -> dock_pb2.PutResponse:
+        """A Put through `shard`'s shared memory: prepared (the shard takes
+        the cells' memory, waiting as a Put would), its bytes copied there,
+        then sent without them. Pins of reads of the shard waiting to go
+        back go first: the memory they hold may be what the Put needs."""
+        self._give_back_before_put(shard)
         prepared = self.shard_call(shard, "Prepare", message.without_data(),
                                    dock_pb2.PrepareResponse, extra_timeout=wait,
                                    serialize=_raw)
@@ -374,7 +401,9 @@ class Dock(_DockCalls):
                 target = _shards.for_put(shards, self.name, step, rows, keys or [],
                                          group_size)
                 try:
-                    if self.client._shm.uses(target):
+                    if self.client.data_path == "native":
+                        resp = self.client.native_put(message, target)
+                    elif self.client._shm.uses(target):
                         resp = self.client.shm_put(target, message, wait)
                     else:
                         resp = self.client.shard_call(target, "Put", message.encode(),
@@ -383,6 +412,8 @@ class Dock(_DockCalls):
                 except errors.Unavailable as e:
                     self.client._shards = None  # listed again by the next call
                     raise _shards.at_shard(target, e) from None
+            elif self.client.data_path == "native":
+                resp = self.client.native_put(message, None)
             else:
                 resp = self.client.call("Put", message.encode(), dock_pb2.PutResponse,
                                         extra_timeout=wait, serialize=_raw)

@@ -218,8 +218,26 @@ def from_rpc_error(error: grpc.RpcError) -> TdockError:
     code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     details = error.details() if hasattr(error, "details") else None
     message = details or str(error)
+    return _with_refusal(code, message, *_refusal(error))
+
+
+def from_status(code: int, message: str, refusal: int = 0, drop: int = 0,
+                free_groups: int = -1) -> TdockError:
+    """The tdock exception for a status of the C++ client (tdock._native):
+    its code's value, its message, and the refusal it carries (RefusalReason
+    and DropReason values, 0 when none; free_groups -1 when it has none), as
+    from_rpc_error makes it for the same status from grpcio."""
+    status_code = next((c for c in grpc.StatusCode if c.value[0] == code),
+                       grpc.StatusCode.UNKNOWN)
+    refused = _REFUSALS[refusal] if 0 < refusal < len(_REFUSALS) else None
+    drop_name = _DROP_REASONS[drop] if 0 < drop < len(_DROP_REASONS) else None
+    return _with_refusal(status_code, message, refused, drop_name,
+                         free_groups if refused is not None and free_groups >= 0 else None)
+
+
+def _with_refusal(code: grpc.StatusCode, message: str, refused: type | None,
+                  drop: str | None, free: int | None) -> TdockError:
     cls = _BY_CODE.get(code, Unknown)
-    refused, drop, free = _refusal(error)
     if refused is None:
         return cls(message, code)
     if issubclass(refused, cls):
